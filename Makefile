@@ -1,0 +1,27 @@
+# The two quick-start commands: `make demo` and `make test`. Both create the venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/sluice demo
+
+test: $(STAMP)
+	$(BIN)/ruff check bot handlers runners tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/plan_bench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

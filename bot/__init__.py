@@ -1,0 +1,1 @@
+"""Sluice core: models, config, planning, and the git/store adapters."""

@@ -1,0 +1,270 @@
+"""The `sluice` command line: plan, status, demo and config check."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from rich.console import Console
+
+from bot import render
+from bot.config import ConfigError, SluiceConfig, check_config, load_config
+from bot.engine import analyse_pending, load_repo_config, take_snapshot
+from bot.errors import SluiceError
+from bot.gitio import GitRepo
+from bot.models import Disposition, Plan
+from bot.planner import PriorChain, make_plan
+from bot.store import Store
+
+HELD = {Disposition.DEFERRED, Disposition.SKIPPED}
+SLOW_AFTER_S = 2.0
+
+
+class ProgressReporter(AbstractContextManager["ProgressReporter"]):
+    """A spinner on a terminal; elsewhere, stage lines once a run has taken more than a moment."""
+
+    def __init__(self) -> None:
+        self.console = Console(stderr=True)
+        self.started = time.monotonic()
+        self._status = self.console.status("starting") if self.console.is_terminal else None
+
+    def __enter__(self) -> ProgressReporter:
+        if self._status is not None:
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+    def __call__(self, message: str) -> None:
+        if self._status is not None:
+            self._status.update(message)
+        elif time.monotonic() - self.started > SLOW_AFTER_S:
+            print(f"sluice: {message} …", file=sys.stderr, flush=True)
+
+
+def _open_repo(args: argparse.Namespace) -> tuple[GitRepo, SluiceConfig]:
+    repo = GitRepo(Path(args.repo))
+    if args.config:
+        return repo, load_config(Path(args.config))
+    return repo, load_repo_config(repo, repo.resolve(args.fork), args.fork)
+
+
+def fork_key(config: SluiceConfig, repo: GitRepo, fork_ref: str) -> str:
+    return config.fork.repo or f"{repo.path}#{fork_ref}"
+
+
+def _prior_chains(store: Store, key: str, ingested: set[str]) -> list[PriorChain]:
+    """Stored open chains, with what their now-ingested members touched (from the plan that chained them)."""
+    previous = store.latest_plan(key)
+    touched: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    for chain in previous.chains if previous else ():
+        for commit in chain.commits:
+            keys = frozenset(s for s in commit.symbols) | frozenset(
+                f"cxx:{s.split('::', 1)[1]}" for s in commit.symbols if s.split("::", 1)[1].count("::") >= 2
+            )
+            touched[commit.sha] = (frozenset(commit.files), keys)
+    result = []
+    for chain in store.open_chains(key):
+        done = [touched.get(s, (frozenset(), frozenset())) for s in chain.members if s in ingested]
+        result.append(
+            PriorChain(
+                id=chain.id,
+                root=chain.root,
+                members=chain.members,
+                ingested_files=frozenset().union(*(f for f, _ in done)),
+                ingested_symbols=frozenset().union(*(k for _, k in done)),
+            )
+        )
+    return result
+
+
+def build_plan(
+    repo: GitRepo,
+    config: SluiceConfig,
+    *,
+    fork: str,
+    upstream: str,
+    store: Store | None,
+    progress: Callable[[str], None],
+) -> Plan:
+    """Read the repository, plan it against the stored chains and record the plan when a store is given."""
+    snapshot = take_snapshot(repo, fork_ref=fork, upstream_ref=upstream, config=config, progress=progress)
+    key = fork_key(config, repo, fork)
+    dispositions = store.dispositions(key) if store else {}
+    pending = set(snapshot.pending)
+    held = {s: r.disposition for s, r in dispositions.items() if r.disposition in HELD and s in pending}
+    analysis = analyse_pending(repo, snapshot, skip=held, progress=progress)
+    ingested = {sha for sha, _ in snapshot.stream if sha not in pending}
+    progress("planning")
+    plan = make_plan(
+        status=snapshot.status,
+        fork_ref=fork,
+        upstream_ref=upstream,
+        config=config,
+        commits=analysis.commits,
+        stream_patches=analysis.stream_patches,
+        footprint=analysis.footprint,
+        prior=_prior_chains(store, key, ingested) if store else (),
+        held=held,
+        ingested=ingested,
+    )
+    if store is not None:
+        store.record_plan(key, plan, ingested=ingested, at=dt.datetime.now(dt.UTC))
+    return plan
+
+
+def _emit(plan: Plan, *, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(render.to_json(plan))
+    else:
+        render.print_renderable(render.plan_renderable(plan))
+
+
+def _with_store(args: argparse.Namespace, run: Callable[[Store | None], Plan]) -> Plan:
+    store = None if getattr(args, "no_record", False) else Store.open(args.database)
+    try:
+        return run(store)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    repo, config = _open_repo(args)
+    repo.resolve(args.upstream)  # bad refs fail before the store is opened
+
+    def run(store: Store | None) -> Plan:
+        with ProgressReporter() as progress:
+            return build_plan(
+                repo, config, fork=args.fork, upstream=args.upstream, store=store, progress=progress
+            )
+
+    _emit(_with_store(args, run), as_json=args.json)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    repo, config = _open_repo(args)
+    with ProgressReporter() as progress:
+        snapshot = take_snapshot(
+            repo, fork_ref=args.fork, upstream_ref=args.upstream, config=config, progress=progress
+        )
+    if args.json:
+        sys.stdout.write(render.to_json(snapshot.status))
+    else:
+        render.print_renderable(render.status_table(snapshot.status))
+        print(f"Patch stack: {len(snapshot.patch_stack)} fork commits")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Build a Triton-shaped sandbox (unless repos are given), plan it and show the result."""
+    from bot.sandbox import DEMO, build_sandbox
+
+    if args.repo:
+        return cmd_plan(args)
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sluice-demo-"))
+    root.mkdir(parents=True, exist_ok=True)
+    with ProgressReporter() as progress:
+        progress("building the sandbox")
+        sandbox = build_sandbox(root / "sandbox", DEMO, progress=progress)
+    print(
+        f"Sandbox: upstream {sandbox.upstream}, fork {sandbox.fork} (fork trunk `{sandbox.fork_ref}`, "
+        f"upstream `{sandbox.upstream_ref}`)",
+        file=sys.stderr,
+    )
+    args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
+    args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
+    return cmd_plan(args)
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SluiceError(f"cannot read {path}: {exc}", "give the path of a .github/sluice.yml") from exc
+    problems = check_config(text, filename=str(path))
+    for problem in problems:
+        print(problem.render(str(path)))
+    if problems:
+        return 2
+    print(f"{path}: ok")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    sys.stdout.write(
+        json.dumps(Plan.model_json_schema(mode="serialization"), indent=2, sort_keys=True) + "\n"
+    )
+    return 0
+
+
+def _add_repo_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    parser.add_argument("--repo", required=required, help="path of a clone or mirror holding both refs")
+    parser.add_argument("--fork", required=required, help="fork trunk ref, e.g. main")
+    parser.add_argument("--upstream", required=required, help="upstream ref, e.g. upstream/main")
+    parser.add_argument(
+        "--config", help="a sluice.yml (default: .github/sluice.yml at fork trunk, else defaults)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the versioned JSON form")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="sluice", description="Keep a long-lived fork flowing with its upstream."
+    )
+    sub = top.add_subparsers(dest="command", required=True)
+    plan = sub.add_parser(
+        "plan", help="split pending upstream commits into low-risk bundles and risky chains"
+    )
+    _add_repo_options(plan)
+    plan.add_argument("--database", help="SQLAlchemy URL (default: $SLUICE_DATABASE_URL, else a SQLite file)")
+    plan.add_argument(
+        "--no-record", action="store_true", help="do not store the plan, chains or dispositions"
+    )
+    plan.set_defaults(run=cmd_plan)
+    status = sub.add_parser("status", help="ingestion tip, Days Behind Upstream, Backlog Commits")
+    _add_repo_options(status)
+    status.set_defaults(run=cmd_status)
+    demo = sub.add_parser("demo", help="plan a generated Triton-shaped sandbox (or the repos given)")
+    _add_repo_options(demo, required=False)
+    demo.add_argument("--dir", help="where to build the sandbox (default: a new temporary directory)")
+    demo.add_argument("--database", help="SQLAlchemy URL (default: a SQLite file beside the sandbox)")
+    demo.add_argument("--no-record", action="store_true", help=argparse.SUPPRESS)
+    demo.set_defaults(run=cmd_demo)
+    config = sub.add_parser("config", help="repository configuration")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser(
+        "check", help="report every problem in a sluice.yml with its field and line"
+    )
+    check.add_argument("file")
+    check.set_defaults(run=cmd_config_check)
+    schema = sub.add_parser("schema", help="print the JSON Schema of `sluice plan --json`")
+    schema.set_defaults(run=cmd_schema)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except ConfigError as exc:
+        print(f"sluice: invalid configuration\n{exc}", file=sys.stderr)
+        return 2
+    except SluiceError as exc:
+        print(f"sluice: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Reads a repository into what the pure core needs: the stream, what the fork has, pending footprints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from bot import symbols
+from bot.analysis import distinctive, normalise_line
+from bot.config import SluiceConfig, parse_config
+from bot.gitio import GitRepo
+from bot.metrics import pending_shas, stream_status
+from bot.models import (
+    CommitInfo,
+    FileChange,
+    Hunk,
+    PatchStackFootprint,
+    Recognised,
+    StreamStatus,
+    UpstreamCommit,
+)
+from bot.recognise import ingestion_commits, recognise
+
+CONFIG_PATH = ".github/sluice.yml"
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One reading of fork trunk and the upstream stream."""
+
+    fork_ref: str
+    upstream_ref: str
+    fork_head: str
+    upstream_head: str
+    stream: tuple[tuple[str, int], ...]
+    missing: frozenset[str]
+    candidates: tuple[CommitInfo, ...]  # first-parent upstream commits not reachable from fork trunk
+    fork_commits: tuple[CommitInfo, ...]  # reachable from fork trunk only
+    recognised: Mapping[str, Recognised]
+    status: StreamStatus
+
+    @property
+    def pending(self) -> list[str]:
+        return pending_shas([sha for sha, _ in self.stream], set(self.missing), self.recognised)
+
+    @property
+    def patch_stack(self) -> list[CommitInfo]:
+        picks = ingestion_commits(self.recognised)
+        return [c for c in self.fork_commits if len(c.parents) < 2 and c.sha not in picks]
+
+
+def load_repo_config(repo: GitRepo, fork_head: str, fork_ref: str) -> SluiceConfig:
+    """The fork's own `.github/sluice.yml` at fork trunk, or the defaults when it has none."""
+    text = repo.read_file(fork_head, CONFIG_PATH)
+    if text is None:
+        return SluiceConfig()
+    return parse_config(text.decode("utf-8", "replace"), filename=f"{fork_ref}:{CONFIG_PATH}")
+
+
+def take_snapshot(
+    repo: GitRepo, *, fork_ref: str, upstream_ref: str, config: SluiceConfig, progress: Progress = _quiet
+) -> Snapshot:
+    fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
+    progress("reading the upstream stream")
+    stream = tuple(repo.first_parent_times(upstream_head))
+    candidates = tuple(repo.commits(upstream_head, "--not", fork_head, first_parent=True))
+    fork_commits = tuple(repo.commits(fork_head, "--not", upstream_head))
+    progress(
+        f"recognising ingested commits among {len(candidates)} upstream and {len(fork_commits)} fork commits"
+    )
+    recognised = recognise(
+        candidates,
+        fork_commits,
+        upstream_patch_ids=repo.patch_ids(stdin_shas=[c.sha for c in candidates]),
+        fork_patch_ids=repo.patch_ids(fork_head, "--not", upstream_head),
+        config=config,
+    )
+    missing = frozenset(c.sha for c in candidates)
+    status = stream_status(stream, missing=set(missing), recognised=recognised, fork_head=fork_head)
+    return Snapshot(
+        fork_ref=fork_ref,
+        upstream_ref=upstream_ref,
+        fork_head=fork_head,
+        upstream_head=upstream_head,
+        stream=stream,
+        missing=missing,
+        candidates=candidates,
+        fork_commits=fork_commits,
+        recognised=recognised,
+        status=status,
+    )
+
+
+def _symbol_lines(hunk: Hunk) -> tuple[list[int], list[int]]:
+    """Old-side and new-side lines whose enclosing definitions a hunk changes."""
+    old = list(range(hunk.old_start, hunk.old_start + hunk.old_count))
+    if hunk.old_count == 0:  # an insertion changes whatever encloses the lines around it
+        old = [hunk.old_start, hunk.old_start + 1]
+    return old, list(range(hunk.new_start, hunk.new_start + hunk.new_count))
+
+
+def annotate_symbols(
+    repo: GitRepo, changes: Mapping[str, Sequence[FileChange]]
+) -> dict[str, tuple[FileChange, ...]]:
+    """Fill in each file change's touched symbols from its old and new blobs."""
+
+    def parsable(change: FileChange) -> bool:
+        return not change.binary and symbols.language_of(change.path) is not None
+
+    every = [f for files in changes.values() for f in files if parsable(f)]
+    blobs = repo.blobs(b for f in every for b in (f.old_blob, f.new_blob) if b)
+    return {
+        sha: tuple(_with_symbols(f, blobs) if parsable(f) else f for f in files)
+        for sha, files in changes.items()
+    }
+
+
+def _with_symbols(change: FileChange, blobs: Mapping[str, bytes]) -> FileChange:
+    old_lines: list[int] = []
+    new_lines: list[int] = []
+    for hunk in change.hunks:
+        old, new = _symbol_lines(hunk)
+        old_lines += old
+        new_lines += new
+    found: set[str] = set()
+    if change.old_blob in blobs and old_lines:
+        found.update(symbols.enclosing_symbols(change.path, blobs[change.old_blob], old_lines))
+    if change.new_blob in blobs and new_lines:
+        found.update(symbols.enclosing_symbols(change.path, blobs[change.new_blob], new_lines))
+    return change.model_copy(update={"symbols": tuple(sorted(found))})
+
+
+def patch_stack_footprint(repo: GitRepo, snapshot: Snapshot, paths: Iterable[str]) -> PatchStackFootprint:
+    """What the patch stack changed in the given paths: files, the upstream lines it replaced, symbols."""
+    stack = {c.sha for c in snapshot.patch_stack}
+    wanted = sorted(set(paths))
+    if not stack or not wanted:
+        return PatchStackFootprint(commits=len(stack))
+    patches = repo.range_patches(
+        snapshot.fork_head, "--not", snapshot.upstream_head, paths=wanted, no_merges=True
+    )
+    annotated = annotate_symbols(repo, {sha: files for sha, files in patches.items() if sha in stack})
+    files: set[str] = set()
+    replaced: dict[str, set[str]] = {}
+    touched: dict[str, set[str]] = {}
+    for changes in annotated.values():
+        for change in changes:
+            files.add(change.path)
+            lines = (normalise_line(line) for h in change.hunks for line in h.removed)
+            replaced.setdefault(change.path, set()).update(line for line in lines if distinctive(line))
+            touched.setdefault(change.path, set()).update(change.symbols)
+    return PatchStackFootprint(
+        commits=len(stack),
+        files=frozenset(files),
+        replaced_lines={p: frozenset(v) for p, v in sorted(replaced.items())},
+        symbols={p: frozenset(v) for p, v in sorted(touched.items())},
+    )
+
+
+@dataclass(frozen=True)
+class PendingAnalysis:
+    commits: tuple[UpstreamCommit, ...]  # oldest first, with symbols and predicted conflicts
+    stream_patches: tuple[
+        tuple[str, tuple[FileChange, ...]], ...
+    ]  # every stream commit from the first pending on
+    footprint: PatchStackFootprint
+
+
+def analyse_pending(
+    repo: GitRepo, snapshot: Snapshot, *, skip: Iterable[str] = (), progress: Progress = _quiet
+) -> PendingAnalysis:
+    skipped = set(skip)
+    pending = [sha for sha in snapshot.pending if sha not in skipped]
+    if not pending:
+        return PendingAnalysis(commits=(), stream_patches=(), footprint=PatchStackFootprint())
+    infos = {c.sha: c for c in snapshot.candidates}
+    position = {sha: i for i, (sha, _) in enumerate(snapshot.stream)}
+    first = infos[pending[0]]
+    since = ("--not", first.parents[0]) if first.parents else ()
+    progress(f"reading the diffs of {len(pending)} pending upstream commits")
+    stream_patches = repo.range_patches("--first-parent", "--reverse", snapshot.upstream_head, *since)
+    own = annotate_symbols(repo, {sha: stream_patches[sha] for sha in pending})
+    progress("measuring the patch stack")
+    footprint = patch_stack_footprint(repo, snapshot, (f.path for files in own.values() for f in files))
+    commits = [UpstreamCommit(info=infos[sha], position=position[sha], files=own[sha]) for sha in pending]
+    commits = predict_conflicts(repo, snapshot.fork_head, commits, progress=progress)
+    return PendingAnalysis(
+        commits=tuple(commits), stream_patches=tuple(stream_patches.items()), footprint=footprint
+    )
+
+
+def predict_conflicts(
+    repo: GitRepo, fork_head: str, commits: Sequence[UpstreamCommit], *, progress: Progress = _quiet
+) -> list[UpstreamCommit]:
+    """Pick each commit onto fork trunk plus the earlier ones that applied cleanly (`git merge-tree`)."""
+    tree = repo.tree_of(fork_head)
+    result = []
+    for index, commit in enumerate(commits):
+        if index % 50 == 0:
+            progress(f"predicting conflicts {index}/{len(commits)}")
+        probe = repo.probe_pick(tree, commit.info)
+        if probe.clean:
+            tree = probe.tree
+        result.append(commit.model_copy(update={"conflict_files": probe.conflicts, "conflict_checked": True}))
+    return result

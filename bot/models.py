@@ -1,0 +1,221 @@
+"""Data the planner reads and writes: upstream commits, their footprints, plans and dispositions."""
+
+from __future__ import annotations
+
+import enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Disposition(enum.StrEnum):
+    PENDING = "pending"
+    BUNDLED = "bundled"
+    CHAINED = "chained"
+    INGESTED = "ingested"
+    DEFERRED = "deferred"
+    SKIPPED = "skipped"
+    EMERGENCY = "emergency"
+
+
+class RecognitionMethod(enum.StrEnum):
+    """How Sluice knows the fork already has an upstream commit."""
+
+    ANCESTRY = "ancestry"  # reachable from fork trunk (fork point, merge-style ingestion)
+    TRAILER = "trailer"  # `Upstream-Commit: <sha>` written by Sluice
+    CHERRY_PICK_X = "cherry-pick-x"  # `(cherry picked from commit <sha>)`
+    PATCH_ID = "patch-id"  # same `git patch-id --stable`
+    SUBJECT_PATTERN = "subject-pattern"  # configured pattern, matched by PR number or title
+
+
+class Hunk(Frozen):
+    """One `-U0` hunk: `old_start,old_count` in the parent, `new_start,new_count` in the commit."""
+
+    old_start: int
+    old_count: int
+    new_start: int
+    new_count: int
+    removed: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+
+
+class FileChange(Frozen):
+    path: str
+    old_path: str | None = None  # set for renames
+    status: str  # A, M, D, R, C, T
+    old_blob: str | None = None
+    new_blob: str | None = None
+    binary: bool = False
+    hunks: tuple[Hunk, ...] = ()
+    # Symbols whose definitions enclose or are changed by the hunks, e.g. "mlir::triton::foo" or "Cls.method".
+    symbols: tuple[str, ...] = ()
+
+    @property
+    def changed_lines(self) -> int:
+        return sum(h.old_count + h.new_count for h in self.hunks)
+
+
+class CommitInfo(Frozen):
+    sha: str
+    parents: tuple[str, ...]
+    author_name: str
+    author_email: str
+    author_time: int
+    committer_time: int
+    message: str
+
+    @property
+    def subject(self) -> str:
+        return self.message.split("\n", 1)[0]
+
+
+class UpstreamCommit(Frozen):
+    """One pending upstream commit with what it changes."""
+
+    info: CommitInfo
+    position: int  # index in the upstream stream, oldest = 0
+    files: tuple[FileChange, ...] = ()
+    conflict_files: tuple[
+        str, ...
+    ] = ()  # predicted textual conflicts against fork trunk (+ earlier clean ones)
+    conflict_checked: bool = False
+
+    @property
+    def sha(self) -> str:
+        return self.info.sha
+
+    @property
+    def changed_lines(self) -> int:
+        return sum(f.changed_lines for f in self.files)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.files)
+
+
+class PatchStackFootprint(Frozen):
+    """What the fork's own commits changed, restricted to the paths pending commits touch."""
+
+    commits: int = 0
+    files: frozenset[str] = frozenset()
+    # path -> normalised text of upstream lines the patch stack replaced or removed
+    replaced_lines: dict[str, frozenset[str]] = Field(default_factory=dict)
+    # path -> symbols the patch stack changed in that file
+    symbols: dict[str, frozenset[str]] = Field(default_factory=dict)
+
+
+class Recognised(Frozen):
+    upstream_sha: str
+    method: RecognitionMethod
+    fork_sha: str | None = None  # None for ANCESTRY
+    emergency: bool = False
+
+
+class StreamStatus(Frozen):
+    """The metrics of DESIGN.md, computed from one repository state."""
+
+    upstream_head: str
+    upstream_head_time: int
+    fork_head: str
+    ingestion_tip: str | None
+    ingestion_tip_time: int | None
+    days_behind: float | None
+    backlog_commits: int
+    pending_commits: int
+    ingested_commits: int
+    emergency_commits: int
+    recognised_by: dict[str, int]
+
+
+class RiskLevel(enum.StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return list(RiskLevel).index(self)
+
+
+class RiskKind(enum.StrEnum):
+    PATCH_STACK_FILE = "patch-stack-file"
+    PATCH_STACK_HUNK = "patch-stack-hunk"
+    PATCH_STACK_SYMBOL = "patch-stack-symbol"
+    PREDICTED_CONFLICT = "predicted-conflict"
+    COMPONENT = "component"
+    LARGE = "large"
+    REVERT = "revert"
+    RELAND = "reland"
+    EXTENSION_INTERFACE = "extension-interface"
+    BINARY = "binary"
+
+
+class RiskReason(Frozen):
+    kind: RiskKind
+    level: RiskLevel
+    detail: str
+
+
+class DependencyKind(enum.StrEnum):
+    LINES = "lines"  # changes or borders lines the earlier commit changed
+    SYMBOL = "symbol"  # changes a symbol the earlier commit changed
+    REVERTS = "reverts"
+    RELANDS = "relands"
+    ADD_DELETE = "add-delete"  # touches a file the earlier commit added, deleted or renamed
+
+
+class Dependency(Frozen):
+    sha: str
+    kind: DependencyKind
+    detail: str
+
+
+class PlannedCommit(Frozen):
+    sha: str
+    subject: str
+    author: str
+    committer_time: int
+    changed_lines: int
+    files: tuple[str, ...]
+    symbols: tuple[str, ...]
+    risk: RiskLevel
+    reasons: tuple[RiskReason, ...]
+    depends_on: tuple[Dependency, ...]
+
+
+class LowRiskBundle(Frozen):
+    id: str
+    commits: tuple[PlannedCommit, ...]
+
+    @property
+    def changed_lines(self) -> int:
+        return sum(c.changed_lines for c in self.commits)
+
+
+class RiskyChain(Frozen):
+    id: str
+    root: str  # the risky commit that started the chain
+    risk: RiskLevel
+    # Upstream commits of this chain that reached the fork already (from earlier plans), oldest first.
+    ingested: tuple[str, ...] = ()
+    commits: tuple[PlannedCommit, ...] = ()
+    linked_files: tuple[str, ...] = ()
+    linked_symbols: tuple[str, ...] = ()
+
+
+class Plan(Frozen):
+    schema_version: int = 1
+    fork_ref: str
+    fork_head: str
+    upstream_ref: str
+    upstream_head: str
+    config_digest: str
+    status: StreamStatus
+    bundles: tuple[LowRiskBundle, ...]
+    chains: tuple[RiskyChain, ...]
+    # Pending upstream commits left out of the plan, with the disposition that holds them (deferred, skipped).
+    held: dict[str, Disposition] = Field(default_factory=dict)

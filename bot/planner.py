@@ -1,0 +1,232 @@
+"""Path selection: pending upstream commits become ordered risky chains and capped low-risk bundles."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from bot.analysis import (
+    line_and_symbol_dependencies,
+    merge_dependencies,
+    overall_risk,
+    revert_links,
+    risk_reasons,
+    symbol_keys,
+)
+from bot.config import SluiceConfig
+from bot.models import (
+    Dependency,
+    Disposition,
+    FileChange,
+    LowRiskBundle,
+    PatchStackFootprint,
+    Plan,
+    PlannedCommit,
+    RiskLevel,
+    RiskReason,
+    RiskyChain,
+    StreamStatus,
+    UpstreamCommit,
+)
+
+RISKY_FROM = RiskLevel.HIGH
+
+
+def short(sha: str) -> str:
+    return sha[:10]
+
+
+def is_risky(commit: PlannedCommit) -> bool:
+    return commit.risk.rank >= RISKY_FROM.rank
+
+
+@dataclass(frozen=True)
+class PriorChain:
+    """A chain from an earlier plan: its members, and what its already-ingested members touched."""
+
+    id: str
+    root: str
+    members: tuple[str, ...]
+    ingested_files: frozenset[str] = frozenset()
+    ingested_symbols: frozenset[str] = frozenset()
+
+
+@dataclass
+class _Chain:
+    id: str
+    root: str
+    members: set[str]
+    ingested: list[str] = field(default_factory=list)
+    commits: list[PlannedCommit] = field(default_factory=list)
+    files: set[str] = field(default_factory=set)
+    symbols: set[str] = field(default_factory=set)
+    # A resumed chain links by dependency, file or symbol only from its first pending member on, so that
+    # planning the same state twice gives the same plan.
+    active: bool = True
+
+    def links(self, commit: PlannedCommit, keys: frozenset[str]) -> bool:
+        if commit.sha in self.members:
+            return True
+        return self.active and (
+            any(d.sha in self.members for d in commit.depends_on)
+            or not self.files.isdisjoint(commit.files)
+            or not self.symbols.isdisjoint(keys)
+        )
+
+    def add(self, commit: PlannedCommit, keys: frozenset[str]) -> None:
+        self.active = True
+        self.commits.append(commit)
+        self.members.add(commit.sha)
+        self.files.update(commit.files)
+        self.symbols.update(keys)
+
+    def absorb(self, other: _Chain) -> None:
+        self.members |= other.members
+        self.ingested += [sha for sha in other.ingested if sha not in self.ingested]
+        self.commits.extend(other.commits)
+        self.files |= other.files
+        self.symbols |= other.symbols
+
+    def freeze(self, position: Mapping[str, int]) -> RiskyChain:
+        commits = sorted(self.commits, key=lambda c: position[c.sha])
+        risk = max((c.risk for c in commits), key=lambda level: level.rank, default=RiskLevel.LOW)
+        return RiskyChain(
+            id=self.id,
+            root=self.root,
+            risk=risk,
+            ingested=tuple(self.ingested),
+            commits=tuple(commits),
+            linked_files=tuple(sorted(self.files)),
+            linked_symbols=tuple(sorted(self.symbols)),
+        )
+
+
+def _resume(prior: Sequence[PriorChain], pending: set[str], ingested: set[str]) -> list[_Chain]:
+    """Stored chains that still have pending members; the others are finished."""
+    chains = []
+    for chain in prior:
+        if not pending.intersection(chain.members):
+            continue
+        chains.append(
+            _Chain(
+                id=chain.id,
+                root=chain.root,
+                members=set(chain.members),
+                ingested=[s for s in chain.members if s in ingested],
+                files=set(chain.ingested_files),
+                symbols=set(chain.ingested_symbols),
+                active=False,
+            )
+        )
+    return chains
+
+
+def _bundle(commits: Sequence[PlannedCommit], config: SluiceConfig) -> tuple[LowRiskBundle, ...]:
+    """Fill bundles in upstream order up to the configured commit and line limits."""
+    groups: list[list[PlannedCommit]] = []
+    lines = 0
+    for commit in commits:
+        full = groups and (
+            len(groups[-1]) >= config.bundles.max_commits
+            or lines + commit.changed_lines > config.bundles.max_changed_lines
+        )
+        if not groups or full:
+            groups.append([])
+            lines = 0
+        groups[-1].append(commit)
+        lines += commit.changed_lines
+    return tuple(LowRiskBundle(id=f"bundle-{short(g[0].sha)}", commits=tuple(g)) for g in groups)
+
+
+def classify(
+    commits: Sequence[PlannedCommit],
+    *,
+    symbol_keys: Mapping[str, frozenset[str]],
+    prior: Sequence[PriorChain],
+    ingested: set[str],
+    config: SluiceConfig,
+) -> tuple[tuple[LowRiskBundle, ...], tuple[RiskyChain, ...]]:
+    """Chains first: a commit linked to a chain (member, dependency, file or symbol) joins it, keeping order;
+    a risky commit with no chain starts one; everything else is bundled. Commits must be in upstream order.
+    """
+    position = {c.sha: i for i, c in enumerate(commits)}
+    chains = _resume(prior, set(position), ingested)
+    low_risk: list[PlannedCommit] = []
+    for commit in commits:
+        keys = symbol_keys.get(commit.sha, frozenset())
+        linked = [chain for chain in chains if chain.links(commit, keys)]
+        if linked:
+            target = linked[0]
+            for other in linked[1:]:
+                target.absorb(other)
+                chains.remove(other)
+            target.add(commit, keys)
+        elif is_risky(commit):
+            chain = _Chain(id=f"chain-{short(commit.sha)}", root=commit.sha, members=set())
+            chain.add(commit, keys)
+            chains.append(chain)
+        else:
+            low_risk.append(commit)
+    frozen = [chain.freeze(position) for chain in chains if chain.commits]
+    frozen.sort(key=lambda c: position[c.commits[0].sha])
+    return _bundle(low_risk, config), tuple(frozen)
+
+
+def planned_commit(
+    commit: UpstreamCommit, *, reasons: Sequence[RiskReason], deps: Sequence[Dependency]
+) -> PlannedCommit:
+    symbols = sorted({f"{f.path}::{s}" for f in commit.files for s in f.symbols})
+    return PlannedCommit(
+        sha=commit.sha,
+        subject=commit.info.subject,
+        author=commit.info.author_name,
+        committer_time=commit.info.committer_time,
+        changed_lines=commit.changed_lines,
+        files=commit.paths,
+        symbols=tuple(symbols),
+        risk=overall_risk(reasons),
+        reasons=tuple(sorted(reasons, key=lambda r: (-r.level.rank, r.kind.value, r.detail))),
+        depends_on=tuple(deps),
+    )
+
+
+def make_plan(
+    *,
+    status: StreamStatus,
+    fork_ref: str,
+    upstream_ref: str,
+    config: SluiceConfig,
+    commits: Sequence[UpstreamCommit],
+    stream_patches: Sequence[tuple[str, Sequence[FileChange]]],
+    footprint: PatchStackFootprint,
+    prior: Sequence[PriorChain] = (),
+    held: Mapping[str, Disposition] | None = None,
+    ingested: set[str] | None = None,
+) -> Plan:
+    """The whole plan for one repository state: deterministic for the same inputs."""
+    line_deps = line_and_symbol_dependencies(stream_patches, commits)
+    revert_deps, revert_reasons = revert_links(commits)
+    deps = merge_dependencies(line_deps, revert_deps)
+    planned = [
+        planned_commit(
+            c,
+            reasons=[*risk_reasons(c, footprint=footprint, config=config), *revert_reasons.get(c.sha, [])],
+            deps=deps.get(c.sha, ()),
+        )
+        for c in commits
+    ]
+    keys = {c.sha: frozenset(k for f in c.files for k in symbol_keys(f)) for c in commits}
+    bundles, chains = classify(
+        planned, symbol_keys=keys, prior=prior, ingested=ingested or set(), config=config
+    )
+    return Plan(
+        fork_ref=fork_ref,
+        fork_head=status.fork_head,
+        upstream_ref=upstream_ref,
+        upstream_head=status.upstream_head,
+        config_digest=config.digest(),
+        status=status,
+        bundles=bundles,
+        chains=chains,
+        held=dict(sorted((held or {}).items())),
+    )

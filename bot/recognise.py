@@ -1,0 +1,130 @@
+"""Recognise the upstream commits the fork already has: trailers, `-x` lines, subject patterns, patch-ids."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from bot.config import SluiceConfig
+from bot.models import CommitInfo, Recognised, RecognitionMethod
+
+UPSTREAM_TRAILER = re.compile(r"^Upstream-Commit:\s*([0-9a-f]{40})\s*$", re.MULTILINE)
+CHERRY_PICKED = re.compile(r"\(cherry picked from commit ([0-9a-f]{7,40})\)")
+EMERGENCY_TRAILER = re.compile(r"^Sluice-Kind:\s*emergency\s*$", re.MULTILINE | re.IGNORECASE)
+PR_SUFFIX = re.compile(r"\s*\(#(\d+)\)\s*$")
+
+
+def normalise_title(subject: str) -> str:
+    """A subject without its `(#N)` suffixes, quotes and case, for matching picks and reverts."""
+    title, previous = subject, None
+    while title != previous:
+        previous = title
+        title = PR_SUFFIX.sub("", title).strip().strip("'\"")
+    return " ".join(title.split()).lower()
+
+
+def pr_number(subject: str) -> str | None:
+    m = PR_SUFFIX.search(subject)
+    return m.group(1) if m else None
+
+
+def is_emergency(message: str, config: SluiceConfig) -> bool:
+    if EMERGENCY_TRAILER.search(message):
+        return True
+    return any(re.search(p, message, re.MULTILINE) for p in config.recognition.emergency_patterns)
+
+
+class _Candidates:
+    """Upstream commits the fork may have picked, indexed every way a pick can name them."""
+
+    def __init__(self, upstream: Sequence[CommitInfo]) -> None:
+        self.by_sha = {c.sha: c for c in upstream}
+        self.by_pr: dict[str, str] = {}
+        self.by_title: dict[str, list[str]] = {}
+        for c in upstream:
+            pr = pr_number(c.subject)
+            if pr is not None:
+                self.by_pr.setdefault(pr, c.sha)
+            self.by_title.setdefault(normalise_title(c.subject), []).append(c.sha)
+
+    def expand(self, abbrev: str) -> str | None:
+        if abbrev in self.by_sha:
+            return abbrev
+        hits = [s for s in self.by_sha if s.startswith(abbrev)]
+        return hits[0] if len(hits) == 1 else None
+
+
+def _explicit_picks(
+    fork: CommitInfo, cands: _Candidates, config: SluiceConfig
+) -> list[tuple[str, RecognitionMethod]]:
+    """What one fork commit says it picked, strongest evidence first."""
+    found = [
+        (s, RecognitionMethod.TRAILER) for s in UPSTREAM_TRAILER.findall(fork.message) if s in cands.by_sha
+    ]
+    for abbrev in CHERRY_PICKED.findall(fork.message):
+        sha = cands.expand(abbrev)
+        if sha is not None:
+            found.append((sha, RecognitionMethod.CHERRY_PICK_X))
+    if found:
+        return found
+    for pattern in config.recognition.subject_patterns:
+        m = re.search(pattern, fork.subject)
+        if m is None:
+            continue
+        groups = m.groupdict()
+        sha = cands.by_pr.get(groups["pr"]) if groups.get("pr") else None
+        if sha is None and groups.get("title"):
+            titles = cands.by_title.get(normalise_title(groups["title"]), [])
+            sha = titles[0] if len(titles) == 1 else None
+        if sha is not None:
+            return [(sha, RecognitionMethod.SUBJECT_PATTERN)]
+    return []
+
+
+def recognise(
+    upstream: Sequence[CommitInfo],
+    fork: Sequence[CommitInfo],
+    *,
+    upstream_patch_ids: Mapping[str, str],
+    fork_patch_ids: Mapping[str, str],
+    config: SluiceConfig,
+) -> dict[str, Recognised]:
+    """Upstream SHA -> how the fork has it, for upstream commits not reachable from fork trunk.
+
+    Explicit evidence (trailers, `-x` lines, subject patterns) wins; patch-ids then pair the remaining
+    commits one to one in stream order, so a reland whose diff equals the original is not taken for it.
+    """
+    cands = _Candidates(upstream)
+    found: dict[str, Recognised] = {}
+    claimed: set[str] = set()
+    for commit in fork:
+        emergency = is_emergency(commit.message, config)
+        for sha, method in _explicit_picks(commit, cands, config):
+            claimed.add(commit.sha)
+            if sha not in found or (found[sha].emergency and not emergency):
+                found[sha] = Recognised(
+                    upstream_sha=sha, method=method, fork_sha=commit.sha, emergency=emergency
+                )
+    by_patch_id: dict[str, list[CommitInfo]] = {}
+    for commit in fork:
+        pid = fork_patch_ids.get(commit.sha)
+        if pid is not None and commit.sha not in claimed:
+            by_patch_id.setdefault(pid, []).append(commit)
+    for up in upstream:
+        pool = by_patch_id.get(upstream_patch_ids.get(up.sha, ""), [])
+        if up.sha in found or not pool:
+            continue
+        pick = pool.pop(0)
+        found[up.sha] = Recognised(
+            upstream_sha=up.sha,
+            method=RecognitionMethod.PATCH_ID,
+            fork_sha=pick.sha,
+            emergency=is_emergency(pick.message, config),
+        )
+        claimed.add(pick.sha)
+    return found
+
+
+def ingestion_commits(recognised: Mapping[str, Recognised]) -> frozenset[str]:
+    """Fork commits that are picks of upstream commits, so not part of the patch stack."""
+    return frozenset(r.fork_sha for r in recognised.values() if r.fork_sha is not None)

@@ -1,0 +1,96 @@
+"""Human-readable tables for plans and status, and the stable JSON forms."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from bot.models import Plan, PlannedCommit, RiskyChain, StreamStatus
+
+RISK_STYLE = {"low": "green", "medium": "yellow", "high": "red", "critical": "bold red"}
+SUBJECT_WIDTH = 64
+
+
+def _when(ts: int | None) -> str:
+    return "—" if ts is None else dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def status_table(status: StreamStatus) -> Table:
+    table = Table(title="Ingestion status", show_header=False, title_justify="left")
+    table.add_column("metric", style="bold")
+    table.add_column("value")
+    tip = status.ingestion_tip[:10] if status.ingestion_tip else "none (the fork has no upstream commit)"
+    table.add_row("Upstream head", f"{status.upstream_head[:10]}  ({_when(status.upstream_head_time)})")
+    table.add_row("Ingestion tip", f"{tip}  ({_when(status.ingestion_tip_time)})")
+    days = "—" if status.days_behind is None else f"{status.days_behind:.2f}"
+    table.add_row("Days Behind Upstream", days)
+    table.add_row("Backlog Commits", str(status.backlog_commits))
+    table.add_row("Pending upstream commits", str(status.pending_commits))
+    table.add_row("Already ingested", str(status.ingested_commits))
+    table.add_row("Emergency picks", str(status.emergency_commits))
+    table.add_row("Recognised by", ", ".join(f"{k} {v}" for k, v in status.recognised_by.items()) or "—")
+    return table
+
+
+def _commit_table(title: str, commits: Sequence[PlannedCommit]) -> Table:
+    table = Table(title=title, title_justify="left", expand=False)
+    table.add_column("#", justify="right")
+    table.add_column("commit")
+    table.add_column("subject", max_width=SUBJECT_WIDTH, overflow="ellipsis", no_wrap=True)
+    table.add_column("lines", justify="right")
+    table.add_column("risk")
+    table.add_column("why")
+    table.add_column("after")
+    for index, c in enumerate(commits, 1):
+        why = "\n".join(f"{r.kind}: {r.detail}" for r in c.reasons if r.level != "low") or "—"
+        after = "\n".join(f"{d.sha[:10]} ({d.kind})" for d in c.depends_on) or "—"
+        table.add_row(
+            str(index),
+            c.sha[:10],
+            c.subject,
+            str(c.changed_lines),
+            Text(c.risk, RISK_STYLE[c.risk]),
+            why,
+            after,
+        )
+    return table
+
+
+def _chain_title(chain: RiskyChain) -> str:
+    done = f", {len(chain.ingested)} already ingested" if chain.ingested else ""
+    return f"Risky chain {chain.id} · {chain.risk} · {len(chain.commits)} commits in order{done}"
+
+
+def plan_renderable(plan: Plan) -> Group:
+    parts: list[Table | Text] = [status_table(plan.status)]
+    lines = sum(b.changed_lines for b in plan.bundles)
+    bundled = sum(len(b.commits) for b in plan.bundles)
+    chained = sum(len(c.commits) for c in plan.chains)
+    parts.append(
+        Text(
+            f"\n{bundled} commits in {len(plan.bundles)} low-risk bundles ({lines} lines), "
+            f"{chained} in {len(plan.chains)} risky chains, {len(plan.held)} held.\n",
+            style="bold",
+        )
+    )
+    for bundle in plan.bundles:
+        title = f"Low-risk bundle {bundle.id} · {len(bundle.commits)} commits · {bundle.changed_lines} lines"
+        parts.append(_commit_table(title, bundle.commits))
+    parts.extend(_commit_table(_chain_title(chain), chain.commits) for chain in plan.chains)
+    if plan.held:
+        parts.append(Text("Held: " + ", ".join(f"{s[:10]} ({d})" for s, d in plan.held.items())))
+    return Group(*parts)
+
+
+def print_renderable(renderable: object, *, console: Console | None = None) -> None:
+    (console or Console(width=200)).print(renderable)
+
+
+def to_json(model: Plan | StreamStatus) -> str:
+    """Canonical JSON: sorted keys, no timestamps of the run itself, so equal states give equal bytes."""
+    return json.dumps(model.model_dump(mode="json"), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,1 @@
+"""Webhook event and slash-command handlers (one module each)."""

@@ -1,0 +1,1 @@
+"""Code that runs on the CI runners: tier suites and their reports."""

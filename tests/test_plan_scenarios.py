@@ -1,0 +1,139 @@
+"""`sluice plan` on small real histories with known answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from tests.scenarios import CPP_PASS, Scenario, numbered
+
+PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
+LANG_PATH = "python/triton/language/core.py"
+NO_RISKY_COMPONENTS = """
+components:
+  - name: tests
+    paths: ["test/**", "python/test/**", "docs/**"]
+    risk: low
+"""
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Scenario:
+    s = Scenario(tmp_path)
+    s.upstream(
+        "Initial import (#1)",
+        {
+            PASS_PATH: CPP_PASS,
+            "cmake/llvm-hash.txt": "a" * 40 + "\n",
+            "docs/a.md": numbered("doc a", 30),
+            "docs/b.md": numbered("doc b", 30),
+            "test/TritonGPU/loop.mlir": numbered("// case", 40),
+            LANG_PATH: "def load(ptr):\n    return ptr\n\n\ndef store(ptr, value):\n    return value\n",
+        },
+    )
+    s.fork_here()
+    return s
+
+
+def plan_json(s: Scenario, tmp_path: Path, *extra: str, capsys: pytest.CaptureFixture[str]) -> dict:
+    db = f"sqlite:///{tmp_path / 'sluice.db'}"
+    code = main(["plan", "--repo", str(s.path), "--fork", "main", "--upstream", "upstream/main", "--json",
+                 "--database", db, *extra])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+def grouping(plan: dict) -> tuple[list[list[str]], list[list[str]]]:
+    bundles = [[c["sha"] for c in b["commits"]] for b in plan["bundles"]]
+    chains = [[c["sha"] for c in ch["commits"]] for ch in plan["chains"]]
+    return bundles, chains
+
+
+def test_independent_commits_form_one_bundle(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    a = scenario.upstream("[DOCS] Clarify a (#2)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
+    b = scenario.upstream("[DOCS] Clarify b (#3)", {"docs/b.md": "new b\n" + numbered("doc b", 30)})
+    c = scenario.upstream(
+        "[TESTING] Add a loop case (#4)", {"test/TritonGPU/loop.mlir": numbered("// case", 40) + "// new\n"}
+    )
+    bundles, chains = grouping(plan_json(scenario, tmp_path, capsys=capsys))
+    assert bundles == [[a, b, c]]
+    assert chains == []
+
+
+def test_editing_a_function_the_fork_changed_starts_a_chain(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    scenario.fork("[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2; // tlx")})
+    risky = scenario.upstream(
+        "[BACKEND] Cap the pipeline depth (#5)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")}
+    )
+    safe = scenario.upstream("[DOCS] Clarify a (#6)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
+    plan = plan_json(scenario, tmp_path, "--config", str(_config(tmp_path, NO_RISKY_COMPONENTS)), capsys=capsys)
+    bundles, chains = grouping(plan)
+    assert chains == [[risky]]
+    assert bundles == [[safe]]
+    reasons = {r["kind"]: r["detail"] for r in plan["chains"][0]["commits"][0]["reasons"]}
+    assert reasons["patch-stack-symbol"] == f"{PASS_PATH}: mlir::triton::pipelineDepth"
+
+
+def test_later_commit_editing_chained_lines_joins_the_chain(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    bump = scenario.upstream("[BUILD] Bump LLVM (#7)", {"cmake/llvm-hash.txt": "b" * 40 + "\n"})
+    doc = scenario.upstream("[DOCS] Clarify a (#8)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
+    follow = scenario.upstream("[BUILD] Bump LLVM again (#9)", {"cmake/llvm-hash.txt": "c" * 40 + "\n"})
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    bundles, chains = grouping(plan)
+    assert chains == [[bump, follow]]
+    assert bundles == [[doc]]
+    chain = plan["chains"][0]
+    assert chain["risk"] == "critical"
+    assert {(d["sha"], d["kind"]) for d in chain["commits"][1]["depends_on"]} == {(bump, "lines")}
+
+
+def test_llvm_bump_is_critical(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    bump = scenario.upstream("[BUILD] Bump LLVM to llvm/llvm-project@bbbb (#10)", {"cmake/llvm-hash.txt": "b" * 40})
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    (commit,) = plan["chains"][0]["commits"]
+    assert commit["sha"] == bump
+    assert commit["risk"] == "critical"
+    assert [r["kind"] for r in commit["reasons"]] == ["component"]
+
+
+def test_revert_and_reland_travel_with_the_original(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    original = scenario.upstream(
+        "[FRONTEND] Faster store (#11)", {LANG_PATH: "def load(ptr):\n    return ptr\n\n\ndef store(ptr, value):\n    return value + 0\n"}
+    )
+    other = scenario.upstream("[DOCS] Clarify b (#12)", {"docs/b.md": "new b\n" + numbered("doc b", 30)})
+    revert = scenario.upstream(
+        'Revert "[FRONTEND] Faster store (#11)" (#13)',
+        {LANG_PATH: "def load(ptr):\n    return ptr\n\n\ndef store(ptr, value):\n    return value\n"},
+    )
+    revert_body = scenario.git("log", "-1", "--format=%B", revert)
+    assert "reverts" not in revert_body  # linked by subject here; the body form is covered in test_analysis
+    reland = scenario.upstream(
+        '[Reland] [FRONTEND] Faster store (#14)',
+        {LANG_PATH: "def load(ptr):\n    return ptr\n\n\ndef store(ptr, value):\n    return value + 0\n"},
+    )
+    bundles, chains = grouping(plan_json(scenario, tmp_path, capsys=capsys))
+    assert chains == [[original, revert, reland]]
+    assert bundles == [[other]]
+
+
+@pytest.mark.parametrize("how", ["trailer", "x", "plain", "subject"])
+def test_already_ingested_commits_are_excluded(scenario: Scenario, tmp_path: Path, capsys, how: str) -> None:
+    taken = scenario.upstream("[DOCS] Clarify a (#20)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
+    left = scenario.upstream("[DOCS] Clarify b (#21)", {"docs/b.md": "new b\n" + numbered("doc b", 30)})
+    scenario.pick(taken, how=how, message="[Cherry-pick] '[DOCS] Clarify a, adapted (#20)'")
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    bundles, chains = grouping(plan)
+    assert bundles == [[left]]
+    method = {"trailer": "trailer", "x": "cherry-pick-x", "plain": "patch-id", "subject": "subject-pattern"}[how]
+    assert plan["status"]["recognised_by"][method] == 1
+    assert plan["status"]["ingestion_tip"] == taken
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sluice.yml"
+    path.write_text(text)
+    return path
