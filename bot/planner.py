@@ -58,23 +58,21 @@ class _Chain:
     members: set[str]
     ingested: list[str] = field(default_factory=list)
     commits: list[PlannedCommit] = field(default_factory=list)
+    # What members touched: seeded with the already-ingested members of a resumed chain, then grown by
+    # each commit that joins in upstream order (never by members not reached yet, so a plan does not
+    # depend on how many times the same state was planned before).
     files: set[str] = field(default_factory=set)
     symbols: set[str] = field(default_factory=set)
-    # A resumed chain links by dependency, file or symbol only from its first pending member on, so that
-    # planning the same state twice gives the same plan.
-    active: bool = True
 
     def links(self, commit: PlannedCommit, keys: frozenset[str]) -> bool:
-        if commit.sha in self.members:
-            return True
-        return self.active and (
-            any(d.sha in self.members for d in commit.depends_on)
+        return (
+            commit.sha in self.members
+            or any(d.sha in self.members for d in commit.depends_on)
             or not self.files.isdisjoint(commit.files)
             or not self.symbols.isdisjoint(keys)
         )
 
     def add(self, commit: PlannedCommit, keys: frozenset[str]) -> None:
-        self.active = True
         self.commits.append(commit)
         self.members.add(commit.sha)
         self.files.update(commit.files)
@@ -101,12 +99,12 @@ class _Chain:
         )
 
 
-def _resume(prior: Sequence[PriorChain], pending: set[str], ingested: set[str]) -> list[_Chain]:
-    """Stored chains that still have pending members; the others are finished."""
+def _resume(prior: Sequence[PriorChain], ingested: set[str]) -> list[_Chain]:
+    """Stored open chains. One whose members are all ingested still takes follow-ups (a fix-up after an LLVM
+    bump); when nothing joins it, it is left out of the plan and so closed.
+    """
     chains = []
     for chain in prior:
-        if not pending.intersection(chain.members):
-            continue
         chains.append(
             _Chain(
                 id=chain.id,
@@ -115,7 +113,6 @@ def _resume(prior: Sequence[PriorChain], pending: set[str], ingested: set[str]) 
                 ingested=[s for s in chain.members if s in ingested],
                 files=set(chain.ingested_files),
                 symbols=set(chain.ingested_symbols),
-                active=False,
             )
         )
     return chains
@@ -150,7 +147,7 @@ def classify(
     a risky commit with no chain starts one; everything else is bundled. Commits must be in upstream order.
     """
     position = {c.sha: i for i, c in enumerate(commits)}
-    chains = _resume(prior, set(position), ingested)
+    chains = _resume(prior, ingested)
     low_risk: list[PlannedCommit] = []
     for commit in commits:
         keys = symbol_keys.get(commit.sha, frozenset())

@@ -1,0 +1,144 @@
+"""The command line: determinism, chains across plans, status, and bad input that changes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from tests.scenarios import CPP_PASS, Scenario, numbered
+
+PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Scenario:
+    s = Scenario(tmp_path)
+    s.upstream("Initial import (#1)", {PASS_PATH: CPP_PASS, "docs/a.md": numbered("a", 20), "cmake/llvm-hash.txt": "a\n"})
+    s.fork_here()
+    s.fork("[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2;")})
+    return s
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def repo_args(s: Scenario, *, fork: str = "main", upstream: str = "upstream/main") -> list[str]:
+    return ["--repo", str(s.path), "--fork", fork, "--upstream", upstream]
+
+
+def test_same_state_gives_byte_identical_json(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
+    scenario.upstream("[DOCS] a (#3)", {"docs/a.md": numbered("a", 20) + "more\n"})
+    scenario.upstream("[BACKEND] cap (#4)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")})
+    db = f"sqlite:///{tmp_path / 'one.db'}"
+    outputs = [run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1] for _ in range(3)]
+    fresh = run(capsys, "plan", *repo_args(scenario), "--json", "--database", f"sqlite:///{tmp_path / 'two.db'}")
+    unrecorded = run(capsys, "plan", *repo_args(scenario), "--json", "--no-record")
+    assert outputs[0] == outputs[1] == outputs[2] == fresh[1] == unrecorded[1]
+    assert json.loads(outputs[0])["schema_version"] == 1
+
+
+def test_later_plan_extends_a_stored_chain(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    db = f"sqlite:///{tmp_path / 'sluice.db'}"
+    bump = scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
+    first = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
+    assert [c["id"] for c in first["chains"]] == [f"chain-{bump[:10]}"]
+    scenario.pick(bump, how="trailer")
+    fixup = scenario.upstream("[BUILD] Fix the build after the LLVM bump (#3)", {"cmake/llvm-hash.txt": "b\nc\n"})
+    second = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
+    (chain,) = second["chains"]
+    assert chain["id"] == f"chain-{bump[:10]}"
+    assert chain["ingested"] == [bump]
+    assert [c["sha"] for c in chain["commits"]] == [fixup]
+
+
+def test_status_reports_the_metrics(scenario: Scenario, capsys) -> None:
+    taken = scenario.upstream("[DOCS] a (#2)", {"docs/a.md": numbered("a", 20) + "more\n"}, hours=10)
+    scenario.upstream("[DOCS] b (#3)", {"docs/b.md": "b\n"}, hours=58)
+    scenario.pick(taken, how="x", hours=60)
+    code, out, _ = run(capsys, "status", *repo_args(scenario), "--json")
+    status = json.loads(out)
+    assert code == 0
+    assert status["ingestion_tip"] == taken
+    assert status["days_behind"] == 2.0
+    assert (status["backlog_commits"], status["pending_commits"]) == (0, 1)
+    assert status["recognised_by"] == {"ancestry": 1, "cherry-pick-x": 1}
+
+
+def test_console_script_runs(scenario: Scenario) -> None:
+    script = Path(sys.executable).parent / "sluice"
+    proc = subprocess.run([str(script), "status", *repo_args(scenario)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Days Behind Upstream" in proc.stdout
+
+
+BAD_REPO_INPUT = [
+    pytest.param(["--fork=nope"], "unknown ref 'nope'", id="unknown-fork-ref"),
+    pytest.param(["--upstream=upstream/nope"], "unknown ref 'upstream/nope'", id="unknown-upstream-ref"),
+    pytest.param(["--fork=--output=/tmp/pwned"], "not a valid git ref name", id="option-as-ref"),
+    pytest.param(["--upstream=main..upstream/main"], "not a valid git ref name", id="range-as-ref"),
+    pytest.param(["--upstream=HEAD@{1}"], "not a valid git ref name", id="reflog-as-ref"),
+    pytest.param(["--config=missing.yml"], "missing.yml", id="missing-config"),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), BAD_REPO_INPUT)
+def test_bad_input_exits_2_and_writes_nothing(
+    scenario: Scenario, tmp_path: Path, capsys, override: list[str], message: str
+) -> None:
+    scenario.upstream("[DOCS] a (#2)", {"docs/a.md": "x\n"})
+    db = tmp_path / "store.db"
+    code, out, err = run(capsys, "plan", *repo_args(scenario), *override, "--database", f"sqlite:///{db}")
+    assert code == 2
+    assert message in err
+    assert out == ""
+    assert not db.exists()
+    assert not Path("/tmp/pwned").exists()
+
+
+def test_invalid_config_in_fork_trunk_is_reported_with_its_line(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    scenario.fork("Configure Sluice", {".github/sluice.yml": "bundles:\n  max_commits: 0\n"})
+    db = tmp_path / "store.db"
+    code, _, err = run(capsys, "plan", *repo_args(scenario), "--database", f"sqlite:///{db}")
+    assert code == 2
+    assert "main:.github/sluice.yml:2: bundles.max_commits" in err
+    assert not db.exists()
+
+
+def test_path_that_is_not_a_repository(tmp_path: Path, capsys) -> None:
+    code, _, err = run(capsys, "plan", "--repo", str(tmp_path), "--fork", "main", "--upstream", "u", "--no-record")
+    assert code == 2
+    assert "is not a git repository" in err
+    code, _, err = run(capsys, "status", "--repo", str(tmp_path / "nowhere"), "--fork", "m", "--upstream", "u")
+    assert code == 2
+    assert "does not exist" in err
+
+
+def test_shallow_clone_is_refused(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{scenario.path}", str(shallow)], check=True)
+    code, _, err = run(capsys, "status", "--repo", str(shallow), "--fork", "HEAD", "--upstream", "HEAD")
+    assert code == 2
+    assert "shallow clone" in err
+    assert "git fetch --unshallow" in err
+
+
+def test_config_check(tmp_path: Path, capsys) -> None:
+    good = tmp_path / "good.yml"
+    good.write_text("strategy: merge\n")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("strategy: rebase\nbundles:\n  max_commits: -1\nrisk:\n  large_commit_lines: 500\n  typo: 1\n")
+    assert run(capsys, "config", "check", str(good)) == (0, f"{good}: ok\n", "")
+    code, out, _ = run(capsys, "config", "check", str(bad))
+    assert code == 2
+    lines = out.splitlines()
+    assert [line.split(": ")[0] for line in lines] == [f"{bad}:1", f"{bad}:3", f"{bad}:6"]
+    assert [line.split(": ")[1] for line in lines] == ["strategy", "bundles.max_commits", "risk.typo"]

@@ -1,0 +1,53 @@
+"""Ingestion tip, Days Behind Upstream and Backlog Commits on hand-made streams (pure, frozen times)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.metrics import stream_status
+from bot.models import Recognised, RecognitionMethod
+
+DAY = 86400
+T0 = 1_767_225_600
+STREAM = [(f"{i:040x}", T0 + i * DAY // 4) for i in range(12)]  # four upstream commits a day
+
+
+def sha(i: int) -> str:
+    return STREAM[i][0]
+
+
+def pick(i: int, *, emergency: bool = False, method: RecognitionMethod = RecognitionMethod.TRAILER) -> Recognised:
+    return Recognised(upstream_sha=sha(i), method=method, fork_sha=f"f{i:039x}", emergency=emergency)
+
+
+@pytest.mark.parametrize(
+    ("fork_point", "picks", "tip", "days", "backlog", "pending", "emergency"),
+    [
+        pytest.param(11, [], 11, 0.0, 0, 0, 0, id="up-to-date"),
+        pytest.param(3, [], 3, 2.0, 0, 8, 0, id="nothing-picked"),
+        pytest.param(3, [pick(5), pick(7)], 7, 1.0, 2, 6, 0, id="holes-behind-the-tip"),
+        pytest.param(3, [pick(5), pick(10, emergency=True)], 5, 1.5, 1, 6, 1, id="emergency-does-not-move-tip"),
+        pytest.param(3, [pick(4, emergency=True), pick(6)], 6, 1.25, 1, 6, 1, id="emergency-behind-tip-not-backlog"),
+        pytest.param(
+            3, [pick(8, method=RecognitionMethod.PATCH_ID)], 8, 0.75, 4, 7, 0, id="patch-id-pick-moves-tip"
+        ),
+    ],
+)
+def test_stream_status(
+    fork_point: int, picks: list[Recognised], tip: int, days: float, backlog: int, pending: int, emergency: int
+) -> None:
+    missing = {s for s, _ in STREAM[fork_point + 1 :]}
+    recognised = {r.upstream_sha: r for r in picks}
+    status = stream_status(STREAM, missing=missing, recognised=recognised, fork_head="f" * 40)
+    assert status.ingestion_tip == sha(tip)
+    assert status.days_behind == days
+    assert status.backlog_commits == backlog
+    assert status.pending_commits == pending
+    assert status.emergency_commits == emergency
+    assert status.ingested_commits == fork_point + 1 + sum(1 for p in picks if not p.emergency)
+
+
+def test_no_tip_when_fork_has_nothing_from_upstream() -> None:
+    status = stream_status(STREAM, missing={s for s, _ in STREAM}, recognised={}, fork_head="f" * 40)
+    assert (status.ingestion_tip, status.days_behind, status.backlog_commits) == (None, None, 0)
+    assert status.pending_commits == 12
