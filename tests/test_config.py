@@ -117,10 +117,11 @@ def test_paths_outside_every_default_component_have_none(path: str) -> None:
     assert SluiceConfig().component_for(path) is None
 
 
-def test_the_documented_default_file_is_the_default() -> None:
-    block = re.search(r"<!-- default-config -->\n```yaml\n(.*?)```", DOCS.read_text(), re.DOTALL)
+@pytest.mark.parametrize("doc", [DOCS, DOCS.parent.parent / "README.md"], ids=lambda p: p.name)
+def test_the_documented_default_file_is_the_default(doc: Path) -> None:
+    block = re.search(r"<!-- default-config -->\n```yaml\n(.*?)```", doc.read_text(), re.DOTALL)
 
-    assert block is not None, "docs/configuration.md lost its default-config block"
+    assert block is not None, f"{doc.name} lost its default-config block"
     assert parse_config(block.group(1)) == SluiceConfig()
 
 
