@@ -42,11 +42,14 @@ def distinctive(line: str) -> bool:
     return len(line) >= MIN_DISTINCTIVE_LINE and any(ch.isalpha() for ch in line)
 
 
+def keys_for(path: str, names: Iterable[str]) -> set[str]:
+    """Keys under which changed symbols link commits: per file, and across files for C++ qualified names."""
+    names = list(names)
+    return {f"{path}::{n}" for n in names} | {f"cxx:{n}" for n in names if n.count("::") >= 2}
+
+
 def symbol_keys(change: FileChange) -> set[str]:
-    """Keys under which a changed symbol links commits: per file, and across files for C++ qualified names."""
-    keys = {f"{change.path}::{s}" for s in change.symbols}
-    keys.update(f"cxx:{s}" for s in change.symbols if s.count("::") >= 2)
-    return keys
+    return keys_for(change.path, change.symbols)
 
 
 @dataclass
@@ -177,7 +180,7 @@ def _expand(abbrev: str, shas: Iterable[str]) -> str | None:
 def risk_reasons(
     commit: UpstreamCommit, *, footprint: PatchStackFootprint, config: SluiceConfig
 ) -> list[RiskReason]:
-    """Why one commit is risky, from its own content and the patch stack (reverts come from `revert_links`)."""
+    """Why one commit is risky, from its content and the patch stack (reverts come from `revert_links`)."""
     reasons: list[RiskReason] = []
     file_level = RiskLevel.HIGH if config.risk.file_overlap_is_risky else RiskLevel.LOW
     for change in commit.files:

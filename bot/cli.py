@@ -20,7 +20,7 @@ from bot.engine import analyse_pending, load_repo_config, take_snapshot
 from bot.errors import SluiceError
 from bot.gitio import GitRepo
 from bot.models import Disposition, Plan
-from bot.planner import PriorChain, make_plan
+from bot.planner import make_plan, prior_chains
 from bot.store import Store
 
 HELD = {Disposition.DEFERRED, Disposition.SKIPPED}
@@ -62,31 +62,6 @@ def fork_key(config: SluiceConfig, repo: GitRepo, fork_ref: str) -> str:
     return config.fork.repo or f"{repo.path}#{fork_ref}"
 
 
-def _prior_chains(store: Store, key: str, ingested: set[str]) -> list[PriorChain]:
-    """Stored open chains, with what their now-ingested members touched (from the plan that chained them)."""
-    previous = store.latest_plan(key)
-    touched: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
-    for chain in previous.chains if previous else ():
-        for commit in chain.commits:
-            keys = frozenset(s for s in commit.symbols) | frozenset(
-                f"cxx:{s.split('::', 1)[1]}" for s in commit.symbols if s.split("::", 1)[1].count("::") >= 2
-            )
-            touched[commit.sha] = (frozenset(commit.files), keys)
-    result = []
-    for chain in store.open_chains(key):
-        done = [touched.get(s, (frozenset(), frozenset())) for s in chain.members if s in ingested]
-        result.append(
-            PriorChain(
-                id=chain.id,
-                root=chain.root,
-                members=chain.members,
-                ingested_files=frozenset().union(*(f for f, _ in done)),
-                ingested_symbols=frozenset().union(*(k for _, k in done)),
-            )
-        )
-    return result
-
-
 def build_plan(
     repo: GitRepo,
     config: SluiceConfig,
@@ -113,7 +88,7 @@ def build_plan(
         commits=analysis.commits,
         stream_patches=analysis.stream_patches,
         footprint=analysis.footprint,
-        prior=_prior_chains(store, key, ingested) if store else (),
+        prior=prior_chains(store.latest_plan(key), store.open_chains(key), ingested) if store else (),
         held=held,
         ingested=ingested,
     )

@@ -128,10 +128,9 @@ def _with_symbols(change: FileChange, blobs: Mapping[str, bytes]) -> FileChange:
         old_lines += old
         new_lines += new
     found: set[str] = set()
-    if change.old_blob in blobs and old_lines:
-        found.update(symbols.enclosing_symbols(change.path, blobs[change.old_blob], old_lines))
-    if change.new_blob in blobs and new_lines:
-        found.update(symbols.enclosing_symbols(change.path, blobs[change.new_blob], new_lines))
+    for blob, lines in ((change.old_blob, old_lines), (change.new_blob, new_lines)):
+        if blob is not None and blob in blobs and lines:
+            found.update(symbols.enclosing_symbols(change.path, blobs[blob], lines))
     return change.model_copy(update={"symbols": tuple(sorted(found))})
 
 

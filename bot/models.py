@@ -205,6 +205,9 @@ class RiskyChain(Frozen):
     commits: tuple[PlannedCommit, ...] = ()
     linked_files: tuple[str, ...] = ()
     linked_symbols: tuple[str, ...] = ()
+    # What the already-ingested members touched: carried from plan to plan so follow-ups still link.
+    ingested_files: tuple[str, ...] = ()
+    ingested_symbols: tuple[str, ...] = ()
 
 
 class Plan(Frozen):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from bot.analysis import (
+    keys_for,
     line_and_symbol_dependencies,
     merge_dependencies,
     overall_risk,
@@ -51,6 +53,49 @@ class PriorChain:
     ingested_symbols: frozenset[str] = frozenset()
 
 
+class ChainRecord(Protocol):
+    """An open chain as the store keeps it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def root(self) -> str: ...
+    @property
+    def members(self) -> tuple[str, ...]: ...
+
+
+def _planned_keys(commit: PlannedCommit) -> frozenset[str]:
+    keys: set[str] = set()
+    for symbol in commit.symbols:
+        path, _, name = symbol.partition("::")
+        keys |= keys_for(path, [name])
+    return frozenset(keys)
+
+
+def prior_chains(
+    previous: Plan | None, stored: Sequence[ChainRecord], ingested: set[str]
+) -> list[PriorChain]:
+    """Stored open chains, seeded with what their ingested members touched (as the last plan saw them)."""
+    seeds: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    for chain in previous.chains if previous else ():
+        seeds[chain.id] = (frozenset(chain.ingested_files), frozenset(chain.ingested_symbols))
+        for commit in chain.commits:
+            if commit.sha in ingested:
+                files, keys = seeds[chain.id]
+                seeds[chain.id] = (files | set(commit.files), keys | _planned_keys(commit))
+    empty: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    return [
+        PriorChain(
+            id=chain.id,
+            root=chain.root,
+            members=chain.members,
+            ingested_files=seeds.get(chain.id, empty)[0],
+            ingested_symbols=seeds.get(chain.id, empty)[1],
+        )
+        for chain in stored
+    ]
+
+
 @dataclass
 class _Chain:
     id: str
@@ -58,6 +103,8 @@ class _Chain:
     members: set[str]
     ingested: list[str] = field(default_factory=list)
     commits: list[PlannedCommit] = field(default_factory=list)
+    seed_files: frozenset[str] = frozenset()
+    seed_symbols: frozenset[str] = frozenset()
     # What members touched: seeded with the already-ingested members of a resumed chain, then grown by
     # each commit that joins in upstream order (never by members not reached yet, so a plan does not
     # depend on how many times the same state was planned before).
@@ -84,6 +131,8 @@ class _Chain:
         self.commits.extend(other.commits)
         self.files |= other.files
         self.symbols |= other.symbols
+        self.seed_files |= other.seed_files
+        self.seed_symbols |= other.seed_symbols
 
     def freeze(self, position: Mapping[str, int]) -> RiskyChain:
         commits = sorted(self.commits, key=lambda c: position[c.sha])
@@ -96,6 +145,8 @@ class _Chain:
             commits=tuple(commits),
             linked_files=tuple(sorted(self.files)),
             linked_symbols=tuple(sorted(self.symbols)),
+            ingested_files=tuple(sorted(self.seed_files)),
+            ingested_symbols=tuple(sorted(self.seed_symbols)),
         )
 
 
@@ -113,6 +164,8 @@ def _resume(prior: Sequence[PriorChain], ingested: set[str]) -> list[_Chain]:
                 ingested=[s for s in chain.members if s in ingested],
                 files=set(chain.ingested_files),
                 symbols=set(chain.ingested_symbols),
+                seed_files=chain.ingested_files,
+                seed_symbols=chain.ingested_symbols,
             )
         )
     return chains

@@ -60,6 +60,36 @@ def test_later_plan_extends_a_stored_chain(scenario: Scenario, tmp_path: Path, c
     assert [c["sha"] for c in chain["commits"]] == [fixup]
 
 
+def test_chain_carries_its_ingested_members_across_plans(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    db = f"sqlite:///{tmp_path / 'sluice.db'}"
+    bump = scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
+    run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)
+    scenario.pick(bump, how="trailer")
+    fix1 = scenario.upstream("[BUILD] Fix the build (#3)", {"cmake/llvm-hash.txt": "b\nc\n"})
+    run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)
+    scenario.pick(fix1, how="trailer")
+    fix2 = scenario.upstream("[BUILD] Fix it again (#4)", {"cmake/llvm-hash.txt": "b\nc\nd\n"})
+    third = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
+    (chain,) = third["chains"]
+    assert (chain["id"], chain["ingested"]) == (f"chain-{bump[:10]}", [bump, fix1])
+    assert [c["sha"] for c in chain["commits"]] == [fix2]
+    assert chain["ingested_files"] == ["cmake/llvm-hash.txt"]
+
+
+def test_finished_chain_closes_when_nothing_joins(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    db = f"sqlite:///{tmp_path / 'sluice.db'}"
+    bump = scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
+    run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)
+    scenario.pick(bump, how="trailer")
+    doc = scenario.upstream("[DOCS] a (#3)", {"docs/a.md": "x\n"})
+    second = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
+    assert second["chains"] == []
+    later = scenario.upstream("[BUILD] Bump LLVM again (#4)", {"cmake/llvm-hash.txt": "c\n"})
+    third = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
+    assert [(c["id"], c["ingested"]) for c in third["chains"]] == [(f"chain-{later[:10]}", [])]
+    assert [c["sha"] for b in third["bundles"] for c in b["commits"]] == [doc]
+
+
 def test_status_reports_the_metrics(scenario: Scenario, capsys) -> None:
     taken = scenario.upstream("[DOCS] a (#2)", {"docs/a.md": numbered("a", 20) + "more\n"}, hours=10)
     scenario.upstream("[DOCS] b (#3)", {"docs/b.md": "b\n"}, hours=58)
