@@ -48,6 +48,14 @@ def keys_for(path: str, names: Iterable[str]) -> set[str]:
     return {f"{path}::{n}" for n in names} | {f"cxx:{n}" for n in names if n.count("::") >= 2}
 
 
+def _readable(key: str) -> str:
+    """`cxx:ns::f` -> `ns::f`; `path::Cls.f` -> `path: Cls.f`."""
+    if key.startswith("cxx:"):
+        return key[4:]
+    path, _, name = key.partition("::")
+    return f"{path}: {name}"
+
+
 def symbol_keys(change: FileChange) -> set[str]:
     return keys_for(change.path, change.symbols)
 
@@ -81,7 +89,7 @@ class _Tracker:
         for key in sorted(symbol_keys(change)):
             owner = self.symbol_owner.get(key)
             if owner and owner != sha:
-                deps.append(Dependency(sha=owner, kind=DependencyKind.SYMBOL, detail=key.split("::", 1)[1]))
+                deps.append(Dependency(sha=owner, kind=DependencyKind.SYMBOL, detail=_readable(key)))
         return deps
 
     def _record(self, change: FileChange, owner: str | None) -> None:
@@ -119,6 +127,19 @@ def line_and_symbol_dependencies(
     return {sha: deps for sha, deps in steps if sha in tracker.position}
 
 
+def _revert_kind(commit: UpstreamCommit) -> tuple[DependencyKind | None, str, str | None]:
+    """(RELANDS or REVERTS or None, the normalised title it is about, the SHA its body names)."""
+    subject = commit.info.subject
+    if reland := RELAND_SUBJECT.match(subject):
+        return DependencyKind.RELANDS, normalise_title(reland.group("title")), None
+    revert = REVERT_SUBJECT.match(subject)
+    named = REVERTS_COMMIT.search(commit.info.message)
+    if revert or named:
+        title = normalise_title(revert.group("title")) if revert else ""
+        return DependencyKind.REVERTS, title, named.group(1) if named else None
+    return None, normalise_title(subject), None
+
+
 def revert_links(
     pending: Sequence[UpstreamCommit],
 ) -> tuple[dict[str, list[Dependency]], dict[str, list[RiskReason]]]:
@@ -128,47 +149,35 @@ def revert_links(
     """
     deps: dict[str, list[Dependency]] = {}
     reasons: dict[str, list[RiskReason]] = {}
-    seen_titles: dict[str, str] = {}
-    reverts_of: dict[str, str] = {}  # normalised title -> sha of the revert
+    originals: dict[str, str] = {}  # normalised title -> first pending commit with it
+    reverts: dict[str, str] = {}  # normalised title -> the revert of that commit
     for commit in pending:
-        subject = commit.info.subject
-        revert = REVERT_SUBJECT.match(subject)
-        reland = RELAND_SUBJECT.match(subject)
-        target: str | None = None
-        if reland:
-            title = normalise_title(reland.group("title"))
-            links = [s for s in (seen_titles.get(title), reverts_of.get(title)) if s]
-            for sha in links:
-                deps.setdefault(commit.sha, []).append(
-                    Dependency(sha=sha, kind=DependencyKind.RELANDS, detail=subject)
-                )
-            reasons.setdefault(commit.sha, []).append(
-                RiskReason(kind=RiskKind.RELAND, level=RiskLevel.HIGH, detail="relands a reverted change")
+        kind, title, named = _revert_kind(commit)
+        if kind is None:
+            originals.setdefault(title, commit.sha)
+            continue
+        if kind is DependencyKind.RELANDS:
+            targets = [originals.get(title), reverts.get(title)]
+            reason = RiskReason(
+                kind=RiskKind.RELAND, level=RiskLevel.HIGH, detail="relands a reverted change"
             )
-        elif revert:
-            title = normalise_title(revert.group("title"))
-            named = REVERTS_COMMIT.search(commit.info.message)
-            target = _expand(named.group(1), seen_titles.values()) if named else None
-            target = target or seen_titles.get(title)
-            reverts_of[title] = commit.sha
-            reasons.setdefault(commit.sha, []).append(
-                RiskReason(
-                    kind=RiskKind.REVERT, level=RiskLevel.HIGH, detail=f"reverts {revert.group('title')}"
-                )
+        else:
+            target = (_expand(named, originals.values()) if named else None) or originals.get(title)
+            title = title or next((t for t, s in originals.items() if s == target), "")
+            reverts[title] = commit.sha
+            targets = [target]
+            reason = RiskReason(
+                kind=RiskKind.REVERT, level=RiskLevel.HIGH, detail=f"reverts {title or named}"
             )
             if target:
-                deps.setdefault(commit.sha, []).append(
-                    Dependency(sha=target, kind=DependencyKind.REVERTS, detail=subject)
+                later = RiskReason(
+                    kind=RiskKind.REVERT, level=RiskLevel.HIGH, detail=f"reverted by {short(commit.sha)}"
                 )
-                reasons.setdefault(target, []).append(
-                    RiskReason(
-                        kind=RiskKind.REVERT,
-                        level=RiskLevel.HIGH,
-                        detail=f"reverted later by {short(commit.sha)}",
-                    )
-                )
-        else:
-            seen_titles.setdefault(normalise_title(subject), commit.sha)
+                reasons.setdefault(target, []).append(later)
+        reasons.setdefault(commit.sha, []).append(reason)
+        found = [Dependency(sha=t, kind=kind, detail=commit.info.subject) for t in targets if t]
+        if found:
+            deps[commit.sha] = found
     return deps, reasons
 
 

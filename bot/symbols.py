@@ -173,7 +173,7 @@ def _cpp_definitions(source: bytes) -> Iterator[Definition]:
             yield from _cpp_declaration(node, scope, in_class=in_class, start=start, stack=stack)
         elif kind == "friend_declaration":
             # A friend is not a member: keep its definitions under the class name, drop its declarations.
-            stack.extend((child, scope, False, start) for child in node.named_children)
+            stack.extend((child, scope, False, start) for child in node.named_children if child.type != "declaration")
         elif kind == "ERROR":
             stack.extend((child, inner, in_class, None) for child, inner in _cpp_error_children(node, scope))
         elif kind in _CPP_CONTAINERS:
@@ -243,12 +243,15 @@ def _cpp_declaration(
     declared_type = node.child_by_field_name("type")
     if declared_type is not None and declared_type.type in _CPP_CLASS_KINDS:
         stack.append((declared_type, scope, in_class, start))
-    if not in_class or node.type == "type_definition":
+    if node.type == "type_definition":
         return
+    # Prototypes count too: a header's `LogicalResult foo(Operation *op);` is where a signature change
+    # shows, and it links to the definition in the source file through the qualified name.
     for declarator in node.children_by_field_name("declarator"):
         name = _cpp_declared_name(declarator, declaration=True)
         if name is not None and (parts := _cpp_name_parts(name)[0]):
-            yield Definition("::".join(scope + parts), "method", *_span(node, start))
+            qualified = "::".join(scope + parts)
+            yield Definition(qualified, "method" if in_class else "function", *_span(node, start))
 
 
 def _cpp_declared_name(declarator: Node | None, *, declaration: bool) -> Node | None:

@@ -137,3 +137,71 @@ def _config(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "sluice.yml"
     path.write_text(text)
     return path
+
+
+def reasons_of(plan: dict, sha: str) -> dict[str, str]:
+    for group in [*plan["bundles"], *plan["chains"]]:
+        for c in group["commits"]:
+            if c["sha"] == sha:
+                return {r["kind"]: r["detail"] for r in c["reasons"]}
+    raise AssertionError(f"{sha} not planned")
+
+
+def test_large_commit_is_risky(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    big = scenario.upstream("[TESTING] Add many cases (#30)", {"test/TritonGPU/big.mlir": numbered("// c", 520)})
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    assert grouping(plan) == ([], [[big]])
+    assert reasons_of(plan, big)["large"] == "520 changed lines (≥ 500)"
+
+
+def test_extension_interface_change_is_risky(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    config = _config(tmp_path, 'extensions:\n  - name: tlx\n    paths: ["third_party/tlx/**"]\n'
+                               '    interfaces: ["docs/a.md"]\n')  # fmt: skip
+    change = scenario.upstream("[DOCS] a (#31)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
+    plan = plan_json(scenario, tmp_path, "--config", str(config), capsys=capsys)
+    assert reasons_of(plan, change)["extension-interface"] == "tlx: docs/a.md"
+
+
+def test_revert_named_in_the_body_depends_on_its_commit(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    original = scenario.upstream("[DOCS] Reword a (#32)", {"docs/a.md": numbered("doc a", 29) + "changed\n"})
+    revert = scenario.upstream(f"Back out the rewording (#33)\n\nThis reverts commit {original}.",
+                               {"docs/a.md": numbered("doc a", 30)})  # fmt: skip
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    assert grouping(plan) == ([], [[original, revert]])
+    deps = {(d["sha"], d["kind"]) for d in plan["chains"][0]["commits"][1]["depends_on"]}
+    assert (original, "reverts") in deps
+
+
+def test_replacing_a_line_the_fork_replaced_is_a_hunk_overlap(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    scenario.fork("[TLX] Note in docs", {"docs/a.md": numbered("doc a", 30).replace("doc a line 7", "tlx note 7")})
+    change = scenario.upstream("[DOCS] Reword 7 (#34)",
+                               {"docs/a.md": numbered("doc a", 30).replace("doc a line 7", "doc a seven")})  # fmt: skip
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    reasons = reasons_of(plan, change)
+    assert reasons["patch-stack-hunk"] == "docs/a.md"
+    assert reasons["predicted-conflict"] == "conflicts with fork trunk in docs/a.md"
+    assert reasons["patch-stack-file"] == "docs/a.md"
+
+
+HEADER = "namespace mlir {\nnamespace triton {\nint pipelineDepth(int stages);\n} // namespace triton\n} // namespace mlir\n"
+
+
+def test_cpp_symbol_links_header_and_source(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    header = "include/triton/Dialect/TritonGPU/Transforms/Pipeliner.h"
+    first = scenario.upstream("[BACKEND] Declare depth (#35)", {header: HEADER})
+    second = scenario.upstream(
+        "[BACKEND] Depth from stages (#36)", {PASS_PATH: CPP_PASS.replace("int depth = stages;", "int depth = 2 * stages;")}
+    )
+    plan = plan_json(scenario, tmp_path, "--config", str(_config(tmp_path, NO_RISKY_COMPONENTS)), capsys=capsys)
+    deps = [c["depends_on"] for b in plan["bundles"] for c in b["commits"] if c["sha"] == second][0]
+    assert deps == [{"sha": first, "kind": "symbol", "detail": "mlir::triton::pipelineDepth"}]
+
+
+def test_backlog_hole_is_planned_first(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    hole = scenario.upstream("[DOCS] a (#37)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
+    taken = scenario.upstream("[DOCS] b (#38)", {"docs/b.md": "new b\n" + numbered("doc b", 30)})
+    newer = scenario.upstream("[TESTING] case (#39)", {"test/TritonGPU/loop.mlir": "// RUN: x\n"})
+    scenario.pick(taken, how="trailer")
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    assert grouping(plan) == ([[hole, newer]], [])
+    assert (plan["status"]["backlog_commits"], plan["status"]["pending_commits"]) == (1, 2)

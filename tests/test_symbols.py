@@ -532,3 +532,10 @@ def test_deep_nesting_does_not_hit_the_recursion_limit() -> None:
     assert definitions("deep.cpp", source) == (
         Definition("::".join(["n"] * depth + ["f"]), "function", 3001, 3001),
     )
+
+
+def test_namespace_scope_prototypes_are_definitions() -> None:
+    header = b"namespace mlir::triton {\nLogicalResult verify(Operation *op);\nint kDepth = 3;\n}\n"
+    assert definitions("include/triton/Analysis/Utility.h", header) == (
+        Definition("mlir::triton::verify", "function", 2, 2),
+    )
