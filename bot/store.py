@@ -1,0 +1,518 @@
+"""Persistent store of plans, risky chains and dispositions: SQLite by default, PostgreSQL for replicas."""
+
+from __future__ import annotations
+
+import enum
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Connection,
+    DateTime,
+    Dialect,
+    Engine,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    insert,
+    literal_column,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeDecorator
+
+from bot.models import Disposition, Plan
+
+DEFAULT_URL_ENV = "SLUICE_DATABASE_URL"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# pg_advisory_xact_lock keys: one for schema migrations, one namespace for per-fork plan recording.
+_MIGRATION_LOCK_KEY = 0x534C_5549_4345_0001
+_FORK_LOCK_NAMESPACE = 0x534C_5549
+# Rows per IN (...) list: well under SQLite's bound-parameter limit.
+_CHUNK = 500
+
+# Set by a person (set_disposition); a plan never overwrites them.
+HELD_DISPOSITIONS = frozenset({Disposition.DEFERRED, Disposition.SKIPPED, Disposition.EMERGENCY})
+# Plain strings: psycopg dumps an Enum member by its name, not its value.
+_HELD_VALUES = sorted(d.value for d in HELD_DISPOSITIONS)
+_SETTLED_VALUES = sorted([Disposition.INGESTED.value, *_HELD_VALUES])
+
+
+class ChainStatus(enum.StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class StoredChain:
+    id: str
+    root: str
+    members: tuple[str, ...]  # upstream SHAs, upstream order; only ever grows
+    status: str  # ChainStatus value
+
+
+@dataclass(frozen=True)
+class DispositionRecord:
+    sha: str
+    disposition: Disposition
+    reason: str | None
+    approver: str | None
+    plan_id: int | None
+    group_id: str | None  # the bundle or chain that carries (or carried) the commit
+    updated_at: datetime
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC in and out; SQLite stores it as naive UTC text."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = _utc(value)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# Mirrors the head migration (tests compare the two); queries use these tables.
+metadata = MetaData()
+
+plans = Table(
+    "plans",
+    metadata,
+    Column("id", Integer, autoincrement=True),
+    Column("fork_key", String(255), nullable=False),
+    Column("fork_head", String(64), nullable=False),
+    Column("upstream_head", String(64), nullable=False),
+    Column("config_digest", String(128), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("plan", Text, nullable=False),
+    PrimaryKeyConstraint("id", name="pk_plans"),
+    Index("ix_plans_fork_key_id", "fork_key", "id"),
+)
+
+chains = Table(
+    "chains",
+    metadata,
+    Column("fork_key", String(255), nullable=False),
+    Column("id", String(255), nullable=False),
+    Column("root", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_plan_id", Integer, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("fork_key", "id", name="pk_chains"),
+    ForeignKeyConstraint(["created_plan_id"], ["plans.id"], name="fk_chains_created_plan_id_plans"),
+    CheckConstraint("status IN ('open', 'closed')", name="ck_chains_status"),
+    Index("ix_chains_fork_key_status_created_at", "fork_key", "status", "created_at"),
+)
+
+chain_members = Table(
+    "chain_members",
+    metadata,
+    Column("fork_key", String(255), nullable=False),
+    Column("chain_id", String(255), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("sha", String(64), nullable=False),
+    PrimaryKeyConstraint("fork_key", "chain_id", "position", name="pk_chain_members"),
+    UniqueConstraint("fork_key", "chain_id", "sha", name="uq_chain_members_fork_key_chain_id_sha"),
+    ForeignKeyConstraint(
+        ["fork_key", "chain_id"],
+        ["chains.fork_key", "chains.id"],
+        name="fk_chain_members_chain",
+        ondelete="CASCADE",
+    ),
+)
+
+dispositions = Table(
+    "dispositions",
+    metadata,
+    Column("fork_key", String(255), nullable=False),
+    Column("sha", String(64), nullable=False),
+    Column("disposition", String(16), nullable=False),
+    Column("reason", Text),
+    Column("approver", String(255)),
+    Column("plan_id", Integer),
+    Column("group_id", String(255)),
+    Column("updated_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("fork_key", "sha", name="pk_dispositions"),
+    ForeignKeyConstraint(["plan_id"], ["plans.id"], name="fk_dispositions_plan_id_plans"),
+    CheckConstraint(
+        "disposition IN ('pending', 'bundled', 'chained', 'ingested', 'deferred', 'skipped', 'emergency')",
+        name="ck_dispositions_disposition",
+    ),
+    Index("ix_dispositions_fork_key_disposition", "fork_key", "disposition"),
+)
+
+
+def default_database_url() -> str:
+    """$SLUICE_DATABASE_URL, else a SQLite file under $XDG_STATE_HOME/sluice (created if missing)."""
+    url = os.environ.get(DEFAULT_URL_ENV)
+    if url:
+        return url
+    state_home = os.environ.get("XDG_STATE_HOME")
+    # The XDG spec says to ignore a relative XDG_STATE_HOME.
+    base = Path(state_home) if state_home and os.path.isabs(state_home) else Path.home() / ".local" / "state"
+    directory = base / "sluice"
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{directory / 'sluice.db'}"
+
+
+def normalise_url(url: str) -> str:
+    """Pick psycopg 3 for a bare `postgresql://` URL (SQLAlchemy would look for psycopg2)."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+class Store:
+    """Plans, risky chains and dispositions of any number of forks, keyed by `fork_key`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Store:
+        engine = _create_engine(url or default_database_url())
+        try:
+            _migrate(engine)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def ping(self) -> bool:
+        try:
+            with self._engine.connect() as conn:
+                return conn.execute(select(1)).scalar_one() == 1
+        except SQLAlchemyError:
+            return False
+
+    def open_chains(self, fork_key: str) -> tuple[StoredChain, ...]:
+        query = (
+            select(chains.c.id, chains.c.root)
+            .where(chains.c.fork_key == fork_key, chains.c.status == ChainStatus.OPEN.value)
+            .order_by(chains.c.created_at, chains.c.id)
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(query).all()
+            members = _members(conn, fork_key, [row.id for row in rows])
+        status = ChainStatus.OPEN.value
+        return tuple(StoredChain(row.id, row.root, tuple(members.get(row.id, ())), status) for row in rows)
+
+    def dispositions(self, fork_key: str) -> dict[str, DispositionRecord]:
+        query = select(dispositions).where(dispositions.c.fork_key == fork_key).order_by(dispositions.c.sha)
+        with self._engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return {
+            row.sha: DispositionRecord(
+                sha=row.sha,
+                disposition=Disposition(row.disposition),
+                reason=row.reason,
+                approver=row.approver,
+                plan_id=row.plan_id,
+                group_id=row.group_id,
+                updated_at=row.updated_at,
+            )
+            for row in rows
+        }
+
+    def record_plan(self, fork_key: str, plan: Plan, *, ingested: Iterable[str], at: datetime) -> int:
+        """Store `plan` and what it implies for chains and dispositions, all or nothing; returns its id."""
+        at = _utc(at)
+        with self._engine.begin() as conn:
+            _lock_fork(conn, fork_key)
+            plan_id = _insert_plan(conn, fork_key, plan, at)
+            _save_chains(conn, fork_key, plan, plan_id=plan_id, at=at)
+            _close_chains_not_in(conn, fork_key, {chain.id for chain in plan.chains}, at=at)
+            _save_grouped(conn, fork_key, plan, plan_id=plan_id, at=at)
+            _mark_ingested(conn, fork_key, set(ingested), at=at)
+        return plan_id
+
+    def set_disposition(
+        self,
+        fork_key: str,
+        sha: str,
+        disposition: Disposition,
+        *,
+        reason: str | None,
+        approver: str | None,
+        at: datetime,
+    ) -> None:
+        """Record a person's decision; it wins over anything a plan wrote."""
+        disposition = Disposition(disposition)
+        row = {
+            "fork_key": fork_key,
+            "sha": sha,
+            "disposition": disposition.value,
+            "reason": reason,
+            "approver": approver,
+            "plan_id": None,
+            "group_id": None,
+            "updated_at": _utc(at),
+        }
+        changed = ["disposition", "reason", "approver", "updated_at"]
+        # An ingested commit keeps the plan and group that carried it in; anything else leaves its group.
+        if disposition is not Disposition.INGESTED:
+            changed += ["plan_id", "group_id"]
+        with self._engine.begin() as conn:
+            _upsert(conn, dispositions, [row], keys=("fork_key", "sha"), changed=changed)
+
+    def latest_plan(self, fork_key: str) -> Plan | None:
+        query = select(plans.c.plan).where(plans.c.fork_key == fork_key).order_by(plans.c.id.desc()).limit(1)
+        with self._engine.connect() as conn:
+            stored = conn.execute(query).scalar_one_or_none()
+        return None if stored is None else Plan.model_validate_json(stored)
+
+
+def _utc(at: datetime) -> datetime:
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError(f"timestamps must be timezone-aware, got naive {at.isoformat()}")
+    return at.astimezone(UTC)
+
+
+def _create_engine(url: str) -> Engine:
+    parsed = make_url(normalise_url(url))
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        return create_engine(parsed, pool_pre_ping=True)
+    if backend != "sqlite":
+        raise ValueError(f"unsupported database {backend!r} in {parsed!r}: use sqlite or postgresql")
+    if parsed.database in (None, "", ":memory:"):
+        # One shared connection, or every pooled connection would see its own empty database.
+        engine = create_engine(parsed, poolclass=StaticPool)
+    else:
+        engine = create_engine(parsed)
+    event.listen(engine, "connect", _configure_sqlite_connection)
+    event.listen(engine, "begin", _begin_immediate)
+    return engine
+
+
+def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy issue BEGIN itself (see _begin_immediate) instead of pysqlite's implicit, deferred one.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    _enable_wal(cursor)
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def _enable_wal(cursor: Any) -> None:
+    """Switch the database to WAL (it persists); the switch ignores busy_timeout, so retry by hand."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            mode = "locked"
+        if mode in ("wal", "memory"):  # in-memory databases have no WAL
+            return
+        if time.monotonic() > deadline:
+            raise sqlite3.OperationalError(f"could not switch the database to WAL: journal mode {mode}")
+        time.sleep(0.02)
+
+
+def _begin_immediate(conn: Connection) -> None:
+    # Take the write lock up front: a deferred transaction that later writes gets SQLITE_BUSY in WAL mode
+    # without waiting for busy_timeout, while BEGIN IMMEDIATE waits for it. Readers pay a short wait.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _migrate(engine: Engine) -> None:
+    """Upgrade to head inside one transaction that holds a lock, so concurrent openers take turns."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+
+
+def _lock_fork(conn: Connection, fork_key: str) -> None:
+    # Two replicas recording plans for one fork take turns (SQLite's BEGIN IMMEDIATE already serialises).
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:namespace, hashtext(:fork_key))"),
+            {"namespace": _FORK_LOCK_NAMESPACE, "fork_key": fork_key},
+        )
+
+
+def _insert_plan(conn: Connection, fork_key: str, plan: Plan, at: datetime) -> int:
+    result = conn.execute(
+        insert(plans).values(
+            fork_key=fork_key,
+            fork_head=plan.fork_head,
+            upstream_head=plan.upstream_head,
+            config_digest=plan.config_digest,
+            created_at=at,
+            plan=plan.model_dump_json(),
+        )
+    )
+    plan_id = result.inserted_primary_key
+    assert plan_id is not None
+    return int(plan_id[0])
+
+
+def _save_chains(conn: Connection, fork_key: str, plan: Plan, *, plan_id: int, at: datetime) -> None:
+    """Upsert every chain of the plan as open and append members it has not stored yet."""
+    rows = [
+        {
+            "fork_key": fork_key,
+            "id": chain.id,
+            "root": chain.root,
+            "status": ChainStatus.OPEN.value,
+            "created_plan_id": plan_id,
+            "created_at": at,
+            "updated_at": at,
+        }
+        for chain in plan.chains
+    ]
+    # The root stays the one the chain was created with.
+    _upsert(conn, chains, rows, keys=("fork_key", "id"), changed=("status", "updated_at"))
+    stored = _members(conn, fork_key, [chain.id for chain in plan.chains])
+    new_members = []
+    for chain in plan.chains:
+        have = stored.get(chain.id, [])
+        known = set(have)
+        wanted = chain.ingested + tuple(commit.sha for commit in chain.commits)
+        added = [sha for sha in wanted if sha not in known]
+        new_members += [
+            {"fork_key": fork_key, "chain_id": chain.id, "position": len(have) + offset, "sha": sha}
+            for offset, sha in enumerate(added)
+        ]
+    if new_members:
+        conn.execute(insert(chain_members), new_members)
+
+
+def _members(conn: Connection, fork_key: str, chain_ids: Sequence[str]) -> dict[str, list[str]]:
+    members: dict[str, list[str]] = {}
+    for chunk in _chunks(sorted(set(chain_ids))):
+        query = (
+            select(chain_members.c.chain_id, chain_members.c.sha)
+            .where(chain_members.c.fork_key == fork_key, chain_members.c.chain_id.in_(chunk))
+            .order_by(chain_members.c.chain_id, chain_members.c.position)
+        )
+        for row in conn.execute(query):
+            members.setdefault(row.chain_id, []).append(row.sha)
+    return members
+
+
+def _close_chains_not_in(conn: Connection, fork_key: str, keep: set[str], *, at: datetime) -> None:
+    conn.execute(
+        update(chains)
+        .where(
+            chains.c.fork_key == fork_key,
+            chains.c.status == ChainStatus.OPEN.value,
+            chains.c.id.not_in(sorted(keep)),
+        )
+        .values(status=ChainStatus.CLOSED.value, updated_at=at)
+    )
+
+
+def _save_grouped(conn: Connection, fork_key: str, plan: Plan, *, plan_id: int, at: datetime) -> None:
+    """`bundled` / `chained` for every planned commit, except where a person has held it."""
+    grouped = [(bundle.id, Disposition.BUNDLED, bundle.commits) for bundle in plan.bundles]
+    grouped += [(chain.id, Disposition.CHAINED, chain.commits) for chain in plan.chains]
+    # Keyed by SHA: one statement may not upsert a row twice, so a commit listed twice keeps its last group.
+    rows = {
+        commit.sha: {
+            "fork_key": fork_key,
+            "sha": commit.sha,
+            "disposition": disposition.value,
+            "reason": None,
+            "approver": None,
+            "plan_id": plan_id,
+            "group_id": group_id,
+            "updated_at": at,
+        }
+        for group_id, disposition, commits in grouped
+        for commit in commits
+    }
+    changed = ("disposition", "reason", "approver", "plan_id", "group_id", "updated_at")
+    # Literal values: an expanding IN parameter cannot go with executemany.
+    not_held = dispositions.c.disposition.not_in([literal_column(f"'{value}'") for value in _HELD_VALUES])
+    keys = ("fork_key", "sha")
+    _upsert(conn, dispositions, list(rows.values()), keys=keys, changed=changed, where=not_held)
+
+
+def _mark_ingested(conn: Connection, fork_key: str, ingested: set[str], *, at: datetime) -> None:
+    """Move records still in flight to `ingested`; SHAs without a record get none (forks have ~12k)."""
+    if not ingested:
+        return
+    in_flight = select(dispositions.c.sha).where(
+        dispositions.c.fork_key == fork_key, dispositions.c.disposition.not_in(_SETTLED_VALUES)
+    )
+    arrived = sorted(ingested.intersection(conn.execute(in_flight).scalars()))
+    for chunk in _chunks(arrived):
+        conn.execute(
+            update(dispositions)
+            .where(dispositions.c.fork_key == fork_key, dispositions.c.sha.in_(chunk))
+            .values(disposition=Disposition.INGESTED.value, updated_at=at)
+        )
+
+
+def _upsert(
+    conn: Connection,
+    table: Table,
+    rows: list[dict[str, Any]],
+    *,
+    keys: Sequence[str],
+    changed: Sequence[str],
+    where: ColumnElement[bool] | None = None,
+) -> None:
+    """INSERT … ON CONFLICT (keys) DO UPDATE SET changed [WHERE where]; both dialects spell it alike."""
+    if not rows:
+        return
+    dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    stmt = dialect_insert(table)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[table.c[key] for key in keys],
+        set_={name: stmt.excluded[name] for name in changed},
+        where=where,
+    )
+    conn.execute(stmt, rows)
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]

@@ -1,0 +1,409 @@
+"""The store on SQLite and PostgreSQL: migrations, plans, risky chains and dispositions."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, create_engine, inspect, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.pool import NullPool
+
+from bot.models import (
+    Dependency,
+    DependencyKind,
+    Disposition,
+    LowRiskBundle,
+    Plan,
+    PlannedCommit,
+    RiskKind,
+    RiskLevel,
+    RiskReason,
+    RiskyChain,
+    StreamStatus,
+)
+from bot.store import (
+    DEFAULT_URL_ENV,
+    DispositionRecord,
+    Store,
+    StoredChain,
+    chains,
+    default_database_url,
+    metadata,
+    normalise_url,
+)
+
+FORK = "acme/triton"
+OTHER_FORK = "acme/triton-xpu"
+AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
+AT2 = AT + timedelta(hours=6)
+AT3 = AT + timedelta(days=1)
+HEAD_REVISION = "0001_plans_chains_dispositions"
+TABLES = ["alembic_version", "chain_members", "chains", "dispositions", "plans"]
+
+A, B, C, D, E, F = (letter * 40 for letter in "abcdef")
+X = "9" * 40  # an upstream commit the fork had before any plan
+
+
+def planned(sha: str, *, risk: RiskLevel = RiskLevel.LOW, after: str | None = None) -> PlannedCommit:
+    return PlannedCommit(
+        sha=sha,
+        subject=f"[TritonGPU] change {sha[:7]}",
+        author="Dev <dev@example.com>",
+        committer_time=1_740_000_000,
+        changed_lines=12,
+        files=("lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp",),
+        symbols=("mlir::triton::gpu::pipelineLoop",),
+        risk=risk,
+        reasons=(RiskReason(kind=RiskKind.PATCH_STACK_HUNK, level=risk, detail="overlaps fork hunk"),)
+        if risk is not RiskLevel.LOW
+        else (),
+        depends_on=(Dependency(sha=after, kind=DependencyKind.LINES, detail="same hunk"),) if after else (),
+    )
+
+
+def bundle(bundle_id: str, *shas: str) -> LowRiskBundle:
+    return LowRiskBundle(id=bundle_id, commits=tuple(planned(sha) for sha in shas))
+
+
+def chain(chain_id: str, *shas: str, ingested: tuple[str, ...] = ()) -> RiskyChain:
+    members = ingested + shas
+    commits = tuple(
+        planned(sha, risk=RiskLevel.HIGH, after=members[i - 1] if i else None)
+        for i, sha in enumerate(members)
+        if sha in shas
+    )
+    return RiskyChain(
+        id=chain_id,
+        root=members[0],
+        risk=RiskLevel.HIGH,
+        ingested=ingested,
+        commits=commits,
+        linked_files=("lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp",),
+    )
+
+
+def make_plan(
+    *,
+    bundles: tuple[LowRiskBundle, ...] = (),
+    chains: tuple[RiskyChain, ...] = (),
+    upstream_head: str = "1" * 40,
+    held: dict[str, Disposition] | None = None,
+) -> Plan:
+    return Plan(
+        fork_ref="refs/heads/main",
+        fork_head="2" * 40,
+        upstream_ref="refs/remotes/upstream/main",
+        upstream_head=upstream_head,
+        config_digest="sha256:" + "3" * 64,
+        status=StreamStatus(
+            upstream_head=upstream_head,
+            upstream_head_time=1_740_100_000,
+            fork_head="2" * 40,
+            ingestion_tip=X,
+            ingestion_tip_time=1_739_000_000,
+            days_behind=12.5,
+            backlog_commits=1,
+            pending_commits=6,
+            ingested_commits=12_000,
+            emergency_commits=2,
+            recognised_by={"trailer": 11_000, "cherry-pick-x": 1_000},
+        ),
+        bundles=bundles,
+        chains=chains,
+        held=held or {},
+    )
+
+
+@contextmanager
+def raw_connection(url: str) -> Iterator[Connection]:
+    engine = create_engine(normalise_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
+
+
+def migrated_versions(conn: Connection) -> list[str]:
+    return list(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
+
+
+def chain_statuses(url: str, fork_key: str) -> dict[str, str]:
+    with raw_connection(url) as conn:
+        rows = conn.execute(select(chains.c.id, chains.c.status).where(chains.c.fork_key == fork_key))
+        return {row.id: row.status for row in rows}
+
+
+# Migrations
+
+
+def test_migrations_create_tables_and_are_idempotent(database_url: str) -> None:
+    plan = make_plan(bundles=(bundle("bundle-1", A),))
+    first = Store.open(database_url)
+    first.record_plan(FORK, plan, ingested=(), at=AT)
+    first.close()
+
+    second = Store.open(database_url)
+    try:
+        assert second.latest_plan(FORK) == plan
+    finally:
+        second.close()
+    with raw_connection(database_url) as conn:
+        assert sorted(inspect(conn).get_table_names()) == TABLES
+        assert migrated_versions(conn) == [HEAD_REVISION]
+
+
+def test_concurrent_opens_migrate_once(database_url: str) -> None:
+    start = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def open_store() -> None:
+        start.wait()
+        try:
+            Store.open(database_url).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    with raw_connection(database_url) as conn:
+        assert migrated_versions(conn) == [HEAD_REVISION]
+
+
+def test_migrations_match_the_tables_the_store_queries(store: Store, database_url: str) -> None:
+    with raw_connection(database_url) as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, metadata) == []
+
+
+# Plans
+
+
+def test_record_plan_round_trips_latest_plan(store: Store) -> None:
+    assert store.latest_plan(FORK) is None
+    first = make_plan(
+        bundles=(bundle("bundle-1", A, B),),
+        chains=(chain("risky-1", C, D),),
+        held={E: Disposition.DEFERRED},
+    )
+    second = make_plan(bundles=(bundle("bundle-2", F),), upstream_head="4" * 40)
+
+    first_id = store.record_plan(FORK, first, ingested=(), at=AT)
+    stored = store.latest_plan(FORK)
+    assert stored is not None
+    assert stored.model_dump_json() == first.model_dump_json()
+
+    second_id = store.record_plan(FORK, second, ingested=(), at=AT2)
+    latest = store.latest_plan(FORK)
+    assert latest is not None
+    assert latest.model_dump_json() == second.model_dump_json()
+    assert second_id > first_id
+    assert store.latest_plan(OTHER_FORK) is None
+
+
+def test_record_plan_rejects_naive_timestamps(store: Store) -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        store.record_plan(FORK, make_plan(), ingested=(), at=datetime(2025, 3, 3, 9, 0))
+    assert store.latest_plan(FORK) is None
+
+
+def test_timestamps_come_back_in_utc(store: Store) -> None:
+    paris = timezone(timedelta(hours=1))
+    store.set_disposition(FORK, A, Disposition.DEFERRED, reason=None, approver=None, at=AT.astimezone(paris))
+
+    updated_at = store.dispositions(FORK)[A].updated_at
+    assert updated_at == AT
+    assert updated_at.utcoffset() == timedelta(0)
+
+
+# Risky chains
+
+
+def test_chains_persist_and_extend_across_plans(store: Store) -> None:
+    store.record_plan(FORK, make_plan(chains=(chain("risky-9", A, B),)), ingested=(), at=AT)
+    assert store.open_chains(FORK) == (StoredChain("risky-9", A, (A, B), "open"),)
+
+    # A reached the fork; C and D joined the chain; two newer chains come after it, same plan by id.
+    second = make_plan(
+        chains=(
+            chain("risky-9", B, C, ingested=(A,)),
+            chain("risky-5", E),
+            chain("risky-1", F),
+        )
+    )
+    store.record_plan(FORK, second, ingested=(A,), at=AT2)
+
+    assert store.open_chains(FORK) == (
+        StoredChain("risky-9", A, (A, B, C), "open"),
+        StoredChain("risky-1", F, (F,), "open"),
+        StoredChain("risky-5", E, (E,), "open"),
+    )
+    assert store.open_chains(OTHER_FORK) == ()
+
+
+def test_chain_members_only_grow(store: Store) -> None:
+    store.record_plan(FORK, make_plan(chains=(chain("risky-1", A, B, C),)), ingested=(), at=AT)
+    # A later plan that forgets the ingested prefix still keeps it.
+    store.record_plan(FORK, make_plan(chains=(chain("risky-1", C, D),)), ingested=(), at=AT2)
+
+    assert store.open_chains(FORK) == (StoredChain("risky-1", A, (A, B, C, D), "open"),)
+
+
+def test_chain_missing_from_next_plan_is_closed_and_can_reopen(store: Store, database_url: str) -> None:
+    store.record_plan(FORK, make_plan(chains=(chain("risky-1", A), chain("risky-2", B))), ingested=(), at=AT)
+    store.record_plan(OTHER_FORK, make_plan(chains=(chain("risky-1", A),)), ingested=(), at=AT)
+
+    store.record_plan(FORK, make_plan(chains=(chain("risky-2", B, C),)), ingested=(A,), at=AT2)
+
+    assert store.open_chains(FORK) == (StoredChain("risky-2", B, (B, C), "open"),)
+    assert chain_statuses(database_url, FORK) == {"risky-1": "closed", "risky-2": "open"}
+    assert store.open_chains(OTHER_FORK) == (StoredChain("risky-1", A, (A,), "open"),)
+
+    store.record_plan(FORK, make_plan(chains=(chain("risky-1", D, ingested=(A,)),)), ingested=(), at=AT3)
+
+    assert store.open_chains(FORK) == (StoredChain("risky-1", A, (A, D), "open"),)
+    assert chain_statuses(database_url, FORK) == {"risky-1": "open", "risky-2": "closed"}
+
+
+# Dispositions
+
+
+def test_record_plan_writes_bundled_and_chained_with_group_ids(store: Store) -> None:
+    plan = make_plan(bundles=(bundle("bundle-1", A, B),), chains=(chain("risky-1", C, D, ingested=(X,)),))
+
+    plan_id = store.record_plan(FORK, plan, ingested=(), at=AT)
+
+    assert store.dispositions(FORK) == {
+        A: DispositionRecord(A, Disposition.BUNDLED, None, None, plan_id, "bundle-1", AT),
+        B: DispositionRecord(B, Disposition.BUNDLED, None, None, plan_id, "bundle-1", AT),
+        C: DispositionRecord(C, Disposition.CHAINED, None, None, plan_id, "risky-1", AT),
+        D: DispositionRecord(D, Disposition.CHAINED, None, None, plan_id, "risky-1", AT),
+    }
+    assert store.dispositions(OTHER_FORK) == {}
+
+
+def test_commit_moved_from_bundle_to_chain_changes_group(store: Store) -> None:
+    store.record_plan(FORK, make_plan(bundles=(bundle("bundle-1", A, B),)), ingested=(), at=AT)
+    # Bisection found B to be the culprit: it now heads a risky chain.
+    second_id = store.record_plan(
+        FORK, make_plan(bundles=(bundle("bundle-2", A),), chains=(chain("risky-1", B),)), ingested=(), at=AT2
+    )
+
+    assert store.dispositions(FORK) == {
+        A: DispositionRecord(A, Disposition.BUNDLED, None, None, second_id, "bundle-2", AT2),
+        B: DispositionRecord(B, Disposition.CHAINED, None, None, second_id, "risky-1", AT2),
+    }
+
+
+def test_ingested_only_updates_existing_records(store: Store) -> None:
+    first_id = store.record_plan(FORK, make_plan(bundles=(bundle("bundle-1", A, B),)), ingested=(), at=AT)
+    fork_history = (f"{n:040x}" for n in range(12_000))  # what a real fork has already ingested
+
+    store.record_plan(FORK, make_plan(), ingested=[*fork_history, A, E], at=AT2)
+    store.record_plan(FORK, make_plan(), ingested=[A], at=AT3)  # already ingested: untouched
+
+    assert store.dispositions(FORK) == {
+        A: DispositionRecord(A, Disposition.INGESTED, None, None, first_id, "bundle-1", AT2),
+        B: DispositionRecord(B, Disposition.BUNDLED, None, None, first_id, "bundle-1", AT),
+    }
+
+
+def test_held_dispositions_survive_record_plan(store: Store) -> None:
+    store.set_disposition(
+        FORK, B, Disposition.SKIPPED, reason="fork carries its own fix", approver="alice", at=AT
+    )
+    store.set_disposition(FORK, C, Disposition.DEFERRED, reason="after the LLVM bump", approver="bob", at=AT)
+    store.set_disposition(FORK, D, Disposition.EMERGENCY, reason=None, approver="carol", at=AT)
+
+    # Defensive: a planner bug puts held commits in the plan, and they show up as ingested.
+    plan = make_plan(bundles=(bundle("bundle-1", A, B),), chains=(chain("risky-1", C),))
+    plan_id = store.record_plan(FORK, plan, ingested=(B, C, D), at=AT2)
+
+    assert store.dispositions(FORK) == {
+        A: DispositionRecord(A, Disposition.BUNDLED, None, None, plan_id, "bundle-1", AT2),
+        B: DispositionRecord(B, Disposition.SKIPPED, "fork carries its own fix", "alice", None, None, AT),
+        C: DispositionRecord(C, Disposition.DEFERRED, "after the LLVM bump", "bob", None, None, AT),
+        D: DispositionRecord(D, Disposition.EMERGENCY, None, "carol", None, None, AT),
+    }
+
+
+def test_set_disposition_overrides_a_plan(store: Store) -> None:
+    plan_id = store.record_plan(FORK, make_plan(bundles=(bundle("bundle-1", A, B),)), ingested=(), at=AT)
+
+    store.set_disposition(FORK, A, Disposition.INGESTED, reason=None, approver=None, at=AT2)
+    store.set_disposition(FORK, B, Disposition.DEFERRED, reason="waits for API", approver="dave", at=AT2)
+
+    assert store.dispositions(FORK) == {
+        A: DispositionRecord(A, Disposition.INGESTED, None, None, plan_id, "bundle-1", AT2),
+        B: DispositionRecord(B, Disposition.DEFERRED, "waits for API", "dave", None, None, AT2),
+    }
+
+
+def test_failed_record_plan_writes_nothing(store: Store) -> None:
+    good = make_plan(bundles=(bundle("bundle-1", A),), chains=(chain("risky-1", B),))
+    store.record_plan(FORK, good, ingested=(), at=AT)
+    before = (store.dispositions(FORK), store.open_chains(FORK))
+
+    # A chain that lists C twice violates the one-position-per-member constraint: after the plan row
+    # and the upsert of risky-2 were written, before risky-1 is closed and A marked ingested.
+    bad = make_plan(bundles=(bundle("bundle-2", D),), chains=(chain("risky-2", C, E, C),))
+    with pytest.raises(IntegrityError):
+        store.record_plan(FORK, bad, ingested=(A,), at=AT2)
+
+    assert store.latest_plan(FORK) == good
+    assert (store.dispositions(FORK), store.open_chains(FORK)) == before
+
+
+# Configuration and health
+
+
+def test_default_database_url_honours_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DEFAULT_URL_ENV, "postgresql+psycopg://sluice@db:5432/sluice")
+    assert default_database_url() == "postgresql+psycopg://sluice@db:5432/sluice"
+
+
+def test_default_database_url_under_xdg_state_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(DEFAULT_URL_ENV, raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+    assert default_database_url() == f"sqlite:///{tmp_path}/state/sluice/sluice.db"
+    assert (tmp_path / "state" / "sluice").is_dir()
+
+
+def test_default_database_url_falls_back_to_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(DEFAULT_URL_ENV, raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    assert default_database_url() == f"sqlite:///{tmp_path}/.local/state/sluice/sluice.db"
+    assert (tmp_path / ".local" / "state" / "sluice").is_dir()
+
+
+def test_open_without_url_uses_the_env_var(monkeypatch: pytest.MonkeyPatch, database_url: str) -> None:
+    monkeypatch.setenv(DEFAULT_URL_ENV, database_url)
+    plan = make_plan(bundles=(bundle("bundle-1", A),))
+    implicit = Store.open()
+    implicit.record_plan(FORK, plan, ingested=(), at=AT)
+    implicit.close()
+
+    explicit = Store.open(database_url)
+    try:
+        assert explicit.latest_plan(FORK) == plan
+    finally:
+        explicit.close()
+
+
+def test_ping(store: Store) -> None:
+    assert store.ping() is True
