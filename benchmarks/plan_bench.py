@@ -3,7 +3,7 @@
 The raw cost is one `git merge-tree --write-tree` per pending commit (the least any conflict prediction
 must spend); the aim is a plan that costs at most twice that. Prints both and their ratio.
 
-    python benchmarks/plan_bench.py                      # BENCH: ≈5,000 files, 2,000 fork commits, 500 pending
+    python benchmarks/plan_bench.py     # BENCH: ≈5,000 files, 2,000 fork commits, 500 pending
     python benchmarks/plan_bench.py --files 400 --fork-commits 60 --ingested 150 --pending 120
 """
 
@@ -35,8 +35,18 @@ def raw_merge_tree_seconds(repo: GitRepo, fork_ref: str, pending: list[str]) -> 
 
 def plan_seconds(sandbox_path: Path, fork_ref: str, upstream_ref: str, runs: int) -> list[float]:
     script = Path(sys.executable).parent / "sluice"
-    args = [str(script), "plan", "--repo", str(sandbox_path), "--fork", fork_ref, "--upstream", upstream_ref,
-            "--json", "--no-record"]  # fmt: skip
+    args = [
+        str(script),
+        "plan",
+        "--repo",
+        str(sandbox_path),
+        "--fork",
+        fork_ref,
+        "--upstream",
+        upstream_ref,
+        "--json",
+        "--no-record",
+    ]
     times = []
     for _ in range(runs):
         started = time.perf_counter()
@@ -46,7 +56,9 @@ def plan_seconds(sandbox_path: Path, fork_ref: str, upstream_ref: str, runs: int
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     for field in dataclasses.fields(SandboxSize):
         parser.add_argument(f"--{field.name.replace('_', '-')}", type=int, default=getattr(BENCH, field.name))
     parser.add_argument("--runs", type=int, default=3, help="plan runs; the median is reported")
@@ -59,13 +71,18 @@ def main() -> int:
         repo = GitRepo(sandbox.fork)
         pending = list(sandbox.manifest.pending)
         files = len(repo.run("ls-tree", "-r", "--name-only", sandbox.fork_ref).splitlines())
-        print(f"scenario: {files} files, {len(sandbox.manifest.patch_stack)} patch-stack commits, "
-              f"{len(pending)} pending upstream commits (built in {built:.1f} s)")  # fmt: skip
+        print(
+            f"scenario: {files} files, {len(sandbox.manifest.patch_stack)} patch-stack commits, "
+            f"{len(pending)} pending upstream commits (built in {built:.1f} s)"
+        )
         plan = plan_seconds(sandbox.fork, sandbox.fork_ref, sandbox.upstream_ref, args.runs)
         raw = raw_merge_tree_seconds(repo, sandbox.fork_ref, pending)
     median = statistics.median(plan)
-    print(f"sluice plan:        {median:7.2f} s  (median of {len(plan)}: {', '.join(f'{t:.2f}' for t in plan)})")
-    print(f"raw git merge-tree: {raw:7.2f} s  ({len(pending)} calls, {1000 * raw / max(len(pending), 1):.1f} ms each)")
+    print(
+        f"sluice plan:        {median:7.2f} s  (median of {len(plan)}: {', '.join(f'{t:.2f}' for t in plan)})"
+    )
+    each = 1000 * raw / max(len(pending), 1)
+    print(f"raw git merge-tree: {raw:7.2f} s  ({len(pending)} calls, {each:.1f} ms each)")
     print(f"ratio plan / raw:   {median / raw:7.2f}  (aim: ≤ 2.00)")
     return 0
 

@@ -144,9 +144,14 @@ class GitRepo:
         if not todo:
             return {}
         out = self.run(
-            "log", "--no-walk=unsorted", "--stdin", "--diff-merges=first-parent", *DIFF_OPTIONS,
-            f"--format={COMMIT_MARK}%H", stdin="\n".join(todo).encode() + b"\n",
-        )  # fmt: skip
+            "log",
+            "--no-walk=unsorted",
+            "--stdin",
+            "--diff-merges=first-parent",
+            *DIFF_OPTIONS,
+            f"--format={COMMIT_MARK}%H",
+            stdin="\n".join(todo).encode() + b"\n",
+        )
         return {sha: parse_patch_section(body) for sha, body in split_log(out)}
 
     def range_patches(

@@ -70,7 +70,9 @@ class Scenario:
     def fork(self, message: str, files: Mapping[str, str | None], *, hours: float | None = None) -> str:
         return self._commit("main", message, files, hours)
 
-    def pick(self, sha: str, *, how: str = "trailer", message: str | None = None, hours: float | None = None) -> str:
+    def pick(
+        self, sha: str, *, how: str = "trailer", message: str | None = None, hours: float | None = None
+    ) -> str:
         """Cherry-pick an upstream commit onto fork trunk the way a team would.
 
         how: `trailer` (Sluice), `x` (`cherry-pick -x`), `plain` (same message, only patch-id tells),

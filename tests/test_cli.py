@@ -18,7 +18,10 @@ PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
 @pytest.fixture
 def scenario(tmp_path: Path) -> Scenario:
     s = Scenario(tmp_path)
-    s.upstream("Initial import (#1)", {PASS_PATH: CPP_PASS, "docs/a.md": numbered("a", 20), "cmake/llvm-hash.txt": "a\n"})
+    s.upstream(
+        "Initial import (#1)",
+        {PASS_PATH: CPP_PASS, "docs/a.md": numbered("a", 20), "cmake/llvm-hash.txt": "a\n"},
+    )
     s.fork_here()
     s.fork("[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2;")})
     return s
@@ -37,10 +40,14 @@ def repo_args(s: Scenario, *, fork: str = "main", upstream: str = "upstream/main
 def test_same_state_gives_byte_identical_json(scenario: Scenario, tmp_path: Path, capsys) -> None:
     scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
     scenario.upstream("[DOCS] a (#3)", {"docs/a.md": numbered("a", 20) + "more\n"})
-    scenario.upstream("[BACKEND] cap (#4)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")})
+    scenario.upstream(
+        "[BACKEND] cap (#4)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")}
+    )
     db = f"sqlite:///{tmp_path / 'one.db'}"
     outputs = [run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1] for _ in range(3)]
-    fresh = run(capsys, "plan", *repo_args(scenario), "--json", "--database", f"sqlite:///{tmp_path / 'two.db'}")
+    fresh = run(
+        capsys, "plan", *repo_args(scenario), "--json", "--database", f"sqlite:///{tmp_path / 'two.db'}"
+    )
     unrecorded = run(capsys, "plan", *repo_args(scenario), "--json", "--no-record")
     assert outputs[0] == outputs[1] == outputs[2] == fresh[1] == unrecorded[1]
     assert json.loads(outputs[0])["schema_version"] == 1
@@ -52,7 +59,9 @@ def test_later_plan_extends_a_stored_chain(scenario: Scenario, tmp_path: Path, c
     first = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
     assert [c["id"] for c in first["chains"]] == [f"chain-{bump[:10]}"]
     scenario.pick(bump, how="trailer")
-    fixup = scenario.upstream("[BUILD] Fix the build after the LLVM bump (#3)", {"cmake/llvm-hash.txt": "b\nc\n"})
+    fixup = scenario.upstream(
+        "[BUILD] Fix the build after the LLVM bump (#3)", {"cmake/llvm-hash.txt": "b\nc\n"}
+    )
     second = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
     (chain,) = second["chains"]
     assert chain["id"] == f"chain-{bump[:10]}"
@@ -134,7 +143,9 @@ def test_bad_input_exits_2_and_writes_nothing(
     assert not Path("/tmp/pwned").exists()
 
 
-def test_invalid_config_in_fork_trunk_is_reported_with_its_line(scenario: Scenario, tmp_path: Path, capsys) -> None:
+def test_invalid_config_in_fork_trunk_is_reported_with_its_line(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
     scenario.fork("Configure Sluice", {".github/sluice.yml": "bundles:\n  max_commits: 0\n"})
     db = tmp_path / "store.db"
     code, _, err = run(capsys, "plan", *repo_args(scenario), "--database", f"sqlite:///{db}")
@@ -144,17 +155,23 @@ def test_invalid_config_in_fork_trunk_is_reported_with_its_line(scenario: Scenar
 
 
 def test_path_that_is_not_a_repository(tmp_path: Path, capsys) -> None:
-    code, _, err = run(capsys, "plan", "--repo", str(tmp_path), "--fork", "main", "--upstream", "u", "--no-record")
+    code, _, err = run(
+        capsys, "plan", "--repo", str(tmp_path), "--fork", "main", "--upstream", "u", "--no-record"
+    )
     assert code == 2
     assert "is not a git repository" in err
-    code, _, err = run(capsys, "status", "--repo", str(tmp_path / "nowhere"), "--fork", "m", "--upstream", "u")
+    code, _, err = run(
+        capsys, "status", "--repo", str(tmp_path / "nowhere"), "--fork", "m", "--upstream", "u"
+    )
     assert code == 2
     assert "does not exist" in err
 
 
 def test_shallow_clone_is_refused(scenario: Scenario, tmp_path: Path, capsys) -> None:
     shallow = tmp_path / "shallow"
-    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{scenario.path}", str(shallow)], check=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", f"file://{scenario.path}", str(shallow)], check=True
+    )
     code, _, err = run(capsys, "status", "--repo", str(shallow), "--fork", "HEAD", "--upstream", "HEAD")
     assert code == 2
     assert "shallow clone" in err
@@ -165,7 +182,9 @@ def test_config_check(tmp_path: Path, capsys) -> None:
     good = tmp_path / "good.yml"
     good.write_text("strategy: merge\n")
     bad = tmp_path / "bad.yml"
-    bad.write_text("strategy: rebase\nbundles:\n  max_commits: -1\nrisk:\n  large_commit_lines: 500\n  typo: 1\n")
+    bad.write_text(
+        "strategy: rebase\nbundles:\n  max_commits: -1\nrisk:\n  large_commit_lines: 500\n  typo: 1\n"
+    )
     assert run(capsys, "config", "check", str(good)) == (0, f"{good}: ok\n", "")
     code, out, _ = run(capsys, "config", "check", str(bad))
     assert code == 2

@@ -20,8 +20,14 @@ A_ADDS_3_AFTER_LINE_2 = [Region(2, 5, "A")]
     [
         pytest.param([h(0, 0, 1, 2)], [Region(0, 2, "B"), Region(4, 7, "A")], id="insert-above-shifts"),
         pytest.param([h(9, 1, 9, 1)], [Region(2, 5, "A"), Region(8, 9, "B")], id="edit-below-keeps"),
-        pytest.param([h(4, 1, 4, 1)], [Region(2, 3, "A"), Region(3, 4, "B"), Region(4, 5, "A")], id="overwrite-middle"),
-        pytest.param([h(3, 0, 4, 1)], [Region(2, 3, "A"), Region(3, 4, "B"), Region(4, 6, "A")], id="insert-inside-splits"),
+        pytest.param(
+            [h(4, 1, 4, 1)], [Region(2, 3, "A"), Region(3, 4, "B"), Region(4, 5, "A")], id="overwrite-middle"
+        ),
+        pytest.param(
+            [h(3, 0, 4, 1)],
+            [Region(2, 3, "A"), Region(3, 4, "B"), Region(4, 6, "A")],
+            id="insert-inside-splits",
+        ),
         pytest.param([h(1, 1, 0, 0)], [Region(0, 0, "B"), Region(1, 4, "A")], id="delete-above-leaves-gap"),
         pytest.param([h(3, 3, 2, 0)], [Region(2, 2, "B")], id="delete-all-of-it"),
     ],

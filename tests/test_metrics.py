@@ -16,7 +16,9 @@ def sha(i: int) -> str:
     return STREAM[i][0]
 
 
-def pick(i: int, *, emergency: bool = False, method: RecognitionMethod = RecognitionMethod.TRAILER) -> Recognised:
+def pick(
+    i: int, *, emergency: bool = False, method: RecognitionMethod = RecognitionMethod.TRAILER
+) -> Recognised:
     return Recognised(upstream_sha=sha(i), method=method, fork_sha=f"f{i:039x}", emergency=emergency)
 
 
@@ -26,15 +28,25 @@ def pick(i: int, *, emergency: bool = False, method: RecognitionMethod = Recogni
         pytest.param(11, [], 11, 0.0, 0, 0, 0, id="up-to-date"),
         pytest.param(3, [], 3, 2.0, 0, 8, 0, id="nothing-picked"),
         pytest.param(3, [pick(5), pick(7)], 7, 1.0, 2, 6, 0, id="holes-behind-the-tip"),
-        pytest.param(3, [pick(5), pick(10, emergency=True)], 5, 1.5, 1, 6, 1, id="emergency-does-not-move-tip"),
-        pytest.param(3, [pick(4, emergency=True), pick(6)], 6, 1.25, 1, 6, 1, id="emergency-behind-tip-not-backlog"),
+        pytest.param(
+            3, [pick(5), pick(10, emergency=True)], 5, 1.5, 1, 6, 1, id="emergency-does-not-move-tip"
+        ),
+        pytest.param(
+            3, [pick(4, emergency=True), pick(6)], 6, 1.25, 1, 6, 1, id="emergency-behind-tip-not-backlog"
+        ),
         pytest.param(
             3, [pick(8, method=RecognitionMethod.PATCH_ID)], 8, 0.75, 4, 7, 0, id="patch-id-pick-moves-tip"
         ),
     ],
 )
 def test_stream_status(
-    fork_point: int, picks: list[Recognised], tip: int, days: float, backlog: int, pending: int, emergency: int
+    fork_point: int,
+    picks: list[Recognised],
+    tip: int,
+    days: float,
+    backlog: int,
+    pending: int,
+    emergency: int,
 ) -> None:
     missing = {s for s, _ in STREAM[fork_point + 1 :]}
     recognised = {r.upstream_sha: r for r in picks}

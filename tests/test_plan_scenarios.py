@@ -40,8 +40,21 @@ def scenario(tmp_path: Path) -> Scenario:
 
 def plan_json(s: Scenario, tmp_path: Path, *extra: str, capsys: pytest.CaptureFixture[str]) -> dict:
     db = f"sqlite:///{tmp_path / 'sluice.db'}"
-    code = main(["plan", "--repo", str(s.path), "--fork", "main", "--upstream", "upstream/main", "--json",
-                 "--database", db, *extra])  # fmt: skip
+    code = main(
+        [
+            "plan",
+            "--repo",
+            str(s.path),
+            "--fork",
+            "main",
+            "--upstream",
+            "upstream/main",
+            "--json",
+            "--database",
+            db,
+            *extra,
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     return json.loads(out)
@@ -64,13 +77,20 @@ def test_independent_commits_form_one_bundle(scenario: Scenario, tmp_path: Path,
     assert chains == []
 
 
-def test_editing_a_function_the_fork_changed_starts_a_chain(scenario: Scenario, tmp_path: Path, capsys) -> None:
-    scenario.fork("[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2; // tlx")})
+def test_editing_a_function_the_fork_changed_starts_a_chain(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    scenario.fork(
+        "[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2; // tlx")}
+    )
     risky = scenario.upstream(
-        "[BACKEND] Cap the pipeline depth (#5)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")}
+        "[BACKEND] Cap the pipeline depth (#5)",
+        {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")},
     )
     safe = scenario.upstream("[DOCS] Clarify a (#6)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
-    plan = plan_json(scenario, tmp_path, "--config", str(_config(tmp_path, NO_RISKY_COMPONENTS)), capsys=capsys)
+    plan = plan_json(
+        scenario, tmp_path, "--config", str(_config(tmp_path, NO_RISKY_COMPONENTS)), capsys=capsys
+    )
     bundles, chains = grouping(plan)
     assert chains == [[risky]]
     assert bundles == [[safe]]
@@ -78,7 +98,9 @@ def test_editing_a_function_the_fork_changed_starts_a_chain(scenario: Scenario, 
     assert reasons["patch-stack-symbol"] == f"{PASS_PATH}: mlir::triton::pipelineDepth"
 
 
-def test_later_commit_editing_chained_lines_joins_the_chain(scenario: Scenario, tmp_path: Path, capsys) -> None:
+def test_later_commit_editing_chained_lines_joins_the_chain(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
     bump = scenario.upstream("[BUILD] Bump LLVM (#7)", {"cmake/llvm-hash.txt": "b" * 40 + "\n"})
     doc = scenario.upstream("[DOCS] Clarify a (#8)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
     follow = scenario.upstream("[BUILD] Bump LLVM again (#9)", {"cmake/llvm-hash.txt": "c" * 40 + "\n"})
@@ -92,7 +114,9 @@ def test_later_commit_editing_chained_lines_joins_the_chain(scenario: Scenario, 
 
 
 def test_llvm_bump_is_critical(scenario: Scenario, tmp_path: Path, capsys) -> None:
-    bump = scenario.upstream("[BUILD] Bump LLVM to llvm/llvm-project@bbbb (#10)", {"cmake/llvm-hash.txt": "b" * 40})
+    bump = scenario.upstream(
+        "[BUILD] Bump LLVM to llvm/llvm-project@bbbb (#10)", {"cmake/llvm-hash.txt": "b" * 40}
+    )
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     (commit,) = plan["chains"][0]["commits"]
     assert commit["sha"] == bump
@@ -102,7 +126,8 @@ def test_llvm_bump_is_critical(scenario: Scenario, tmp_path: Path, capsys) -> No
 
 def test_revert_and_reland_travel_with_the_original(scenario: Scenario, tmp_path: Path, capsys) -> None:
     original = scenario.upstream(
-        "[FRONTEND] Faster store (#11)", {LANG_PATH: "def load(ptr):\n    return ptr\n\n\ndef store(ptr, value):\n    return value + 0\n"}
+        "[FRONTEND] Faster store (#11)",
+        {LANG_PATH: "def load(ptr):\n    return ptr\n\n\ndef store(ptr, value):\n    return value + 0\n"},
     )
     other = scenario.upstream("[DOCS] Clarify b (#12)", {"docs/b.md": "new b\n" + numbered("doc b", 30)})
     revert = scenario.upstream(
@@ -112,7 +137,7 @@ def test_revert_and_reland_travel_with_the_original(scenario: Scenario, tmp_path
     revert_body = scenario.git("log", "-1", "--format=%B", revert)
     assert "reverts" not in revert_body  # linked by subject here; the body form is covered in test_analysis
     reland = scenario.upstream(
-        '[Reland] [FRONTEND] Faster store (#14)',
+        "[Reland] [FRONTEND] Faster store (#14)",
         {LANG_PATH: "def load(ptr):\n    return ptr\n\n\ndef store(ptr, value):\n    return value + 0\n"},
     )
     bundles, chains = grouping(plan_json(scenario, tmp_path, capsys=capsys))
@@ -126,9 +151,11 @@ def test_already_ingested_commits_are_excluded(scenario: Scenario, tmp_path: Pat
     left = scenario.upstream("[DOCS] Clarify b (#21)", {"docs/b.md": "new b\n" + numbered("doc b", 30)})
     scenario.pick(taken, how=how, message="[Cherry-pick] '[DOCS] Clarify a, adapted (#20)'")
     plan = plan_json(scenario, tmp_path, capsys=capsys)
-    bundles, chains = grouping(plan)
+    bundles, _chains = grouping(plan)
     assert bundles == [[left]]
-    method = {"trailer": "trailer", "x": "cherry-pick-x", "plain": "patch-id", "subject": "subject-pattern"}[how]
+    method = {"trailer": "trailer", "x": "cherry-pick-x", "plain": "patch-id", "subject": "subject-pattern"}[
+        how
+    ]
     assert plan["status"]["recognised_by"][method] == 1
     assert plan["status"]["ingestion_tip"] == taken
 
@@ -148,15 +175,19 @@ def reasons_of(plan: dict, sha: str) -> dict[str, str]:
 
 
 def test_large_commit_is_risky(scenario: Scenario, tmp_path: Path, capsys) -> None:
-    big = scenario.upstream("[TESTING] Add many cases (#30)", {"test/TritonGPU/big.mlir": numbered("// c", 520)})
+    big = scenario.upstream(
+        "[TESTING] Add many cases (#30)", {"test/TritonGPU/big.mlir": numbered("// c", 520)}
+    )
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     assert grouping(plan) == ([], [[big]])
     assert reasons_of(plan, big)["large"] == "520 changed lines (≥ 500)"
 
 
 def test_extension_interface_change_is_risky(scenario: Scenario, tmp_path: Path, capsys) -> None:
-    config = _config(tmp_path, 'extensions:\n  - name: tlx\n    paths: ["third_party/tlx/**"]\n'
-                               '    interfaces: ["docs/a.md"]\n')  # fmt: skip
+    config = _config(
+        tmp_path,
+        'extensions:\n  - name: tlx\n    paths: ["third_party/tlx/**"]\n    interfaces: ["docs/a.md"]\n',
+    )
     change = scenario.upstream("[DOCS] a (#31)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
     plan = plan_json(scenario, tmp_path, "--config", str(config), capsys=capsys)
     assert reasons_of(plan, change)["extension-interface"] == "tlx: docs/a.md"
@@ -164,18 +195,25 @@ def test_extension_interface_change_is_risky(scenario: Scenario, tmp_path: Path,
 
 def test_revert_named_in_the_body_depends_on_its_commit(scenario: Scenario, tmp_path: Path, capsys) -> None:
     original = scenario.upstream("[DOCS] Reword a (#32)", {"docs/a.md": numbered("doc a", 29) + "changed\n"})
-    revert = scenario.upstream(f"Back out the rewording (#33)\n\nThis reverts commit {original}.",
-                               {"docs/a.md": numbered("doc a", 30)})  # fmt: skip
+    revert = scenario.upstream(
+        f"Back out the rewording (#33)\n\nThis reverts commit {original}.",
+        {"docs/a.md": numbered("doc a", 30)},
+    )
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     assert grouping(plan) == ([], [[original, revert]])
     deps = {(d["sha"], d["kind"]) for d in plan["chains"][0]["commits"][1]["depends_on"]}
     assert (original, "reverts") in deps
 
 
-def test_replacing_a_line_the_fork_replaced_is_a_hunk_overlap(scenario: Scenario, tmp_path: Path, capsys) -> None:
-    scenario.fork("[TLX] Note in docs", {"docs/a.md": numbered("doc a", 30).replace("doc a line 7", "tlx note 7")})
-    change = scenario.upstream("[DOCS] Reword 7 (#34)",
-                               {"docs/a.md": numbered("doc a", 30).replace("doc a line 7", "doc a seven")})  # fmt: skip
+def test_replacing_a_line_the_fork_replaced_is_a_hunk_overlap(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    scenario.fork(
+        "[TLX] Note in docs", {"docs/a.md": numbered("doc a", 30).replace("doc a line 7", "tlx note 7")}
+    )
+    change = scenario.upstream(
+        "[DOCS] Reword 7 (#34)", {"docs/a.md": numbered("doc a", 30).replace("doc a line 7", "doc a seven")}
+    )
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     reasons = reasons_of(plan, change)
     assert reasons["patch-stack-hunk"] == "docs/a.md"
@@ -183,17 +221,26 @@ def test_replacing_a_line_the_fork_replaced_is_a_hunk_overlap(scenario: Scenario
     assert reasons["patch-stack-file"] == "docs/a.md"
 
 
-HEADER = "namespace mlir {\nnamespace triton {\nint pipelineDepth(int stages);\n} // namespace triton\n} // namespace mlir\n"
+HEADER = """\
+namespace mlir {
+namespace triton {
+int pipelineDepth(int stages);
+} // namespace triton
+} // namespace mlir
+"""
 
 
 def test_cpp_symbol_links_header_and_source(scenario: Scenario, tmp_path: Path, capsys) -> None:
     header = "include/triton/Dialect/TritonGPU/Transforms/Pipeliner.h"
     first = scenario.upstream("[BACKEND] Declare depth (#35)", {header: HEADER})
     second = scenario.upstream(
-        "[BACKEND] Depth from stages (#36)", {PASS_PATH: CPP_PASS.replace("int depth = stages;", "int depth = 2 * stages;")}
+        "[BACKEND] Depth from stages (#36)",
+        {PASS_PATH: CPP_PASS.replace("int depth = stages;", "int depth = 2 * stages;")},
     )
-    plan = plan_json(scenario, tmp_path, "--config", str(_config(tmp_path, NO_RISKY_COMPONENTS)), capsys=capsys)
-    deps = [c["depends_on"] for b in plan["bundles"] for c in b["commits"] if c["sha"] == second][0]
+    plan = plan_json(
+        scenario, tmp_path, "--config", str(_config(tmp_path, NO_RISKY_COMPONENTS)), capsys=capsys
+    )
+    deps = next(c["depends_on"] for b in plan["bundles"] for c in b["commits"] if c["sha"] == second)
     assert deps == [{"sha": first, "kind": "symbol", "detail": "mlir::triton::pipelineDepth"}]
 
 

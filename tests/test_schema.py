@@ -17,17 +17,35 @@ SCHEMA = Path(__file__).parent.parent / "docs" / "plan.schema.json"
 def test_committed_schema_matches_the_code(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema"]) == 0
     emitted = capsys.readouterr().out
-    assert emitted == SCHEMA.read_text(), "the plan schema changed: bump Plan.schema_version and commit the schema"
+    assert emitted == SCHEMA.read_text(), (
+        "the plan schema changed: bump Plan.schema_version and commit the schema"
+    )
 
 
 def test_plan_output_validates_against_the_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     s = Scenario(tmp_path)
     s.upstream("Initial import (#1)", {"lib/Dialect/TritonGPU/Transforms/P.cpp": CPP_PASS})
     s.fork_here()
-    s.upstream("[BACKEND] cap (#2)", {"lib/Dialect/TritonGPU/Transforms/P.cpp": CPP_PASS.replace("+= 1", "+= 3")})
+    s.upstream(
+        "[BACKEND] cap (#2)", {"lib/Dialect/TritonGPU/Transforms/P.cpp": CPP_PASS.replace("+= 1", "+= 3")}
+    )
     s.upstream("[DOCS] add (#3)", {"docs/x.md": "x\n"})
-    assert main(["plan", "--repo", str(s.path), "--fork", "main", "--upstream", "upstream/main", "--json",
-                 "--no-record"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "plan",
+                "--repo",
+                str(s.path),
+                "--fork",
+                "main",
+                "--upstream",
+                "upstream/main",
+                "--json",
+                "--no-record",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)
     jsonschema.validate(plan, json.loads(SCHEMA.read_text()))
     assert len(plan["bundles"]) == 1 and len(plan["chains"]) == 1
