@@ -128,16 +128,19 @@ def line_and_symbol_dependencies(
 
 
 def _revert_kind(commit: UpstreamCommit) -> tuple[DependencyKind | None, str, str | None]:
-    """(RELANDS or REVERTS or None, the normalised title it is about, the SHA its body names)."""
+    """(RELANDS or REVERTS or None, the title it is about, the SHA its body names)."""
     subject = commit.info.subject
     if reland := RELAND_SUBJECT.match(subject):
-        return DependencyKind.RELANDS, normalise_title(reland.group("title")), None
+        return DependencyKind.RELANDS, reland.group("title"), None
     revert = REVERT_SUBJECT.match(subject)
     named = REVERTS_COMMIT.search(commit.info.message)
     if revert or named:
-        title = normalise_title(revert.group("title")) if revert else ""
-        return DependencyKind.REVERTS, title, named.group(1) if named else None
-    return None, normalise_title(subject), None
+        return (
+            DependencyKind.REVERTS,
+            revert.group("title") if revert else "",
+            named.group(1) if named else None,
+        )
+    return None, subject, None
 
 
 def revert_links(
@@ -151,30 +154,30 @@ def revert_links(
     reasons: dict[str, list[RiskReason]] = {}
     originals: dict[str, str] = {}  # normalised title -> first pending commit with it
     reverts: dict[str, str] = {}  # normalised title -> the revert of that commit
+    subjects = {c.sha: c.info.subject for c in pending}
     for commit in pending:
-        kind, title, named = _revert_kind(commit)
+        kind, about, named = _revert_kind(commit)
         if kind is None:
-            originals.setdefault(title, commit.sha)
+            originals.setdefault(normalise_title(about), commit.sha)
             continue
         if kind is DependencyKind.RELANDS:
-            targets = [originals.get(title), reverts.get(title)]
-            reason = RiskReason(
-                kind=RiskKind.RELAND, level=RiskLevel.HIGH, detail="relands a reverted change"
-            )
+            targets = [originals.get(normalise_title(about)), reverts.get(normalise_title(about))]
+            detail = f"relands {about}"
         else:
-            target = (_expand(named, originals.values()) if named else None) or originals.get(title)
-            title = title or next((t for t, s in originals.items() if s == target), "")
-            reverts[title] = commit.sha
-            targets = [target]
-            reason = RiskReason(
-                kind=RiskKind.REVERT, level=RiskLevel.HIGH, detail=f"reverts {title or named}"
+            target = (_expand(named, originals.values()) if named else None) or originals.get(
+                normalise_title(about)
             )
+            about = about or subjects.get(target or "", f"commit {named}")
+            reverts[normalise_title(about)] = commit.sha
+            targets = [target]
+            detail = f"reverts {about}"
             if target:
-                later = RiskReason(
-                    kind=RiskKind.REVERT, level=RiskLevel.HIGH, detail=f"reverted by {short(commit.sha)}"
+                later = f"reverted by {short(commit.sha)}"
+                reasons.setdefault(target, []).append(
+                    RiskReason(kind=RiskKind.REVERT, level=RiskLevel.HIGH, detail=later)
                 )
-                reasons.setdefault(target, []).append(later)
-        reasons.setdefault(commit.sha, []).append(reason)
+        risk = RiskKind.RELAND if kind is DependencyKind.RELANDS else RiskKind.REVERT
+        reasons.setdefault(commit.sha, []).append(RiskReason(kind=risk, level=RiskLevel.HIGH, detail=detail))
         found = [Dependency(sha=t, kind=kind, detail=commit.info.subject) for t in targets if t]
         if found:
             deps[commit.sha] = found

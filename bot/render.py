@@ -49,15 +49,9 @@ def _commit_table(title: str, commits: Sequence[PlannedCommit]) -> Table:
     for index, c in enumerate(commits, 1):
         why = "\n".join(f"{r.kind}: {r.detail}" for r in c.reasons if r.level != "low") or "—"
         after = "\n".join(f"{d.sha[:10]} ({d.kind})" for d in c.depends_on) or "—"
-        table.add_row(
-            str(index),
-            c.sha[:10],
-            c.subject,
-            str(c.changed_lines),
-            Text(c.risk, RISK_STYLE[c.risk]),
-            why,
-            after,
-        )
+        # Text, not str: a subject such as "[backend] ..." must not be read as rich markup.
+        cells = (str(index), c.sha[:10], c.subject, str(c.changed_lines))
+        table.add_row(*map(Text, cells), Text(c.risk, RISK_STYLE[c.risk]), Text(why), Text(after))
     return table
 
 

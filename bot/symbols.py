@@ -173,7 +173,9 @@ def _cpp_definitions(source: bytes) -> Iterator[Definition]:
             yield from _cpp_declaration(node, scope, in_class=in_class, start=start, stack=stack)
         elif kind == "friend_declaration":
             # A friend is not a member: keep its definitions under the class name, drop its declarations.
-            stack.extend((child, scope, False, start) for child in node.named_children if child.type != "declaration")
+            stack.extend(
+                (child, scope, False, start) for child in node.named_children if child.type != "declaration"
+            )
         elif kind == "ERROR":
             stack.extend((child, inner, in_class, None) for child, inner in _cpp_error_children(node, scope))
         elif kind in _CPP_CONTAINERS:
