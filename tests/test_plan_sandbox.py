@@ -1,0 +1,149 @@
+"""`sluice plan` on the generated Triton-shaped sandbox, checked against the generator's ground truth."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections import Counter
+
+import pytest
+
+from bot.cli import main
+from bot.sandbox import DEMO, Sandbox, build_sandbox
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
+    return build_sandbox(tmp_path_factory.mktemp("sandbox") / "s", DEMO)
+
+
+@pytest.fixture(scope="module")
+def plan_text(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> str:
+    db = tmp_path_factory.mktemp("db") / "sluice.db"
+    args = [
+        "plan",
+        "--repo",
+        str(sandbox.fork),
+        "--fork",
+        sandbox.fork_ref,
+        "--upstream",
+        sandbox.upstream_ref,
+    ]
+    return run_json([*args, "--database", f"sqlite:///{db}"])
+
+
+def run_json(argv: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([*argv, "--json"]) == 0
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def plan(plan_text: str) -> dict:
+    return json.loads(plan_text)
+
+
+def placement(plan: dict) -> dict[str, str]:
+    """Upstream SHA -> the bundle or chain id it landed in."""
+    where = {}
+    for group in [*plan["bundles"], *plan["chains"]]:
+        for commit in group["commits"]:
+            where[commit["sha"]] = group["id"]
+    return where
+
+
+def commits(plan: dict) -> dict[str, dict]:
+    return {c["sha"]: c for g in [*plan["bundles"], *plan["chains"]] for c in g["commits"]}
+
+
+def test_metrics_match_the_ground_truth(sandbox: Sandbox, plan: dict) -> None:
+    m, status = sandbox.manifest, plan["status"]
+    assert status["ingestion_tip"] == m.ingestion_tip
+    assert status["backlog_commits"] == len(m.backlog)
+    assert status["pending_commits"] == len(m.pending)
+    assert status["emergency_commits"] == len(m.emergency)
+    by_method = dict(Counter(m.ingested.values()))
+    assert {k: v for k, v in status["recognised_by"].items() if k != "ancestry"} == by_method
+
+
+def test_every_pending_commit_is_planned_once_in_upstream_order(sandbox: Sandbox, plan: dict) -> None:
+    where = placement(plan)
+    assert sorted(where) == sorted(sandbox.manifest.pending)
+    order = {sha: i for i, sha in enumerate(sandbox.manifest.pending)}
+    for group in [*plan["bundles"], *plan["chains"]]:
+        positions = [order[c["sha"]] for c in group["commits"]]
+        assert positions == sorted(positions), group["id"]
+
+
+def test_independent_commits_are_bundled(sandbox: Sandbox, plan: dict) -> None:
+    bundled = {c["sha"] for b in plan["bundles"] for c in b["commits"]}
+    assert set(sandbox.manifest.independent) <= bundled
+    assert all(len(b["commits"]) <= 30 for b in plan["bundles"])
+
+
+def test_risky_commits_are_chained_with_their_reasons(sandbox: Sandbox, plan: dict) -> None:
+    m, where, planned = sandbox.manifest, placement(plan), commits(plan)
+    chained = {c["sha"] for ch in plan["chains"] for c in ch["commits"]}
+    kinds = {sha: {r["kind"] for r in c["reasons"]} for sha, c in planned.items()}
+    for sha in m.llvm_bumps:
+        assert planned[sha]["risk"] == "critical" and sha in chained
+    for sha in m.large:
+        assert "large" in kinds[sha] and sha in chained
+    for sha in m.conflicting:
+        assert "predicted-conflict" in kinds[sha] and sha in chained
+    for sha in m.interface_changes:
+        assert "extension-interface" in kinds[sha] and sha in chained
+    for sha in m.patch_stack_symbol_overlaps:
+        detail = [r["detail"] for r in planned[sha]["reasons"] if r["kind"] == "patch-stack-symbol"]
+        assert detail and m.overlap_symbols[sha] in detail[0], sha
+    assert where  # and nothing above was vacuous:
+    assert (
+        m.llvm_bumps and m.large and m.conflicting and m.interface_changes and m.patch_stack_symbol_overlaps
+    )
+
+
+def test_reverts_and_relands_share_the_original_chain(sandbox: Sandbox, plan: dict) -> None:
+    where = placement(plan)
+    assert sandbox.manifest.reverts and sandbox.manifest.relands
+    for revert, original in sandbox.manifest.reverts.items():
+        assert where[revert] == where[original]
+        assert where[revert].startswith("chain-")
+    for reland, original in sandbox.manifest.relands.items():
+        assert where[reland] == where[original]
+
+
+def test_line_dependencies_are_found_and_respected(sandbox: Sandbox, plan: dict) -> None:
+    """Every true dependency is either recorded or implied by an ordered group; none points backwards."""
+    where, planned = placement(plan), commits(plan)
+    order = {sha: i for i, sha in enumerate(sandbox.manifest.pending)}
+    bundles = [b["id"] for b in plan["bundles"]]
+    assert sandbox.manifest.line_dependencies
+    for later, earlier in sandbox.manifest.line_dependencies:
+        recorded = {d["sha"] for d in planned[later]["depends_on"]}
+        assert earlier in recorded, (later, earlier)
+        if where[later].startswith("bundle-"):  # a bundled commit only depends on earlier bundles
+            assert where[earlier] in bundles[: bundles.index(where[later]) + 1]
+    for sha, commit in planned.items():
+        assert all(order[d["sha"]] < order[sha] for d in commit["depends_on"])
+
+
+def test_no_bundle_depends_on_a_chain(plan: dict) -> None:
+    chained = {c["sha"] for ch in plan["chains"] for c in ch["commits"]}
+    for bundle in plan["bundles"]:
+        for commit in bundle["commits"]:
+            assert not {d["sha"] for d in commit["depends_on"]} & chained, commit["sha"]
+
+
+def test_replanning_the_same_state_is_byte_identical(sandbox: Sandbox, plan_text: str) -> None:
+    args = [
+        "plan",
+        "--repo",
+        str(sandbox.fork),
+        "--fork",
+        sandbox.fork_ref,
+        "--upstream",
+        sandbox.upstream_ref,
+    ]
+    assert run_json([*args, "--no-record"]) == plan_text
