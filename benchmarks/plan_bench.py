@@ -26,7 +26,10 @@ def raw_merge_tree_seconds(repo: GitRepo, fork_ref: str, pending: list[str]) -> 
     """One merge-tree per pending commit onto fork trunk, its inputs prepared outside the timing."""
     fork_tree = repo.tree_of(repo.resolve(fork_ref))
     infos = {c.sha: c for c in repo.commits(*pending, "--no-walk")}
-    pairs = [(repo.write_commit(fork_tree, [infos[s].parents[0]], "bench"), s) for s in pending]
+    pairs = [
+        (repo.write_commit(fork_tree, [infos[s].parents[0]], "bench", timestamp=infos[s].committer_time), s)
+        for s in pending
+    ]
     started = time.perf_counter()
     for ours, theirs in pairs:
         repo.run("merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", ours, theirs, ok=(0, 1))

@@ -230,10 +230,14 @@ class GitRepo:
     def tree_of(self, commit: str) -> str:
         return self.run("rev-parse", f"{validate_sha(commit)}^{{tree}}").strip()
 
-    def write_commit(self, tree: str, parents: Sequence[str], message: str) -> str:
-        """Write a commit object directly into the object database (no process, no ref)."""
+    def write_commit(self, tree: str, parents: Sequence[str], message: str, *, timestamp: int) -> str:
+        """Write a commit object directly into the object database (no process, no ref).
+
+        The timestamp matters: git's merge-base walk goes in date order, and a commit dated 1970 would make
+        it walk the whole history before reaching it.
+        """
         lines = [f"tree {validate_sha(tree)}", *(f"parent {validate_sha(p)}" for p in parents)]
-        ident = "Sluice <sluice@localhost> 0 +0000"
+        ident = f"Sluice <sluice@localhost> {timestamp} +0000"
         body = "\n".join([*lines, f"author {ident}", f"committer {ident}", "", message, ""]).encode()
         stream = self._repo.odb.store(IStream(b"commit", len(body), BytesIO(body)))
         return str(stream.hexsha.decode() if isinstance(stream.hexsha, bytes) else stream.hexsha)
@@ -246,7 +250,9 @@ class GitRepo:
         """
         if not commit.parents:
             raise GitError(f"{commit.sha} is a root commit and cannot be picked")
-        ours = self.write_commit(onto_tree, [commit.parents[0]], "sluice: conflict probe")
+        ours = self.write_commit(
+            onto_tree, [commit.parents[0]], "sluice: conflict probe", timestamp=commit.committer_time
+        )
         out = self.run(
             "merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", ours, commit.sha, ok=(0, 1)
         )

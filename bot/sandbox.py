@@ -46,7 +46,8 @@ class SandboxSize:
 
 
 DEMO = SandboxSize(files=400, base_commits=200, fork_commits=60, ingested=150, pending=120)
-BENCH = SandboxSize(files=5000, base_commits=300, fork_commits=2000, ingested=600, pending=500)
+# ≈12,000 upstream commits in all, like Triton
+BENCH = SandboxSize(files=5000, base_commits=10_000, fork_commits=2000, ingested=600, pending=500)
 
 # Smallest sizes that still hold every ground-truth structure the manifest promises.
 MIN_SIZE = SandboxSize(files=120, base_commits=5, fork_commits=12, ingested=20, pending=40)
