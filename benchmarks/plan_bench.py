@@ -37,21 +37,14 @@ def raw_merge_tree_seconds(repo: GitRepo, fork_ref: str, pending: list[str]) -> 
 
 
 def plan_seconds(sandbox_path: Path, fork_ref: str, upstream_ref: str, runs: int) -> list[float]:
+    """Wall time of the real command, recording into a fresh SQLite store each run."""
     script = Path(sys.executable).parent / "sluice"
-    args = [
-        str(script),
-        "plan",
-        "--repo",
-        str(sandbox_path),
-        "--fork",
-        fork_ref,
-        "--upstream",
-        upstream_ref,
-        "--json",
-        "--no-record",
-    ]
+    repo = ["--repo", str(sandbox_path), "--fork", fork_ref, "--upstream", upstream_ref]
+    db = sandbox_path.parent / "bench.db"
     times = []
     for _ in range(runs):
+        db.unlink(missing_ok=True)
+        args = [str(script), "plan", *repo, "--json", "--database", f"sqlite:///{db}"]
         started = time.perf_counter()
         subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - started)

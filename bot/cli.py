@@ -19,6 +19,7 @@ from bot.config import ConfigError, SluiceConfig, check_config, load_config
 from bot.engine import analyse_pending, load_repo_config, take_snapshot
 from bot.errors import SluiceError
 from bot.gitio import GitRepo
+from bot.mirror import Mirror
 from bot.models import Disposition, Plan
 from bot.planner import make_plan, prior_chains
 from bot.store import Store
@@ -177,6 +178,24 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mirror(args: argparse.Namespace) -> int:
+    """Create or update the local mirror that `plan` and `status` then read."""
+    config = load_config(Path(args.config)) if args.config else SluiceConfig()
+    result = Mirror(Path(args.dir)).sync(
+        fork_url=args.fork_url,
+        fork_branch=args.fork_branch or config.fork.branch,
+        upstream_url=args.upstream_url or config.upstream.url,
+        upstream_branch=args.upstream_branch or config.upstream.branch,
+    )
+    for ref, head, moved in (
+        (result.fork_ref, result.fork_head, result.fork_moved),
+        (result.upstream_ref, result.upstream_head, result.upstream_moved),
+    ):
+        print(f"{ref}: {head[:10]}{'' if moved else ' (unchanged)'}")
+    print(f"next: sluice plan --repo {args.dir} --fork {result.fork_ref} --upstream {result.upstream_ref}")
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     sys.stdout.write(
         json.dumps(Plan.model_json_schema(mode="serialization"), indent=2, sort_keys=True) + "\n"
@@ -224,6 +243,14 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("file")
     check.set_defaults(run=cmd_config_check)
+    mirror = sub.add_parser("mirror", help="create or update a local mirror of fork trunk and upstream")
+    mirror.add_argument("--dir", required=True, help="the mirror (a bare repository; created on first use)")
+    mirror.add_argument("--fork-url", required=True, help="the fork: URL or absolute path")
+    mirror.add_argument("--upstream-url", help="default: upstream.url from the configuration")
+    mirror.add_argument("--fork-branch", help="default: fork.branch from the configuration")
+    mirror.add_argument("--upstream-branch", help="default: upstream.branch from the configuration")
+    mirror.add_argument("--config", help="a sluice.yml to take the defaults from")
+    mirror.set_defaults(run=cmd_mirror)
     schema = sub.add_parser("schema", help="print the JSON Schema of `sluice plan --json`")
     schema.set_defaults(run=cmd_schema)
     return top

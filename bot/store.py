@@ -12,8 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import (
     CheckConstraint,
     Column,
@@ -359,6 +357,9 @@ def _begin_immediate(conn: Connection) -> None:
 
 def _migrate(engine: Engine) -> None:
     """Upgrade to head inside one transaction that holds a lock, so concurrent openers take turns."""
+    from alembic import command  # imported here: Alembic costs every CLI start ~0.15 s otherwise
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as conn:

@@ -1,0 +1,108 @@
+"""`sluice mirror`: a local mirror of fork trunk and upstream, fetched incrementally; hostile URLs refused."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.sandbox import MIN_SIZE, Sandbox, build_sandbox
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    return build_sandbox(tmp_path / "sandbox", MIN_SIZE)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def in_pack(repo: Path) -> int:
+    counts = dict(line.split(": ") for line in git(repo, "count-objects", "-v").splitlines())
+    return int(counts["in-pack"]) + int(counts["count"])
+
+
+def add_upstream_commit(upstream: Path) -> str:
+    """A new upstream commit made with plumbing in the bare repository: one new doc file."""
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"],
+        cwd=upstream,
+        input="new doc\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    listing = git(upstream, "ls-tree", "main") + f"\n100644 blob {blob}\tNEW.md\n"
+    tree = subprocess.run(
+        ["git", "mktree"], cwd=upstream, input=listing, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    commit = git(upstream, "commit-tree", tree, "-p", "main", "-m", "[DOCS] New doc (#99999)")
+    git(upstream, "update-ref", "refs/heads/main", commit)
+    return commit
+
+
+def test_mirror_then_plan_and_sync_incrementally(sandbox: Sandbox, tmp_path: Path, capsys) -> None:
+    mirror = tmp_path / "mirror.git"
+    argv = [
+        "mirror",
+        "--dir",
+        str(mirror),
+        "--fork-url",
+        str(sandbox.fork),
+        "--upstream-url",
+        str(sandbox.upstream),
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"main: {sandbox.manifest.fork_head[:10]}\n" in out
+    assert f"upstream/main: {sandbox.manifest.upstream_head[:10]}\n" in out
+    assert (
+        main(["status", "--repo", str(mirror), "--fork", "main", "--upstream", "upstream/main", "--json"])
+        == 0
+    )
+    assert f'"ingestion_tip": "{sandbox.manifest.ingestion_tip}"' in capsys.readouterr().out
+
+    objects = in_pack(mirror)
+    assert main(argv) == 0
+    assert "(unchanged)" in capsys.readouterr().out
+    new = add_upstream_commit(sandbox.upstream)
+    assert main(argv) == 0
+    assert f"upstream/main: {new[:10]}\n" in capsys.readouterr().out
+    assert 0 < in_pack(mirror) - objects <= 3  # the commit, its tree, its blob: nothing fetched twice
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "--upload-pack=touch /tmp/sluice-pwned",
+        "ext::sh -c touch% /tmp/sluice-pwned",
+        "fd::17",
+        "relative/path",
+        "https://example.com/repo\n--upload-pack=x",
+    ],
+)
+def test_hostile_urls_are_refused_before_anything_runs(tmp_path: Path, capsys, url: str) -> None:
+    mirror = tmp_path / "mirror.git"
+    code = main(["mirror", "--dir", str(mirror), "--fork-url", url, "--upstream-url", "/nowhere"])
+    assert code == 2
+    assert "not a repository URL" in capsys.readouterr().err
+    assert not mirror.exists()
+    assert not Path("/tmp/sluice-pwned").exists()
+
+
+def test_credentials_never_reach_the_message(tmp_path: Path, capsys) -> None:
+    code = main(
+        [
+            "mirror",
+            "--dir",
+            str(tmp_path / "m"),
+            "--fork-url=-https://user:s3cret@host/x",
+            "--upstream-url",
+            "/nowhere",
+        ]
+    )
+    assert code == 2
+    assert "s3cret" not in capsys.readouterr().err
