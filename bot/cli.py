@@ -138,7 +138,6 @@ def cmd_status(args: argparse.Namespace) -> int:
         sys.stdout.write(render.to_json(snapshot.status))
     else:
         render.print_renderable(render.status_table(snapshot.status))
-        print(f"Patch stack: {len(snapshot.patch_stack)} fork commits")
     return 0
 
 

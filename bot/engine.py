@@ -50,8 +50,15 @@ class Snapshot:
 
     @property
     def patch_stack(self) -> list[CommitInfo]:
-        picks = ingestion_commits(self.recognised)
-        return [c for c in self.fork_commits if len(c.parents) < 2 and c.sha not in picks]
+        return patch_stack_of(self.fork_commits, self.recognised)
+
+
+def patch_stack_of(
+    fork_commits: Iterable[CommitInfo], recognised: Mapping[str, Recognised]
+) -> list[CommitInfo]:
+    """The fork's own commits: not merges, not picks of upstream commits."""
+    picks = ingestion_commits(recognised)
+    return [c for c in fork_commits if len(c.parents) < 2 and c.sha not in picks]
 
 
 def load_repo_config(repo: GitRepo, fork_head: str, fork_ref: str) -> SluiceConfig:
@@ -81,7 +88,10 @@ def take_snapshot(
         config=config,
     )
     missing = frozenset(c.sha for c in candidates)
-    status = stream_status(stream, missing=set(missing), recognised=recognised, fork_head=fork_head)
+    stack = len(patch_stack_of(fork_commits, recognised))
+    status = stream_status(
+        stream, missing=set(missing), recognised=recognised, fork_head=fork_head, patch_stack_commits=stack
+    )
     return Snapshot(
         fork_ref=fork_ref,
         upstream_ref=upstream_ref,

@@ -35,6 +35,7 @@ def stream_status(
     missing: set[str],
     recognised: Mapping[str, Recognised],
     fork_head: str,
+    patch_stack_commits: int,
 ) -> StreamStatus:
     shas = [sha for sha, _ in stream]
     head_sha, head_time = stream[-1]
@@ -56,5 +57,6 @@ def stream_status(
         pending_commits=len(pending),
         ingested_commits=sum(by_method.values()),
         emergency_commits=sum(1 for r in on_stream if r.emergency),
+        patch_stack_commits=patch_stack_commits,
         recognised_by=dict(sorted(by_method.items())),
     )

@@ -127,6 +127,7 @@ class StreamStatus(Frozen):
     pending_commits: int
     ingested_commits: int
     emergency_commits: int
+    patch_stack_commits: int
     recognised_by: dict[str, int]
 
 

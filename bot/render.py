@@ -33,6 +33,7 @@ def status_table(status: StreamStatus) -> Table:
     table.add_row("Pending upstream commits", str(status.pending_commits))
     table.add_row("Already ingested", str(status.ingested_commits))
     table.add_row("Emergency picks", str(status.emergency_commits))
+    table.add_row("Patch stack", f"{status.patch_stack_commits} fork commits")
     table.add_row("Recognised by", ", ".join(f"{k} {v}" for k, v in status.recognised_by.items()) or "—")
     return table
 

@@ -50,7 +50,9 @@ def test_stream_status(
 ) -> None:
     missing = {s for s, _ in STREAM[fork_point + 1 :]}
     recognised = {r.upstream_sha: r for r in picks}
-    status = stream_status(STREAM, missing=missing, recognised=recognised, fork_head="f" * 40)
+    status = stream_status(
+        STREAM, missing=missing, recognised=recognised, fork_head="f" * 40, patch_stack_commits=0
+    )
     assert status.ingestion_tip == sha(tip)
     assert status.days_behind == days
     assert status.backlog_commits == backlog
@@ -60,6 +62,8 @@ def test_stream_status(
 
 
 def test_no_tip_when_fork_has_nothing_from_upstream() -> None:
-    status = stream_status(STREAM, missing={s for s, _ in STREAM}, recognised={}, fork_head="f" * 40)
+    status = stream_status(
+        STREAM, missing={s for s, _ in STREAM}, recognised={}, fork_head="f" * 40, patch_stack_commits=0
+    )
     assert (status.ingestion_tip, status.days_behind, status.backlog_commits) == (None, None, 0)
     assert status.pending_commits == 12

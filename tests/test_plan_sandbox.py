@@ -64,6 +64,7 @@ def test_metrics_match_the_ground_truth(sandbox: Sandbox, plan: dict) -> None:
     assert status["backlog_commits"] == len(m.backlog)
     assert status["pending_commits"] == len(m.pending)
     assert status["emergency_commits"] == len(m.emergency)
+    assert status["patch_stack_commits"] == len(m.patch_stack)
     by_method = dict(Counter(m.ingested.values()))
     assert {k: v for k, v in status["recognised_by"].items() if k != "ancestry"} == by_method
 

@@ -113,6 +113,7 @@ def make_plan(
             pending_commits=6,
             ingested_commits=12_000,
             emergency_commits=2,
+            patch_stack_commits=40,
             recognised_by={"trailer": 11_000, "cherry-pick-x": 1_000},
         ),
         bundles=bundles,
