@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -10,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
+from bot.models import Disposition
+from bot.store import Store
 from tests.scenarios import CPP_PASS, Scenario, numbered
 
 PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
+NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture
@@ -97,6 +101,31 @@ def test_finished_chain_closes_when_nothing_joins(scenario: Scenario, tmp_path: 
     third = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
     assert [(c["id"], c["ingested"]) for c in third["chains"]] == [(f"chain-{later[:10]}", [])]
     assert [c["sha"] for b in third["bundles"] for c in b["commits"]] == [doc]
+
+
+def test_plans_and_chains_persist_in_the_database_from_the_environment(
+    scenario: Scenario, database_url: str, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """`SLUICE_DATABASE_URL` selects the store: SQLite, or PostgreSQL for several replicas."""
+    monkeypatch.setenv("SLUICE_DATABASE_URL", database_url)
+    bump = scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
+    doc = scenario.upstream("[DOCS] a (#3)", {"docs/a.md": "x\n"})
+    first = run(capsys, "plan", *repo_args(scenario), "--json")[1]
+    store = Store.open(database_url)
+    try:
+        key = f"{scenario.path.resolve()}#main"
+        assert [(c.id, c.members) for c in store.open_chains(key)] == [(f"chain-{bump[:10]}", (bump,))]
+        records = store.dispositions(key)
+        assert (records[bump].disposition, records[doc].disposition) == ("chained", "bundled")
+        store.set_disposition(
+            key, doc, Disposition.SKIPPED, reason="docs only", approver="maintainer", at=NOW
+        )
+    finally:
+        store.close()
+    second = json.loads(run(capsys, "plan", *repo_args(scenario), "--json")[1])
+    assert second["held"] == {doc: "skipped"}
+    assert second["bundles"] == []
+    assert json.loads(first)["chains"] == second["chains"]
 
 
 def test_status_reports_the_metrics(scenario: Scenario, capsys) -> None:

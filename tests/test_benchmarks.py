@@ -1,0 +1,28 @@
+"""The benchmark scripts still run (on a small history) and print their figures; timings are not asserted."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+
+
+def test_plan_bench_prints_plan_raw_and_ratio() -> None:
+    small = ["--files", "150", "--base-commits", "20", "--fork-commits", "20", "--ingested", "30", "--pending", "40"]
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "plan_bench.py"), *small, "--runs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"pending upstream commits", proc.stdout)
+    plan = re.search(r"sluice plan:\s+([\d.]+) s", proc.stdout)
+    raw = re.search(r"raw git merge-tree:\s+([\d.]+) s \((\d+) calls", proc.stdout)
+    ratio = re.search(r"ratio plan / raw:\s+([\d.]+)", proc.stdout)
+    assert plan and raw and ratio, proc.stdout
+    assert int(raw.group(2)) >= 40
+    assert abs(float(plan.group(1)) / float(raw.group(1)) - float(ratio.group(1))) < 0.05
