@@ -11,7 +11,18 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 
 def test_plan_bench_prints_plan_raw_and_ratio() -> None:
-    small = ["--files", "150", "--base-commits", "20", "--fork-commits", "20", "--ingested", "30", "--pending", "40"]
+    small = [
+        "--files",
+        "150",
+        "--base-commits",
+        "20",
+        "--fork-commits",
+        "20",
+        "--ingested",
+        "30",
+        "--pending",
+        "40",
+    ]
     proc = subprocess.run(
         [sys.executable, str(BENCHMARKS / "plan_bench.py"), *small, "--runs", "1"],
         capture_output=True,
