@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 
@@ -36,4 +38,5 @@ def test_plan_bench_prints_plan_raw_and_ratio() -> None:
     ratio = re.search(r"ratio plan / raw:\s+([\d.]+)", proc.stdout)
     assert plan and raw and ratio, proc.stdout
     assert int(raw.group(2)) >= 40
-    assert abs(float(plan.group(1)) / float(raw.group(1)) - float(ratio.group(1))) < 0.05
+    # The printed times are rounded to 10 ms, so the ratio recomputed from them is only close.
+    assert float(plan.group(1)) / float(raw.group(1)) == pytest.approx(float(ratio.group(1)), rel=0.1)
