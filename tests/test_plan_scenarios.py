@@ -252,3 +252,21 @@ def test_backlog_hole_is_planned_first(scenario: Scenario, tmp_path: Path, capsy
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     assert grouping(plan) == ([[hole, newer]], [])
     assert (plan["status"]["backlog_commits"], plan["status"]["pending_commits"]) == (1, 2)
+
+
+def test_merge_style_ingestion_moves_the_tip(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    """Intel-style forks merge an upstream commit: everything up to it is ingested by ancestry."""
+    first = scenario.upstream("[DOCS] a (#40)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
+    merged = scenario.upstream("[DOCS] b (#41)", {"docs/b.md": "new b\n" + numbered("doc b", 30)})
+    later = scenario.upstream("[TESTING] case (#42)", {"test/TritonGPU/loop.mlir": "// RUN: x\n"})
+    scenario.fork("[XPU] Own work", {"third_party/intel/x.cpp": "int x;\n"})
+    scenario.git("checkout", "-q", "main")
+    scenario.git("merge", "-q", "--no-ff", "-m", "Merge upstream up to #41", merged)
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    assert grouping(plan) == ([[later]], [])
+    status = plan["status"]
+    assert status["ingestion_tip"] == merged
+    assert (status["backlog_commits"], status["pending_commits"]) == (0, 1)
+    assert status["recognised_by"] == {"ancestry": 3}
+    assert status["patch_stack_commits"] == 1
+    assert first in scenario.git("rev-list", "main").split()
