@@ -92,6 +92,10 @@ class Scenario:
             self.git("commit", "-q", "--amend", "-m", message, env=self._dates(hours))
         return self.git("rev-parse", "HEAD")
 
+    def repo_args(self) -> list[str]:
+        """`--repo/--fork/--upstream` for the CLI."""
+        return ["--repo", str(self.path), "--fork", self.fork_ref, "--upstream", self.upstream_ref]
+
     def time_of(self, sha: str) -> int:
         return int(self.git("log", "-1", "--format=%ct", sha))
 

@@ -37,10 +37,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def repo_args(s: Scenario, *, fork: str = "main", upstream: str = "upstream/main") -> list[str]:
-    return ["--repo", str(s.path), "--fork", fork, "--upstream", upstream]
-
-
 def test_same_state_gives_byte_identical_json(scenario: Scenario, tmp_path: Path, capsys) -> None:
     scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
     scenario.upstream("[DOCS] a (#3)", {"docs/a.md": numbered("a", 20) + "more\n"})
@@ -48,11 +44,11 @@ def test_same_state_gives_byte_identical_json(scenario: Scenario, tmp_path: Path
         "[BACKEND] cap (#4)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")}
     )
     db = f"sqlite:///{tmp_path / 'one.db'}"
-    outputs = [run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1] for _ in range(3)]
+    outputs = [run(capsys, "plan", *scenario.repo_args(), "--json", "--database", db)[1] for _ in range(3)]
     fresh = run(
-        capsys, "plan", *repo_args(scenario), "--json", "--database", f"sqlite:///{tmp_path / 'two.db'}"
+        capsys, "plan", *scenario.repo_args(), "--json", "--database", f"sqlite:///{tmp_path / 'two.db'}"
     )
-    unrecorded = run(capsys, "plan", *repo_args(scenario), "--json", "--no-record")
+    unrecorded = run(capsys, "plan", *scenario.repo_args(), "--json", "--no-record")
     assert outputs[0] == outputs[1] == outputs[2] == fresh[1] == unrecorded[1]
     assert json.loads(outputs[0])["schema_version"] == 1
 
@@ -60,13 +56,13 @@ def test_same_state_gives_byte_identical_json(scenario: Scenario, tmp_path: Path
 def test_later_plan_extends_a_stored_chain(scenario: Scenario, tmp_path: Path, capsys) -> None:
     db = f"sqlite:///{tmp_path / 'sluice.db'}"
     bump = scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
-    first = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
+    first = json.loads(run(capsys, "plan", *scenario.repo_args(), "--json", "--database", db)[1])
     assert [c["id"] for c in first["chains"]] == [f"chain-{bump[:10]}"]
     scenario.pick(bump, how="trailer")
     fixup = scenario.upstream(
         "[BUILD] Fix the build after the LLVM bump (#3)", {"cmake/llvm-hash.txt": "b\nc\n"}
     )
-    second = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
+    second = json.loads(run(capsys, "plan", *scenario.repo_args(), "--json", "--database", db)[1])
     (chain,) = second["chains"]
     assert chain["id"] == f"chain-{bump[:10]}"
     assert chain["ingested"] == [bump]
@@ -76,13 +72,13 @@ def test_later_plan_extends_a_stored_chain(scenario: Scenario, tmp_path: Path, c
 def test_chain_carries_its_ingested_members_across_plans(scenario: Scenario, tmp_path: Path, capsys) -> None:
     db = f"sqlite:///{tmp_path / 'sluice.db'}"
     bump = scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
-    run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)
+    run(capsys, "plan", *scenario.repo_args(), "--json", "--database", db)
     scenario.pick(bump, how="trailer")
     fix1 = scenario.upstream("[BUILD] Fix the build (#3)", {"cmake/llvm-hash.txt": "b\nc\n"})
-    run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)
+    run(capsys, "plan", *scenario.repo_args(), "--json", "--database", db)
     scenario.pick(fix1, how="trailer")
     fix2 = scenario.upstream("[BUILD] Fix it again (#4)", {"cmake/llvm-hash.txt": "b\nc\nd\n"})
-    third = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
+    third = json.loads(run(capsys, "plan", *scenario.repo_args(), "--json", "--database", db)[1])
     (chain,) = third["chains"]
     assert (chain["id"], chain["ingested"]) == (f"chain-{bump[:10]}", [bump, fix1])
     assert [c["sha"] for c in chain["commits"]] == [fix2]
@@ -92,13 +88,13 @@ def test_chain_carries_its_ingested_members_across_plans(scenario: Scenario, tmp
 def test_finished_chain_closes_when_nothing_joins(scenario: Scenario, tmp_path: Path, capsys) -> None:
     db = f"sqlite:///{tmp_path / 'sluice.db'}"
     bump = scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
-    run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)
+    run(capsys, "plan", *scenario.repo_args(), "--json", "--database", db)
     scenario.pick(bump, how="trailer")
     doc = scenario.upstream("[DOCS] a (#3)", {"docs/a.md": "x\n"})
-    second = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
+    second = json.loads(run(capsys, "plan", *scenario.repo_args(), "--json", "--database", db)[1])
     assert second["chains"] == []
     later = scenario.upstream("[BUILD] Bump LLVM again (#4)", {"cmake/llvm-hash.txt": "c\n"})
-    third = json.loads(run(capsys, "plan", *repo_args(scenario), "--json", "--database", db)[1])
+    third = json.loads(run(capsys, "plan", *scenario.repo_args(), "--json", "--database", db)[1])
     assert [(c["id"], c["ingested"]) for c in third["chains"]] == [(f"chain-{later[:10]}", [])]
     assert [c["sha"] for b in third["bundles"] for c in b["commits"]] == [doc]
 
@@ -110,7 +106,7 @@ def test_plans_and_chains_persist_in_the_database_from_the_environment(
     monkeypatch.setenv("SLUICE_DATABASE_URL", database_url)
     bump = scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
     doc = scenario.upstream("[DOCS] a (#3)", {"docs/a.md": "x\n"})
-    first = run(capsys, "plan", *repo_args(scenario), "--json")[1]
+    first = run(capsys, "plan", *scenario.repo_args(), "--json")[1]
     store = Store.open(database_url)
     try:
         key = f"{scenario.path.resolve()}#main"
@@ -122,7 +118,7 @@ def test_plans_and_chains_persist_in_the_database_from_the_environment(
         )
     finally:
         store.close()
-    second = json.loads(run(capsys, "plan", *repo_args(scenario), "--json")[1])
+    second = json.loads(run(capsys, "plan", *scenario.repo_args(), "--json")[1])
     assert second["held"] == {doc: "skipped"}
     assert second["bundles"] == []
     assert json.loads(first)["chains"] == second["chains"]
@@ -132,7 +128,7 @@ def test_status_reports_the_metrics(scenario: Scenario, capsys) -> None:
     taken = scenario.upstream("[DOCS] a (#2)", {"docs/a.md": numbered("a", 20) + "more\n"}, hours=10)
     scenario.upstream("[DOCS] b (#3)", {"docs/b.md": "b\n"}, hours=58)
     scenario.pick(taken, how="x", hours=60)
-    code, out, _ = run(capsys, "status", *repo_args(scenario), "--json")
+    code, out, _ = run(capsys, "status", *scenario.repo_args(), "--json")
     status = json.loads(out)
     assert code == 0
     assert status["ingestion_tip"] == taken
@@ -143,7 +139,7 @@ def test_status_reports_the_metrics(scenario: Scenario, capsys) -> None:
 
 def test_console_script_runs(scenario: Scenario) -> None:
     script = Path(sys.executable).parent / "sluice"
-    proc = subprocess.run([str(script), "status", *repo_args(scenario)], capture_output=True, text=True)
+    proc = subprocess.run([str(script), "status", *scenario.repo_args()], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "Days Behind Upstream" in proc.stdout
 
@@ -164,7 +160,7 @@ def test_bad_input_exits_2_and_writes_nothing(
 ) -> None:
     scenario.upstream("[DOCS] a (#2)", {"docs/a.md": "x\n"})
     db = tmp_path / "store.db"
-    code, out, err = run(capsys, "plan", *repo_args(scenario), *override, "--database", f"sqlite:///{db}")
+    code, out, err = run(capsys, "plan", *scenario.repo_args(), *override, "--database", f"sqlite:///{db}")
     assert code == 2
     assert message in err
     assert out == ""
@@ -177,7 +173,7 @@ def test_invalid_config_in_fork_trunk_is_reported_with_its_line(
 ) -> None:
     scenario.fork("Configure Sluice", {".github/sluice.yml": "bundles:\n  max_commits: 0\n"})
     db = tmp_path / "store.db"
-    code, _, err = run(capsys, "plan", *repo_args(scenario), "--database", f"sqlite:///{db}")
+    code, _, err = run(capsys, "plan", *scenario.repo_args(), "--database", f"sqlite:///{db}")
     assert code == 2
     assert "main:.github/sluice.yml:2: bundles.max_commits" in err
     assert not db.exists()

@@ -21,7 +21,11 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
 @pytest.fixture(scope="module")
 def plan_text(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> str:
     db = tmp_path_factory.mktemp("db") / "sluice.db"
-    args = [
+    return run_json([*plan_args(sandbox), "--database", f"sqlite:///{db}"])
+
+
+def plan_args(sandbox: Sandbox) -> list[str]:
+    return [
         "plan",
         "--repo",
         str(sandbox.fork),
@@ -30,7 +34,6 @@ def plan_text(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> str
         "--upstream",
         sandbox.upstream_ref,
     ]
-    return run_json([*args, "--database", f"sqlite:///{db}"])
 
 
 def run_json(argv: list[str]) -> str:
@@ -138,13 +141,4 @@ def test_no_bundle_depends_on_a_chain(plan: dict) -> None:
 
 
 def test_replanning_the_same_state_is_byte_identical(sandbox: Sandbox, plan_text: str) -> None:
-    args = [
-        "plan",
-        "--repo",
-        str(sandbox.fork),
-        "--fork",
-        sandbox.fork_ref,
-        "--upstream",
-        sandbox.upstream_ref,
-    ]
-    assert run_json([*args, "--no-record"]) == plan_text
+    assert run_json([*plan_args(sandbox), "--no-record"]) == plan_text

@@ -40,21 +40,7 @@ def scenario(tmp_path: Path) -> Scenario:
 
 def plan_json(s: Scenario, tmp_path: Path, *extra: str, capsys: pytest.CaptureFixture[str]) -> dict:
     db = f"sqlite:///{tmp_path / 'sluice.db'}"
-    code = main(
-        [
-            "plan",
-            "--repo",
-            str(s.path),
-            "--fork",
-            "main",
-            "--upstream",
-            "upstream/main",
-            "--json",
-            "--database",
-            db,
-            *extra,
-        ]
-    )
+    code = main(["plan", *s.repo_args(), "--json", "--database", db, *extra])
     out = capsys.readouterr().out
     assert code == 0, out
     return json.loads(out)

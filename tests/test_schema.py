@@ -30,22 +30,7 @@ def test_plan_output_validates_against_the_schema(tmp_path: Path, capsys: pytest
         "[BACKEND] cap (#2)", {"lib/Dialect/TritonGPU/Transforms/P.cpp": CPP_PASS.replace("+= 1", "+= 3")}
     )
     s.upstream("[DOCS] add (#3)", {"docs/x.md": "x\n"})
-    assert (
-        main(
-            [
-                "plan",
-                "--repo",
-                str(s.path),
-                "--fork",
-                "main",
-                "--upstream",
-                "upstream/main",
-                "--json",
-                "--no-record",
-            ]
-        )
-        == 0
-    )
+    assert main(["plan", *s.repo_args(), "--json", "--no-record"]) == 0
     plan = json.loads(capsys.readouterr().out)
     jsonschema.validate(plan, json.loads(SCHEMA.read_text()))
     assert len(plan["bundles"]) == 1 and len(plan["chains"]) == 1
