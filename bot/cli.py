@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sqlite3
 import sys
 import tempfile
 import time
@@ -13,6 +14,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from rich.console import Console
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot import render
 from bot.config import ConfigError, SluiceConfig, check_config, load_config
@@ -22,7 +25,7 @@ from bot.gitio import GitRepo
 from bot.mirror import Mirror
 from bot.models import Disposition, Plan
 from bot.planner import make_plan, prior_chains
-from bot.store import Store
+from bot.store import Store, default_database_url
 
 HELD = {Disposition.DEFERRED, Disposition.SKIPPED}
 SLOW_AFTER_S = 2.0
@@ -79,7 +82,7 @@ def build_plan(
     pending = set(snapshot.pending)
     held = {s: r.disposition for s, r in dispositions.items() if r.disposition in HELD and s in pending}
     analysis = analyse_pending(repo, snapshot, skip=held, progress=progress)
-    ingested = {sha for sha, _ in snapshot.stream if sha not in pending}
+    ingested = snapshot.ingested
     progress("planning")
     plan = make_plan(
         status=snapshot.status,
@@ -94,7 +97,12 @@ def build_plan(
         ingested=ingested,
     )
     if store is not None:
-        store.record_plan(key, plan, ingested=ingested, at=dt.datetime.now(dt.UTC))
+        now = dt.datetime.now(dt.UTC)
+        store.record_plan(key, plan, ingested=ingested, at=now)
+        for sha, pick in snapshot.emergency.items():
+            if dispositions.get(sha) is None or dispositions[sha].disposition != Disposition.EMERGENCY:
+                reason = f"emergency pick {pick.fork_sha}"
+                store.set_disposition(key, sha, Disposition.EMERGENCY, reason=reason, approver=None, at=now)
     return plan
 
 
@@ -105,8 +113,23 @@ def _emit(plan: Plan, *, as_json: bool) -> None:
         render.print_renderable(render.plan_renderable(plan))
 
 
+def open_store(url: str | None) -> Store:
+    """The store, or a clear error that names the database without its password."""
+    try:
+        return Store.open(url)
+    except (SQLAlchemyError, ValueError, OSError, sqlite3.Error) as exc:
+        try:
+            shown = make_url(url or default_database_url()).render_as_string(hide_password=True)
+        except (SQLAlchemyError, ValueError):
+            shown = "the given database URL"
+        raise SluiceError(
+            f"cannot open the store at {shown}: {type(exc).__name__}: {str(exc).splitlines()[0]}",
+            "check --database or SLUICE_DATABASE_URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB)",
+        ) from exc
+
+
 def _with_store(args: argparse.Namespace, run: Callable[[Store | None], Plan]) -> Plan:
-    store = None if getattr(args, "no_record", False) else Store.open(args.database)
+    store = None if args.no_record else open_store(args.database)
     try:
         return run(store)
     finally:

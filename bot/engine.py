@@ -49,6 +49,17 @@ class Snapshot:
         return pending_shas([sha for sha, _ in self.stream], set(self.missing), self.recognised)
 
     @property
+    def ingested(self) -> set[str]:
+        """Upstream commits the fork has through regular ingestion (ancestry or a recognised pick)."""
+        regular = {sha for sha, r in self.recognised.items() if not r.emergency}
+        return {sha for sha, _ in self.stream if sha not in self.missing or sha in regular}
+
+    @property
+    def emergency(self) -> dict[str, Recognised]:
+        """Upstream commits the fork has only through an emergency pick."""
+        return {sha: r for sha, r in self.recognised.items() if r.emergency}
+
+    @property
     def patch_stack(self) -> list[CommitInfo]:
         return patch_stack_of(self.fork_commits, self.recognised)
 

@@ -216,3 +216,37 @@ def test_config_check(tmp_path: Path, capsys) -> None:
     lines = out.splitlines()
     assert [line.split(": ")[0] for line in lines] == [f"{bad}:1", f"{bad}:3", f"{bad}:6"]
     assert [line.split(": ")[1] for line in lines] == ["strategy", "bundles.max_commits", "risk.typo"]
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "postgresql+psycopg://sluice:s3cretpw@127.0.0.1:1/sluice",
+            "cannot open the store at postgresql+psycopg",
+        ),
+        ("mysql://root@localhost/sluice", "unsupported database 'mysql'"),
+        ("not a url", "cannot open the store"),
+    ],
+)
+def test_unusable_database_is_a_clear_error(scenario: Scenario, capsys, url: str, message: str) -> None:
+    code, out, err = run(capsys, "plan", *scenario.repo_args(), "--database", url)
+    assert code == 2
+    assert message in err
+    assert "s3cretpw" not in err and out == ""
+
+
+def test_emergency_picks_are_recorded_as_such(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    hotfix = scenario.upstream("[NVIDIA] Fix a hang (#5)", {"docs/a.md": numbered("a", 20) + "fix\n"})
+    scenario.pick(hotfix, how="emergency")
+    db = f"sqlite:///{tmp_path / 'sluice.db'}"
+    plan = json.loads(run(capsys, "plan", *scenario.repo_args(), "--json", "--database", db)[1])
+    assert plan["status"]["emergency_commits"] == 1
+    assert plan["status"]["ingestion_tip"] != hotfix
+    store = Store.open(db)
+    try:
+        record = store.dispositions(f"{scenario.path.resolve()}#main")[hotfix]
+    finally:
+        store.close()
+    assert record.disposition == Disposition.EMERGENCY
+    assert record.reason == f"emergency pick {scenario.git('rev-parse', 'main')}"
