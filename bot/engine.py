@@ -189,12 +189,13 @@ def patch_stack_footprint(repo: GitRepo, snapshot: Snapshot, paths: Iterable[str
     )
 
 
+StreamPatches = tuple[tuple[str, tuple[FileChange, ...]], ...]
+
+
 @dataclass(frozen=True)
 class PendingAnalysis:
     commits: tuple[UpstreamCommit, ...]  # oldest first, with symbols and predicted conflicts
-    stream_patches: tuple[
-        tuple[str, tuple[FileChange, ...]], ...
-    ]  # every stream commit from the first pending on
+    stream_patches: StreamPatches  # every stream commit from the first pending one on, oldest first
     footprint: PatchStackFootprint
 
 

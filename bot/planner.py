@@ -13,6 +13,7 @@ from bot.analysis import (
     overall_risk,
     revert_links,
     risk_reasons,
+    short,
     symbol_keys,
 )
 from bot.config import SluiceConfig
@@ -32,10 +33,6 @@ from bot.models import (
 )
 
 RISKY_FROM = RiskLevel.HIGH
-
-
-def short(sha: str) -> str:
-    return sha[:10]
 
 
 def is_risky(commit: PlannedCommit) -> bool:
