@@ -205,12 +205,15 @@ def risk_reasons(
                 detail=f"{commit.changed_lines} changed lines (≥ {config.risk.large_commit_lines})",
             )
         )
+    if commit.resolved_files:
+        detail = "resolved by a mechanical rule: " + ", ".join(commit.resolved_files)
+        reasons.append(RiskReason(kind=RiskKind.MECHANICAL_CONFLICT, level=RiskLevel.LOW, detail=detail))
     if commit.conflict_files:
         reasons.append(
             RiskReason(
                 kind=RiskKind.PREDICTED_CONFLICT,
                 level=RiskLevel.HIGH,
-                detail="conflicts with fork trunk in " + ", ".join(commit.conflict_files),
+                detail="needs a human against fork trunk in " + ", ".join(commit.conflict_files),
             )
         )
     return _dedupe(reasons)

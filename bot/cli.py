@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import sqlite3
 import sys
 import tempfile
@@ -18,12 +19,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot import render
-from bot.config import ConfigError, SluiceConfig, check_config, load_config
-from bot.engine import analyse_pending, load_repo_config, take_snapshot
+from bot.config import ConfigError, SluiceConfig, Strategy, check_config, load_config
+from bot.engine import Snapshot, analyse_pending, load_repo_config, take_snapshot
 from bot.errors import SluiceError
-from bot.gitio import GitRepo
+from bot.gitio import GitRepo, validate_ref
 from bot.mirror import Mirror
-from bot.models import Disposition, Plan
+from bot.models import CommitInfo, Disposition, PickReport, PickStatus, Plan
+from bot.pick import Picker, PickRequest, learn_resolutions, run_pick
 from bot.planner import make_plan, prior_chains
 from bot.store import Store, default_database_url
 
@@ -55,11 +57,12 @@ class ProgressReporter(AbstractContextManager["ProgressReporter"]):
             print(f"sluice: {message} …", file=sys.stderr, flush=True)
 
 
-def _open_repo(args: argparse.Namespace) -> tuple[GitRepo, SluiceConfig]:
+def _open_repo(args: argparse.Namespace, *, fork: str | None = None) -> tuple[GitRepo, SluiceConfig]:
     repo = GitRepo(Path(args.repo))
+    fork = fork or args.fork
     if args.config:
         return repo, load_config(Path(args.config))
-    return repo, load_repo_config(repo, repo.resolve(args.fork), args.fork)
+    return repo, load_repo_config(repo, repo.resolve(fork), fork)
 
 
 def fork_key(config: SluiceConfig, repo: GitRepo, fork_ref: str) -> str:
@@ -81,7 +84,7 @@ def build_plan(
     dispositions = store.dispositions(key) if store else {}
     pending = set(snapshot.pending)
     held = {s: r.disposition for s, r in dispositions.items() if r.disposition in HELD and s in pending}
-    analysis = analyse_pending(repo, snapshot, skip=held, progress=progress)
+    analysis = analyse_pending(repo, snapshot, config=config, skip=held, progress=progress)
     ingested = snapshot.ingested
     progress("planning")
     plan = make_plan(
@@ -218,10 +221,102 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     return 0
 
 
+SHA_ARG = re.compile(r"^[0-9a-fA-F]{7,40}$")
+
+
+def _upstream_commits(repo: GitRepo, snapshot: Snapshot, shas: Sequence[str]) -> tuple[CommitInfo, ...]:
+    """The named upstream commits, refusing anything that is not a pending commit of the upstream stream."""
+    stream = {sha for sha, _ in snapshot.stream}
+    ingested, emergency = snapshot.ingested, snapshot.emergency
+    infos = {c.sha: c for c in snapshot.candidates}
+    chosen = []
+    for arg in shas:
+        sha = repo.resolve(_sha_arg(arg))
+        if sha not in stream:
+            raise SluiceError(f"{arg} is not an upstream commit", f"pick commits of {snapshot.upstream_ref}")
+        if sha in ingested or sha in emergency:
+            how = snapshot.recognised.get(sha)
+            detail = f" ({how.method} in {how.fork_sha[:10]})" if how and how.fork_sha else " (an ancestor)"
+            raise SluiceError(f"{arg} is already ingested{detail}; not picking it again")
+        chosen.append(infos[sha])
+    return tuple(chosen)
+
+
+def cmd_pick(args: argparse.Namespace) -> int:
+    repo, config = _open_repo(args, fork=args.onto)
+    upstream = args.upstream or f"upstream/{config.upstream.branch}"
+    snapshot = take_snapshot(repo, fork_ref=args.onto, upstream_ref=upstream, config=config)
+    commits = _upstream_commits(repo, snapshot, args.shas)
+    branch = args.branch or f"sluice/pick-{commits[0].sha[:10]}"
+    validate_ref(branch)
+    existing = repo.resolve_optional(f"refs/heads/{branch}")
+    if existing and not args.force and not args.dry_run:
+        raise SluiceError(f"branch {branch} exists", "pass --force to replace it, or another --branch")
+    store = None if args.no_record else open_store(args.database)
+    try:
+        key = fork_key(config, repo, config.fork.branch)  # --onto may be any base; memory is per fork
+        recall = (lambda keys: store.resolutions(key, keys)) if store else (lambda keys: {})
+        picker = Picker(repo, config, recall=recall)
+        request = PickRequest(
+            onto=snapshot.fork_head,
+            commits=commits,
+            strategy=Strategy(args.strategy or config.strategy),
+            dry_run=args.dry_run,
+            branch=branch,
+            branch_old=existing,
+            now=int(time.time()),
+        )
+        report = run_pick(picker, request)
+    finally:
+        if store is not None:
+            store.close()
+    if args.json:
+        sys.stdout.write(render.pick_json(report))
+    else:
+        render.print_renderable(render.pick_renderable(report))
+    return 1 if any(c.status == PickStatus.NEEDS_HUMAN for c in report.commits) else 0
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    """Learn how a human resolved a pick's conflicts, so the same conflicts resolve by themselves later."""
+    repo, config = _open_repo(args)
+    upstream_sha, resolved_sha = (repo.resolve(_sha_arg(a)) for a in (args.upstream_commit, args.resolution))
+    upstream, resolved = (repo.commits(sha, "-1")[-1] for sha in (upstream_sha, resolved_sha))
+    if not resolved.parents or not upstream.parents:
+        raise SluiceError("both commits need a parent", "give the pick commit a human made on fork trunk")
+    learned = learn_resolutions(Picker(repo, config), upstream, resolved)
+    store = open_store(args.database)
+    try:
+        key, now = fork_key(config, repo, args.fork), dt.datetime.now(dt.UTC)
+        for conflict, (path, lines) in sorted(learned.items()):
+            store.remember_resolution(
+                key,
+                conflict,
+                lines,
+                path=path,
+                recorded_by=args.by,
+                upstream_sha=upstream_sha,
+                fork_sha=resolved_sha,
+                at=now,
+            )
+    finally:
+        store.close()
+    print(f"remembered {len(learned)} resolved conflict(s) from {resolved_sha[:10]}")
+    return 0
+
+
+def _sha_arg(arg: str) -> str:
+    if not SHA_ARG.match(arg):
+        raise SluiceError(f"not a commit SHA: {arg!r}", "give 7 to 40 hex digits")
+    return arg.lower()
+
+
+SCHEMAS: dict[str, type[Plan] | type[PickReport]] = {"plan": Plan, "pick": PickReport}
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
-    sys.stdout.write(
-        json.dumps(Plan.model_json_schema(mode="serialization"), indent=2, sort_keys=True) + "\n"
-    )
+    schema = SCHEMAS[args.output].model_json_schema(mode="serialization", by_alias=True)
+    sys.stdout.write(json.dumps(schema, indent=2, sort_keys=True) + "\n")
     return 0
 
 
@@ -265,6 +360,35 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("file")
     check.set_defaults(run=cmd_config_check)
+    pick = sub.add_parser(
+        "pick", help="apply upstream commits onto a ref, resolving only mechanical conflicts"
+    )
+    pick.add_argument("--repo", required=True, help="path of a clone or mirror holding both refs")
+    pick.add_argument("--onto", required=True, help="the ref to build on, e.g. main")
+    pick.add_argument("--upstream", help="upstream ref (default: upstream/<upstream.branch>)")
+    pick.add_argument(
+        "--strategy", choices=[s.value for s in Strategy], help="default: strategy from the config"
+    )
+    pick.add_argument("--dry-run", action="store_true", help="report only; write no ref")
+    pick.add_argument("--branch", help="branch to write (default: sluice/pick-<first sha>)")
+    pick.add_argument("--force", action="store_true", help="replace an existing --branch")
+    pick.add_argument("--config", help="a sluice.yml (default: .github/sluice.yml at --onto, else defaults)")
+    pick.add_argument("--json", action="store_true", help="print the versioned JSON report")
+    pick.add_argument("--database", help="store with remembered resolutions (default: $SLUICE_DATABASE_URL)")
+    pick.add_argument("--no-record", action="store_true", help="do not consult remembered resolutions")
+    pick.add_argument("shas", nargs="+", metavar="UPSTREAM_SHA")
+    pick.set_defaults(run=cmd_pick)
+    remember = sub.add_parser("remember", help="remember how a human resolved a pick's conflicts")
+    remember.add_argument("--repo", required=True, help="path of a clone or mirror")
+    remember.add_argument("--fork", required=True, help="fork trunk ref (names the fork in the store)")
+    remember.add_argument("--upstream-commit", required=True, help="the upstream commit that was picked")
+    remember.add_argument("--resolution", required=True, help="the fork commit with the human's resolution")
+    remember.add_argument("--by", required=True, help="who resolved it (GitHub login)")
+    remember.add_argument("--config", help="a sluice.yml (default: .github/sluice.yml at --fork)")
+    remember.add_argument(
+        "--database", help="SQLAlchemy URL (default: $SLUICE_DATABASE_URL, else a SQLite file)"
+    )
+    remember.set_defaults(run=cmd_remember)
     mirror = sub.add_parser("mirror", help="create or update a local mirror of fork trunk and upstream")
     mirror.add_argument("--dir", required=True, help="the mirror (a bare repository; created on first use)")
     mirror.add_argument("--fork-url", required=True, help="the fork: URL or absolute path")
@@ -273,7 +397,10 @@ def parser() -> argparse.ArgumentParser:
     mirror.add_argument("--upstream-branch", help="default: upstream.branch from the configuration")
     mirror.add_argument("--config", help="a sluice.yml to take the defaults from")
     mirror.set_defaults(run=cmd_mirror)
-    schema = sub.add_parser("schema", help="print the JSON Schema of `sluice plan --json`")
+    schema = sub.add_parser(
+        "schema", help="print the JSON Schema of `sluice plan --json` or `sluice pick --json`"
+    )
+    schema.add_argument("output", nargs="?", choices=sorted(SCHEMAS), default="plan")
     schema.set_defaults(run=cmd_schema)
     return top
 

@@ -267,6 +267,27 @@ class RiskPolicy(Frozen):
     file_overlap_is_risky: StrictBool = False
 
 
+class ResolverConfig(Frozen):
+    """An external command (e.g. an agent) asked to propose a resolution; a code owner approves it."""
+
+    command: tuple[Annotated[str, Field(min_length=1)], ...] = ()  # argv, never run through a shell
+    timeout_seconds: Annotated[StrictInt, Field(ge=1, le=3600)] = 120
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv_not_a_command_line(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("expected a list of arguments, e.g. [my-agent, --json] (no shell runs it)")
+        return value
+
+
+class AutoResolve(Frozen):
+    exclude: tuple[Glob, ...] = ()  # paths whose mechanical conflicts always go to a person
+
+    def allowed(self, path: str) -> bool:
+        return not self.exclude or _globs_regex(self.exclude).fullmatch(path) is None
+
+
 @dataclass(frozen=True)
 class PickedSubject:
     """What a subject pattern recognised in a fork commit's subject."""
@@ -341,6 +362,8 @@ class SluiceConfig(Frozen):
     bundles: BundleLimits = BundleLimits()
     risk: RiskPolicy = RiskPolicy()
     recognition: Recognition = Recognition()
+    resolver: ResolverConfig = ResolverConfig()
+    auto_resolve: AutoResolve = AutoResolve()
 
     @field_validator("components", "extensions", mode="wrap")
     @classmethod
@@ -369,6 +392,10 @@ class SluiceConfig(Frozen):
     def extensions_for_path(self, path: str) -> tuple[Extension, ...]:
         """Extensions whose own code (`paths`) includes `path`."""
         return tuple(e for e in self.extensions if e.owns(path))
+
+    def auto_resolve_allowed(self, path: str) -> bool:
+        """Whether a mechanical conflict in `path` may be resolved without a person (not excluded)."""
+        return self.auto_resolve.allowed(path)
 
     def digest(self) -> str:
         """sha256 of the canonical JSON dump: equal configs (defaults spelled out or not) share a digest."""
@@ -618,10 +645,12 @@ def _message(error: ErrorDetails) -> str:
             return f"expected one of {ctx['expected']}, got {value!r}"
         case "invalid_key":
             return "keys must be strings"
-        case "too_short":
+        case "too_short" | "string_too_short":
             return "must not be empty"
         case "greater_than_equal":
             return f"must be at least {ctx['ge']}, got {value!r}"
+        case "less_than_equal":
+            return f"must be at most {ctx['le']}, got {value!r}"
     return str(error["msg"])
 
 

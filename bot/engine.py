@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bot import symbols
 from bot.analysis import distinctive, normalise_line
-from bot.config import SluiceConfig, parse_config
+from bot.config import SluiceConfig, Strategy, parse_config
 from bot.gitio import GitRepo
 from bot.metrics import pending_shas, stream_status
 from bot.models import (
@@ -19,6 +19,7 @@ from bot.models import (
     StreamStatus,
     UpstreamCommit,
 )
+from bot.pick import Picker
 from bot.recognise import ingestion_commits, recognise
 
 CONFIG_PATH = ".github/sluice.yml"
@@ -200,7 +201,12 @@ class PendingAnalysis:
 
 
 def analyse_pending(
-    repo: GitRepo, snapshot: Snapshot, *, skip: Iterable[str] = (), progress: Progress = _quiet
+    repo: GitRepo,
+    snapshot: Snapshot,
+    *,
+    config: SluiceConfig,
+    skip: Iterable[str] = (),
+    progress: Progress = _quiet,
 ) -> PendingAnalysis:
     skipped = set(skip)
     pending = [sha for sha in snapshot.pending if sha not in skipped]
@@ -216,23 +222,36 @@ def analyse_pending(
     progress("measuring the patch stack")
     footprint = patch_stack_footprint(repo, snapshot, (f.path for files in own.values() for f in files))
     commits = [UpstreamCommit(info=infos[sha], position=position[sha], files=own[sha]) for sha in pending]
-    commits = predict_conflicts(repo, snapshot.fork_head, commits, progress=progress)
+    commits = predict_conflicts(repo, snapshot.fork_head, commits, config=config, progress=progress)
     return PendingAnalysis(
         commits=tuple(commits), stream_patches=tuple(stream_patches.items()), footprint=footprint
     )
 
 
 def predict_conflicts(
-    repo: GitRepo, fork_head: str, commits: Sequence[UpstreamCommit], *, progress: Progress = _quiet
+    repo: GitRepo,
+    fork_head: str,
+    commits: Sequence[UpstreamCommit],
+    *,
+    config: SluiceConfig,
+    progress: Progress = _quiet,
 ) -> list[UpstreamCommit]:
-    """Pick each commit onto fork trunk plus the earlier ones that applied cleanly (`git merge-tree`)."""
+    """Pick each commit onto fork trunk plus the earlier ones that applied, as `sluice pick` would:
+    a conflict a mechanical rule resolves is not a reason for a human; one that needs a human is.
+    """
+    picker = Picker(repo, config, use_resolver=False, evidence=False)
     tree = repo.tree_of(fork_head)
     result = []
     for index, commit in enumerate(commits):
         if index % 50 == 0:
             progress(f"predicting conflicts {index}/{len(commits)}")
-        probe = repo.probe_pick(tree, commit.info)
-        if probe.clean:
-            tree = probe.tree
-        result.append(commit.model_copy(update={"conflict_files": probe.conflicts, "conflict_checked": True}))
+        step = picker.step(fork_head, tree, commit.info, strategy=Strategy.CHERRY_PICK)
+        tree = step.tree or tree
+        files = step.report.files
+        update = {
+            "conflict_files": tuple(f.path for f in files if not f.resolved),
+            "resolved_files": tuple(f"{f.path} ({f.rule})" for f in files if f.resolved),
+            "conflict_checked": True,
+        }
+        result.append(commit.model_copy(update=update))
     return result

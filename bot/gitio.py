@@ -12,6 +12,7 @@ from pathlib import Path
 
 import git
 from gitdb.base import IStream
+from gitdb.db import LooseObjectDB
 
 from bot.diffparse import COMMIT_MARK, parse_patch_section, split_log
 from bot.errors import GitError
@@ -22,6 +23,7 @@ SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 BAD_REF = re.compile(r"(^-)|(\.\.)|(@\{)|([\x00-\x20\x7f~^:?*\[\\])|(/\.)|(^\.)|(\.lock$)|(/$)|(\.$)|(//)")
 FIELD = "\x1f"
 META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%at", "%ct", "%B"])
+COMMITTER = "Sluice <sluice@users.noreply.github.com>"
 GIT_ENV = {
     "LC_ALL": "C",
     "GIT_TERMINAL_PROMPT": "0",
@@ -77,6 +79,8 @@ class GitRepo:
                 f"{path} is not a git repository", "pass --repo the path of a clone or mirror"
             ) from exc
         self.git_dir = Path(self._repo.git_dir)
+        # GitPython's own object database goes through a `git` process per write; gitdb's is in-process.
+        self._loose = LooseObjectDB(str(Path(self._repo.common_dir) / "objects"))
         if (self.git_dir / "shallow").exists():
             raise GitError(
                 f"{path} is a shallow clone; Sluice needs the whole history to recognise ingested commits",
@@ -101,13 +105,18 @@ class GitRepo:
 
     def resolve(self, ref: str) -> str:
         """The commit SHA a ref names; a clear error for unknown refs."""
-        validate_ref(ref)
-        out = self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", ok=(0, 1)).strip()
-        if not SHA_RE.match(out):
+        sha = self.resolve_optional(ref)
+        if sha is None:
             raise GitError(
                 f"unknown ref {ref!r} in {self.path}", "check the name with `git branch -a` / `git tag`"
             )
-        return out
+        return sha
+
+    def resolve_optional(self, ref: str) -> str | None:
+        """The commit a ref names, or None when there is no such ref."""
+        validate_ref(ref)
+        out = self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", ok=(0, 1)).strip()
+        return out if SHA_RE.match(out) else None
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         proc = subprocess.run(
@@ -206,6 +215,16 @@ class GitRepo:
         )
         return proc.stdout if proc.returncode == 0 else None
 
+    def read_file_in_tree(self, tree: str, path: str) -> str | None:
+        """A file's text in a tree (or commit), or None when it is not there."""
+        proc = subprocess.run(
+            ["git", "cat-file", "blob", f"{validate_sha(tree)}:{path}"],
+            cwd=self.path,
+            capture_output=True,
+            env={**os.environ, **GIT_ENV},
+        )
+        return proc.stdout.decode("utf-8", "surrogateescape") if proc.returncode == 0 else None
+
     def blobs(self, shas: Iterable[str]) -> dict[str, bytes]:
         """Read many blobs through one `git cat-file --batch`."""
         wanted = sorted({validate_sha(s) for s in shas})
@@ -230,16 +249,40 @@ class GitRepo:
     def tree_of(self, commit: str) -> str:
         return self.run("rev-parse", f"{validate_sha(commit)}^{{tree}}").strip()
 
-    def write_commit(self, tree: str, parents: Sequence[str], message: str, *, timestamp: int) -> str:
+    def write_commit(
+        self,
+        tree: str,
+        parents: Sequence[str],
+        message: str,
+        *,
+        timestamp: int,
+        author: str = "Sluice <sluice@localhost>",
+        author_time: int | None = None,
+    ) -> str:
         """Write a commit object directly into the object database (no process, no ref).
 
         The timestamp matters: git's merge-base walk goes in date order, and a commit dated 1970 would make
         it walk the whole history before reaching it.
         """
+        if any(ch in author for ch in "\n\0"):
+            raise GitError("an author identity cannot contain newlines")
         lines = [f"tree {validate_sha(tree)}", *(f"parent {validate_sha(p)}" for p in parents)]
-        ident = f"Sluice <sluice@localhost> {timestamp} +0000"
-        body = "\n".join([*lines, f"author {ident}", f"committer {ident}", "", message, ""]).encode()
-        stream = self._repo.odb.store(IStream(b"commit", len(body), BytesIO(body)))
+        authored = author_time if author_time is not None else timestamp
+        body = "\n".join(
+            [
+                *lines,
+                f"author {author} {authored} +0000",
+                f"committer {COMMITTER} {timestamp} +0000",
+                "",
+                message,
+            ]
+        )
+        data = body.encode() if body.endswith("\n") else (body + "\n").encode()
+        return self.write_object(b"commit", data)
+
+    def write_object(self, kind: bytes, data: bytes) -> str:
+        """Store a loose object in-process (gitdb), as `git hash-object -w` would, and return its SHA."""
+        stream = self._loose.store(IStream(kind, len(data), BytesIO(data)))
         return str(stream.hexsha.decode() if isinstance(stream.hexsha, bytes) else stream.hexsha)
 
     def probe_pick(self, onto_tree: str, commit: CommitInfo) -> MergeProbe:
@@ -259,6 +302,121 @@ class GitRepo:
         fields = out.split("\0")
         conflicts = tuple(sorted({f for f in fields[1:] if f}))
         return MergeProbe(clean=not conflicts, tree=fields[0], conflicts=conflicts)
+
+
+@dataclass(frozen=True)
+class Stage:
+    mode: str
+    oid: str
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """`git merge-tree --write-tree`: the tree (conflict markers where it conflicted) and index stages."""
+
+    tree: str
+    stages: dict[
+        str, dict[int, Stage]
+    ]  # conflicted path -> {1: base, 2: ours, 3: theirs}; a missing stage = absent
+
+    @property
+    def clean(self) -> bool:
+        return not self.stages
+
+
+class Plumbing:
+    """Object-level writes and three-way merges for `sluice pick`; never touches a work tree or HEAD."""
+
+    def __init__(self, repo: GitRepo) -> None:
+        self.repo = repo
+
+    def merge(self, ours: str, theirs: str) -> MergeResult:
+        out = self.repo.run("merge-tree", "--write-tree", "-z", "--no-messages", ours, theirs, ok=(0, 1))
+        fields = out.split("\0")
+        stages: dict[str, dict[int, Stage]] = {}
+        for entry in fields[1:]:
+            if not entry:
+                break
+            meta, _, path = entry.partition("\t")
+            mode, oid, stage = meta.split()
+            stages.setdefault(path, {})[int(stage)] = Stage(mode=mode, oid=oid)
+        return MergeResult(tree=fields[0], stages=stages)
+
+    def merge_file(self, base: bytes, ours: bytes, theirs: bytes, *, workdir: Path) -> tuple[str, int]:
+        """`git merge-file --diff3` of three texts: (merged text with diff3 markers, number of conflicts)."""
+        names = []
+        for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+            target = workdir / name
+            target.write_bytes(data)
+            names.append(str(target))
+        proc = subprocess.run(
+            ["git", "merge-file", "-p", "--diff3", "-L", "ours", "-L", "base", "-L", "theirs", "--", *names],
+            cwd=workdir,
+            capture_output=True,
+            env={**os.environ, **GIT_ENV},
+        )
+        if proc.returncode < 0 or proc.returncode > 127:
+            raise GitError("git merge-file failed", proc.stderr.decode("utf-8", "replace")[-500:])
+        return proc.stdout.decode("utf-8", "replace"), proc.returncode
+
+    def write_blob(self, data: bytes) -> str:
+        return self.repo.write_object(b"blob", data)
+
+    def replace_in_tree(self, tree: str, entries: dict[str, Stage], *, workdir: Path) -> str:
+        """A tree equal to `tree` with the given paths set to the given blobs (through a private index)."""
+        env = {**os.environ, **GIT_ENV, "GIT_INDEX_FILE": str(workdir / "index")}
+
+        def git(*args: str, stdin: bytes | None = None) -> str:
+            proc = subprocess.run(
+                ["git", *args], cwd=self.repo.path, input=stdin, capture_output=True, env=env
+            )
+            if proc.returncode:
+                raise GitError(f"git {args[0]} failed: {proc.stderr.decode('utf-8', 'replace').strip()}")
+            return proc.stdout.decode().strip()
+
+        git("read-tree", validate_sha(tree))
+        listing = "".join(f"{e.mode} {validate_sha(e.oid)}\t{path}\0" for path, e in entries.items())
+        git("update-index", "-z", "--index-info", stdin=listing.encode())
+        return git("write-tree")
+
+    def commit(self, tree: str, parents: Sequence[str], message: str, *, author: CommitInfo, at: int) -> str:
+        """A commit with the upstream author and date, committed by Sluice at `at`."""
+        return self.repo.write_commit(
+            tree,
+            parents,
+            message,
+            timestamp=at,
+            author=f"{author.author_name} <{author.author_email}>",
+            author_time=author.author_time,
+        )
+
+    def update_branch(self, branch: str, new: str, *, old: str | None) -> None:
+        """Move `refs/heads/<branch>` to `new` only if it is still at `old` (None: must not exist)."""
+        ref = f"refs/heads/{validate_ref(branch)}"
+        self.repo.run("update-ref", "-m", "sluice pick", ref, validate_sha(new), old or "0" * 40)
+
+    def blame(self, rev: str, path: str, start: int, end: int) -> list[str]:
+        """Commits that last touched lines start..end of `path` at `rev`, in line order, unique."""
+        out = self.repo.run(
+            "blame", "--porcelain", "-L", f"{start},{end}", validate_sha(rev), "--", path, ok=(0, 128)
+        )
+        seen: list[str] = []
+        for line in out.splitlines():
+            head = line.split(" ", 1)[0]
+            if SHA_RE.match(head) and head not in seen:
+                seen.append(head)
+        return seen
+
+    def grep_word(self, rev: str, word: str, *, limit: int = 20) -> list[tuple[str, int, str]]:
+        """Lines of the tree at `rev` that use `word` as a whole word: (path, line, text)."""
+        out = self.repo.run(
+            "grep", "-n", "-w", "-F", "-I", "--no-color", "-e", word, validate_sha(rev), "--", ok=(0, 1)
+        )
+        hits = []
+        for line in out.splitlines()[:limit]:
+            _, path, number, text = line.split(":", 3)
+            hits.append((path, int(number), text.strip()))
+        return hits
 
 
 def _commit_info(chunk: str) -> CommitInfo:

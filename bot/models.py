@@ -78,9 +78,10 @@ class UpstreamCommit(Frozen):
     info: CommitInfo
     position: int  # index in the upstream stream, oldest = 0
     files: tuple[FileChange, ...] = ()
-    conflict_files: tuple[
-        str, ...
-    ] = ()  # predicted textual conflicts against fork trunk (+ earlier clean ones)
+    # Predicted against fork trunk plus the earlier pending commits that applied: files a human must resolve,
+    # and files a mechanical rule resolves ("path (rule)").
+    conflict_files: tuple[str, ...] = ()
+    resolved_files: tuple[str, ...] = ()
     conflict_checked: bool = False
 
     @property
@@ -147,6 +148,7 @@ class RiskKind(enum.StrEnum):
     PATCH_STACK_HUNK = "patch-stack-hunk"
     PATCH_STACK_SYMBOL = "patch-stack-symbol"
     PREDICTED_CONFLICT = "predicted-conflict"
+    MECHANICAL_CONFLICT = "mechanical-conflict"
     COMPONENT = "component"
     LARGE = "large"
     REVERT = "revert"
@@ -223,3 +225,56 @@ class Plan(Frozen):
     chains: tuple[RiskyChain, ...]
     # Pending upstream commits left out of the plan, with the disposition that holds them (deferred, skipped).
     held: dict[str, Disposition] = Field(default_factory=dict)
+
+
+class PickStatus(enum.StrEnum):
+    CLEAN = "clean"
+    AUTO_RESOLVED = "auto_resolved"
+    PROPOSED = "proposed"  # a resolver hook proposed a resolution: a code owner must approve it
+    NEEDS_HUMAN = "needs_human"
+
+
+class HunkReport(Frozen):
+    line: int  # where the hunk starts on fork trunk's side
+    cls: str = Field(serialization_alias="class")
+    rule: str | None
+    symbol: str | None
+    evidence: str
+    key: str  # the conflict's content key (remembered resolutions)
+    reused: bool = False  # resolved by a resolution a human made before
+
+
+class FileEvidence(Frozen):
+    upstream: str
+    blame: tuple[str, ...]  # fork commits that last touched our side of the conflicting lines
+    component: str | None
+    symbol: str | None
+
+
+class FileReport(Frozen):
+    path: str
+    cls: str = Field(serialization_alias="class")
+    resolved: bool
+    rule: str | None  # the rules that resolved it, comma-separated
+    reason: str
+    hunks: tuple[HunkReport, ...]
+    evidence: FileEvidence
+
+
+class CommitReport(Frozen):
+    upstream: str
+    subject: str
+    status: PickStatus
+    tree: str | None  # the resulting tree, unless a human is needed
+    commit: str | None = None  # the commit written on the branch (not with --dry-run)
+    files: tuple[FileReport, ...] = ()
+
+
+class PickReport(Frozen):
+    schema_version: int = 1
+    onto: str
+    strategy: str
+    dry_run: bool
+    branch: str | None
+    head: str | None  # the branch head written, when every commit applied
+    commits: tuple[CommitReport, ...]

@@ -10,7 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from bot.models import Plan, PlannedCommit, RiskyChain, StreamStatus
+from bot.models import PickReport, Plan, PlannedCommit, RiskyChain, StreamStatus
 
 RISK_STYLE = {"low": "green", "medium": "yellow", "high": "red", "critical": "bold red"}
 SUBJECT_WIDTH = 64
@@ -89,3 +89,35 @@ def print_renderable(renderable: object, *, console: Console | None = None) -> N
 def to_json(model: Plan | StreamStatus) -> str:
     """Canonical JSON: sorted keys, no timestamps of the run itself, so equal states give equal bytes."""
     return json.dumps(model.model_dump(mode="json"), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+PICK_STYLE = {"clean": "green", "auto_resolved": "cyan", "proposed": "yellow", "needs_human": "bold red"}
+
+
+def pick_renderable(report: PickReport) -> Group:
+    """One row per upstream commit, then each conflicted file with its class, rule or reason."""
+    table = Table(title=f"sluice pick onto {report.onto[:10]} ({report.strategy})", title_justify="left")
+    for column in ("commit", "subject", "status", "files"):
+        table.add_column(
+            column, max_width=SUBJECT_WIDTH if column == "subject" else None, no_wrap=column == "subject"
+        )
+    for c in report.commits:
+        files = "\n".join(
+            f"{f.path}: {f.cls}" + (f", resolved by {f.rule}" if f.resolved else f" — {f.reason}")
+            for f in c.files
+        )
+        table.add_row(
+            Text(c.upstream[:10]), Text(c.subject), Text(c.status, PICK_STYLE[c.status]), Text(files or "—")
+        )
+    if report.head:
+        summary = f"Wrote {report.branch} at {report.head[:10]}."
+    elif report.dry_run:
+        summary = "Dry run: no ref written."
+    else:
+        summary = "A commit needs a human: no ref written. Resolve it, then `sluice remember` the resolution."
+    return Group(table, Text(summary, style="bold"))
+
+
+def pick_json(report: PickReport) -> str:
+    data = report.model_dump(mode="json", by_alias=True)
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,12 +1,13 @@
-"""Persistent store of plans, risky chains and dispositions: SQLite by default, PostgreSQL for replicas."""
+"""Persistent store of plans, chains, dispositions and remembered resolutions: SQLite, or PostgreSQL."""
 
 from __future__ import annotations
 
 import enum
+import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,10 +29,12 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
     create_engine,
     event,
     insert,
     literal_column,
+    or_,
     select,
     text,
     update,
@@ -40,6 +43,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.base import ReadOnlyColumnCollection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
@@ -54,6 +58,9 @@ _FORK_LOCK_NAMESPACE = 0x534C_5549
 # Rows per IN (...) list: well under SQLite's bound-parameter limit.
 _CHUNK = 500
 
+# The row an upsert is inserting, as ON CONFLICT … DO UPDATE sees it.
+_Excluded = ReadOnlyColumnCollection[str, Any]
+
 # Set by a person (set_disposition); a plan never overwrites them.
 HELD_DISPOSITIONS = frozenset({Disposition.DEFERRED, Disposition.SKIPPED, Disposition.EMERGENCY})
 # Plain strings: psycopg dumps an Enum member by its name, not its value.
@@ -64,6 +71,11 @@ _SETTLED_VALUES = sorted([Disposition.INGESTED.value, *_HELD_VALUES])
 class ChainStatus(enum.StrEnum):
     OPEN = "open"
     CLOSED = "closed"
+
+
+class ResolutionSource(enum.StrEnum):
+    HUMAN = "human"  # a person resolved the conflict (learned from the file as merged)
+    PROPOSED = "proposed"  # the resolver command proposed it; nobody has approved it yet
 
 
 @dataclass(frozen=True)
@@ -171,6 +183,24 @@ dispositions = Table(
         name="ck_dispositions_disposition",
     ),
     Index("ix_dispositions_fork_key_disposition", "fork_key", "disposition"),
+)
+
+
+# One remembered resolution per (fork, rerere key); see bot/rerere.py for the key.
+resolutions = Table(
+    "resolutions",
+    metadata,
+    Column("fork_key", String(255), nullable=False),
+    Column("key", String(64), nullable=False),
+    Column("lines", Text, nullable=False),  # JSON list of the lines, without newlines
+    Column("path", Text, nullable=False),
+    Column("source", String(16), nullable=False),
+    Column("recorded_by", String(255), nullable=False),
+    Column("upstream_sha", String(64)),
+    Column("fork_sha", String(64)),
+    Column("created_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("fork_key", "key", name="pk_resolutions"),
+    CheckConstraint("source IN ('human', 'proposed')", name="ck_resolutions_source"),
 )
 
 
@@ -290,6 +320,62 @@ class Store:
             changed += ["plan_id", "group_id"]
         with self._engine.begin() as conn:
             _upsert(conn, dispositions, [row], keys=("fork_key", "sha"), changed=changed)
+
+    def remember_resolution(
+        self,
+        fork_key: str,
+        key: str,
+        lines: Sequence[str],
+        *,
+        path: str,
+        recorded_by: str,
+        upstream_sha: str | None,
+        fork_sha: str | None,
+        at: datetime,
+        source: ResolutionSource = ResolutionSource.HUMAN,
+    ) -> None:
+        """Remember how the conflict block `key` was resolved; a person's latest resolution wins.
+
+        A human resolution replaces a proposed one and an older human one; a proposal replaces only an
+        older proposal, never a human resolution.
+        """
+        source = ResolutionSource(source)
+        row = {
+            "fork_key": fork_key,
+            "key": key,
+            "lines": json.dumps(list(lines), ensure_ascii=False),
+            "path": path,
+            "source": source.value,
+            "recorded_by": recorded_by,
+            "upstream_sha": upstream_sha,
+            "fork_sha": fork_sha,
+            "created_at": _utc(at),
+        }
+        changed = [name for name in row if name not in ("fork_key", "key")]
+        with self._engine.begin() as conn:
+            _upsert(
+                conn, resolutions, [row], keys=("fork_key", "key"), changed=changed, where=_resolution_wins
+            )
+
+    def resolutions(
+        self,
+        fork_key: str,
+        keys: Iterable[str],
+        *,
+        sources: Iterable[ResolutionSource] = (ResolutionSource.HUMAN,),
+    ) -> dict[str, tuple[str, ...]]:
+        """{key: lines} for the `keys` remembered for the fork; only people's resolutions unless asked."""
+        wanted = sorted({ResolutionSource(source).value for source in sources})
+        found: dict[str, tuple[str, ...]] = {}
+        with self._engine.connect() as conn:
+            for chunk in _chunks(sorted(set(keys))):
+                query = select(resolutions.c.key, resolutions.c.lines).where(
+                    resolutions.c.fork_key == fork_key,
+                    resolutions.c.key.in_(chunk),
+                    resolutions.c.source.in_(wanted),
+                )
+                found.update((row.key, tuple(json.loads(row.lines))) for row in conn.execute(query))
+        return found
 
     def latest_plan(self, fork_key: str) -> Plan | None:
         query = select(plans.c.plan).where(plans.c.fork_key == fork_key).order_by(plans.c.id.desc()).limit(1)
@@ -492,6 +578,16 @@ def _mark_ingested(conn: Connection, fork_key: str, ingested: set[str], *, at: d
         )
 
 
+def _resolution_wins(excluded: _Excluded) -> ColumnElement[bool]:
+    """Whether the resolution being inserted replaces the stored one: a person's latest resolution wins."""
+    stored_human = resolutions.c.source == ResolutionSource.HUMAN.value
+    newer = excluded.created_at >= resolutions.c.created_at
+    return or_(
+        and_(excluded.source == ResolutionSource.HUMAN.value, or_(~stored_human, newer)),
+        and_(~stored_human, newer),
+    )
+
+
 def _upsert(
     conn: Connection,
     table: Table,
@@ -499,9 +595,12 @@ def _upsert(
     *,
     keys: Sequence[str],
     changed: Sequence[str],
-    where: ColumnElement[bool] | None = None,
+    where: ColumnElement[bool] | Callable[[_Excluded], ColumnElement[bool]] | None = None,
 ) -> None:
-    """INSERT … ON CONFLICT (keys) DO UPDATE SET changed [WHERE where]; both dialects spell it alike."""
+    """INSERT … ON CONFLICT (keys) DO UPDATE SET changed [WHERE where]; both dialects spell it alike.
+
+    `where` may be a function of the `excluded` row (the one being inserted).
+    """
     if not rows:
         return
     dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
@@ -509,7 +608,7 @@ def _upsert(
     stmt = stmt.on_conflict_do_update(
         index_elements=[table.c[key] for key in keys],
         set_={name: stmt.excluded[name] for name in changed},
-        where=where,
+        where=where(stmt.excluded) if callable(where) else where,
     )
     conn.execute(stmt, rows)
 

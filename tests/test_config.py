@@ -609,3 +609,111 @@ def test_duplicate_names_are_refused_when_built_in_python_too() -> None:
 
     with pytest.raises(ValidationError, match="duplicate component name 'llvm-pin'"):
         SluiceConfig(components=(llvm, llvm))
+
+
+# --- resolver and auto_resolve ----------------------------------------------------------------------------
+
+
+def test_the_resolver_is_off_and_everything_may_be_auto_resolved_by_default() -> None:
+    config = SluiceConfig()
+
+    assert config.resolver.command == ()
+    assert config.resolver.timeout_seconds == 120
+    assert config.auto_resolve.exclude == ()
+    assert config.auto_resolve_allowed("cmake/llvm-hash.txt")
+
+
+def test_resolver_and_auto_resolve_are_read_as_written() -> None:
+    config = parse_config(
+        "resolver:\n"
+        "  command: [/opt/agents/resolve, --model, large, '--prompt=keep fork semantics']\n"
+        "  timeout_seconds: 600\n"
+        "auto_resolve:\n"
+        "  exclude: ['cmake/**', 'third_party/tlx/', '*.td']\n"
+    )
+
+    assert config.resolver.command == (
+        "/opt/agents/resolve",
+        "--model",
+        "large",
+        "--prompt=keep fork semantics",
+    )
+    assert config.resolver.timeout_seconds == 600
+    assert config.auto_resolve.exclude == ("cmake/**", "third_party/tlx/", "*.td")
+    assert parse_config(yaml.safe_dump(config.model_dump(mode="json"))) == config
+    assert config.digest() != SluiceConfig().digest()
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("cmake/llvm-hash.txt", False),
+        ("third_party/tlx/language/tlx/core.py", False),
+        ("include/triton/Dialect/TritonGPU/IR/TritonGPUOps.td", False),  # `*.td` at any depth
+        ("lib/Dialect/TritonGPU/Transforms/Pipeliner/Schedule.cpp", True),
+        ("third_party/tlxx/a.py", True),
+        ("python/triton/language/core.py", True),
+    ],
+)
+def test_auto_resolve_allowed_outside_the_excluded_globs(path: str, allowed: bool) -> None:
+    config = parse_config("auto_resolve:\n  exclude: ['cmake/**', 'third_party/tlx/', '*.td']\n")
+
+    assert config.auto_resolve_allowed(path) is allowed
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "resolver:\n  command: claude-resolve --json\n  timeout_seconds: 0\n",
+            [
+                ("resolver.command", 2, "expected a list of arguments"),
+                ("resolver.timeout_seconds", 3, "at least 1"),
+            ],
+            id="a-command-line-string-and-no-time",
+        ),
+        pytest.param(
+            "\nresolver:\n  command:\n    - agent\n    - ''\n    - 3\n  timeout_seconds: 7200\n",
+            [
+                ("resolver.command.1", 5, "must not be empty"),
+                ("resolver.command.2", 6, "expected a string, got an integer"),
+                ("resolver.timeout_seconds", 7, "must be at most 3600, got 7200"),
+            ],
+            id="bad-arguments-and-too-long",
+        ),
+        pytest.param(
+            "resolver:\n  timeout_seconds: 1.5\n  shell: true\n",
+            [
+                ("resolver.timeout_seconds", 2, "expected an integer"),
+                ("resolver.shell", 3, "unknown key 'shell'"),
+            ],
+            id="fractional-timeout-and-unknown-key",
+        ),
+        pytest.param(
+            "auto_resolve:\n  exclude: ['../cmake/**', 'lib\\\\x']\n  exlude: []\n",
+            [
+                ("auto_resolve.exclude.0", 2, "'.' or '..' segments"),
+                ("auto_resolve.exclude.1", 2, "paths use '/'"),
+                ("auto_resolve.exlude", 3, "did you mean 'exclude'?"),
+            ],
+            id="bad-globs-and-a-typo",
+        ),
+        pytest.param("auto_resolve: [cmake/**]\n", [("auto_resolve", 1, "expected a mapping")], id="a-list"),
+    ],
+)
+def test_resolver_and_auto_resolve_problems_have_fields_and_lines(
+    text: str, expected: list[tuple[str, int, str]]
+) -> None:
+    problems = check_config(text, filename="sluice.yml")
+
+    assert [(p.field, p.line) for p in problems] == [(field, line) for field, line, _ in expected]
+    for problem, (_, _, message) in zip(problems, expected, strict=True):
+        assert message in problem.message
+
+
+@pytest.mark.parametrize("doc", [DOCS, DOCS.parent.parent / "README.md"], ids=lambda p: p.name)
+def test_the_documented_default_file_spells_out_every_section(doc: Path) -> None:
+    block = re.search(r"<!-- default-config -->\n```yaml\n(.*?)```", doc.read_text(), re.DOTALL)
+    assert block is not None
+
+    assert list(yaml.safe_load(block.group(1))) == list(SluiceConfig.model_fields)

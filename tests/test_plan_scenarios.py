@@ -203,7 +203,7 @@ def test_replacing_a_line_the_fork_replaced_is_a_hunk_overlap(
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     reasons = reasons_of(plan, change)
     assert reasons["patch-stack-hunk"] == "docs/a.md"
-    assert reasons["predicted-conflict"] == "conflicts with fork trunk in docs/a.md"
+    assert reasons["predicted-conflict"] == "needs a human against fork trunk in docs/a.md"
     assert reasons["patch-stack-file"] == "docs/a.md"
 
 

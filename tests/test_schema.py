@@ -14,12 +14,12 @@ from tests.scenarios import CPP_PASS, Scenario
 SCHEMA = Path(__file__).parent.parent / "docs" / "plan.schema.json"
 
 
-def test_committed_schema_matches_the_code(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["schema"]) == 0
+@pytest.mark.parametrize("output", ["plan", "pick"])
+def test_committed_schema_matches_the_code(capsys: pytest.CaptureFixture[str], output: str) -> None:
+    assert main(["schema", output]) == 0
     emitted = capsys.readouterr().out
-    assert emitted == SCHEMA.read_text(), (
-        "the plan schema changed: bump Plan.schema_version and commit the schema"
-    )
+    committed = (SCHEMA.parent / f"{output}.schema.json").read_text()
+    assert emitted == committed, f"the {output} schema changed: bump its schema_version and commit the schema"
 
 
 def test_plan_output_validates_against_the_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

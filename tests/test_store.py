@@ -31,12 +31,14 @@ from bot.models import (
 from bot.store import (
     DEFAULT_URL_ENV,
     DispositionRecord,
+    ResolutionSource,
     Store,
     StoredChain,
     chains,
     default_database_url,
     metadata,
     normalise_url,
+    resolutions,
 )
 
 FORK = "acme/triton"
@@ -44,8 +46,8 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0001_plans_chains_dispositions"
-TABLES = ["alembic_version", "chain_members", "chains", "dispositions", "plans"]
+HEAD_REVISION = "0002_resolutions"
+TABLES = ["alembic_version", "chain_members", "chains", "dispositions", "plans", "resolutions"]
 
 A, B, C, D, E, F = (letter * 40 for letter in "abcdef")
 X = "9" * 40  # an upstream commit the fork had before any plan
@@ -408,3 +410,88 @@ def test_open_without_url_uses_the_env_var(monkeypatch: pytest.MonkeyPatch, data
 
 def test_ping(store: Store) -> None:
     assert store.ping() is True
+
+
+# Remembered resolutions
+
+KEY, KEY2 = "1" * 64, "2" * 64
+
+
+def remember(
+    store: Store,
+    key: str,
+    lines: tuple[str, ...],
+    *,
+    at: datetime,
+    by: str = "alice",
+    source: ResolutionSource = ResolutionSource.HUMAN,
+    fork_key: str = FORK,
+) -> None:
+    store.remember_resolution(
+        fork_key,
+        key,
+        lines,
+        path="lib/Dialect/TritonGPU/Transforms/Pipeliner/Schedule.cpp",
+        recorded_by=by,
+        upstream_sha=A,
+        fork_sha=B,
+        at=at,
+        source=source,
+    )
+
+
+def test_resolutions_round_trip_losslessly(store: Store, database_url: str) -> None:
+    lines = ("", "  // héllo, 世界  ", "\ttabs\tand \\ backslashes", '"quotes"', "trailing space ", "")
+    remember(store, KEY, lines, at=AT)
+    remember(store, KEY2, (), at=AT)
+
+    assert store.resolutions(FORK, [KEY, KEY2, "3" * 64]) == {KEY: lines, KEY2: ()}
+    assert store.resolutions(FORK, []) == {}
+    assert store.resolutions(OTHER_FORK, [KEY]) == {}
+    with raw_connection(database_url) as conn:
+        row = conn.execute(select(resolutions).where(resolutions.c.key == KEY)).one()
+    assert (row.path, row.source, row.recorded_by, row.upstream_sha, row.fork_sha) == (
+        "lib/Dialect/TritonGPU/Transforms/Pipeliner/Schedule.cpp",
+        "human",
+        "alice",
+        A,
+        B,
+    )
+
+
+def test_the_latest_human_resolution_wins(store: Store) -> None:
+    remember(store, KEY, ("first",), at=AT, by="alice")
+    remember(store, KEY, ("second",), at=AT2, by="bob")
+    remember(store, KEY, ("replayed, older",), at=AT, by="carol")
+
+    assert store.resolutions(FORK, [KEY]) == {KEY: ("second",)}
+
+
+def test_a_proposal_never_replaces_a_human_resolution(store: Store) -> None:
+    remember(store, KEY, ("human",), at=AT)
+    remember(store, KEY, ("agent",), at=AT3, by="sluice[bot]", source=ResolutionSource.PROPOSED)
+    remember(store, KEY2, ("agent",), at=AT3, by="sluice[bot]", source=ResolutionSource.PROPOSED)
+
+    assert store.resolutions(FORK, [KEY, KEY2]) == {KEY: ("human",)}  # proposals are not replayed
+    proposals = store.resolutions(FORK, [KEY, KEY2], sources=[ResolutionSource.PROPOSED])
+    assert proposals == {KEY2: ("agent",)}
+
+
+def test_a_human_resolution_replaces_a_proposal_whatever_its_time(store: Store) -> None:
+    remember(store, KEY, ("agent",), at=AT3, by="sluice[bot]", source=ResolutionSource.PROPOSED)
+    remember(store, KEY, ("human",), at=AT, by="alice")
+
+    assert store.resolutions(FORK, [KEY]) == {KEY: ("human",)}
+
+
+def test_many_keys_are_looked_up_in_chunks(store: Store) -> None:
+    keys = [f"{n:064x}" for n in range(1200)]
+    for key in keys[::100]:
+        remember(store, key, (key[-4:],), at=AT)
+
+    assert store.resolutions(FORK, keys) == {key: (key[-4:],) for key in keys[::100]}
+
+
+def test_remember_resolution_rejects_naive_timestamps(store: Store) -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        remember(store, KEY, ("x",), at=datetime(2025, 3, 3, 9, 0))

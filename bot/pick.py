@@ -1,0 +1,376 @@
+"""Apply upstream commits onto a ref without a work tree, resolving only mechanical conflicts.
+
+Per commit: a three-way merge on trees (`git merge-tree`), then, for each conflicted file, `git merge-file
+--diff3` on the three blobs and the pure classifier in `bot.conflicts`. A file is resolved by a mechanical
+rule, by a resolution a human made before for the same conflict, or (when configured) proposed by the
+resolver hook; anything else needs a human, and then no ref is written at all.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot import conflicts, rerere
+from bot.config import SluiceConfig, Strategy
+from bot.conflicts import ConflictClass, FileVerdict
+from bot.gitio import GitRepo, MergeResult, Plumbing, Stage
+from bot.models import (
+    CommitInfo,
+    CommitReport,
+    FileEvidence,
+    FileReport,
+    HunkReport,
+    PickReport,
+    PickStatus,
+)
+from bot.resolver_hook import ResolverOutcome, ResolverRequest, run_resolver
+
+Recall = Callable[[Iterable[str]], Mapping[str, tuple[str, ...]]]
+SUBMODULE_OR_LINK = ("160000", "120000")
+
+
+def _nothing_remembered(keys: Iterable[str]) -> Mapping[str, tuple[str, ...]]:
+    return {}
+
+
+@dataclass
+class _FileOutcome:
+    """One conflicted file: its verdict, and the text that resolves it (if any) and how."""
+
+    verdict: FileVerdict
+    stage: Stage | None  # our side's mode and blob, for writing the resolution
+    text: str | None = None
+    how: str | None = None  # rule names, "reused" or "proposed"
+    reused_keys: tuple[str, ...] = ()
+    evidence: FileEvidence | None = None
+    hook: ResolverOutcome | None = None
+
+
+@dataclass
+class StepResult:
+    report: CommitReport
+    tree: str | None
+    rules: list[str] = field(default_factory=list)
+
+
+class Picker:
+    """Applies upstream commits one by one on top of a head; pure decisions come from `bot.conflicts`."""
+
+    def __init__(
+        self,
+        repo: GitRepo,
+        config: SluiceConfig,
+        *,
+        recall: Recall = _nothing_remembered,
+        use_resolver: bool = True,
+        evidence: bool = True,
+    ) -> None:
+        self.repo = repo
+        self.git = Plumbing(repo)
+        self.config = config
+        self.recall = recall
+        self.use_resolver = use_resolver and bool(config.resolver.command)
+        # Planning only needs to know whether a human is needed: no blame, no search for API users.
+        self.with_evidence = evidence
+
+    def step(self, head: str, tree: str, commit: CommitInfo, *, strategy: Strategy) -> StepResult:
+        """Merge one upstream commit onto (`head`, `tree`); `head` is the commit whose history blame reads."""
+        if strategy is Strategy.MERGE:
+            result = self.git.merge(head, commit.sha)
+        else:
+            ours = self.repo.write_commit(
+                tree, [commit.parents[0]], "sluice: pick", timestamp=commit.committer_time
+            )
+            result = self.git.merge(ours, commit.sha)
+        if result.clean:
+            return StepResult(
+                CommitReport(
+                    upstream=commit.sha, subject=commit.subject, status=PickStatus.CLEAN, tree=result.tree
+                ),
+                result.tree,
+            )
+        with tempfile.TemporaryDirectory(prefix="sluice-pick-") as tmp:
+            outcomes = [
+                self._file(path, stages, commit, head, Path(tmp))
+                for path, stages in sorted(result.stages.items())
+            ]
+            return self._finish(commit, result, outcomes, Path(tmp))
+
+    def _finish(
+        self, commit: CommitInfo, result: MergeResult, outcomes: list[_FileOutcome], tmp: Path
+    ) -> StepResult:
+        files = tuple(_file_report(o) for o in outcomes)
+        if any(o.text is None for o in outcomes):
+            return StepResult(
+                CommitReport(
+                    upstream=commit.sha,
+                    subject=commit.subject,
+                    status=PickStatus.NEEDS_HUMAN,
+                    tree=None,
+                    files=files,
+                ),
+                None,
+            )
+        entries = {
+            o.verdict.path: Stage(mode=o.stage.mode, oid=self.git.write_blob(o.text.encode()))
+            for o in outcomes
+            if o.stage is not None and o.text is not None
+        }
+        tree = self.git.replace_in_tree(result.tree, entries, workdir=tmp)
+        proposed = any(o.how == "proposed" for o in outcomes)
+        status = PickStatus.PROPOSED if proposed else PickStatus.AUTO_RESOLVED
+        rules = sorted({how for o in outcomes for how in (o.how or "").split(",") if how})
+        report = CommitReport(
+            upstream=commit.sha, subject=commit.subject, status=status, tree=tree, files=files
+        )
+        return StepResult(report, tree, rules)
+
+    def _file(
+        self, path: str, stages: Mapping[int, Stage], commit: CommitInfo, head: str, tmp: Path
+    ) -> _FileOutcome:
+        problem = _unmergeable_reason(stages)
+        if problem is None:
+            blobs = self.repo.blobs(stages[i].oid for i in (1, 2, 3))
+            texts = [blobs.get(stages[i].oid, b"") for i in (1, 2, 3)]
+            if any(b"\0" in t for t in texts):
+                problem = "binary file changed on both sides"
+        if problem is not None:
+            outcome = _FileOutcome(verdict=conflicts.unmergeable(path, problem), stage=None)
+        else:
+            outcome = self._classify(path, stages, texts, head, tmp, upstream_sha=commit.sha)
+        outcome.evidence = (
+            self._evidence(path, outcome.verdict, commit, head)
+            if self.with_evidence
+            else FileEvidence(upstream=commit.sha, blame=(), component=None, symbol=None)
+        )
+        return outcome
+
+    def _classify(
+        self,
+        path: str,
+        stages: Mapping[int, Stage],
+        texts: list[bytes],
+        head: str,
+        tmp: Path,
+        *,
+        upstream_sha: str,
+    ) -> _FileOutcome:
+        base, ours, theirs = (t.decode("utf-8", "replace") for t in texts)
+        merged, _ = self.git.merge_file(texts[0], texts[1], texts[2], workdir=tmp)
+        symbols = conflicts.api_symbols(path, base=base, theirs=theirs) if self.with_evidence else ()
+        uses = {symbol: self._uses(head, symbol) for symbol in symbols}
+        verdict = conflicts.classify_file(
+            path,
+            base=base,
+            ours=ours,
+            theirs=theirs,
+            merged=merged,
+            uses={s: u for s, u in uses.items() if u},
+            auto_resolve=self.config.auto_resolve_allowed(path),
+        )
+        outcome = _FileOutcome(verdict=verdict, stage=stages[2])
+        if verdict.resolved is not None:
+            outcome.text, outcome.how = verdict.resolved, ",".join(r.value for r in verdict.rules)
+            return outcome
+        remembered, used = rerere.apply(
+            merged, self.recall([conflicts.key_of(h.hunk) for h in verdict.hunks])
+        )
+        if remembered is not None and conflicts.check_resolution(path, remembered, reference=ours) is None:
+            outcome.text, outcome.how, outcome.reused_keys = remembered, "reused", used
+            return outcome
+        if self.use_resolver and verdict.cls is not ConflictClass.UNKNOWN:
+            outcome.hook = self._ask_resolver(
+                path, base, ours, theirs, merged, verdict, upstream_sha=upstream_sha
+            )
+            if outcome.hook.status == "proposed":
+                outcome.text, outcome.how = outcome.hook.text, "proposed"
+        return outcome
+
+    def _uses(self, head: str, symbol: str) -> list[conflicts.Use]:
+        """Fork lines that use a symbol, found by its last name component (`ns::Cls::f`, `mod.f` -> `f`)."""
+        word = symbol.split("::")[-1].split(".")[-1]
+        return [conflicts.Use(path=p, line=n, text=t) for p, n, t in self.git.grep_word(head, word)]
+
+    def _ask_resolver(
+        self,
+        path: str,
+        base: str,
+        ours: str,
+        theirs: str,
+        merged: str,
+        verdict: FileVerdict,
+        *,
+        upstream_sha: str,
+    ) -> ResolverOutcome:
+        request = ResolverRequest.model_validate(
+            {
+                "path": path,
+                "upstream_sha": upstream_sha,
+                "base": base,
+                "ours": ours,
+                "theirs": theirs,
+                "merged": merged,
+                "class": verdict.cls.value,
+                "evidence": [h.evidence for h in verdict.hunks],
+            }
+        )
+        return run_resolver(
+            self.config.resolver.command,
+            request,
+            timeout=self.config.resolver.timeout_seconds,
+            check=lambda p, text: conflicts.check_resolution(p, text, reference=ours),
+        )
+
+    def _evidence(self, path: str, verdict: FileVerdict, commit: CommitInfo, head: str) -> FileEvidence:
+        blame: list[str] = []
+        for h in verdict.hunks:
+            start = max(h.hunk.line, 1)
+            end = start + max(len(h.hunk.ours), 1) - 1
+            blame += [s for s in self.git.blame(head, path, start, end) if s not in blame]
+        component = self.config.component_for(path)
+        symbol = next((h.symbol for h in verdict.hunks if h.symbol), None)
+        return FileEvidence(
+            upstream=commit.sha,
+            blame=tuple(blame),
+            component=component.name if component else None,
+            symbol=symbol,
+        )
+
+
+def _unmergeable_reason(stages: Mapping[int, Stage]) -> str | None:
+    if 1 not in stages:
+        return "added on both sides with different contents"
+    if 2 not in stages:
+        return "deleted (or renamed) on fork trunk, modified upstream"
+    if 3 not in stages:
+        return "modified on fork trunk, deleted (or renamed) upstream"
+    modes = {s.mode for s in stages.values()}
+    if len(modes) > 1:
+        return f"file mode changed ({', '.join(sorted(modes))})"
+    if modes & set(SUBMODULE_OR_LINK):
+        return "a submodule or symbolic link changed on both sides"
+    return None
+
+
+def _file_report(outcome: _FileOutcome) -> FileReport:
+    verdict = outcome.verdict
+    reused = set(outcome.reused_keys)
+    hunks = tuple(
+        HunkReport(
+            line=h.hunk.line,
+            cls=h.cls.value,
+            rule=h.rule.value if h.rule else None,
+            symbol=h.symbol,
+            evidence=h.evidence,
+            key=conflicts.key_of(h.hunk),
+            reused=conflicts.key_of(h.hunk) in reused,
+        )
+        for h in verdict.hunks
+    )
+    reason = verdict.reason
+    if outcome.hook is not None:
+        reason = f"{reason}; resolver {outcome.hook.status}: {outcome.hook.explanation}"
+    assert outcome.evidence is not None
+    return FileReport(
+        path=verdict.path,
+        cls=verdict.cls.value,
+        resolved=outcome.text is not None,
+        rule=outcome.how,
+        reason=reason,
+        hunks=hunks,
+        evidence=outcome.evidence,
+    )
+
+
+TRAILER_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*: |^[ \t]")
+
+
+def with_trailers(message: str, trailers: Sequence[tuple[str, str]]) -> str:
+    """Append trailers, joining the message's own trailer block when it ends with one (as git does)."""
+    body = message.rstrip("\n")
+    added = "\n".join(f"{key}: {value}" for key, value in trailers)
+    head, _, last = body.rpartition("\n\n")
+    if head and last and all(TRAILER_LINE.match(line) for line in last.splitlines()):
+        return f"{body}\n{added}\n"
+    return f"{body}\n\n{added}\n"
+
+
+def commit_message(commit: CommitInfo, rules: Sequence[str]) -> str:
+    """The upstream message with `Upstream-Commit` and one `Sluice-Resolution` trailer per rule used."""
+    return with_trailers(
+        commit.message, [("Upstream-Commit", commit.sha), *(("Sluice-Resolution", r) for r in rules)]
+    )
+
+
+@dataclass(frozen=True)
+class PickRequest:
+    onto: str  # full SHA of the commit to build on
+    commits: tuple[CommitInfo, ...]
+    strategy: Strategy
+    dry_run: bool
+    branch: str | None
+    branch_old: str | None  # where the branch is now (None: it does not exist), for a compare-and-swap
+    now: int
+
+
+def run_pick(picker: Picker, request: PickRequest) -> PickReport:
+    """Apply every commit; write the branch only when all of them applied (never half-written)."""
+    git = picker.git
+    head, tree = request.onto, picker.repo.tree_of(request.onto)
+    blocked = False
+    reports: list[CommitReport] = []
+    for commit in request.commits:
+        step = picker.step(head, tree, commit, strategy=request.strategy)
+        blocked = blocked or step.tree is None
+        if step.tree is None or blocked:
+            reports.append(step.report)
+            continue
+        tree = step.tree
+        parents = [head, commit.sha] if request.strategy is Strategy.MERGE else [head]
+        head = git.commit(tree, parents, commit_message(commit, step.rules), author=commit, at=request.now)
+        reports.append(step.report.model_copy(update={"commit": None if request.dry_run else head}))
+    written = not blocked and not request.dry_run and request.branch is not None
+    if written:
+        assert request.branch is not None
+        git.update_branch(request.branch, head, old=request.branch_old)
+    return PickReport(
+        onto=request.onto,
+        strategy=request.strategy.value,
+        dry_run=request.dry_run,
+        branch=request.branch,
+        head=head if written else None,
+        commits=tuple(reports),
+    )
+
+
+def learn_resolutions(
+    picker: Picker, upstream: CommitInfo, resolved: CommitInfo
+) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """What a human's resolution commit teaches: {conflict key: (path, lines)} for each block it resolved.
+
+    `resolved` is the fork commit that carries `upstream` picked by hand onto its first parent.
+    """
+    onto = resolved.parents[0]
+    ours = picker.repo.write_commit(
+        picker.repo.tree_of(onto), [upstream.parents[0]], "sluice: learn", timestamp=upstream.committer_time
+    )
+    result = picker.git.merge(ours, upstream.sha)
+    learned: dict[str, tuple[str, tuple[str, ...]]] = {}
+    with tempfile.TemporaryDirectory(prefix="sluice-learn-") as tmp:
+        for path, stages in sorted(result.stages.items()):
+            if _unmergeable_reason(stages) is not None:
+                continue
+            blobs = picker.repo.blobs(stages[i].oid for i in (1, 2, 3))
+            merged, _ = picker.git.merge_file(
+                *(blobs.get(stages[i].oid, b"") for i in (1, 2, 3)), workdir=Path(tmp)
+            )
+            final = picker.repo.read_file(resolved.sha, path)
+            if final is None:
+                continue
+            for key, lines in rerere.learn(merged, final.decode("utf-8", "replace")).items():
+                learned[key] = (path, lines)
+    return learned

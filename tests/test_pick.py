@@ -1,0 +1,231 @@
+"""`sluice pick` on real repositories: statuses, trailers, atomic branches, memory, resolver, bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from tests.scenarios import Scenario
+
+INCLUDES = '#include "a.h"\n#include "c.h"\n\nint main() { return 0; }\n'
+PY = "def load(ptr):\n    x = ptr + 1\n    return x\n"
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Scenario:
+    s = Scenario(tmp_path)
+    s.upstream(
+        "Initial import (#1)", {"lib/Tool.cpp": INCLUDES, "python/triton/core.py": PY, "docs/a.md": "a\n"}
+    )
+    s.fork_here()
+    return s
+
+
+def pick(s: Scenario, capsys, *shas: str, extra: tuple[str, ...] = ()) -> tuple[int, dict | str, str]:
+    argv = [
+        "pick",
+        "--repo",
+        str(s.path),
+        "--onto",
+        "main",
+        "--upstream",
+        "upstream/main",
+        "--no-record",
+        *extra,
+    ]
+    code = main([*argv, "--json", *shas])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.startswith("{") else out), err
+
+
+def statuses(report: dict) -> list[str]:
+    return [c["status"] for c in report["commits"]]
+
+
+def test_clean_pick_writes_the_branch_with_author_and_trailers(scenario: Scenario, capsys) -> None:
+    up = scenario.upstream("[DOCS] More (#2)", {"docs/a.md": "a\nb\n"})
+    code, report, _ = pick(scenario, capsys, up, extra=("--branch", "ingest/1"))
+    assert code == 0 and statuses(report) == ["clean"]
+    head = report["head"]
+    assert scenario.git("rev-parse", "ingest/1") == head == report["commits"][0]["commit"]
+    assert scenario.git("log", "-1", "--format=%an <%ae>", head) == "Upstream Dev <dev@upstream.example>"
+    assert scenario.git("log", "-1", "--format=%(trailers:key=Upstream-Commit,valueonly)", head).strip() == up
+    assert scenario.git("show", f"{head}:docs/a.md") == "a\nb"
+    assert scenario.git("rev-parse", f"{head}^") == scenario.git("rev-parse", "main")
+
+
+def test_mechanical_conflict_is_resolved_by_a_named_rule(scenario: Scenario, capsys) -> None:
+    scenario.fork(
+        "[TLX] include tlx", {"lib/Tool.cpp": INCLUDES.replace('"a.h"\n', '"a.h"\n#include "b_tlx.h"\n')}
+    )
+    up = scenario.upstream(
+        "[BUILD] include b (#3)", {"lib/Tool.cpp": INCLUDES.replace('"a.h"\n', '"a.h"\n#include "b.h"\n')}
+    )
+    code, report, _ = pick(scenario, capsys, up)
+    assert code == 0 and statuses(report) == ["auto_resolved"]
+    (file,) = report["commits"][0]["files"]
+    assert (file["path"], file["class"], file["resolved"], file["rule"]) == (
+        "lib/Tool.cpp",
+        "mechanical",
+        True,
+        "include-union",
+    )
+    head = report["head"]
+    assert scenario.git("show", f"{head}:lib/Tool.cpp").startswith(
+        '#include "a.h"\n#include "b.h"\n#include "b_tlx.h"'
+    )
+    assert "Sluice-Resolution: include-union" in scenario.git("log", "-1", "--format=%B", head)
+    assert "<<<<<<<" not in scenario.git("show", f"{head}:lib/Tool.cpp")
+
+
+def test_a_commit_that_needs_a_human_writes_no_ref_at_all(scenario: Scenario, capsys) -> None:
+    scenario.fork("[TLX] offset", {"python/triton/core.py": PY.replace("ptr + 1", "ptr + 2")})
+    clean = scenario.upstream("[DOCS] More (#4)", {"docs/a.md": "a\nb\n"})
+    clash = scenario.upstream(
+        "[FRONTEND] offset (#5)", {"python/triton/core.py": PY.replace("ptr + 1", "ptr * 4")}
+    )
+    code, report, _ = pick(scenario, capsys, clean, clash, extra=("--branch", "ingest/2"))
+    assert code == 1
+    assert statuses(report) == ["clean", "needs_human"]
+    file = report["commits"][1]["files"][0]
+    assert (file["class"], file["resolved"]) == ("semantic", False)
+    assert file["evidence"]["upstream"] == clash
+    assert file["evidence"]["blame"] == [scenario.git("rev-parse", "main")]
+    assert report["head"] is None
+    assert scenario.git("branch", "--list", "ingest/2") == ""
+
+
+def test_dry_run_writes_nothing(scenario: Scenario, capsys) -> None:
+    up = scenario.upstream("[DOCS] More (#6)", {"docs/a.md": "a\nb\n"})
+    before = scenario.git("for-each-ref")
+    code, report, _ = pick(scenario, capsys, up, extra=("--dry-run", "--branch", "ingest/3"))
+    assert code == 0 and statuses(report) == ["clean"] and report["head"] is None
+    assert report["commits"][0]["tree"] and report["commits"][0]["commit"] is None
+    assert scenario.git("for-each-ref") == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["0123456789abcdef0123"], "unknown ref"),
+        (["not-a-sha"], "not a commit SHA"),
+        (["--branch=--force", "{up}"], "not a valid git ref name"),
+        (["--branch=../../etc", "{up}"], "not a valid git ref name"),
+        (["{fork}"], "is not an upstream commit"),
+        (["{taken}"], "is already ingested (trailer in"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_no_ref(
+    scenario: Scenario, capsys, args: list[str], message: str
+) -> None:
+    taken = scenario.upstream("[DOCS] Taken (#7)", {"docs/a.md": "a\nt\n"})
+    up = scenario.upstream("[DOCS] Up (#8)", {"docs/b.md": "b\n"})
+    scenario.pick(taken, how="trailer")
+    fork = scenario.fork("[TLX] own", {"third_party/tlx/x.py": "x = 1\n"})
+    before = scenario.git("for-each-ref")
+    argv = [a.format(up=up, fork=fork, taken=taken) for a in args]
+    code = main(["pick", "--repo", str(scenario.path), "--onto", "main", "--no-record", *argv])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert message in err
+    assert scenario.git("for-each-ref") == before
+
+
+def test_existing_branch_is_not_replaced_without_force(scenario: Scenario, capsys) -> None:
+    up = scenario.upstream("[DOCS] More (#9)", {"docs/a.md": "a\nb\n"})
+    scenario.git("branch", "ingest/4", "main")
+    code, _, err = pick(scenario, capsys, up, extra=("--branch", "ingest/4"))
+    assert code == 2 and "exists" in err
+    code, report, _ = pick(scenario, capsys, up, extra=("--branch", "ingest/4", "--force"))
+    assert code == 0 and scenario.git("rev-parse", "ingest/4") == report["head"]
+
+
+def test_a_human_resolution_is_remembered_and_reused(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    db = f"sqlite:///{tmp_path / 'sluice.db'}"
+    scenario.fork("[TLX] offset", {"python/triton/core.py": PY.replace("ptr + 1", "ptr + 2")})
+    clash = scenario.upstream(
+        "[FRONTEND] offset (#10)", {"python/triton/core.py": PY.replace("ptr + 1", "ptr * 4")}
+    )
+    onto = scenario.git("rev-parse", "main")
+    # The human resolves the pick by hand on fork trunk.
+    human = scenario.fork(
+        "[FRONTEND] offset (#10), resolved", {"python/triton/core.py": PY.replace("ptr + 1", "ptr * 4 + 2")}
+    )
+    assert (
+        main(
+            [
+                "remember",
+                "--repo",
+                str(scenario.path),
+                "--fork",
+                "main",
+                "--upstream-commit",
+                clash,
+                "--resolution",
+                human,
+                "--by",
+                "alice",
+                "--database",
+                db,
+            ]
+        )
+        == 0
+    )
+    assert "remembered 1 resolved conflict" in capsys.readouterr().out
+    # Re-picking the same commit onto the same base (as bisection does) reuses it.
+    scenario.git("branch", "bisect-base", onto)
+    code = main(
+        [
+            "pick",
+            "--repo",
+            str(scenario.path),
+            "--onto",
+            "bisect-base",
+            "--upstream",
+            "upstream/main",
+            "--database",
+            db,
+            "--json",
+            "--branch",
+            "bisect/1",
+            clash,
+        ]
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and statuses(report) == ["auto_resolved"]
+    file = report["commits"][0]["files"][0]
+    assert (file["rule"], file["hunks"][0]["reused"]) == ("reused", True)
+    assert scenario.git("show", f"{report['head']}:python/triton/core.py") == PY.replace(
+        "ptr + 1", "ptr * 4 + 2"
+    ).rstrip("\n")
+    assert "Sluice-Resolution: reused" in scenario.git("log", "-1", "--format=%B", report["head"])
+
+
+RESOLVER = """
+import json, sys
+request = json.load(sys.stdin)
+text = request["ours"].replace("ptr + 2", "ptr * 4 + 2")
+print(json.dumps({"resolution": text, "explanation": "kept both"}))
+"""
+
+
+def test_resolver_hook_proposes_and_the_proposal_is_marked(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    script = tmp_path / "resolver.py"
+    script.write_text(RESOLVER)
+    config = tmp_path / "sluice.yml"
+    config.write_text(f"resolver:\n  command: [{json.dumps(sys.executable)}, {json.dumps(str(script))}]\n")
+    scenario.fork("[TLX] offset", {"python/triton/core.py": PY.replace("ptr + 1", "ptr + 2")})
+    clash = scenario.upstream(
+        "[FRONTEND] offset (#11)", {"python/triton/core.py": PY.replace("ptr + 1", "ptr * 4")}
+    )
+    code, report, _ = pick(scenario, capsys, clash, extra=("--config", str(config)))
+    assert code == 0 and statuses(report) == ["proposed"]
+    file = report["commits"][0]["files"][0]
+    assert (file["class"], file["rule"]) == ("semantic", "proposed")
+    assert "Sluice-Resolution: proposed" in scenario.git("log", "-1", "--format=%B", report["head"])
