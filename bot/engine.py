@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypedDict
 
 from bot import symbols
 from bot.analysis import distinctive, normalise_line
@@ -92,13 +94,16 @@ def take_snapshot(
     progress(
         f"recognising ingested commits among {len(candidates)} upstream and {len(fork_commits)} fork commits"
     )
-    recognised = recognise(
-        candidates,
-        fork_commits,
-        upstream_patch_ids=repo.patch_ids(stdin_shas=[c.sha for c in candidates]),
-        fork_patch_ids=repo.patch_ids(fork_head, "--not", upstream_head),
-        config=config,
-    )
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the two patch-id pipelines run side by side
+        upstream_ids = pool.submit(repo.patch_ids, stdin_shas=[c.sha for c in candidates])
+        fork_ids = repo.patch_ids(fork_head, "--not", upstream_head)
+        recognised = recognise(
+            candidates,
+            fork_commits,
+            upstream_patch_ids=upstream_ids.result(),
+            fork_patch_ids=fork_ids,
+            config=config,
+        )
     missing = frozenset(c.sha for c in candidates)
     stack = len(patch_stack_of(fork_commits, recognised))
     status = stream_status(
@@ -216,42 +221,57 @@ def analyse_pending(
     position = {sha: i for i, (sha, _) in enumerate(snapshot.stream)}
     first = infos[pending[0]]
     since = ("--not", first.parents[0]) if first.parents else ()
-    progress(f"reading the diffs of {len(pending)} pending upstream commits")
-    stream_patches = repo.range_patches("--first-parent", "--reverse", snapshot.upstream_head, *since)
-    own = annotate_symbols(repo, {sha: stream_patches[sha] for sha in pending})
-    progress("measuring the patch stack")
-    footprint = patch_stack_footprint(repo, snapshot, (f.path for files in own.values() for f in files))
-    commits = [UpstreamCommit(info=infos[sha], position=position[sha], files=own[sha]) for sha in pending]
-    commits = predict_conflicts(repo, snapshot.fork_head, commits, config=config, progress=progress)
-    return PendingAnalysis(
-        commits=tuple(commits), stream_patches=tuple(stream_patches.items()), footprint=footprint
+    # Conflict prediction mostly waits on `git merge-tree`; the diffs and symbols are Python work.
+    # Running them side by side uses both cores.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        predicted = pool.submit(
+            predict_conflicts,
+            repo,
+            snapshot.fork_head,
+            [infos[s] for s in pending],
+            config=config,
+            progress=progress,
+        )
+        stream_patches = repo.range_patches("--first-parent", "--reverse", snapshot.upstream_head, *since)
+        own = annotate_symbols(repo, {sha: stream_patches[sha] for sha in pending})
+        footprint = patch_stack_footprint(repo, snapshot, (f.path for files in own.values() for f in files))
+        conflicts = predicted.result()
+    commits = tuple(
+        UpstreamCommit(info=infos[sha], position=position[sha], files=own[sha], **conflicts[sha])
+        for sha in pending
     )
+    return PendingAnalysis(commits=commits, stream_patches=tuple(stream_patches.items()), footprint=footprint)
+
+
+class PredictedConflicts(TypedDict):
+    conflict_files: tuple[str, ...]
+    resolved_files: tuple[str, ...]
+    conflict_checked: bool
 
 
 def predict_conflicts(
     repo: GitRepo,
     fork_head: str,
-    commits: Sequence[UpstreamCommit],
+    commits: Sequence[CommitInfo],
     *,
     config: SluiceConfig,
     progress: Progress = _quiet,
-) -> list[UpstreamCommit]:
+) -> dict[str, PredictedConflicts]:
     """Pick each commit onto fork trunk plus the earlier ones that applied, as `sluice pick` would:
     a conflict a mechanical rule resolves is not a reason for a human; one that needs a human is.
     """
     picker = Picker(repo, config, use_resolver=False, evidence=False)
     tree = repo.tree_of(fork_head)
-    result = []
+    result: dict[str, PredictedConflicts] = {}
     for index, commit in enumerate(commits):
         if index % 50 == 0:
             progress(f"predicting conflicts {index}/{len(commits)}")
-        step = picker.step(fork_head, tree, commit.info, strategy=Strategy.CHERRY_PICK)
+        step = picker.step(fork_head, tree, commit, strategy=Strategy.CHERRY_PICK)
         tree = step.tree or tree
         files = step.report.files
-        update = {
-            "conflict_files": tuple(f.path for f in files if not f.resolved),
-            "resolved_files": tuple(f"{f.path} ({f.rule})" for f in files if f.resolved),
-            "conflict_checked": True,
-        }
-        result.append(commit.model_copy(update=update))
+        result[commit.sha] = PredictedConflicts(
+            conflict_files=tuple(f.path for f in files if not f.resolved),
+            resolved_files=tuple(f"{f.path} ({f.rule})" for f in files if f.resolved),
+            conflict_checked=True,
+        )
     return result

@@ -357,7 +357,7 @@ class Plumbing:
         )
         if proc.returncode < 0 or proc.returncode > 127:
             raise GitError("git merge-file failed", proc.stderr.decode("utf-8", "replace")[-500:])
-        return proc.stdout.decode("utf-8", "replace"), proc.returncode
+        return proc.stdout.decode("utf-8", "surrogateescape"), proc.returncode  # lossless for any bytes
 
     def write_blob(self, data: bytes) -> str:
         return self.repo.write_object(b"blob", data)

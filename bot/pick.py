@@ -116,7 +116,9 @@ class Picker:
                 None,
             )
         entries = {
-            o.verdict.path: Stage(mode=o.stage.mode, oid=self.git.write_blob(o.text.encode()))
+            o.verdict.path: Stage(
+                mode=o.stage.mode, oid=self.git.write_blob(o.text.encode("utf-8", "surrogateescape"))
+            )
             for o in outcomes
             if o.stage is not None and o.text is not None
         }
@@ -159,7 +161,7 @@ class Picker:
         *,
         upstream_sha: str,
     ) -> _FileOutcome:
-        base, ours, theirs = (t.decode("utf-8", "replace") for t in texts)
+        base, ours, theirs = (t.decode("utf-8", "surrogateescape") for t in texts)
         merged, _ = self.git.merge_file(texts[0], texts[1], texts[2], workdir=tmp)
         symbols = conflicts.api_symbols(path, base=base, theirs=theirs) if self.with_evidence else ()
         uses = {symbol: self._uses(head, symbol) for symbol in symbols}
@@ -371,6 +373,6 @@ def learn_resolutions(
             final = picker.repo.read_file(resolved.sha, path)
             if final is None:
                 continue
-            for key, lines in rerere.learn(merged, final.decode("utf-8", "replace")).items():
+            for key, lines in rerere.learn(merged, final.decode("utf-8", "surrogateescape")).items():
                 learned[key] = (path, lines)
     return learned

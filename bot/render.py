@@ -120,4 +120,5 @@ def pick_renderable(report: PickReport) -> Group:
 
 def pick_json(report: PickReport) -> str:
     data = report.model_dump(mode="json", by_alias=True)
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    # ASCII: evidence can quote lines of files that are not UTF-8 (kept losslessly as surrogate escapes).
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
