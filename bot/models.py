@@ -242,6 +242,7 @@ class HunkReport(Frozen):
     evidence: str
     key: str  # the conflict's content key (remembered resolutions)
     reused: bool = False  # resolved by a resolution a human made before
+    blame: tuple[str, ...] = ()  # fork commits that last touched our side of this block
 
 
 class FileEvidence(Frozen):

@@ -47,6 +47,7 @@ class _FileOutcome:
     how: str | None = None  # rule names, "reused" or "proposed"
     reused_keys: tuple[str, ...] = ()
     evidence: FileEvidence | None = None
+    hunk_blame: tuple[tuple[str, ...], ...] = ()  # per conflict block
     hook: ResolverOutcome | None = None
 
 
@@ -144,11 +145,11 @@ class Picker:
             outcome = _FileOutcome(verdict=conflicts.unmergeable(path, problem), stage=None)
         else:
             outcome = self._classify(path, stages, texts, head, tmp, upstream_sha=commit.sha)
-        outcome.evidence = (
-            self._evidence(path, outcome.verdict, commit, head)
-            if self.with_evidence
-            else FileEvidence(upstream=commit.sha, blame=(), component=None, symbol=None)
-        )
+        if self.with_evidence:
+            outcome.hunk_blame = tuple(self._blame(path, h.hunk, head) for h in outcome.verdict.hunks)
+            outcome.evidence = self._evidence(path, outcome.verdict, commit, outcome)
+        else:
+            outcome.evidence = FileEvidence(upstream=commit.sha, blame=(), component=None, symbol=None)
         return outcome
 
     def _classify(
@@ -227,17 +228,20 @@ class Picker:
             check=lambda p, text: conflicts.check_resolution(p, text, reference=ours),
         )
 
-    def _evidence(self, path: str, verdict: FileVerdict, commit: CommitInfo, head: str) -> FileEvidence:
-        blame: list[str] = []
-        for h in verdict.hunks:
-            start = max(h.hunk.line, 1)
-            end = start + max(len(h.hunk.ours), 1) - 1
-            blame += [s for s in self.git.blame(head, path, start, end) if s not in blame]
+    def _blame(self, path: str, hunk: conflicts.Hunk3, head: str) -> tuple[str, ...]:
+        """Fork commits that last touched our side of one conflict block (or the line it sits at)."""
+        start = max(hunk.line, 1)
+        return tuple(self.git.blame(head, path, start, start + max(len(hunk.ours), 1) - 1))
+
+    def _evidence(
+        self, path: str, verdict: FileVerdict, commit: CommitInfo, outcome: _FileOutcome
+    ) -> FileEvidence:
+        blame = [sha for per_hunk in outcome.hunk_blame for sha in per_hunk]
         component = self.config.component_for(path)
         symbol = next((h.symbol for h in verdict.hunks if h.symbol), None)
         return FileEvidence(
             upstream=commit.sha,
-            blame=tuple(blame),
+            blame=tuple(dict.fromkeys(blame)),
             component=component.name if component else None,
             symbol=symbol,
         )
@@ -270,8 +274,9 @@ def _file_report(outcome: _FileOutcome) -> FileReport:
             evidence=h.evidence,
             key=conflicts.key_of(h.hunk),
             reused=conflicts.key_of(h.hunk) in reused,
+            blame=outcome.hunk_blame[i] if i < len(outcome.hunk_blame) else (),
         )
-        for h in verdict.hunks
+        for i, h in enumerate(verdict.hunks)
     )
     reason = verdict.reason
     if outcome.hook is not None:

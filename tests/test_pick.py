@@ -94,7 +94,7 @@ def test_a_commit_that_needs_a_human_writes_no_ref_at_all(scenario: Scenario, ca
     file = report["commits"][1]["files"][0]
     assert (file["class"], file["resolved"]) == ("semantic", False)
     assert file["evidence"]["upstream"] == clash
-    assert file["evidence"]["blame"] == [scenario.git("rev-parse", "main")]
+    assert file["evidence"]["blame"] == file["hunks"][0]["blame"] == [scenario.git("rev-parse", "main")]
     assert report["head"] is None
     assert scenario.git("branch", "--list", "ingest/2") == ""
 
@@ -117,6 +117,7 @@ def test_dry_run_writes_nothing(scenario: Scenario, capsys) -> None:
         (["--branch=../../etc", "{up}"], "not a valid git ref name"),
         (["{fork}"], "is not an upstream commit"),
         (["{taken}"], "is already ingested (trailer in"),
+        (["--", "--upload-pack=touch /tmp/sluice-pwned"], "not a commit SHA"),
     ],
 )
 def test_bad_input_exits_2_and_writes_no_ref(

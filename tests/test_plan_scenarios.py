@@ -256,3 +256,24 @@ def test_merge_style_ingestion_moves_the_tip(scenario: Scenario, tmp_path: Path,
     assert status["recognised_by"] == {"ancestry": 3}
     assert status["patch_stack_commits"] == 1
     assert first in scenario.git("rev-list", "main").split()
+
+
+INCLUDES = '#include "a.h"\n#include "c.h"\n\nint helper() { return 0; }\n'
+
+
+def test_a_conflict_a_rule_resolves_is_not_risky(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    """The planner predicts with the pick engine: an include-union conflict is bundled, not chained."""
+    path = "python/src/tool.cc"
+    config = _config(tmp_path, NO_RISKY_COMPONENTS)
+    scenario.upstream("[BUILD] Add the tool (#50)", {path: INCLUDES})
+    scenario.pick(scenario.git("rev-parse", "upstream/main"), how="trailer")
+    scenario.fork("[TLX] include tlx", {path: INCLUDES.replace('"a.h"\n', '"a.h"\n#include "b_tlx.h"\n')})
+    change = scenario.upstream(
+        "[BUILD] include b (#51)", {path: INCLUDES.replace('"a.h"\n', '"a.h"\n#include "b.h"\n')}
+    )
+    plan = plan_json(scenario, tmp_path, "--config", str(config), capsys=capsys)
+    assert grouping(plan) == ([[change]], [])
+    assert (
+        reasons_of(plan, change)["mechanical-conflict"]
+        == f"resolved by a mechanical rule: {path} (include-union)"
+    )
