@@ -24,7 +24,7 @@ from bot.engine import Snapshot, analyse_pending, load_repo_config, take_snapsho
 from bot.errors import SluiceError
 from bot.gitio import GitRepo, validate_ref
 from bot.mirror import Mirror
-from bot.models import CommitInfo, Disposition, PickReport, PickStatus, Plan
+from bot.models import CommitInfo, Disposition, PickReport, PickStatus, Plan, RiskKind
 from bot.pick import Picker, PickRequest, learn_resolutions, run_pick
 from bot.planner import make_plan, prior_chains
 from bot.store import Store, default_database_url
@@ -140,7 +140,7 @@ def _with_store(args: argparse.Namespace, run: Callable[[Store | None], Plan]) -
             store.close()
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
+def _plan(args: argparse.Namespace) -> Plan:
     repo, config = _open_repo(args)
     repo.resolve(args.upstream)  # bad refs fail before the store is opened
 
@@ -150,7 +150,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 repo, config, fork=args.fork, upstream=args.upstream, store=store, progress=progress
             )
 
-    _emit(_with_store(args, run), as_json=args.json)
+    return _with_store(args, run)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    _emit(_plan(args), as_json=args.json)
     return 0
 
 
@@ -168,24 +172,46 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Build a Triton-shaped sandbox (unless repos are given), plan it and show the result."""
+    """Build a Triton-shaped sandbox (unless repos are given), plan it, dry-run a conflicting chain."""
     from bot.sandbox import DEMO, build_sandbox
 
-    if args.repo:
-        return cmd_plan(args)
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sluice-demo-"))
-    root.mkdir(parents=True, exist_ok=True)
-    with ProgressReporter() as progress:
-        progress("building the sandbox")
-        sandbox = build_sandbox(root / "sandbox", DEMO, progress=progress)
-    print(
-        f"Sandbox: upstream {sandbox.upstream}, fork {sandbox.fork} (fork trunk `{sandbox.fork_ref}`, "
-        f"upstream `{sandbox.upstream_ref}`)",
-        file=sys.stderr,
+    if not args.repo:
+        root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sluice-demo-"))
+        root.mkdir(parents=True, exist_ok=True)
+        with ProgressReporter() as progress:
+            progress("building the sandbox")
+            sandbox = build_sandbox(root / "sandbox", DEMO, progress=progress)
+        print(f"Sandbox: upstream {sandbox.upstream}, fork {sandbox.fork}", file=sys.stderr)
+        args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
+        args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
+    plan = _plan(args)
+    _emit(plan, as_json=args.json)
+    if not args.json:
+        _demo_pick(args, plan)
+    return 0
+
+
+def _demo_pick(args: argparse.Namespace, plan: Plan) -> None:
+    """Show what `sluice pick --dry-run` says of the first chain that meets a conflict."""
+    conflict = {RiskKind.PREDICTED_CONFLICT, RiskKind.MECHANICAL_CONFLICT}
+    chain = next(
+        (c for c in plan.chains if any(r.kind in conflict for p in c.commits for r in p.reasons)), None
     )
-    args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
-    args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
-    return cmd_plan(args)
+    if chain is None:
+        return
+    repo, config = _open_repo(args)
+    infos = {c.sha: c for c in repo.commits(plan.upstream_head, "--not", plan.fork_head, first_parent=True)}
+    request = PickRequest(
+        onto=plan.fork_head,
+        commits=tuple(infos[c.sha] for c in chain.commits),
+        strategy=config.strategy,
+        dry_run=True,
+        branch=None,
+        branch_old=None,
+        now=int(time.time()),
+    )
+    print(f"\n$ sluice pick --dry-run --onto {args.fork} " + " ".join(c.sha[:10] for c in chain.commits))
+    render.print_renderable(render.pick_renderable(run_pick(Picker(repo, config), request)))
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
