@@ -230,3 +230,19 @@ def test_resolver_hook_proposes_and_the_proposal_is_marked(
     file = report["commits"][0]["files"][0]
     assert (file["class"], file["rule"]) == ("semantic", "proposed")
     assert "Sluice-Resolution: proposed" in scenario.git("log", "-1", "--format=%B", report["head"])
+
+
+def test_merge_strategy_writes_merge_commits(scenario: Scenario, capsys) -> None:
+    """Intel-style ingestion: each upstream commit is merged, so its history comes along."""
+    first = scenario.upstream("[DOCS] One (#12)", {"docs/a.md": "a\nb\n"})
+    second = scenario.upstream("[DOCS] Two (#13)", {"docs/b.md": "b\n"})
+    scenario.fork("[XPU] own", {"third_party/intel/x.cpp": "int x;\n"})
+    code, report, _ = pick(
+        scenario, capsys, second, extra=("--strategy", "merge", "--branch", "ingest/merge")
+    )
+    assert code == 0 and statuses(report) == ["clean"]
+    parents = scenario.git("log", "-1", "--format=%P", report["head"]).split()
+    assert parents == [scenario.git("rev-parse", "main"), second]
+    assert scenario.git("merge-base", "--is-ancestor", first, report["head"]) == ""
+    assert scenario.git("show", f"{report['head']}:docs/b.md") == "b"
+    assert f"Upstream-Commit: {second}" in scenario.git("log", "-1", "--format=%B", report["head"])
