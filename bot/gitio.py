@@ -58,13 +58,6 @@ def validate_sha(sha: str) -> str:
     return sha
 
 
-@dataclass(frozen=True)
-class MergeProbe:
-    clean: bool
-    tree: str
-    conflicts: tuple[str, ...]
-
-
 class GitRepo:
     """One local repository (bare or not), driven through `git` with an explicit `cwd`."""
 
@@ -118,28 +111,10 @@ class GitRepo:
         out = self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", ok=(0, 1)).strip()
         return out if SHA_RE.match(out) else None
 
-    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        proc = subprocess.run(
-            ["git", "merge-base", "--is-ancestor", validate_sha(ancestor), validate_sha(descendant)],
-            cwd=self.path,
-            capture_output=True,
-            env={**os.environ, **GIT_ENV},
-        )
-        return proc.returncode == 0
-
-    # -- history -----------------------------------------------------------------------------------
-
     def first_parent_times(self, head: str) -> list[tuple[str, int]]:
         """The first-parent stream ending at `head`, oldest first, with committer times."""
         out = self.run("log", "--first-parent", "--reverse", "--format=%H %ct", validate_sha(head), "--")
         return [(sha, int(ts)) for sha, ts in (line.split() for line in out.splitlines())]
-
-    def first_parent_missing(self, upstream: str, fork: str) -> set[str]:
-        """First-parent upstream commits that are not ancestors of the fork."""
-        out = self.run(
-            "rev-list", "--first-parent", validate_sha(upstream), "--not", validate_sha(fork), "--"
-        )
-        return set(out.split())
 
     def commits(self, *revs: str, first_parent: bool = False, no_merges: bool = False) -> list[CommitInfo]:
         """Commit metadata for a revision range given as arguments (SHAs and `--not`), oldest first."""
@@ -147,28 +122,10 @@ class GitRepo:
         out = self.run("log", "--reverse", *flags, f"--format={COMMIT_MARK}{META_FORMAT}", *revs, "--")
         return [_commit_info(chunk) for chunk in out.split(COMMIT_MARK)[1:]]
 
-    def patches(self, shas: Iterable[str]) -> dict[str, tuple[FileChange, ...]]:
-        """Raw + `-U0` patches of the given commits (against their first parent)."""
-        todo = [validate_sha(s) for s in shas]
-        if not todo:
-            return {}
-        out = self.run(
-            "log",
-            "--no-walk=unsorted",
-            "--stdin",
-            "--diff-merges=first-parent",
-            *DIFF_OPTIONS,
-            f"--format={COMMIT_MARK}%H",
-            stdin="\n".join(todo).encode() + b"\n",
-        )
-        return {sha: parse_patch_section(body) for sha, body in split_log(out)}
-
-    def range_patches(
-        self, *revs: str, paths: Sequence[str] = (), no_merges: bool = False
-    ) -> dict[str, tuple[FileChange, ...]]:
-        """Patches of every commit in a range (first-parent diffs), optionally limited to paths."""
+    def range_patches(self, *revs: str, no_merges: bool = False) -> dict[str, tuple[FileChange, ...]]:
+        """Raw + `-U0` patches of every commit in a range (against the first parent), in log order."""
         flags = ["--no-merges"] if no_merges else ["--diff-merges=first-parent"]
-        out = self.run("log", *flags, *DIFF_OPTIONS, f"--format={COMMIT_MARK}%H", *revs, "--", *paths)
+        out = self.run("log", *flags, *DIFF_OPTIONS, f"--format={COMMIT_MARK}%H", *revs, "--")
         return {sha: parse_patch_section(body) for sha, body in split_log(out)}
 
     def patch_ids(self, *revs: str, stdin_shas: Sequence[str] = ()) -> dict[str, str]:
@@ -206,7 +163,7 @@ class GitRepo:
         return {commit: pid for pid, commit in pairs}
 
     def read_file(self, rev: str, path: str) -> bytes | None:
-        """A file's content at a commit, or None when it is not there."""
+        """A file's content at a commit or tree, or None when it is not there."""
         proc = subprocess.run(
             ["git", "cat-file", "blob", f"{validate_sha(rev)}:{path}"],
             cwd=self.path,
@@ -217,13 +174,8 @@ class GitRepo:
 
     def read_file_in_tree(self, tree: str, path: str) -> str | None:
         """A file's text in a tree (or commit), or None when it is not there."""
-        proc = subprocess.run(
-            ["git", "cat-file", "blob", f"{validate_sha(tree)}:{path}"],
-            cwd=self.path,
-            capture_output=True,
-            env={**os.environ, **GIT_ENV},
-        )
-        return proc.stdout.decode("utf-8", "surrogateescape") if proc.returncode == 0 else None
+        data = self.read_file(tree, path)
+        return None if data is None else data.decode("utf-8", "surrogateescape")
 
     def blobs(self, shas: Iterable[str]) -> dict[str, bytes]:
         """Read many blobs through one `git cat-file --batch`."""
@@ -284,24 +236,6 @@ class GitRepo:
         """Store a loose object in-process (gitdb), as `git hash-object -w` would, and return its SHA."""
         stream = self._loose.store(IStream(kind, len(data), BytesIO(data)))
         return str(stream.hexsha.decode() if isinstance(stream.hexsha, bytes) else stream.hexsha)
-
-    def probe_pick(self, onto_tree: str, commit: CommitInfo) -> MergeProbe:
-        """Three-way merge of `commit`'s change onto `onto_tree`, with the commit's first parent as base.
-
-        git 2.39 has no `merge-tree --merge-base`, so we make the base the merge base: a temporary commit
-        holding `onto_tree` whose parent is the commit's parent.
-        """
-        if not commit.parents:
-            raise GitError(f"{commit.sha} is a root commit and cannot be picked")
-        ours = self.write_commit(
-            onto_tree, [commit.parents[0]], "sluice: conflict probe", timestamp=commit.committer_time
-        )
-        out = self.run(
-            "merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", ours, commit.sha, ok=(0, 1)
-        )
-        fields = out.split("\0")
-        conflicts = tuple(sorted({f for f in fields[1:] if f}))
-        return MergeProbe(clean=not conflicts, tree=fields[0], conflicts=conflicts)
 
 
 @dataclass(frozen=True)
