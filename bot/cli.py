@@ -19,8 +19,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot import render
-from bot.config import ConfigError, SluiceConfig, Strategy, check_config, load_config
-from bot.engine import Snapshot, analyse_pending, load_repo_config, take_snapshot
+from bot.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config, load_config
+from bot.engine import CONFIG_PATH, Snapshot, analyse_pending, load_repo_config, take_snapshot
 from bot.errors import SluiceError
 from bot.gitio import GitRepo, validate_ref
 from bot.mirror import Mirror
@@ -62,7 +62,16 @@ def _open_repo(args: argparse.Namespace, *, fork: str | None = None) -> tuple[Gi
     fork = fork or args.fork
     if args.config:
         return repo, load_config(Path(args.config))
-    return repo, load_repo_config(repo, repo.resolve(fork), fork)
+    config = load_repo_config(repo, repo.resolve(fork), fork)
+    if config.resolver.command:
+        # Whoever can push to fork trunk writes that file: it must not choose what runs on this machine.
+        print(
+            f"sluice: ignoring resolver.command from {fork}:{CONFIG_PATH}; "
+            "the operator's --config can name a resolver",
+            file=sys.stderr,
+        )
+        config = config.model_copy(update={"resolver": ResolverConfig()})
+    return repo, config
 
 
 def fork_key(config: SluiceConfig, repo: GitRepo, fork_ref: str) -> str:

@@ -246,3 +246,21 @@ def test_merge_strategy_writes_merge_commits(scenario: Scenario, capsys) -> None
     assert scenario.git("merge-base", "--is-ancestor", first, report["head"]) == ""
     assert scenario.git("show", f"{report['head']}:docs/b.md") == "b"
     assert f"Upstream-Commit: {second}" in scenario.git("log", "-1", "--format=%B", report["head"])
+
+
+def test_a_resolver_named_in_the_repository_is_not_run(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    """Anyone who can push to fork trunk writes .github/sluice.yml: it must not pick what runs here."""
+    marker = tmp_path / "ran"
+    script = tmp_path / "resolver.py"
+    script.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    command = f"[{json.dumps(sys.executable)}, {json.dumps(str(script))}]"
+    config = f"resolver:\n  command: {command}\n"
+    offset = PY.replace("ptr + 1", "ptr + 2")
+    scenario.fork("[TLX] offset + config", {"python/triton/core.py": offset, ".github/sluice.yml": config})
+    clash = scenario.upstream(
+        "[FRONTEND] offset (#14)", {"python/triton/core.py": PY.replace("ptr + 1", "ptr * 4")}
+    )
+    code, report, err = pick(scenario, capsys, clash)
+    assert code == 1 and statuses(report) == ["needs_human"]
+    assert "ignoring resolver.command from main:.github/sluice.yml" in err
+    assert not marker.exists()
