@@ -22,6 +22,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan_bench.py
+	$(BIN)/python benchmarks/pick_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
