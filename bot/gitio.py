@@ -343,13 +343,15 @@ class Plumbing:
 
     def grep_word(self, rev: str, word: str, *, limit: int = 20) -> list[tuple[str, int, str]]:
         """Lines of the tree at `rev` that use `word` as a whole word: (path, line, text)."""
+        rev = validate_sha(rev)
         out = self.repo.run(
-            "grep", "-n", "-w", "-F", "-I", "--no-color", "-e", word, validate_sha(rev), "--", ok=(0, 1)
+            "grep", "-n", "-z", "-w", "-F", "-I", "--no-color", "-e", word, rev, "--", ok=(0, 1)
         )
         hits = []
-        for line in out.splitlines()[:limit]:
-            _, path, number, text = line.split(":", 3)
-            hits.append((path, int(number), text.strip()))
+        for line in out.split("\n")[:limit]:
+            fields = line.split("\0", 2)  # `rev:path\0line\0text`: paths may hold ':' but never NUL
+            if len(fields) == 3:
+                hits.append((fields[0].removeprefix(f"{rev}:"), int(fields[1]), fields[2].strip()))
         return hits
 
 

@@ -264,3 +264,18 @@ def test_a_resolver_named_in_the_repository_is_not_run(scenario: Scenario, tmp_p
     assert code == 1 and statuses(report) == ["needs_human"]
     assert "ignoring resolver.command from main:.github/sluice.yml" in err
     assert not marker.exists()
+
+
+def test_unusual_paths_survive(scenario: Scenario, capsys) -> None:
+    """Spaces, ':' and non-ASCII in paths: through merge-tree, merge-file, grep and the report."""
+    odd = "lib/odd dir/tool:v2 naïve.cpp"
+    scenario.upstream("[BUILD] odd file (#15)", {odd: INCLUDES})
+    scenario.pick(scenario.git("rev-parse", "upstream/main"), how="trailer")
+    scenario.fork("[TLX] include tlx", {odd: INCLUDES.replace('"a.h"\n', '"a.h"\n#include "b_tlx.h"\n')})
+    up = scenario.upstream(
+        "[BUILD] include b (#16)", {odd: INCLUDES.replace('"a.h"\n', '"a.h"\n#include "b.h"\n')}
+    )
+    code, report, _ = pick(scenario, capsys, up)
+    assert code == 0 and statuses(report) == ["auto_resolved"]
+    assert [f["path"] for f in report["commits"][0]["files"]] == [odd]
+    assert '#include "b.h"' in scenario.git("show", f"{report['head']}:{odd}")

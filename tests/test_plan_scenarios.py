@@ -277,3 +277,12 @@ def test_a_conflict_a_rule_resolves_is_not_risky(scenario: Scenario, tmp_path: P
         reasons_of(plan, change)["mechanical-conflict"]
         == f"resolved by a mechanical rule: {path} (include-union)"
     )
+
+
+def test_unusual_paths_are_planned(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    odd = "docs/naïve guide:v2.md"
+    change = scenario.upstream("[DOCS] odd (#60)", {odd: "x\n"})
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    (bundle,) = plan["bundles"]
+    assert bundle["commits"][0]["sha"] == change
+    assert bundle["commits"][0]["files"] == [odd]
