@@ -19,10 +19,11 @@ from bot.errors import GitError
 from bot.models import CommitInfo, FileChange
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+TZ_RE = re.compile(r"^[+-][0-9]{4}$")
 # What `git check-ref-format` rejects, plus anything that git could read as an option.
 BAD_REF = re.compile(r"(^-)|(\.\.)|(@\{)|([\x00-\x20\x7f~^:?*\[\\])|(/\.)|(^\.)|(\.lock$)|(/$)|(\.$)|(//)")
 FIELD = "\x1f"
-META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%at", "%ct", "%B"])
+META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%ad", "%ct", "%B"])  # with --date=raw: "<epoch> <tz>"
 COMMITTER = "Sluice <sluice@users.noreply.github.com>"
 GIT_ENV = {
     "LC_ALL": "C",
@@ -119,7 +120,9 @@ class GitRepo:
     def commits(self, *revs: str, first_parent: bool = False, no_merges: bool = False) -> list[CommitInfo]:
         """Commit metadata for a revision range given as arguments (SHAs and `--not`), oldest first."""
         flags = [*(["--first-parent"] if first_parent else []), *(["--no-merges"] if no_merges else [])]
-        out = self.run("log", "--reverse", *flags, f"--format={COMMIT_MARK}{META_FORMAT}", *revs, "--")
+        out = self.run(
+            "log", "--reverse", "--date=raw", *flags, f"--format={COMMIT_MARK}{META_FORMAT}", *revs, "--"
+        )
         return [_commit_info(chunk) for chunk in out.split(COMMIT_MARK)[1:]]
 
     def range_patches(self, *revs: str, no_merges: bool = False) -> dict[str, tuple[FileChange, ...]]:
@@ -210,20 +213,21 @@ class GitRepo:
         timestamp: int,
         author: str = "Sluice <sluice@localhost>",
         author_time: int | None = None,
+        author_tz: str = "+0000",
     ) -> str:
         """Write a commit object directly into the object database (no process, no ref).
 
         The timestamp matters: git's merge-base walk goes in date order, and a commit dated 1970 would make
         it walk the whole history before reaching it.
         """
-        if any(ch in author for ch in "\n\0"):
-            raise GitError("an author identity cannot contain newlines")
+        if any(ch in author for ch in "\n\0") or not TZ_RE.match(author_tz):
+            raise GitError(f"not a valid author identity or time zone: {author!r} {author_tz!r}")
         lines = [f"tree {validate_sha(tree)}", *(f"parent {validate_sha(p)}" for p in parents)]
         authored = author_time if author_time is not None else timestamp
         body = "\n".join(
             [
                 *lines,
-                f"author {author} {authored} +0000",
+                f"author {author} {authored} {author_tz}",
                 f"committer {COMMITTER} {timestamp} +0000",
                 "",
                 message,
@@ -322,6 +326,7 @@ class Plumbing:
             timestamp=at,
             author=f"{author.author_name} <{author.author_email}>",
             author_time=author.author_time,
+            author_tz=author.author_tz,
         )
 
     def update_branch(self, branch: str, new: str, *, old: str | None) -> None:
@@ -362,7 +367,8 @@ def _commit_info(chunk: str) -> CommitInfo:
         parents=tuple(parents.split()),
         author_name=name,
         author_email=email,
-        author_time=int(at),
+        author_time=int(at.split()[0]),
+        author_tz=at.split()[1],
         committer_time=int(ct),
         message=message.rstrip("\n"),
     )

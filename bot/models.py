@@ -64,6 +64,7 @@ class CommitInfo(Frozen):
     author_name: str
     author_email: str
     author_time: int
+    author_tz: str = "+0000"  # as git writes it, e.g. "-0400"
     committer_time: int
     message: str
 

@@ -279,3 +279,13 @@ def test_unusual_paths_survive(scenario: Scenario, capsys) -> None:
     assert code == 0 and statuses(report) == ["auto_resolved"]
     assert [f["path"] for f in report["commits"][0]["files"]] == [odd]
     assert '#include "b.h"' in scenario.git("show", f"{report['head']}:{odd}")
+
+
+def test_picked_commit_keeps_the_author_date_and_time_zone(scenario: Scenario, capsys) -> None:
+    (scenario.path / "docs" / "a.md").write_text("a\nz\n")
+    scenario.git("checkout", "-q", "upstream/main")
+    scenario.git("commit", "-qam", "[DOCS] From New York (#17)", env={"GIT_AUTHOR_DATE": "1767300000 -0500"})
+    up = scenario.git("rev-parse", "HEAD")
+    code, report, _ = pick(scenario, capsys, up)
+    assert code == 0
+    assert scenario.git("log", "-1", "--format=%ad", "--date=raw", report["head"]) == "1767300000 -0500"
