@@ -1,0 +1,43 @@
+"""Service settings from the environment (`SLUICE_*`), checked once at start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MAX_WEBHOOK_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+
+
+class Settings(BaseSettings):
+    """`SLUICE_APP_ID`, `SLUICE_PRIVATE_KEY` or `SLUICE_PRIVATE_KEY_FILE`, `SLUICE_WEBHOOK_SECRET`,
+    `SLUICE_DATABASE_URL`, `SLUICE_GITHUB_URL`."""
+
+    model_config = SettingsConfigDict(env_prefix="SLUICE_", extra="ignore", frozen=True)
+
+    app_id: int | None = None
+    private_key: SecretStr | None = None
+    private_key_file: Path | None = None
+    webhook_secret: SecretStr | None = None
+    database_url: str | None = None
+    github_url: str = "https://api.github.com"
+
+    def problems(self) -> list[str]:
+        """Every missing or unusable setting, each with what to set."""
+        found = []
+        if self.app_id is None:
+            found.append(
+                "SLUICE_APP_ID is not set: the GitHub App's id (a number, on the App's settings page)"
+            )
+        if self.private_key is None and self.private_key_file is None:
+            found.append(
+                "neither SLUICE_PRIVATE_KEY nor SLUICE_PRIVATE_KEY_FILE is set: the App's PEM private key"
+            )
+        elif self.private_key is None and self.private_key_file and not self.private_key_file.is_file():
+            found.append(f"SLUICE_PRIVATE_KEY_FILE={self.private_key_file} is not a readable file")
+        if self.webhook_secret is None or not self.webhook_secret.get_secret_value():
+            found.append("SLUICE_WEBHOOK_SECRET is not set: the App's webhook secret")
+        if not self.github_url.startswith(("https://", "http://")):
+            found.append(f"SLUICE_GITHUB_URL={self.github_url!r} is not an http(s) URL")
+        return found

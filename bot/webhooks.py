@@ -1,0 +1,132 @@
+"""Webhook payloads parsed once at the edge: only the fields Sluice uses, refs and SHAs validated."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from bot.errors import GitError
+from bot.gitio import validate_ref
+
+SHA = re.compile(r"^[0-9a-f]{40}$")
+REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+
+
+class Payload(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Repository(Payload):
+    full_name: str
+
+    @field_validator("full_name")
+    @classmethod
+    def _owner_slash_name(cls, value: str) -> str:
+        if not REPO_NAME.match(value):
+            raise ValueError(f"not an owner/name repository: {value!r}")
+        return value
+
+
+class Installation(Payload):
+    id: int
+
+
+class PushEvent(Payload):
+    ref: str
+    after: str
+    repository: Repository
+    installation: Installation | None = None
+
+    @field_validator("ref")
+    @classmethod
+    def _branch_or_tag(cls, value: str) -> str:
+        name = value.removeprefix("refs/heads/").removeprefix("refs/tags/")
+        if name == value:
+            raise ValueError(f"not a branch or tag ref: {value!r}")
+        try:
+            validate_ref(name)
+        except GitError as exc:
+            raise ValueError(exc.message) from exc
+        return value
+
+    @field_validator("after")
+    @classmethod
+    def _sha(cls, value: str) -> str:
+        if not SHA.match(value):
+            raise ValueError(f"not a commit SHA: {value!r}")
+        return value
+
+
+class PullRequestHead(Payload):
+    sha: str
+    ref: str
+
+
+class PullRequest(Payload):
+    number: int
+    head: PullRequestHead
+
+
+class PullRequestEvent(Payload):
+    action: str
+    number: int
+    pull_request: PullRequest
+    repository: Repository
+    installation: Installation | None = None
+
+
+class InstallationEvent(Payload):
+    action: str
+    installation: Installation
+
+
+class InstallationRepositoriesEvent(Payload):
+    action: str
+    installation: Installation
+
+
+class RepositoryEvent(Payload):
+    """Events Sluice records now and handles in later work (comments, check runs, workflow runs)."""
+
+    repository: Repository
+    installation: Installation | None = None
+
+
+MODELS: dict[str, type[Payload]] = {
+    "push": PushEvent,
+    "pull_request": PullRequestEvent,
+    "installation": InstallationEvent,
+    "installation_repositories": InstallationRepositoriesEvent,
+    "issue_comment": RepositoryEvent,
+    "pull_request_review": RepositoryEvent,
+    "check_run": RepositoryEvent,
+    "check_suite": RepositoryEvent,
+    "workflow_run": RepositoryEvent,
+}
+
+
+class RejectedPayload(ValueError):
+    """A delivery that is well signed but unusable: malformed JSON or fields Sluice refuses."""
+
+
+def parse(event: str, body: bytes) -> Payload:
+    """The event's payload model; RejectedPayload with a clear reason for anything unusable."""
+    try:
+        data: Any = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RejectedPayload(f"body is not JSON: {exc}") from exc
+    try:
+        return MODELS[event].model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise RejectedPayload(f"{event} payload rejected at {where}: {first['msg']}") from exc
+
+
+def job_key(payload: Payload) -> str | None:
+    """Jobs with the same key never run at once: one job per repository (one ingestion per fork)."""
+    repository = getattr(payload, "repository", None)
+    return repository.full_name if isinstance(repository, Repository) else None
