@@ -1,0 +1,1505 @@
+"""A stateful GitHub simulator (aiohttp) backed by real bare git repositories, for the whole test suite."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import subprocess
+import tempfile
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import jwt
+from aiohttp import web
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+ZERO_SHA = "0" * 40
+API = "https://api.github.com"
+WEB = "https://github.com"
+DOCS = "https://docs.github.com/rest"
+RATE_LIMIT = 5000
+SECONDARY_LIMIT_MESSAGE = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
+    "If you reach out to GitHub Support for help, please include the request ID."
+)
+REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
+PERMISSIONS = frozenset({"admin", "maintain", "write", "triage", "read", "none"})
+SIM_IDENTITY = {
+    "GIT_AUTHOR_NAME": "GitHub",
+    "GIT_AUTHOR_EMAIL": "noreply@github.com",
+    "GIT_COMMITTER_NAME": "GitHub",
+    "GIT_COMMITTER_EMAIL": "noreply@github.com",
+}
+
+INSTALLATION_ID = web.RequestKey("installation_id", int)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class SimError(Exception):
+    """An HTTP error with GitHub's JSON body shape."""
+
+    def __init__(self, status: int, message: str, *, errors: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body: dict[str, Any] = {"message": message, "documentation_url": DOCS, "status": str(status)}
+        if errors is not None:
+            self.body["errors"] = errors
+
+
+def validation_failed(*errors: dict[str, Any]) -> SimError:
+    return SimError(422, "Validation Failed", errors=list(errors))
+
+
+@dataclass
+class Repo:
+    id: int
+    full_name: str
+    path: Path
+    default_branch: str
+
+    @property
+    def owner(self) -> str:
+        return self.full_name.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.full_name.split("/", 1)[1]
+
+
+@dataclass
+class Issue:
+    """An issue or a pull request: they share GitHub's number space and most fields."""
+
+    number: int
+    id: int
+    title: str
+    body: str | None
+    user: str
+    created_at: str
+    state: str = "open"
+    updated_at: str = ""
+    closed_at: str | None = None
+    is_pull: bool = False
+    head_ref: str = ""
+    base_ref: str = ""
+    draft: bool = False
+    merged: bool = False
+    merged_at: str | None = None
+    merged_by: str | None = None
+    merge_commit_sha: str | None = None
+    frozen_head_sha: str | None = None
+    frozen_base_sha: str | None = None
+
+
+@dataclass
+class Comment:
+    id: int
+    full_name: str
+    number: int
+    body: str
+    user: str
+    created_at: str
+    updated_at: str
+
+
+@dataclass
+class Fault:
+    method: str
+    path_regex: re.Pattern[str]
+    status: int
+    times: int
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class Slow:
+    path_regex: re.Pattern[str]
+    seconds: float
+    times: int | None
+
+
+@dataclass
+class Installation:
+    id: int
+    account: str
+    repos: set[str] = field(default_factory=set)
+
+
+def _user(login: str) -> dict[str, Any]:
+    kind = "Bot" if login.endswith("[bot]") else "User"
+    uid = int(hashlib.sha1(login.encode()).hexdigest()[:7], 16)
+    return {"login": login, "id": uid, "type": kind, "html_url": f"{WEB}/{login}"}
+
+
+def _iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class GitHubSim:
+    """GitHub's REST API as a bot sees it; `app` is the aiohttp application to serve."""
+
+    def __init__(
+        self,
+        *,
+        app_id: int = 4242,
+        public_key_pem: str | bytes | None = None,
+        root: str | os.PathLike[str] | None = None,
+        bot_login: str = "sluice[bot]",
+        clock: Callable[[], dt.datetime] | None = None,
+    ) -> None:
+        self.app_id = app_id
+        self.private_key_pem: str | None = None
+        if public_key_pem is None:
+            key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            self.private_key_pem = key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            ).decode()
+            public_key_pem = key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        self.public_key_pem = public_key_pem.decode() if isinstance(public_key_pem, bytes) else public_key_pem
+        self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="github-sim-"))
+        self.bot_login = bot_login
+        self.now = clock or (lambda: dt.datetime.now(dt.UTC))
+        self._ids = 1000
+        self.repos: dict[str, Repo] = {}
+        self.installations: dict[int, Installation] = {}
+        self.tokens: dict[str, tuple[int, dt.datetime]] = {}
+        self.issues: dict[str, dict[int, Issue]] = defaultdict(dict)
+        self._comments: dict[int, Comment] = {}
+        self.labels: dict[tuple[str, int], list[str]] = defaultdict(list)
+        self.check_runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.permissions: dict[tuple[str, str], str] = {}
+        self.reactions: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        self.dispatches: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.workflow_runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.requests: list[tuple[str, str, int]] = []
+        self.deliveries: list[dict[str, Any]] = []
+        self.rate_used: dict[str, int] = defaultdict(int)
+        self.rate_reset = int(self.now().timestamp()) + 3600
+        self._faults: list[Fault] = []
+        self._slows: list[Slow] = []
+        self.app = web.Application(middlewares=[self._middleware])
+        self._routes()
+
+    # ---------------------------------------------------------------- setup and recording
+
+    def _next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def create_repo(self, full_name: str, *, default_branch: str = "main") -> Path:
+        """A bare repository with no commits; push to `repo_path(full_name)` or seed it with `commit()`."""
+        path = self.root / "repos" / f"{full_name}.git"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["git", "init", "--quiet", "--bare", f"--initial-branch={default_branch}", str(path)], check=True
+        )
+        self.repos[full_name] = Repo(self._next_id(), full_name, path, default_branch)
+        return path
+
+    def repo_path(self, full_name: str) -> Path:
+        return self.repos[full_name].path
+
+    def install(self, full_name: str) -> int:
+        """Install the App on a repository; one installation per account, as on GitHub."""
+        account = full_name.split("/", 1)[0]
+        for inst in self.installations.values():
+            if inst.account == account:
+                inst.repos.add(full_name)
+                return inst.id
+        inst = Installation(self._next_id(), account, {full_name})
+        self.installations[inst.id] = inst
+        return inst.id
+
+    def installation_token(self, installation_id: int) -> str:
+        """Mint a token without the HTTP round trip (for tests that call repo endpoints directly)."""
+        token = "ghs_" + secrets.token_hex(18)
+        self.tokens[token] = (installation_id, self.now() + dt.timedelta(hours=1))
+        return token
+
+    def expire_tokens(self) -> None:
+        past = self.now() - dt.timedelta(seconds=1)
+        self.tokens = {t: (i, past) for t, (i, _) in self.tokens.items()}
+
+    def set_permission(self, full_name: str, user: str, permission: str) -> None:
+        assert permission in PERMISSIONS, permission
+        self.permissions[(full_name, user)] = permission
+
+    @property
+    def comments(self) -> defaultdict[tuple[str, int], list[str]]:
+        """Current comment bodies per (repository, issue or PR number), oldest first."""
+        out: defaultdict[tuple[str, int], list[str]] = defaultdict(list)
+        for c in sorted(self._comments.values(), key=lambda c: c.id):
+            out[(c.full_name, c.number)].append(c.body)
+        return out
+
+    def comment_objects(self, full_name: str, number: int) -> list[dict[str, Any]]:
+        return [
+            self._comment_json(c)
+            for c in self._comments.values()
+            if (c.full_name, c.number) == (full_name, number)
+        ]
+
+    @property
+    def pulls(self) -> defaultdict[str, list[dict[str, Any]]]:
+        """Pull requests per repository, in the REST shape, oldest first."""
+        out: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+        for full_name, issues in self.issues.items():
+            out[full_name] = [self._pull_json(self.repos[full_name], i) for i in issues.values() if i.is_pull]
+        return out
+
+    def fail_next(
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        *,
+        times: int = 1,
+        headers: dict[str, str] | None = None,
+        body: Any = None,
+    ) -> None:
+        """The next `times` requests matching method (or "*") and path answer `status` instead."""
+        if body is None:
+            body = {"message": SECONDARY_LIMIT_MESSAGE if status in (403, 429) else "Server Error"}
+            body["documentation_url"] = DOCS
+        self._faults.append(Fault(method.upper(), re.compile(path_regex), status, times, headers or {}, body))
+
+    def secondary_rate_limit(self, method: str, path_regex: str, *, retry_after: int | None = None) -> None:
+        headers = {} if retry_after is None else {"retry-after": str(retry_after)}
+        self.fail_next(method, path_regex, 403, headers=headers)
+
+    def exhaust_rate_limit(self, method: str, path_regex: str, *, reset_in: int = 60, times: int = 1) -> None:
+        reset = int(self.now().timestamp()) + reset_in
+        headers = {
+            "x-ratelimit-remaining": "0",
+            "x-ratelimit-used": str(RATE_LIMIT),
+            "x-ratelimit-reset": str(reset),
+        }
+        body = {"message": "API rate limit exceeded for installation.", "documentation_url": DOCS}
+        self.fail_next(method, path_regex, 403, times=times, headers=headers, body=body)
+
+    def slow(self, path_regex: str, seconds: float, *, times: int | None = None) -> None:
+        self._slows.append(Slow(re.compile(path_regex), seconds, times))
+
+    # ---------------------------------------------------------------- git
+
+    def git(self, full_name: str, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
+        proc = self._git(self.repos[full_name], *args, env=env)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr}")
+        return proc.stdout.strip()
+
+    def _git(
+        self, repo: Repo, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        full_env = {**os.environ, **SIM_IDENTITY, **(env or {})}
+        return subprocess.run(["git", *args], cwd=repo.path, env=full_env, capture_output=True, text=True)
+
+    def _resolve(self, repo: Repo, rev: str) -> str | None:
+        proc = self._git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    def _branch_sha(self, repo: Repo, branch: str) -> str | None:
+        return self._resolve(repo, f"refs/heads/{branch}")
+
+    def _is_ancestor(self, repo: Repo, old: str, new: str) -> bool:
+        return self._git(repo, "merge-base", "--is-ancestor", old, new).returncode == 0
+
+    def commit(
+        self,
+        full_name: str,
+        branch: str,
+        files: dict[str, str | None],
+        *,
+        message: str = "commit",
+        parent: str | None = None,
+    ) -> str:
+        """Commit `files` (None deletes) on `parent` or the branch tip, move the branch, return the sha."""
+        repo = self.repos[full_name]
+        base = parent or self._branch_sha(repo, branch)
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            if base:
+                self.git(full_name, "read-tree", base, env=env)
+            for path, content in files.items():
+                if content is None:
+                    self.git(full_name, "update-index", "--force-remove", path, env=env)
+                    continue
+                blob = subprocess.run(
+                    ["git", "hash-object", "-w", "--stdin"],
+                    cwd=repo.path,
+                    input=content,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout.strip()
+                self.git(full_name, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+            tree = self.git(full_name, "write-tree", env=env)
+        parents = ["-p", base] if base else []
+        sha = self.git(full_name, "commit-tree", tree, *parents, "-m", message)
+        self.git(full_name, "update-ref", f"refs/heads/{branch}", sha)
+        return sha
+
+    def _commit_json(self, repo: Repo, sha: str) -> dict[str, Any]:
+        fmt = "%H%x00%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B"
+        out = self._git(repo, "show", "-s", f"--format={fmt}", sha).stdout
+        h, tree, parents, an, ae, ad, cn, ce, cd, msg = out.split("\0", 9)
+        return {
+            "sha": h,
+            "node_id": f"C_{h[:12]}",
+            "url": f"{API}/repos/{repo.full_name}/commits/{h}",
+            "html_url": f"{WEB}/{repo.full_name}/commit/{h}",
+            "commit": {
+                "message": msg.rstrip("\n"),
+                "tree": {"sha": tree},
+                "author": {"name": an, "email": ae, "date": ad},
+                "committer": {"name": cn, "email": ce, "date": cd},
+            },
+            "author": None,
+            "committer": None,
+            "parents": [{"sha": p} for p in parents.split()],
+        }
+
+    def _log(self, repo: Repo, rev_range: list[str]) -> list[str]:
+        out = self._git(repo, "rev-list", "--reverse", "--topo-order", *rev_range).stdout
+        return out.split()
+
+    # ---------------------------------------------------------------- HTTP plumbing
+
+    def _routes(self) -> None:
+        r = "/repos/{owner}/{repo}"
+        add = self.app.router.add_route
+        for method, path, handler in [
+            ("GET", "/app", self._get_app),
+            ("GET", "/app/installations", self._list_installations),
+            ("GET", "/app/installations/{id:\\d+}", self._get_installation),
+            ("POST", "/app/installations/{id:\\d+}/access_tokens", self._create_token),
+            ("GET", f"{r}/installation", self._repo_installation),
+            ("GET", "/installation/repositories", self._installation_repos),
+            ("GET", "/rate_limit", self._rate_limit),
+            ("GET", r, self._get_repo),
+            ("GET", f"{r}/git/ref/{{ref:.+}}", self._get_ref),
+            ("GET", f"{r}/git/refs/{{ref:.+}}", self._get_ref),
+            ("POST", f"{r}/git/refs", self._create_ref),
+            ("PATCH", f"{r}/git/refs/{{ref:.+}}", self._update_ref),
+            ("DELETE", f"{r}/git/refs/{{ref:.+}}", self._delete_ref),
+            ("GET", f"{r}/branches/{{branch:.+}}", self._get_branch),
+            ("GET", f"{r}/commits/{{ref:[^/]+}}/check-runs", self._list_check_runs),
+            ("GET", f"{r}/commits/{{ref:[^/]+}}", self._get_commit),
+            ("POST", f"{r}/pulls", self._create_pull),
+            ("GET", f"{r}/pulls", self._list_pulls),
+            ("GET", f"{r}/pulls/{{number:\\d+}}", self._get_pull),
+            ("PATCH", f"{r}/pulls/{{number:\\d+}}", self._update_pull),
+            ("GET", f"{r}/pulls/{{number:\\d+}}/commits", self._pull_commits),
+            ("GET", f"{r}/pulls/{{number:\\d+}}/files", self._pull_files),
+            ("GET", f"{r}/pulls/{{number:\\d+}}/merge", self._pull_merged),
+            ("PUT", f"{r}/pulls/{{number:\\d+}}/merge", self._merge_pull),
+            ("POST", f"{r}/issues", self._create_issue),
+            ("GET", f"{r}/issues", self._list_issues),
+            ("GET", f"{r}/issues/{{number:\\d+}}", self._get_issue),
+            ("PATCH", f"{r}/issues/{{number:\\d+}}", self._update_issue),
+            ("POST", f"{r}/issues/{{number:\\d+}}/comments", self._create_comment),
+            ("GET", f"{r}/issues/{{number:\\d+}}/comments", self._list_comments),
+            ("GET", f"{r}/issues/comments/{{id:\\d+}}", self._get_comment),
+            ("PATCH", f"{r}/issues/comments/{{id:\\d+}}", self._update_comment),
+            ("DELETE", f"{r}/issues/comments/{{id:\\d+}}", self._delete_comment),
+            ("POST", f"{r}/issues/comments/{{id:\\d+}}/reactions", self._create_reaction),
+            ("POST", f"{r}/issues/{{number:\\d+}}/labels", self._add_labels),
+            ("PUT", f"{r}/issues/{{number:\\d+}}/labels", self._set_labels),
+            ("GET", f"{r}/issues/{{number:\\d+}}/labels", self._list_labels),
+            ("DELETE", f"{r}/issues/{{number:\\d+}}/labels/{{name:.+}}", self._remove_label),
+            ("POST", f"{r}/check-runs", self._create_check_run),
+            ("GET", f"{r}/check-runs/{{id:\\d+}}", self._get_check_run),
+            ("PATCH", f"{r}/check-runs/{{id:\\d+}}", self._update_check_run),
+            ("GET", f"{r}/collaborators/{{user}}/permission", self._permission),
+            ("POST", f"{r}/actions/workflows/{{workflow}}/dispatches", self._dispatch),
+            ("GET", f"{r}/actions/runs", self._list_runs),
+            ("GET", f"{r}/actions/runs/{{id:\\d+}}", self._get_run),
+        ]:
+            add(method, path, handler)
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        identity = "anonymous"
+        try:
+            await self._maybe_sleep(request.path)
+            fault = self._take_fault(request)
+            if fault is not None:
+                response: web.StreamResponse = web.json_response(fault.body, status=fault.status)
+                response.headers.update(fault.headers)
+            else:
+                identity = self._authenticate(request)
+                response = await handler(request)
+        except SimError as exc:
+            response = web.json_response(exc.body, status=exc.status)
+        except web.HTTPException as exc:
+            response = web.json_response(
+                {"message": exc.reason, "documentation_url": DOCS}, status=exc.status
+            )
+        self.rate_used[identity] += 1
+        defaults = {
+            "x-ratelimit-limit": str(RATE_LIMIT),
+            "x-ratelimit-remaining": str(max(0, RATE_LIMIT - self.rate_used[identity])),
+            "x-ratelimit-reset": str(self.rate_reset),
+            "x-ratelimit-used": str(self.rate_used[identity]),
+            "x-ratelimit-resource": "core",
+            "x-github-request-id": uuid.uuid4().hex[:16].upper(),
+        }
+        for name, value in defaults.items():
+            response.headers.setdefault(name, value)
+        self.requests.append((request.method, request.path, response.status))
+        return response
+
+    async def _maybe_sleep(self, path: str) -> None:
+        for slow in self._slows:
+            if slow.path_regex.search(path) and (slow.times is None or slow.times > 0):
+                if slow.times is not None:
+                    slow.times -= 1
+                await asyncio.sleep(slow.seconds)
+                return
+
+    def _take_fault(self, request: web.Request) -> Fault | None:
+        for fault in self._faults:
+            if fault.method in ("*", request.method) and fault.path_regex.search(request.path):
+                fault.times -= 1
+                if fault.times <= 0:
+                    self._faults.remove(fault)
+                return fault
+        return None
+
+    def _authenticate(self, request: web.Request) -> str:
+        """Check credentials; returns the rate-limit identity. The repo check happens in `_repo()`."""
+        scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+        if not credential:
+            raise SimError(401, "Requires authentication")
+        if self._wants_jwt(request):
+            if scheme.lower() != "bearer":
+                raise SimError(401, "A JSON web token could not be decoded")
+            self._verify_jwt(credential)
+            return "app"
+        if scheme.lower() not in ("token", "bearer"):
+            raise SimError(401, "Bad credentials")
+        installation = self.tokens.get(credential)
+        if installation is None or installation[1] <= self.now():
+            raise SimError(401, "Bad credentials")
+        request[INSTALLATION_ID] = installation[0]
+        return f"installation:{installation[0]}"
+
+    @staticmethod
+    def _wants_jwt(request: web.Request) -> bool:
+        return (
+            request.path == "/app"
+            or request.path.startswith("/app/")
+            or request.path.endswith("/installation")
+        )
+
+    def _verify_jwt(self, token: str) -> None:
+        try:
+            claims = jwt.decode(
+                token,
+                self.public_key_pem,
+                algorithms=["RS256"],
+                options={"verify_exp": False, "verify_iat": False, "require": ["exp", "iat", "iss"]},
+            )
+        except jwt.PyJWTError as exc:
+            raise SimError(401, "A JSON web token could not be decoded") from exc
+        now = self.now().timestamp()
+        if str(claims["iss"]) != str(self.app_id):
+            raise SimError(401, f"'Issuer' claim ('iss') must be an Integer; unknown app {claims['iss']}")
+        if claims["exp"] <= now:
+            raise SimError(
+                401, "'Expiration time' claim ('exp') must be a numeric value representing the future time"
+            )
+        if claims["exp"] - now > 600 + 60 or claims["iat"] > now + 60:
+            raise SimError(401, "'Expiration time' claim ('exp') is too far in the future")
+
+    def _repo(self, request: web.Request) -> Repo:
+        full_name = f"{request.match_info['owner']}/{request.match_info['repo']}"
+        repo = self.repos.get(full_name)
+        inst = self.installations.get(request.get(INSTALLATION_ID, -1))
+        if repo is None or inst is None or full_name not in inst.repos:
+            raise SimError(404, "Not Found")
+        return repo
+
+    @staticmethod
+    async def _json(request: web.Request) -> Any:
+        if not request.can_read_body:
+            return {}
+        try:
+            return await request.json()
+        except ValueError as exc:
+            raise SimError(400, "Problems parsing JSON") from exc
+
+    @staticmethod
+    def _paginate(
+        request: web.Request,
+        items: list[Any],
+        *,
+        wrap: str | None = None,
+        render: Callable[[Any], Any] | None = None,
+    ) -> web.Response:
+        """One page of `items` with GitHub's Link header; `wrap` names the list key of a counted envelope."""
+        try:
+            per_page = max(1, min(100, int(request.query.get("per_page", "30"))))
+            page = max(1, int(request.query.get("page", "1")))
+        except ValueError as exc:
+            raise validation_failed({"resource": "Search", "field": "per_page", "code": "invalid"}) from exc
+        last = max(1, -(-len(items) // per_page))
+        chunk = items[(page - 1) * per_page : page * per_page]
+        if render is not None:
+            chunk = [render(x) for x in chunk]
+        body: Any = {"total_count": len(items), wrap: chunk} if wrap else chunk
+        response = web.json_response(body)
+
+        def url(n: int) -> str:
+            query = {**request.query, "per_page": str(per_page), "page": str(n)}
+            return str(request.url.with_query(query))
+
+        links = []
+        if page < last:
+            links += [f'<{url(page + 1)}>; rel="next"', f'<{url(last)}>; rel="last"']
+        if page > 1:
+            links += [f'<{url(1)}>; rel="first"', f'<{url(min(page - 1, last))}>; rel="prev"']
+        if links:
+            response.headers["Link"] = ", ".join(links)
+        return response
+
+    # ---------------------------------------------------------------- JSON shapes
+
+    def _repo_json(self, repo: Repo) -> dict[str, Any]:
+        return {
+            "id": repo.id,
+            "node_id": f"R_{repo.id}",
+            "name": repo.name,
+            "full_name": repo.full_name,
+            "private": False,
+            "owner": _user(repo.owner),
+            "html_url": f"{WEB}/{repo.full_name}",
+            "url": f"{API}/repos/{repo.full_name}",
+            "clone_url": f"{WEB}/{repo.full_name}.git",
+            "default_branch": repo.default_branch,
+            "fork": False,
+        }
+
+    def _installation_json(self, inst: Installation) -> dict[str, Any]:
+        return {
+            "id": inst.id,
+            "app_id": self.app_id,
+            "account": _user(inst.account),
+            "repository_selection": "selected",
+            "access_tokens_url": f"{API}/app/installations/{inst.id}/access_tokens",
+            "target_type": "Organization",
+            "permissions": {
+                "contents": "write",
+                "pull_requests": "write",
+                "issues": "write",
+                "checks": "write",
+            },
+        }
+
+    def _labels_json(self, full_name: str, number: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": int(hashlib.sha1(n.encode()).hexdigest()[:7], 16),
+                "name": n,
+                "color": "ededed",
+                "default": False,
+            }
+            for n in self.labels.get((full_name, number), [])
+        ]
+
+    def _issue_json(self, repo: Repo, issue: Issue) -> dict[str, Any]:
+        kind = "pull" if issue.is_pull else "issues"
+        out = {
+            "id": issue.id,
+            "node_id": f"I_{issue.id}",
+            "number": issue.number,
+            "title": issue.title,
+            "body": issue.body,
+            "state": issue.state,
+            "state_reason": None,
+            "user": _user(issue.user),
+            "labels": self._labels_json(repo.full_name, issue.number),
+            "comments": sum(
+                1
+                for c in self._comments.values()
+                if (c.full_name, c.number) == (repo.full_name, issue.number)
+            ),
+            "created_at": issue.created_at,
+            "updated_at": issue.updated_at or issue.created_at,
+            "closed_at": issue.closed_at,
+            "html_url": f"{WEB}/{repo.full_name}/{kind}/{issue.number}",
+            "url": f"{API}/repos/{repo.full_name}/issues/{issue.number}",
+        }
+        if issue.is_pull:
+            out["pull_request"] = {"url": f"{API}/repos/{repo.full_name}/pulls/{issue.number}"}
+        return out
+
+    def _pull_shas(self, repo: Repo, issue: Issue) -> tuple[str | None, str | None]:
+        if issue.state != "open":
+            return issue.frozen_head_sha, issue.frozen_base_sha
+        return self._branch_sha(repo, issue.head_ref), self._branch_sha(repo, issue.base_ref)
+
+    def _mergeable(self, repo: Repo, head: str | None, base: str | None) -> bool:
+        if head is None or base is None:
+            return False
+        return self._git(repo, "merge-tree", "--write-tree", base, head).returncode == 0
+
+    def _pull_json(self, repo: Repo, issue: Issue) -> dict[str, Any]:
+        head, base = self._pull_shas(repo, issue)
+        out = self._issue_json(repo, issue)
+        out.pop("pull_request")
+        mergeable = self._mergeable(repo, head, base) if issue.state == "open" else None
+        out.update(
+            {
+                "html_url": f"{WEB}/{repo.full_name}/pull/{issue.number}",
+                "url": f"{API}/repos/{repo.full_name}/pulls/{issue.number}",
+                "issue_url": f"{API}/repos/{repo.full_name}/issues/{issue.number}",
+                "head": self._pull_end(repo, issue.head_ref, head),
+                "base": self._pull_end(repo, issue.base_ref, base),
+                "draft": issue.draft,
+                "merged": issue.merged,
+                "merged_at": issue.merged_at,
+                "merged_by": _user(issue.merged_by) if issue.merged_by else None,
+                "merge_commit_sha": issue.merge_commit_sha,
+                "mergeable": mergeable,
+                "mergeable_state": {True: "clean", False: "dirty", None: "unknown"}[mergeable],
+            }
+        )
+        return out
+
+    def _pull_end(self, repo: Repo, ref: str, sha: str | None) -> dict[str, Any]:
+        return {
+            "label": f"{repo.owner}:{ref}",
+            "ref": ref,
+            "sha": sha,
+            "user": _user(repo.owner),
+            "repo": self._repo_json(repo),
+        }
+
+    def _comment_json(self, c: Comment) -> dict[str, Any]:
+        return {
+            "id": c.id,
+            "node_id": f"IC_{c.id}",
+            "body": c.body,
+            "user": _user(c.user),
+            "created_at": c.created_at,
+            "updated_at": c.updated_at,
+            "html_url": f"{WEB}/{c.full_name}/issues/{c.number}#issuecomment-{c.id}",
+            "issue_url": f"{API}/repos/{c.full_name}/issues/{c.number}",
+            "url": f"{API}/repos/{c.full_name}/issues/comments/{c.id}",
+            "author_association": "NONE" if c.user.endswith("[bot]") else "MEMBER",
+        }
+
+    # ---------------------------------------------------------------- app endpoints
+
+    async def _get_app(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"id": self.app_id, "slug": "sluice", "name": "Sluice", "owner": _user("sluice")}
+        )
+
+    async def _list_installations(self, request: web.Request) -> web.Response:
+        return self._paginate(request, [self._installation_json(i) for i in self.installations.values()])
+
+    def _installation(self, request: web.Request) -> Installation:
+        inst = self.installations.get(int(request.match_info["id"]))
+        if inst is None:
+            raise SimError(404, "Not Found")
+        return inst
+
+    async def _get_installation(self, request: web.Request) -> web.Response:
+        return web.json_response(self._installation_json(self._installation(request)))
+
+    async def _create_token(self, request: web.Request) -> web.Response:
+        inst = self._installation(request)
+        token = self.installation_token(inst.id)
+        body = {
+            "token": token,
+            "expires_at": _iso(self.tokens[token][1]),
+            "permissions": self._installation_json(inst)["permissions"],
+            "repository_selection": "selected",
+        }
+        return web.json_response(body, status=201)
+
+    async def _repo_installation(self, request: web.Request) -> web.Response:
+        full_name = f"{request.match_info['owner']}/{request.match_info['repo']}"
+        for inst in self.installations.values():
+            if full_name in inst.repos:
+                return web.json_response(self._installation_json(inst))
+        raise SimError(404, "Not Found")
+
+    async def _installation_repos(self, request: web.Request) -> web.Response:
+        inst = self.installations[request[INSTALLATION_ID]]
+        repos = [self._repo_json(self.repos[n]) for n in sorted(inst.repos) if n in self.repos]
+        return self._paginate(request, repos, wrap="repositories")
+
+    async def _rate_limit(self, request: web.Request) -> web.Response:
+        core = {"limit": RATE_LIMIT, "remaining": RATE_LIMIT, "reset": self.rate_reset, "used": 0}
+        return web.json_response({"resources": {"core": core}, "rate": core})
+
+    async def _get_repo(self, request: web.Request) -> web.Response:
+        return web.json_response(self._repo_json(self._repo(request)))
+
+    # ---------------------------------------------------------------- refs and commits
+
+    def _ref_json(self, repo: Repo, ref: str, sha: str) -> dict[str, Any]:
+        return {
+            "ref": ref,
+            "node_id": f"REF_{hashlib.sha1(ref.encode()).hexdigest()[:10]}",
+            "url": f"{API}/repos/{repo.full_name}/git/{ref}",
+            "object": {
+                "sha": sha,
+                "type": "commit",
+                "url": f"{API}/repos/{repo.full_name}/git/commits/{sha}",
+            },
+        }
+
+    async def _get_ref(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        ref = "refs/" + request.match_info["ref"]
+        sha = self._resolve(repo, ref) if ref.count("/") >= 2 else None
+        if sha is None:
+            raise SimError(404, "Not Found")
+        return web.json_response(self._ref_json(repo, ref, sha))
+
+    async def _create_ref(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        data = await self._json(request)
+        ref, sha = data.get("ref"), data.get("sha")
+        if not isinstance(ref, str) or not isinstance(sha, str):
+            raise validation_failed(
+                {"resource": "Reference", "field": "ref" if not ref else "sha", "code": "missing"}
+            )
+        if not ref.startswith("refs/") or ref.count("/") < 2:
+            raise SimError(422, f"{ref} is not a valid ref name.")
+        if self._resolve(repo, ref) is not None:
+            raise SimError(422, "Reference already exists")
+        if len(sha) != 40 or self._resolve(repo, sha) is None:
+            raise SimError(422, "Object does not exist")
+        self._git(repo, "update-ref", ref, sha, ZERO_SHA)
+        return web.json_response(self._ref_json(repo, ref, sha), status=201)
+
+    async def _update_ref(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        ref = "refs/" + request.match_info["ref"]
+        data = await self._json(request)
+        sha = data.get("sha")
+        old = self._resolve(repo, ref)
+        if old is None:
+            raise SimError(422, "Reference does not exist")
+        if not isinstance(sha, str) or len(sha) != 40 or self._resolve(repo, sha) is None:
+            raise SimError(422, "Object does not exist")
+        if not data.get("force") and not self._is_ancestor(repo, old, sha):
+            raise SimError(422, "Update is not a fast forward")
+        if self._git(repo, "update-ref", ref, sha, old).returncode != 0:
+            raise SimError(409, "Reference cannot be updated")
+        return web.json_response(self._ref_json(repo, ref, sha))
+
+    async def _delete_ref(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        ref = "refs/" + request.match_info["ref"]
+        if self._resolve(repo, ref) is None:
+            raise SimError(422, "Reference does not exist")
+        self._git(repo, "update-ref", "-d", ref)
+        return web.Response(status=204)
+
+    async def _get_branch(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        name = request.match_info["branch"]
+        sha = self._branch_sha(repo, name)
+        if sha is None:
+            raise SimError(404, "Branch not found")
+        body = {
+            "name": name,
+            "commit": self._commit_json(repo, sha),
+            "protected": False,
+            "_links": {"html": f"{WEB}/{repo.full_name}/tree/{name}"},
+        }
+        return web.json_response(body)
+
+    async def _get_commit(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        sha = self._resolve(repo, request.match_info["ref"])
+        if sha is None:
+            raise SimError(422, f"No commit found for SHA: {request.match_info['ref']}")
+        return web.json_response(self._commit_json(repo, sha))
+
+    # ---------------------------------------------------------------- issues and pulls
+
+    def _new_number(self, full_name: str) -> int:
+        return max(self.issues[full_name], default=0) + 1
+
+    def _issue(self, request: web.Request, repo: Repo, *, pull: bool = False) -> Issue:
+        issue = self.issues[repo.full_name].get(int(request.match_info["number"]))
+        if issue is None or (pull and not issue.is_pull):
+            raise SimError(404, "Not Found")
+        return issue
+
+    def open_pull(
+        self,
+        full_name: str,
+        *,
+        head: str,
+        base: str,
+        title: str,
+        body: str | None = None,
+        user: str | None = None,
+        draft: bool = False,
+    ) -> dict[str, Any]:
+        """Open a pull request as GitHub would (same validation as the endpoint); returns its REST shape."""
+        repo = self.repos[full_name]
+        owner, _, head_ref = head.rpartition(":")
+        if owner and owner != repo.owner:
+            raise validation_failed({"resource": "PullRequest", "field": "head", "code": "invalid"})
+        head_sha, base_sha = self._branch_sha(repo, head_ref), self._branch_sha(repo, base)
+        if base_sha is None:
+            raise validation_failed({"resource": "PullRequest", "field": "base", "code": "invalid"})
+        if head_sha is None:
+            raise validation_failed({"resource": "PullRequest", "field": "head", "code": "invalid"})
+        for other in self.issues[full_name].values():
+            if (
+                other.is_pull
+                and other.state == "open"
+                and (other.head_ref, other.base_ref) == (head_ref, base)
+            ):
+                message = f"A pull request already exists for {repo.owner}:{head_ref}."
+                raise validation_failed({"resource": "PullRequest", "code": "custom", "message": message})
+        if self._is_ancestor(repo, head_sha, base_sha):
+            message = f"No commits between {base} and {head_ref}"
+            raise validation_failed({"resource": "PullRequest", "code": "custom", "message": message})
+        now = _iso(self.now())
+        number = self._new_number(full_name)
+        issue = Issue(number, self._next_id(), title, body, user or self.bot_login, now, is_pull=True)
+        issue.head_ref, issue.base_ref, issue.draft = head_ref, base, draft
+        self.issues[full_name][number] = issue
+        return self._pull_json(repo, issue)
+
+    async def _create_pull(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        data = await self._json(request)
+        for name in ("head", "base", "title"):
+            if not isinstance(data.get(name), str) or not data[name]:
+                raise validation_failed({"resource": "PullRequest", "field": name, "code": "missing_field"})
+        pull = self.open_pull(
+            repo.full_name,
+            head=data["head"],
+            base=data["base"],
+            title=data["title"],
+            body=data.get("body"),
+            draft=bool(data.get("draft", False)),
+        )
+        return web.json_response(pull, status=201)
+
+    async def _list_pulls(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        state = request.query.get("state", "open")
+        head = request.query.get("head")
+        base = request.query.get("base")
+        chosen = []
+        for issue in sorted(self.issues[repo.full_name].values(), key=lambda i: -i.number):
+            if not issue.is_pull or state not in ("all", issue.state):
+                continue
+            if head is not None and head != f"{repo.owner}:{issue.head_ref}":
+                continue
+            if base is not None and base != issue.base_ref:
+                continue
+            chosen.append(issue)
+        return self._paginate(request, chosen, render=lambda issue: self._pull_json(repo, issue))
+
+    async def _get_pull(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        return web.json_response(self._pull_json(repo, self._issue(request, repo, pull=True)))
+
+    def _set_state(self, repo: Repo, issue: Issue, state: Any) -> None:
+        if state not in ("open", "closed"):
+            raise validation_failed({"resource": "Issue", "field": "state", "code": "invalid"})
+        if issue.merged and state == "open":
+            raise SimError(422, "Cannot reopen a merged pull request")
+        if state == "closed" and issue.state == "open":
+            issue.frozen_head_sha, issue.frozen_base_sha = self._pull_shas(repo, issue)
+            issue.closed_at = _iso(self.now())
+        elif state == "open":
+            issue.closed_at = None
+        issue.state = state
+
+    def _edit(self, repo: Repo, issue: Issue, data: dict[str, Any]) -> None:
+        if "title" in data:
+            issue.title = data["title"]
+        if "body" in data:
+            issue.body = data["body"]
+        if "state" in data:
+            self._set_state(repo, issue, data["state"])
+        if "labels" in data:
+            self.labels[(repo.full_name, issue.number)] = [self._label_name(x) for x in data["labels"]]
+        if issue.is_pull and "base" in data:
+            if self._branch_sha(repo, data["base"]) is None:
+                raise validation_failed({"resource": "PullRequest", "field": "base", "code": "invalid"})
+            issue.base_ref = data["base"]
+        issue.updated_at = _iso(self.now())
+
+    async def _update_pull(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo, pull=True)
+        self._edit(repo, issue, await self._json(request))
+        return web.json_response(self._pull_json(repo, issue))
+
+    def _pull_range(self, repo: Repo, issue: Issue) -> tuple[str, str]:
+        head, base = self._pull_shas(repo, issue)
+        if head is None or base is None:
+            raise SimError(404, "Not Found")
+        if issue.merged and issue.frozen_base_sha:
+            return issue.frozen_base_sha, head
+        merge_base = self._git(repo, "merge-base", base, head).stdout.strip() or base
+        return merge_base, head
+
+    async def _pull_commits(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        base, head = self._pull_range(repo, self._issue(request, repo, pull=True))
+        commits = [self._commit_json(repo, sha) for sha in self._log(repo, [head, f"^{base}"])]
+        return self._paginate(request, commits)
+
+    async def _pull_files(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        base, head = self._pull_range(repo, self._issue(request, repo, pull=True))
+        statuses = {
+            "A": "added",
+            "D": "removed",
+            "M": "modified",
+            "R": "renamed",
+            "C": "copied",
+            "T": "changed",
+        }
+        numstat = self._git(repo, "diff", "--numstat", "-M", "-z", base, head).stdout
+        status_out = self._git(repo, "diff", "--name-status", "-M", "-z", base, head).stdout.split("\0")
+        files = []
+        i = 0
+        counts = self._parse_numstat(numstat)
+        while i < len(status_out) - 1:
+            code = status_out[i]
+            if code[0] in "RC":
+                old, new = status_out[i + 1], status_out[i + 2]
+                i += 3
+            else:
+                old = new = status_out[i + 1]
+                i += 2
+            adds, dels = counts.get(new, (0, 0))
+            patch = self._git(repo, "diff", "-M", base, head, "--", *{old, new}).stdout
+            entry = {
+                "filename": new,
+                "status": statuses.get(code[0], "modified"),
+                "additions": adds,
+                "deletions": dels,
+                "changes": adds + dels,
+                "patch": "@@" + patch.split("\n@@", 1)[1] if "\n@@" in patch else None,
+                "sha": self._git(repo, "rev-parse", f"{head}:{new}").stdout.strip() or None,
+            }
+            if old != new:
+                entry["previous_filename"] = old
+            files.append(entry)
+        return self._paginate(request, files)
+
+    @staticmethod
+    def _parse_numstat(out: str) -> dict[str, tuple[int, int]]:
+        parts = out.split("\0")
+        counts: dict[str, tuple[int, int]] = {}
+        i = 0
+        while i < len(parts) - 1:
+            adds, dels, path = parts[i].split("\t", 2)
+            i += 1
+            if path == "":  # rename: the old and new names follow as separate fields
+                path = parts[i + 1]
+                i += 2
+            counts[path] = (int(adds) if adds != "-" else 0, int(dels) if dels != "-" else 0)
+        return counts
+
+    async def _pull_merged(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        merged = self._issue(request, repo, pull=True).merged
+        return web.Response(status=204 if merged else 404)
+
+    async def _merge_pull(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo, pull=True)
+        data = await self._json(request)
+        head, base = self._pull_shas(repo, issue)
+        if issue.state != "open" or head is None or base is None:
+            raise SimError(405, "Pull Request is not mergeable")
+        if data.get("sha") not in (None, head):
+            raise SimError(409, "Head branch was modified. Review and try the merge again.")
+        method = data.get("merge_method", "merge")
+        if method not in ("merge", "squash"):
+            raise SimError(405, f"Merge method {method} is not supported by the simulator")
+        tree = self._git(repo, "merge-tree", "--write-tree", base, head)
+        if tree.returncode != 0:
+            raise SimError(405, "Pull Request is not mergeable")
+        title = data.get("commit_title") or (
+            f"Merge pull request #{issue.number} from {repo.owner}/{issue.head_ref}"
+            if method == "merge"
+            else f"{issue.title} (#{issue.number})"
+        )
+        message = title + (f"\n\n{data['commit_message']}" if data.get("commit_message") else "")
+        parents = ["-p", base, "-p", head] if method == "merge" else ["-p", base]
+        when = {"GIT_AUTHOR_DATE": _iso(self.now()), "GIT_COMMITTER_DATE": _iso(self.now())}
+        sha = self._git(repo, "commit-tree", tree.stdout.split()[0], *parents, "-m", message, env=when)
+        new = sha.stdout.strip()
+        if self._git(repo, "update-ref", f"refs/heads/{issue.base_ref}", new, base).returncode != 0:
+            raise SimError(409, "Base branch was modified. Review and try the merge again.")
+        issue.frozen_head_sha, issue.frozen_base_sha = head, base
+        issue.state, issue.merged, issue.merge_commit_sha = "closed", True, new
+        issue.merged_at = issue.closed_at = _iso(self.now())
+        issue.merged_by = self.bot_login
+        return web.json_response({"sha": new, "merged": True, "message": "Pull Request successfully merged"})
+
+    def open_issue(
+        self, full_name: str, *, title: str, body: str | None = None, user: str | None = None
+    ) -> int:
+        number = self._new_number(full_name)
+        issue = Issue(number, self._next_id(), title, body, user or self.bot_login, _iso(self.now()))
+        self.issues[full_name][number] = issue
+        return number
+
+    async def _create_issue(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        data = await self._json(request)
+        if not isinstance(data.get("title"), str) or not data["title"]:
+            raise validation_failed({"resource": "Issue", "field": "title", "code": "missing_field"})
+        number = self.open_issue(repo.full_name, title=data["title"], body=data.get("body"))
+        if data.get("labels"):
+            self.labels[(repo.full_name, number)] = [self._label_name(x) for x in data["labels"]]
+        return web.json_response(self._issue_json(repo, self.issues[repo.full_name][number]), status=201)
+
+    async def _list_issues(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        state = request.query.get("state", "open")
+        wanted = [x for x in request.query.get("labels", "").split(",") if x]
+        creator = request.query.get("creator")
+        chosen = [
+            self._issue_json(repo, i)
+            for i in sorted(self.issues[repo.full_name].values(), key=lambda i: -i.number)
+            if state in ("all", i.state)
+            and all(w in self.labels.get((repo.full_name, i.number), []) for w in wanted)
+            and creator in (None, i.user)
+        ]
+        return self._paginate(request, chosen)
+
+    async def _get_issue(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        return web.json_response(self._issue_json(repo, self._issue(request, repo)))
+
+    async def _update_issue(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo)
+        self._edit(repo, issue, await self._json(request))
+        return web.json_response(self._issue_json(repo, issue))
+
+    # ---------------------------------------------------------------- comments, labels, reactions
+
+    def add_comment(self, full_name: str, number: int, body: str, *, user: str | None = None) -> int:
+        """Record a comment as if `user` (default: the bot) posted it; returns its id."""
+        now = _iso(self.now())
+        comment = Comment(self._next_id(), full_name, number, body, user or self.bot_login, now, now)
+        self._comments[comment.id] = comment
+        return comment.id
+
+    async def _create_comment(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo)
+        data = await self._json(request)
+        if not isinstance(data.get("body"), str) or not data["body"]:
+            raise validation_failed({"resource": "IssueComment", "field": "body", "code": "missing_field"})
+        if len(data["body"]) > 65536:
+            message = "body is too long (maximum is 65536 characters)"
+            raise validation_failed(
+                {"resource": "IssueComment", "field": "body", "code": "custom", "message": message}
+            )
+        cid = self.add_comment(repo.full_name, issue.number, data["body"])
+        return web.json_response(self._comment_json(self._comments[cid]), status=201)
+
+    async def _list_comments(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo)
+        return self._paginate(request, self.comment_objects(repo.full_name, issue.number))
+
+    def _comment(self, request: web.Request) -> Comment:
+        repo = self._repo(request)
+        comment = self._comments.get(int(request.match_info["id"]))
+        if comment is None or comment.full_name != repo.full_name:
+            raise SimError(404, "Not Found")
+        return comment
+
+    async def _get_comment(self, request: web.Request) -> web.Response:
+        return web.json_response(self._comment_json(self._comment(request)))
+
+    async def _update_comment(self, request: web.Request) -> web.Response:
+        comment = self._comment(request)
+        data = await self._json(request)
+        if not isinstance(data.get("body"), str) or not data["body"]:
+            raise validation_failed({"resource": "IssueComment", "field": "body", "code": "missing_field"})
+        comment.body, comment.updated_at = data["body"], _iso(self.now())
+        return web.json_response(self._comment_json(comment))
+
+    async def _delete_comment(self, request: web.Request) -> web.Response:
+        del self._comments[self._comment(request).id]
+        return web.Response(status=204)
+
+    async def _create_reaction(self, request: web.Request) -> web.Response:
+        comment = self._comment(request)
+        content = (await self._json(request)).get("content")
+        if content not in REACTIONS:
+            raise validation_failed({"resource": "Reaction", "field": "content", "code": "invalid"})
+        for existing in self.reactions[comment.id]:
+            if existing["content"] == content and existing["user"]["login"] == self.bot_login:
+                return web.json_response(existing)
+        reaction = {"id": self._next_id(), "content": content, "user": _user(self.bot_login)}
+        reaction["created_at"] = _iso(self.now())
+        self.reactions[comment.id].append(reaction)
+        return web.json_response(reaction, status=201)
+
+    @staticmethod
+    def _label_name(label: Any) -> str:
+        return label["name"] if isinstance(label, dict) else str(label)
+
+    async def _label_input(self, request: web.Request) -> list[str]:
+        data = await self._json(request)
+        labels = data.get("labels") if isinstance(data, dict) else data
+        if not isinstance(labels, list):
+            raise validation_failed({"resource": "Label", "field": "labels", "code": "invalid"})
+        return [self._label_name(x) for x in labels]
+
+    async def _add_labels(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo)
+        current = self.labels[(repo.full_name, issue.number)]
+        current.extend(n for n in await self._label_input(request) if n not in current)
+        return web.json_response(self._labels_json(repo.full_name, issue.number))
+
+    async def _set_labels(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo)
+        self.labels[(repo.full_name, issue.number)] = list(dict.fromkeys(await self._label_input(request)))
+        return web.json_response(self._labels_json(repo.full_name, issue.number))
+
+    async def _list_labels(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo)
+        return self._paginate(request, self._labels_json(repo.full_name, issue.number))
+
+    async def _remove_label(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo)
+        current = self.labels[(repo.full_name, issue.number)]
+        name = request.match_info["name"]
+        if name not in current:
+            raise SimError(404, "Label does not exist")
+        current.remove(name)
+        return web.json_response(self._labels_json(repo.full_name, issue.number))
+
+    # ---------------------------------------------------------------- check runs
+
+    def _check_run(self, request: web.Request) -> dict[str, Any]:
+        repo = self._repo(request)
+        wanted = int(request.match_info["id"])
+        for run in self.check_runs[repo.full_name]:
+            if run["id"] == wanted:
+                return run
+        raise SimError(404, "Not Found")
+
+    def _apply_check_fields(self, run: dict[str, Any], data: dict[str, Any]) -> None:
+        for key in ("name", "details_url", "external_id", "started_at", "completed_at", "actions"):
+            if key in data:
+                run[key] = data[key]
+        if "output" in data:
+            run["output"] = {**run.get("output", {}), **data["output"]}
+            run["output"]["annotations_count"] = len(data["output"].get("annotations", []))
+        if "status" in data:
+            if data["status"] not in (
+                "queued",
+                "in_progress",
+                "completed",
+                "waiting",
+                "requested",
+                "pending",
+            ):
+                raise validation_failed({"resource": "CheckRun", "field": "status", "code": "invalid"})
+            run["status"] = data["status"]
+        if data.get("conclusion") is not None:
+            run["conclusion"], run["status"] = data["conclusion"], "completed"
+        if run["status"] == "completed":
+            if run.get("conclusion") is None:
+                message = "conclusion is required when status is completed"
+                raise validation_failed({"resource": "CheckRun", "code": "custom", "message": message})
+            run["completed_at"] = run.get("completed_at") or _iso(self.now())
+
+    async def _create_check_run(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        data = await self._json(request)
+        if not data.get("name") or not data.get("head_sha"):
+            field_name = "name" if not data.get("name") else "head_sha"
+            raise validation_failed({"resource": "CheckRun", "field": field_name, "code": "missing_field"})
+        if self._resolve(repo, data["head_sha"]) is None:
+            raise SimError(422, "No commit found for SHA: " + data["head_sha"])
+        run_id = self._next_id()
+        run: dict[str, Any] = {
+            "id": run_id,
+            "node_id": f"CR_{run_id}",
+            "head_sha": data["head_sha"],
+            "status": "queued",
+            "conclusion": None,
+            "started_at": _iso(self.now()),
+            "completed_at": None,
+            "output": {"title": None, "summary": None, "text": None, "annotations_count": 0},
+            "app": {"id": self.app_id, "slug": "sluice"},
+            "html_url": f"{WEB}/{repo.full_name}/runs/{run_id}",
+            "url": f"{API}/repos/{repo.full_name}/check-runs/{run_id}",
+            "details_url": None,
+            "external_id": "",
+        }
+        self._apply_check_fields(run, data)
+        self.check_runs[repo.full_name].append(run)
+        return web.json_response(run, status=201)
+
+    async def _get_check_run(self, request: web.Request) -> web.Response:
+        return web.json_response(self._check_run(request))
+
+    async def _update_check_run(self, request: web.Request) -> web.Response:
+        run = self._check_run(request)
+        updated = json.loads(json.dumps(run))
+        self._apply_check_fields(updated, await self._json(request))
+        run.update(updated)
+        return web.json_response(run)
+
+    async def _list_check_runs(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        sha = self._resolve(repo, request.match_info["ref"])
+        if sha is None:
+            raise SimError(422, f"No commit found for SHA: {request.match_info['ref']}")
+        runs = [r for r in reversed(self.check_runs[repo.full_name]) if r["head_sha"] == sha]
+        if "check_name" in request.query:
+            runs = [r for r in runs if r["name"] == request.query["check_name"]]
+        if "status" in request.query:
+            runs = [r for r in runs if r["status"] == request.query["status"]]
+        if request.query.get("filter", "latest") == "latest":
+            latest: dict[str, dict[str, Any]] = {}
+            for run in runs:  # newest first, so the first run per name wins
+                latest.setdefault(run["name"], run)
+            runs = list(latest.values())
+        return self._paginate(request, runs, wrap="check_runs")
+
+    # ---------------------------------------------------------------- collaborators and actions
+
+    async def _permission(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        user = request.match_info["user"]
+        permission = self.permissions.get((repo.full_name, user), "none")
+        legacy = {"maintain": "write", "triage": "read"}.get(permission, permission)
+        body = {"permission": legacy, "role_name": permission, "user": _user(user)}
+        return web.json_response(body)
+
+    async def _dispatch(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        data = await self._json(request)
+        ref = data.get("ref")
+        if not isinstance(ref, str) or self._resolve(repo, ref) is None:
+            raise SimError(422, f"No ref found for: {ref}")
+        inputs = data.get("inputs") or {}
+        if not isinstance(inputs, dict) or len(inputs) > 10:
+            raise SimError(422, "inputs must be an object with at most 10 properties")
+        workflow = request.match_info["workflow"]
+        self.dispatches[repo.full_name].append({"workflow": workflow, "ref": ref, "inputs": inputs})
+        run_id = self._next_id()
+        self.workflow_runs[repo.full_name].append(
+            {
+                "id": run_id,
+                "name": workflow,
+                "path": f".github/workflows/{workflow}",
+                "event": "workflow_dispatch",
+                "head_branch": ref.removeprefix("refs/heads/"),
+                "head_sha": self._resolve(repo, ref),
+                "status": "queued",
+                "conclusion": None,
+                "created_at": _iso(self.now()),
+                "html_url": f"{WEB}/{repo.full_name}/actions/runs/{run_id}",
+            }
+        )
+        return web.Response(status=204)
+
+    def finish_run(self, full_name: str, run_id: int, conclusion: str) -> None:
+        for run in self.workflow_runs[full_name]:
+            if run["id"] == run_id:
+                run["status"], run["conclusion"] = "completed", conclusion
+
+    async def _list_runs(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        runs = list(reversed(self.workflow_runs[repo.full_name]))
+        for key in ("event", "status", "head_sha", "branch"):
+            if key in request.query:
+                field_name = "head_branch" if key == "branch" else key
+                runs = [r for r in runs if r[field_name] == request.query[key]]
+        return self._paginate(request, runs, wrap="workflow_runs")
+
+    async def _get_run(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        for run in self.workflow_runs[repo.full_name]:
+            if run["id"] == int(request.match_info["id"]):
+                return web.json_response(run)
+        raise SimError(404, "Not Found")
+
+    # ---------------------------------------------------------------- webhooks
+
+    async def deliver(
+        self,
+        url: str,
+        event: str,
+        payload: dict[str, Any],
+        *,
+        secret: str | bytes,
+        delivery_id: str | None = None,
+    ) -> int:
+        """POST a webhook exactly as GitHub does; returns the receiver's status."""
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        key = secret.encode() if isinstance(secret, str) else secret
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "GitHub-Hookshot/a1b2c3d",
+            "Accept": "*/*",
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery_id or str(uuid.uuid4()),
+            "X-GitHub-Hook-ID": "424242",
+            "X-GitHub-Hook-Installation-Target-ID": str(self.app_id),
+            "X-GitHub-Hook-Installation-Target-Type": "integration",
+            "X-Hub-Signature": "sha1=" + hmac.new(key, body, hashlib.sha1).hexdigest(),
+            "X-Hub-Signature-256": "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest(),
+        }
+        async with aiohttp.ClientSession() as session, session.post(url, data=body, headers=headers) as resp:
+            status = resp.status
+        self.deliveries.append(
+            {"event": event, "delivery_id": headers["X-GitHub-Delivery"], "status": status}
+        )
+        return status
+
+    def _installation_stub(self, full_name: str) -> dict[str, Any] | None:
+        for inst in self.installations.values():
+            if full_name in inst.repos:
+                return {"id": inst.id, "node_id": f"MDIz_{inst.id}"}
+        return None
+
+    def _envelope(self, full_name: str, sender: str | None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "repository": self._repo_json(self.repos[full_name]),
+            "sender": _user(sender or self.bot_login),
+        }
+        installation = self._installation_stub(full_name)
+        if installation:
+            out["installation"] = installation
+        return out
+
+    def push_payload(
+        self, full_name: str, ref: str, before: str, after: str, *, pusher: str = "octocat"
+    ) -> dict[str, Any]:
+        """A `push` event payload whose commits come from the real repository."""
+        repo = self.repos[full_name]
+        deleted = after == ZERO_SHA
+        if deleted:
+            shas: list[str] = []
+        elif before == ZERO_SHA:
+            others = [
+                b for b in self._git(repo, "for-each-ref", "--format=%(refname)", "refs/heads").stdout.split()
+            ]
+            shas = self._log(repo, [after, *(f"^{o}" for o in others if o != ref)])[-20:]
+        else:
+            shas = self._log(repo, [after, f"^{before}"])[-20:]
+        commits = [self._push_commit(repo, sha) for sha in shas]
+        forced = not deleted and before != ZERO_SHA and not self._is_ancestor(repo, before, after)
+        head_commit = commits[-1] if commits else (None if deleted else self._push_commit(repo, after))
+        return {
+            "ref": ref,
+            "before": before,
+            "after": after,
+            "created": before == ZERO_SHA,
+            "deleted": deleted,
+            "forced": forced,
+            "base_ref": None,
+            "compare": f"{WEB}/{full_name}/compare/{before[:12]}...{after[:12]}",
+            "commits": commits,
+            "head_commit": head_commit,
+            "pusher": {"name": pusher, "email": f"{pusher}@users.noreply.github.com"},
+            **self._envelope(full_name, pusher),
+        }
+
+    def _push_commit(self, repo: Repo, sha: str) -> dict[str, Any]:
+        c = self._commit_json(repo, sha)["commit"]
+        changes = self._git(repo, "diff-tree", "--root", "--no-commit-id", "--name-status", "-r", sha).stdout
+        files: dict[str, list[str]] = {"A": [], "D": [], "M": []}
+        for line in changes.splitlines():
+            code, _, path = line.partition("\t")
+            files.setdefault(code[:1], []).append(path)
+        return {
+            "id": sha,
+            "tree_id": c["tree"]["sha"],
+            "distinct": True,
+            "message": c["message"],
+            "timestamp": c["committer"]["date"],
+            "url": f"{WEB}/{repo.full_name}/commit/{sha}",
+            "author": {**c["author"], "username": None},
+            "committer": {**c["committer"], "username": None},
+            "added": files["A"],
+            "removed": files["D"],
+            "modified": files["M"],
+        }
+
+    def pull_request_payload(
+        self,
+        full_name: str,
+        number: int,
+        action: str,
+        *,
+        sender: str | None = None,
+        label: str | None = None,
+    ) -> dict[str, Any]:
+        repo = self.repos[full_name]
+        out: dict[str, Any] = {
+            "action": action,
+            "number": number,
+            "pull_request": self._pull_json(repo, self.issues[full_name][number]),
+            **self._envelope(full_name, sender),
+        }
+        if label is not None:
+            out["label"] = {"name": label, "color": "ededed"}
+        return out
+
+    def issue_comment_payload(
+        self, full_name: str, comment_id: int, *, action: str = "created"
+    ) -> dict[str, Any]:
+        """An `issue_comment` payload for a stored comment (see `add_comment`)."""
+        comment = self._comments[comment_id]
+        repo = self.repos[full_name]
+        issue = self._issue_json(repo, self.issues[full_name][comment.number])
+        return {
+            "action": action,
+            "issue": issue,
+            "comment": self._comment_json(comment),
+            **self._envelope(full_name, comment.user),
+        }
+
+    def app_jwt(self, *, now: dt.datetime | None = None) -> str:
+        """A valid App JWT (only when the sim generated its own key)."""
+        assert self.private_key_pem is not None, "the sim was given a public key; sign with your private key"
+        issued = int((now or self.now()).timestamp()) - 30
+        claims = {"iat": issued, "exp": issued + 540, "iss": str(self.app_id)}
+        return jwt.encode(claims, self.private_key_pem, algorithm="RS256")

@@ -1,0 +1,486 @@
+"""The GitHub simulator behaves like GitHub where the bot depends on it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from aiohttp import web
+from yarl import URL
+
+from tests.github_sim import ZERO_SHA, GitHubSim
+
+FORK = "triton-fork/triton"
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@e",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@e",
+    }
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **env}
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> GitHubSim:
+    sim = GitHubSim(root=tmp_path / "sim")
+    sim.create_repo(FORK)
+    sim.commit(FORK, "main", {"README.md": "hello\n"}, message="initial")
+    return sim
+
+
+@pytest.fixture
+async def api(aiohttp_client: Any, sim: GitHubSim) -> Any:
+    """A client that authenticates like the App: JWT → installation token → repo calls."""
+    client = await aiohttp_client(sim.app)
+    installation_id = sim.install(FORK)
+    resp = await client.post(
+        f"/app/installations/{installation_id}/access_tokens",
+        headers={"Authorization": f"Bearer {sim.app_jwt()}"},
+    )
+    assert resp.status == 201
+    client.headers = {"Authorization": f"token {(await resp.json())['token']}"}
+    return client
+
+
+async def call(api: Any, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+    resp = await api.request(method, path, headers=api.headers, **kwargs)
+    body = await resp.json() if resp.content_type == "application/json" else None
+    return resp.status, body
+
+
+# ------------------------------------------------------------------ auth
+
+
+async def test_app_endpoints_need_a_valid_jwt(aiohttp_client: Any, sim: GitHubSim) -> None:
+    client = await aiohttp_client(sim.app)
+    sim.install(FORK)
+    assert (await client.get("/app/installations")).status == 401
+    other_key = jwt.encode(
+        {"iat": 0, "exp": 1, "iss": "1"}, "an-hmac-secret-not-the-apps-rsa-key", algorithm="HS256"
+    )
+    resp = await client.get("/app/installations", headers={"Authorization": f"Bearer {other_key}"})
+    assert resp.status == 401
+    resp = await client.get("/app/installations", headers={"Authorization": f"Bearer {sim.app_jwt()}"})
+    assert resp.status == 200
+    assert [i["account"]["login"] for i in await resp.json()] == ["triton-fork"]
+    resp = await client.get(
+        f"/repos/{FORK}/installation", headers={"Authorization": f"Bearer {sim.app_jwt()}"}
+    )
+    assert resp.status == 200
+
+
+async def test_a_jwt_too_far_in_the_future_or_expired_is_refused(aiohttp_client: Any, sim: GitHubSim) -> None:
+    client = await aiohttp_client(sim.app)
+    now = int(sim.now().timestamp())
+    assert sim.private_key_pem is not None
+    for iat, exp in [(now, now + 3600), (now - 1200, now - 600)]:
+        token = jwt.encode(
+            {"iat": iat, "exp": exp, "iss": str(sim.app_id)}, sim.private_key_pem, algorithm="RS256"
+        )
+        resp = await client.get("/app/installations", headers={"Authorization": f"Bearer {token}"})
+        assert resp.status == 401
+
+
+async def test_access_token_expires_in_an_hour(aiohttp_client: Any, sim: GitHubSim) -> None:
+    client = await aiohttp_client(sim.app)
+    installation_id = sim.install(FORK)
+    resp = await client.post(
+        f"/app/installations/{installation_id}/access_tokens",
+        headers={"Authorization": f"Bearer {sim.app_jwt()}"},
+    )
+    body = await resp.json()
+    expires = dt.datetime.fromisoformat(body["expires_at"].replace("Z", "+00:00"))
+    assert dt.timedelta(minutes=59) < expires - sim.now() <= dt.timedelta(hours=1)
+    unknown = await client.post(
+        "/app/installations/999999/access_tokens", headers={"Authorization": f"Bearer {sim.app_jwt()}"}
+    )
+    assert unknown.status == 404
+
+
+async def test_repo_endpoints_need_the_installation_token(api: Any, sim: GitHubSim) -> None:
+    assert (await api.get(f"/repos/{FORK}/branches/main")).status == 401
+    wrong = await api.get(f"/repos/{FORK}/branches/main", headers={"Authorization": "token ghs_wrong"})
+    assert wrong.status == 401
+    assert (await wrong.json())["message"] == "Bad credentials"
+    assert (await call(api, "GET", f"/repos/{FORK}/branches/main"))[0] == 200
+    sim.create_repo("someone/else")
+    assert (await call(api, "GET", "/repos/someone/else"))[0] == 404
+    sim.expire_tokens()
+    assert (await call(api, "GET", f"/repos/{FORK}/branches/main"))[0] == 401
+
+
+# ------------------------------------------------------------------ refs
+
+
+async def test_refs_create_update_and_delete_the_real_branch(api: Any, sim: GitHubSim) -> None:
+    main = sim.git(FORK, "rev-parse", "main")
+    status, body = await call(
+        api, "POST", f"/repos/{FORK}/git/refs", json={"ref": "refs/heads/sync", "sha": main}
+    )
+    assert status == 201 and body["object"] == {"sha": main, "type": "commit", "url": body["object"]["url"]}
+    assert (await call(api, "POST", f"/repos/{FORK}/git/refs", json={"ref": "refs/heads/sync", "sha": main}))[
+        0
+    ] == 422
+    status, body = await call(api, "GET", f"/repos/{FORK}/git/ref/heads/sync")
+    assert (status, body["ref"], body["object"]["sha"]) == (200, "refs/heads/sync", main)
+
+    ahead = sim.commit(FORK, "scratch", {"a.txt": "a\n"}, parent=main)
+    status, _ = await call(api, "PATCH", f"/repos/{FORK}/git/refs/heads/sync", json={"sha": ahead})
+    assert status == 200 and sim.git(FORK, "rev-parse", "sync") == ahead
+
+    status, body = await call(api, "PATCH", f"/repos/{FORK}/git/refs/heads/sync", json={"sha": main})
+    assert (status, body["message"]) == (422, "Update is not a fast forward")
+    assert sim.git(FORK, "rev-parse", "sync") == ahead
+    status, _ = await call(
+        api, "PATCH", f"/repos/{FORK}/git/refs/heads/sync", json={"sha": main, "force": True}
+    )
+    assert status == 200 and sim.git(FORK, "rev-parse", "sync") == main
+
+    assert (await call(api, "DELETE", f"/repos/{FORK}/git/refs/heads/sync"))[0] == 204
+    assert (await call(api, "GET", f"/repos/{FORK}/git/ref/heads/sync"))[0] == 404
+    assert (await call(api, "GET", f"/repos/{FORK}/branches/sync"))[0] == 404
+
+
+async def test_pushes_over_the_file_path_are_seen_by_the_api(
+    api: Any, sim: GitHubSim, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "--quiet", str(sim.repo_path(FORK)), str(work))
+    (work / "x.txt").write_text("x\n")
+    git(work, "add", "x.txt")
+    git(work, "commit", "--quiet", "-m", "add x")
+    git(work, "push", "--quiet", "origin", "HEAD:refs/heads/feature/x")
+    status, body = await call(api, "GET", f"/repos/{FORK}/branches/feature/x")
+    assert status == 200
+    assert body["commit"]["sha"] == git(work, "rev-parse", "HEAD")
+    assert body["commit"]["commit"]["message"] == "add x"
+
+
+# ------------------------------------------------------------------ pulls
+
+
+async def open_pr(api: Any, sim: GitHubSim, branch: str, **extra: Any) -> dict[str, Any]:
+    sim.commit(
+        FORK,
+        branch,
+        {f"{branch}.txt": branch},
+        message=f"change on {branch}",
+        parent=sim.git(FORK, "rev-parse", "main"),
+    )
+    status, body = await call(
+        api, "POST", f"/repos/{FORK}/pulls", json={"head": branch, "base": "main", "title": branch, **extra}
+    )
+    assert status == 201, body
+    return body
+
+
+async def test_pull_create_shape_and_duplicate_head(api: Any, sim: GitHubSim) -> None:
+    pr = await open_pr(api, sim, "sync-1", body="details")
+    assert pr["number"] == 1 and pr["state"] == "open" and pr["body"] == "details"
+    assert pr["head"]["ref"] == "sync-1" and pr["head"]["sha"] == sim.git(FORK, "rev-parse", "sync-1")
+    assert pr["head"]["repo"]["full_name"] == FORK and pr["base"]["ref"] == "main"
+    assert pr["user"]["login"] == sim.bot_login and pr["merged"] is False and pr["mergeable"] is True
+    assert pr["html_url"].endswith(f"/{FORK}/pull/1")
+    status, body = await call(
+        api, "POST", f"/repos/{FORK}/pulls", json={"head": "sync-1", "base": "main", "title": "again"}
+    )
+    assert status == 422
+    assert body["message"] == "Validation Failed"
+    assert body["errors"][0]["message"] == "A pull request already exists for triton-fork:sync-1."
+    status, body = await call(
+        api, "POST", f"/repos/{FORK}/pulls", json={"head": "nope", "base": "main", "title": "x"}
+    )
+    assert status == 422 and body["errors"][0]["field"] == "head"
+    assert [p["number"] for p in sim.pulls[FORK]] == [1]
+
+
+async def test_pull_list_filters_by_head_and_paginates_with_link(api: Any, sim: GitHubSim) -> None:
+    for i in range(5):
+        await open_pr(api, sim, f"b{i}")
+    status, body = await call(api, "GET", f"/repos/{FORK}/pulls", params={"head": "triton-fork:b3"})
+    assert status == 200 and [p["head"]["ref"] for p in body] == ["b3"]
+
+    seen: list[int] = []
+    url: str | None = f"/repos/{FORK}/pulls?per_page=2"
+    pages = 0
+    while url:
+        resp = await api.get(url, headers=api.headers)
+        seen += [p["number"] for p in await resp.json()]
+        link = resp.headers.get("Link", "")
+        if pages == 0:
+            assert 'rel="next"' in link and "page=3" in link and 'rel="last"' in link
+        nxt = re.search(r'<([^>]+)>; rel="next"', link)
+        url = URL(nxt.group(1)).path_qs if nxt else None
+        pages += 1
+    assert pages == 3 and seen == [5, 4, 3, 2, 1]
+    assert 'rel="prev"' in resp.headers["Link"] and 'rel="next"' not in resp.headers["Link"]
+
+
+async def test_pull_patch_commits_and_files(api: Any, sim: GitHubSim) -> None:
+    pr = await open_pr(api, sim, "topic")
+    status, body = await call(
+        api, "PATCH", f"/repos/{FORK}/pulls/1", json={"title": "New title", "body": "b"}
+    )
+    assert (status, body["title"], body["body"]) == (200, "New title", "b")
+    status, commits = await call(api, "GET", f"/repos/{FORK}/pulls/1/commits")
+    assert [c["sha"] for c in commits] == [pr["head"]["sha"]]
+    assert commits[0]["commit"]["message"] == "change on topic"
+    status, files = await call(api, "GET", f"/repos/{FORK}/pulls/1/files")
+    assert [(f["filename"], f["status"], f["additions"]) for f in files] == [("topic.txt", "added", 1)]
+    assert files[0]["patch"].startswith("@@")
+    status, body = await call(api, "PATCH", f"/repos/{FORK}/pulls/1", json={"state": "closed"})
+    assert body["state"] == "closed"
+    assert (await call(api, "GET", f"/repos/{FORK}/pulls", params={"state": "closed"}))[1][0]["number"] == 1
+
+
+async def test_merge_moves_the_base_branch_in_the_bare_repo(api: Any, sim: GitHubSim) -> None:
+    pr = await open_pr(api, sim, "topic")
+    old_main = sim.git(FORK, "rev-parse", "main")
+    status, body = await call(api, "PUT", f"/repos/{FORK}/pulls/1/merge", json={"sha": "0" * 40})
+    assert status == 409
+    status, body = await call(api, "PUT", f"/repos/{FORK}/pulls/1/merge", json={"sha": pr["head"]["sha"]})
+    assert status == 200 and body["merged"] is True
+    new_main = git(sim.repo_path(FORK), "rev-parse", "main")
+    assert new_main == body["sha"] != old_main
+    assert git(sim.repo_path(FORK), "rev-list", "--parents", "-n1", "main").split()[1:] == [
+        old_main,
+        pr["head"]["sha"],
+    ]
+    assert git(sim.repo_path(FORK), "show", "main:topic.txt") == "topic"
+    status, merged = await call(api, "GET", f"/repos/{FORK}/pulls/1")
+    assert (merged["merged"], merged["state"], merged["merge_commit_sha"]) == (True, "closed", new_main)
+    assert (await call(api, "PUT", f"/repos/{FORK}/pulls/1/merge", json={}))[0] == 405
+
+
+async def test_conflicting_pull_is_not_mergeable(api: Any, sim: GitHubSim) -> None:
+    sim.commit(FORK, "topic", {"README.md": "theirs\n"}, parent=sim.git(FORK, "rev-parse", "main"))
+    sim.commit(FORK, "main", {"README.md": "ours\n"})
+    status, pr = await call(
+        api, "POST", f"/repos/{FORK}/pulls", json={"head": "topic", "base": "main", "title": "t"}
+    )
+    assert status == 201 and pr["mergeable"] is False and pr["mergeable_state"] == "dirty"
+    before = sim.git(FORK, "rev-parse", "main")
+    assert (await call(api, "PUT", f"/repos/{FORK}/pulls/1/merge", json={}))[0] == 405
+    assert sim.git(FORK, "rev-parse", "main") == before
+
+
+# ------------------------------------------------------------------ issues, comments, labels, permissions
+
+
+async def test_comments_create_edit_list_delete(api: Any, sim: GitHubSim) -> None:
+    await open_pr(api, sim, "topic")
+    status, c1 = await call(api, "POST", f"/repos/{FORK}/issues/1/comments", json={"body": "first"})
+    assert status == 201 and c1["user"]["login"] == sim.bot_login
+    _, c2 = await call(api, "POST", f"/repos/{FORK}/issues/1/comments", json={"body": "second"})
+    status, edited = await call(
+        api, "PATCH", f"/repos/{FORK}/issues/comments/{c1['id']}", json={"body": "first, edited"}
+    )
+    assert status == 200 and edited["body"] == "first, edited"
+    assert sim.comments[(FORK, 1)] == ["first, edited", "second"]
+    resp = await api.get(f"/repos/{FORK}/issues/1/comments?per_page=1", headers=api.headers)
+    assert [c["body"] for c in await resp.json()] == ["first, edited"] and 'rel="next"' in resp.headers[
+        "Link"
+    ]
+    assert (await call(api, "DELETE", f"/repos/{FORK}/issues/comments/{c2['id']}"))[0] == 204
+    assert sim.comments[(FORK, 1)] == ["first, edited"]
+    assert (await call(api, "POST", f"/repos/{FORK}/issues/99/comments", json={"body": "x"}))[0] == 404
+    status, reaction = await call(
+        api, "POST", f"/repos/{FORK}/issues/comments/{c1['id']}/reactions", json={"content": "eyes"}
+    )
+    assert status == 201 and reaction["content"] == "eyes"
+    assert sim.reactions[c1["id"]] == [reaction]
+
+
+async def test_labels_and_issues_share_the_pull_number_space(api: Any, sim: GitHubSim) -> None:
+    await open_pr(api, sim, "topic")
+    status, issue = await call(
+        api, "POST", f"/repos/{FORK}/issues", json={"title": "Sync dashboard", "labels": ["dashboard"]}
+    )
+    assert status == 201 and issue["number"] == 2
+    status, labels = await call(
+        api, "POST", f"/repos/{FORK}/issues/1/labels", json={"labels": ["sluice:ingest", "risky"]}
+    )
+    assert [x["name"] for x in labels] == ["sluice:ingest", "risky"]
+    assert (await call(api, "DELETE", f"/repos/{FORK}/issues/1/labels/risky"))[0] == 200
+    assert (await call(api, "DELETE", f"/repos/{FORK}/issues/1/labels/risky"))[0] == 404
+    assert sim.labels[(FORK, 1)] == ["sluice:ingest"]
+    assert [x["name"] for x in (await call(api, "GET", f"/repos/{FORK}/pulls/1"))[1]["labels"]] == [
+        "sluice:ingest"
+    ]
+    _, found = await call(api, "GET", f"/repos/{FORK}/issues", params={"labels": "dashboard"})
+    assert [i["number"] for i in found] == [2] and "pull_request" not in found[0]
+    status, closed = await call(
+        api, "PATCH", f"/repos/{FORK}/issues/2", json={"state": "closed", "body": "done"}
+    )
+    assert (closed["state"], closed["body"]) == ("closed", "done")
+
+
+async def test_permission_defaults_to_none(api: Any, sim: GitHubSim) -> None:
+    sim.set_permission(FORK, "alice", "admin")
+    _, alice = await call(api, "GET", f"/repos/{FORK}/collaborators/alice/permission")
+    _, bob = await call(api, "GET", f"/repos/{FORK}/collaborators/bob/permission")
+    assert (alice["permission"], alice["user"]["login"], bob["permission"]) == ("admin", "alice", "none")
+
+
+# ------------------------------------------------------------------ check runs and actions
+
+
+async def test_check_runs_list_shape_keeps_the_latest_per_name(api: Any, sim: GitHubSim) -> None:
+    sha = sim.git(FORK, "rev-parse", "main")
+    for name in ("sluice/gate", "sluice/gate", "sluice/l1"):
+        status, run = await call(
+            api,
+            "POST",
+            f"/repos/{FORK}/check-runs",
+            json={"name": name, "head_sha": sha, "status": "in_progress"},
+        )
+        assert status == 201
+    status, done = await call(
+        api,
+        "PATCH",
+        f"/repos/{FORK}/check-runs/{run['id']}",
+        json={"conclusion": "success", "output": {"title": "ok", "summary": "s"}},
+    )
+    assert (done["status"], done["conclusion"], done["output"]["title"]) == ("completed", "success", "ok")
+    status, body = await call(api, "GET", f"/repos/{FORK}/commits/{sha}/check-runs")
+    assert status == 200 and body["total_count"] == 2
+    assert [r["name"] for r in body["check_runs"]] == ["sluice/l1", "sluice/gate"]
+    _, by_branch = await call(api, "GET", f"/repos/{FORK}/commits/main/check-runs", params={"filter": "all"})
+    assert by_branch["total_count"] == 3 and len(sim.check_runs[FORK]) == 3
+    assert (await call(api, "POST", f"/repos/{FORK}/check-runs", json={"name": "x", "head_sha": "f" * 40}))[
+        0
+    ] == 422
+
+
+async def test_workflow_dispatch_is_recorded(api: Any, sim: GitHubSim) -> None:
+    resp = await api.post(
+        f"/repos/{FORK}/actions/workflows/tier-l1.yml/dispatches",
+        headers=api.headers,
+        json={"ref": "main", "inputs": {"pr": "1"}},
+    )
+    assert resp.status == 204
+    assert sim.dispatches[FORK] == [{"workflow": "tier-l1.yml", "ref": "main", "inputs": {"pr": "1"}}]
+    _, runs = await call(api, "GET", f"/repos/{FORK}/actions/runs")
+    assert runs["total_count"] == 1 and runs["workflow_runs"][0]["status"] == "queued"
+    bad = await api.post(
+        f"/repos/{FORK}/actions/workflows/tier-l1.yml/dispatches", headers=api.headers, json={"ref": "nope"}
+    )
+    assert bad.status == 422
+
+
+# ------------------------------------------------------------------ faults and rate limits
+
+
+async def test_every_response_has_rate_limit_headers(api: Any, sim: GitHubSim) -> None:
+    for path in (f"/repos/{FORK}/branches/main", f"/repos/{FORK}/branches/missing"):
+        resp = await api.get(path, headers=api.headers)
+        for header in ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "x-ratelimit-used"):
+            assert resp.headers[header].isdigit()
+        assert resp.headers["x-ratelimit-resource"] == "core"
+    assert int(resp.headers["x-ratelimit-remaining"]) == 5000 - int(resp.headers["x-ratelimit-used"])
+    assert sim.requests[-1] == ("GET", f"/repos/{FORK}/branches/missing", 404)
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "message"),
+    [
+        (500, None, "Server Error"),
+        (502, None, "Server Error"),
+        (403, {"retry-after": "7"}, "You have exceeded a secondary rate limit"),
+        (403, None, "You have exceeded a secondary rate limit"),
+        (429, None, "You have exceeded a secondary rate limit"),
+    ],
+)
+async def test_faults_fire_once_then_recover(
+    api: Any, sim: GitHubSim, status: int, headers: dict[str, str] | None, message: str
+) -> None:
+    sim.fail_next("GET", r"/branches/main$", status, headers=headers)
+    resp = await api.get(f"/repos/{FORK}/branches/main", headers=api.headers)
+    assert resp.status == status and (await resp.json())["message"].startswith(message)
+    if headers:
+        assert resp.headers["retry-after"] == "7"
+    assert (await call(api, "GET", f"/repos/{FORK}/branches/main"))[0] == 200
+
+
+async def test_primary_rate_limit_exhaustion(api: Any, sim: GitHubSim) -> None:
+    sim.exhaust_rate_limit("POST", r"/comments$", reset_in=30, times=2)
+    await open_pr(api, sim, "topic")
+    for _ in range(2):
+        resp = await api.post(f"/repos/{FORK}/issues/1/comments", headers=api.headers, json={"body": "x"})
+        assert resp.status == 403 and resp.headers["x-ratelimit-remaining"] == "0"
+        assert int(resp.headers["x-ratelimit-reset"]) >= int(sim.now().timestamp()) + 29
+    assert (await call(api, "POST", f"/repos/{FORK}/issues/1/comments", json={"body": "x"}))[0] == 201
+    assert sim.comments[(FORK, 1)] == ["x"]
+
+
+async def test_slow_responses_are_slow(api: Any, sim: GitHubSim) -> None:
+    sim.slow(r"/branches/main$", 0.2, times=1)
+    loop_time = __import__("asyncio").get_running_loop().time
+    start = loop_time()
+    assert (await call(api, "GET", f"/repos/{FORK}/branches/main"))[0] == 200
+    assert loop_time() - start >= 0.2
+
+
+# ------------------------------------------------------------------ webhooks
+
+
+async def test_deliver_signs_the_body_and_sends_github_headers(aiohttp_server: Any, sim: GitHubSim) -> None:
+    received: list[tuple[dict[str, str], bytes]] = []
+
+    async def hook(request: web.Request) -> web.Response:
+        received.append((dict(request.headers), await request.read()))
+        return web.Response(status=202)
+
+    receiver = web.Application()
+    receiver.router.add_post("/webhook", hook)
+    server = await aiohttp_server(receiver)
+    sim.install(FORK)
+    before = sim.git(FORK, "rev-parse", "main")
+    after = sim.commit(FORK, "main", {"src/a.py": "print(1)\n"}, message="add a")
+    payload = sim.push_payload(FORK, "refs/heads/main", before, after)
+    status = await sim.deliver(
+        str(server.make_url("/webhook")), "push", payload, secret="s3cret", delivery_id="d-1"
+    )
+
+    assert status == 202
+    headers, body = received[0]
+    assert headers["X-GitHub-Event"] == "push" and headers["X-GitHub-Delivery"] == "d-1"
+    assert (
+        headers["User-Agent"].startswith("GitHub-Hookshot/") and headers["Content-Type"] == "application/json"
+    )
+    assert headers["X-GitHub-Hook-ID"].isdigit()
+    assert hmac.compare_digest(
+        headers["X-Hub-Signature-256"], "sha256=" + hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+    )
+    assert headers["X-Hub-Signature"] == "sha1=" + hmac.new(b"s3cret", body, hashlib.sha1).hexdigest()
+    assert payload["commits"][0]["id"] == after and payload["commits"][0]["added"] == ["src/a.py"]
+    assert payload["repository"]["full_name"] == FORK and "id" in payload["installation"]
+    assert payload["forced"] is False and payload["created"] is False
+
+
+def test_payload_helpers_read_the_real_repo(sim: GitHubSim) -> None:
+    base = sim.git(FORK, "rev-parse", "main")
+    sim.commit(FORK, "topic", {"t.txt": "t"}, parent=base)
+    pr = sim.open_pull(FORK, head="topic", base="main", title="T")
+    payload = sim.pull_request_payload(FORK, pr["number"], "opened", sender="alice")
+    assert payload["pull_request"]["head"]["sha"] == sim.git(FORK, "rev-parse", "topic")
+    assert (payload["action"], payload["number"], payload["sender"]["login"]) == ("opened", 1, "alice")
+    created = sim.push_payload(FORK, "refs/heads/topic", ZERO_SHA, sim.git(FORK, "rev-parse", "topic"))
+    assert created["created"] is True and [c["message"] for c in created["commits"]] == ["commit"]
+    cid = sim.add_comment(FORK, 1, "/hold", user="alice")
+    comment = sim.issue_comment_payload(FORK, cid)
+    assert comment["comment"]["body"] == "/hold" and comment["issue"]["pull_request"]
