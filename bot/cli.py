@@ -238,6 +238,27 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the webhook service; every missing setting is reported before anything starts."""
+    from aiohttp import web
+
+    from bot.service import create_app
+    from bot.settings import Settings
+
+    settings = Settings()
+    problems = settings.problems()
+    if problems:
+        for problem in problems:
+            print(f"sluice serve: {problem}", file=sys.stderr)
+        return 2
+    store = open_store(settings.database_url)
+    try:
+        web.run_app(create_app(settings, store=store), host=args.host, port=args.port, print=None)
+    finally:
+        store.close()
+    return 0
+
+
 def cmd_mirror(args: argparse.Namespace) -> int:
     """Create or update the local mirror that `plan` and `status` then read."""
     config = load_config(Path(args.config)) if args.config else SluiceConfig()
@@ -424,6 +445,12 @@ def parser() -> argparse.ArgumentParser:
         "--database", help="SQLAlchemy URL (default: $SLUICE_DATABASE_URL, else a SQLite file)"
     )
     remember.set_defaults(run=cmd_remember)
+    serve = sub.add_parser(
+        "serve", help="run the GitHub App webhook service (settings from SLUICE_* variables)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    serve.set_defaults(run=cmd_serve)
     mirror = sub.add_parser("mirror", help="create or update a local mirror of fork trunk and upstream")
     mirror.add_argument("--dir", required=True, help="the mirror (a bare repository; created on first use)")
     mirror.add_argument("--fork-url", required=True, help="the fork: URL or absolute path")

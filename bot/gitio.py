@@ -20,8 +20,11 @@ from bot.models import CommitInfo, FileChange
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 TZ_RE = re.compile(r"^[+-][0-9]{4}$")
-# What `git check-ref-format` rejects, plus anything that git could read as an option.
-BAD_REF = re.compile(r"(^-)|(\.\.)|(@\{)|([\x00-\x20\x7f~^:?*\[\\])|(/\.)|(^\.)|(\.lock$)|(/$)|(\.$)|(//)")
+# What `git check-ref-format` rejects, plus anything git could read as an option, plus shell metacharacters
+# that git allows but no real branch uses (`$(id)`): refs reach logs, comments and commands people copy.
+BAD_REF = re.compile(
+    r"(^-)|(\.\.)|(@\{)|([\x00-\x20\x7f~^:?*\[\\$`;|&<>()'\"!])|(/\.)|(^\.)|(\.lock$)|(/$)|(\.$)|(//)"
+)
 FIELD = "\x1f"
 META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%ad", "%ct", "%B"])  # with --date=raw: "<epoch> <tz>"
 COMMITTER = "Sluice <sluice@users.noreply.github.com>"

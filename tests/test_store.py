@@ -15,6 +15,7 @@ from sqlalchemy import Connection, create_engine, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
+import bot.jobs  # noqa: F401  (defines the queue's tables on the metadata the migrations are compared with)
 from bot.models import (
     Dependency,
     DependencyKind,
@@ -46,8 +47,17 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0002_resolutions"
-TABLES = ["alembic_version", "chain_members", "chains", "dispositions", "plans", "resolutions"]
+HEAD_REVISION = "0003_deliveries_jobs"
+TABLES = [
+    "alembic_version",
+    "chain_members",
+    "chains",
+    "deliveries",
+    "dispositions",
+    "jobs",
+    "plans",
+    "resolutions",
+]
 
 A, B, C, D, E, F = (letter * 40 for letter in "abcdef")
 X = "9" * 40  # an upstream commit the fork had before any plan

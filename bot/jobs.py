@@ -1,0 +1,315 @@
+"""Durable webhook deliveries and the job queue behind them, in the store's database."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Connection,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    LargeBinary,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    and_,
+    case,
+    func,
+    insert,
+    not_,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+
+from bot.store import Store, UTCDateTime, _utc, metadata
+
+# Stored error text is cut to this many bytes of UTF-8.
+MAX_ERROR_BYTES = 4096
+# pg_try_advisory_xact_lock namespace for "one running job per key" (the store uses 0x534C5549).
+_KEY_LOCK_NAMESPACE = 0x534C_554A
+
+
+class DeliveryOutcome(enum.StrEnum):
+    NEW = "new"
+    DUPLICATE = "duplicate"
+    RETRY = "retry"  # seen before and its job failed: processed again
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    kind: str
+    key: str | None  # jobs sharing a key (a fork) never run at the same time
+    payload: dict[str, Any]
+    attempts: int  # including the one this claim starts
+    delivery_id: str | None
+
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", Integer, autoincrement=True),
+    Column("kind", String(64), nullable=False),
+    Column("key", String(255)),
+    Column("payload", Text, nullable=False),  # JSON object
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("worker", String(255)),
+    Column("lease_until", UTCDateTime),
+    Column("not_before", UTCDateTime, nullable=False),  # a requeued job waits until then
+    Column("delivery_id", String(255)),
+    Column("error", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("id", name="pk_jobs"),
+    CheckConstraint("state IN ('queued', 'running', 'done', 'failed')", name="ck_jobs_state"),
+    Index("ix_jobs_state_id", "state", "id"),
+    Index("ix_jobs_key_state", "key", "state"),
+)
+
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("id", String(255), nullable=False),  # X-GitHub-Delivery
+    Column("event", String(64), nullable=False),
+    Column("received_at", UTCDateTime, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Column("job_id", Integer),  # the latest job; NULL only inside accept_delivery's transaction
+    PrimaryKeyConstraint("id", name="pk_deliveries"),
+    ForeignKeyConstraint(["job_id"], ["jobs.id"], name="fk_deliveries_job_id_jobs"),
+)
+
+
+class JobQueue:
+    """At-least-once jobs with leases; handlers must be idempotent. Every state change is one transaction."""
+
+    def __init__(self, store: Store) -> None:
+        # The store owns the engine (and its SQLite BEGIN IMMEDIATE hook); the queue shares it.
+        self._engine = store._engine
+
+    def accept_delivery(
+        self,
+        delivery_id: str,
+        *,
+        event: str,
+        body: bytes,
+        kind: str,
+        key: str | None,
+        payload: dict[str, Any],
+        now: datetime,
+    ) -> DeliveryOutcome:
+        """Record the delivery and enqueue its job; a redelivery enqueues again only if its job failed."""
+        now = _utc(now)
+        row = {"id": delivery_id, "event": event, "received_at": now, "body": body, "job_id": None}
+        with self._engine.begin() as conn:
+            # ON CONFLICT DO NOTHING waits for a replica inserting the same id, then yields to it.
+            if _insert_ignoring_conflict(conn, deliveries, row):
+                outcome = DeliveryOutcome.NEW
+            elif _job_state_of_delivery(conn, delivery_id) is JobState.FAILED:
+                outcome = DeliveryOutcome.RETRY
+            else:
+                return DeliveryOutcome.DUPLICATE
+            job_id = _insert_job(conn, kind, payload, key=key, delivery_id=delivery_id, now=now)
+            conn.execute(update(deliveries).where(deliveries.c.id == delivery_id).values(job_id=job_id))
+        return outcome
+
+    def enqueue(self, kind: str, payload: dict[str, Any], *, key: str | None, now: datetime) -> int:
+        with self._engine.begin() as conn:
+            return _insert_job(conn, kind, payload, key=key, delivery_id=None, now=_utc(now))
+
+    def claim(self, worker: str, *, lease: timedelta, now: datetime) -> Job | None:
+        """Lease the oldest runnable job whose key has no other live running job; None if there is none."""
+        now = _utc(now)
+        with self._engine.begin() as conn:
+            skipped: list[int] = []
+            while (row := _next_candidate(conn, now, skipped)) is not None:
+                if row.key is None or _take_key(conn, row.key, row.id, now):
+                    return _lease(conn, row, worker, lease=lease, now=now)
+                skipped.append(row.id)  # another replica is claiming a job with the same key
+        return None
+
+    def heartbeat(self, job_id: int, worker: str, *, lease: timedelta, now: datetime) -> bool:
+        """Extend the lease; False if the job is no longer this worker's (another worker reclaimed it)."""
+        now = _utc(now)
+        return self._update_own(job_id, worker, lease_until=now + lease, updated_at=now)
+
+    def complete(self, job_id: int, worker: str, *, now: datetime) -> bool:
+        """Mark the job done; False (and nothing changed) if it is no longer this worker's."""
+        now = _utc(now)
+        done = {"state": JobState.DONE.value, "lease_until": None, "error": None, "updated_at": now}
+        return self._update_own(job_id, worker, **done)
+
+    def fail(
+        self,
+        job_id: int,
+        worker: str,
+        error: str,
+        *,
+        now: datetime,
+        retry_after: timedelta | None,
+        max_attempts: int = 5,
+    ) -> JobState:
+        """Requeue the job (claimable from now + retry_after) or, after max_attempts, mark it failed.
+
+        Returns the job's state afterwards; if the job is no longer this worker's, nothing changes and its
+        current state is returned.
+        """
+        now = _utc(now)
+        gave_up = jobs.c.attempts >= max_attempts
+        values = {
+            "state": case((gave_up, JobState.FAILED.value), else_=JobState.QUEUED.value),
+            "worker": None,
+            "lease_until": None,
+            "not_before": now + (retry_after or timedelta(0)),
+            "error": _truncate(error),
+            "updated_at": now,
+        }
+        with self._engine.begin() as conn:
+            conn.execute(update(jobs).where(*_owned_by(job_id, worker)).values(**values))
+            state = conn.execute(select(jobs.c.state).where(jobs.c.id == job_id)).scalar_one()
+        return JobState(state)
+
+    def counts(self) -> dict[str, int]:
+        """Jobs by state, every state present."""
+        query = select(jobs.c.state, func.count()).group_by(jobs.c.state)
+        with self._engine.connect() as conn:
+            found: dict[str, int] = {state: count for state, count in conn.execute(query)}
+        return {state.value: found.get(state.value, 0) for state in JobState}
+
+    def deliveries(self) -> int:
+        with self._engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(deliveries)).scalar_one()
+
+    def _update_own(self, job_id: int, worker: str, **values: Any) -> bool:
+        with self._engine.begin() as conn:
+            return conn.execute(update(jobs).where(*_owned_by(job_id, worker)).values(**values)).rowcount == 1
+
+
+def _insert_ignoring_conflict(conn: Connection, table: Table, row: dict[str, Any]) -> bool:
+    dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    # RETURNING, not rowcount: psycopg reports no row count for INSERT … ON CONFLICT DO NOTHING here.
+    stmt = dialect_insert(table).values(row).on_conflict_do_nothing().returning(*table.primary_key)
+    return conn.execute(stmt).first() is not None
+
+
+def _job_state_of_delivery(conn: Connection, delivery_id: str) -> JobState | None:
+    # Lock the delivery: of two replicas retrying the same failed delivery, the second sees the new job.
+    query = select(deliveries.c.job_id).where(deliveries.c.id == delivery_id).with_for_update()
+    job_id = conn.execute(query).scalar_one()
+    if job_id is None:
+        return None
+    return JobState(conn.execute(select(jobs.c.state).where(jobs.c.id == job_id)).scalar_one())
+
+
+def _insert_job(
+    conn: Connection,
+    kind: str,
+    payload: dict[str, Any],
+    *,
+    key: str | None,
+    delivery_id: str | None,
+    now: datetime,
+) -> int:
+    result = conn.execute(
+        insert(jobs).values(
+            kind=kind,
+            key=key,
+            payload=json.dumps(payload, ensure_ascii=False),
+            state=JobState.QUEUED.value,
+            attempts=0,
+            not_before=now,
+            delivery_id=delivery_id,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+    job_id = result.inserted_primary_key
+    assert job_id is not None
+    return int(job_id[0])
+
+
+def _next_candidate(conn: Connection, now: datetime, skipped: list[int]) -> Any:
+    """The oldest queued job due by now, or running one whose worker's lease ran out, locked for update."""
+    other = jobs.alias("other")
+    live_on_same_key = (
+        select(other.c.id)
+        .where(
+            other.c.key == jobs.c.key,
+            other.c.id != jobs.c.id,
+            other.c.state == JobState.RUNNING.value,
+            other.c.lease_until >= now,
+        )
+        .exists()
+    )
+    runnable = or_(
+        and_(jobs.c.state == JobState.QUEUED.value, jobs.c.not_before <= now),
+        and_(jobs.c.state == JobState.RUNNING.value, jobs.c.lease_until < now),
+    )
+    query = (
+        select(jobs)
+        .where(runnable, or_(jobs.c.key.is_(None), not_(live_on_same_key)), jobs.c.id.not_in(skipped))
+        .order_by(jobs.c.id)
+        .limit(1)
+        # PostgreSQL: replicas skip each other's candidates; NO KEY UPDATE lets deliveries reference the row.
+        .with_for_update(skip_locked=True, key_share=True, of=jobs)
+    )
+    return conn.execute(query).first()
+
+
+def _take_key(conn: Connection, key: str, job_id: int, now: datetime) -> bool:
+    """Whether job `job_id` may run now: no other job with its key runs under a live lease.
+
+    PostgreSQL: a transaction-scoped advisory lock on the key makes replicas claiming jobs of one key take
+    turns, and the check reads again under it, so it sees a claim that committed meanwhile. SQLite's
+    BEGIN IMMEDIATE already serialises claims.
+    """
+    if conn.dialect.name == "postgresql":
+        lock = text("SELECT pg_try_advisory_xact_lock(:namespace, hashtext(:key))")
+        if not conn.execute(lock, {"namespace": _KEY_LOCK_NAMESPACE, "key": key}).scalar_one():
+            return False
+    query = select(jobs.c.id).where(
+        jobs.c.key == key,
+        jobs.c.id != job_id,
+        jobs.c.state == JobState.RUNNING.value,
+        jobs.c.lease_until >= now,
+    )
+    return conn.execute(query.limit(1)).first() is None
+
+
+def _lease(conn: Connection, row: Any, worker: str, *, lease: timedelta, now: datetime) -> Job:
+    values = {
+        "state": JobState.RUNNING.value,
+        "worker": worker,
+        "lease_until": now + lease,
+        "attempts": row.attempts + 1,
+        "updated_at": now,
+    }
+    conn.execute(update(jobs).where(jobs.c.id == row.id).values(**values))
+    payload = json.loads(row.payload)
+    return Job(row.id, row.kind, row.key, payload, row.attempts + 1, row.delivery_id)
+
+
+def _owned_by(job_id: int, worker: str) -> tuple[Any, ...]:
+    return (jobs.c.id == job_id, jobs.c.worker == worker, jobs.c.state == JobState.RUNNING.value)
+
+
+def _truncate(error: str) -> str:
+    return error.encode()[:MAX_ERROR_BYTES].decode(errors="ignore")

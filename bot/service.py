@@ -1,0 +1,138 @@
+"""The webhook service: verify, record durably, answer 202; the work happens in jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable, Mapping
+
+from aiohttp import web
+from gidgethub import ValidationFailure
+from gidgethub.sansio import validate_event
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from bot import webhooks
+from bot.jobs import JobQueue, JobState
+from bot.settings import MAX_WEBHOOK_BYTES, Settings
+from bot.store import Store
+
+log = logging.getLogger("sluice.service")
+Clock = Callable[[], dt.datetime]
+
+SETTINGS = web.AppKey("settings", Settings)
+STORE = web.AppKey("store", Store)
+QUEUE = web.AppKey("queue", JobQueue)
+CLOCK: web.AppKey[Clock] = web.AppKey("clock")
+SIGNATURE_PREFIX = "sha256="
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Metrics:
+    """Prometheus metrics of one app (its own registry, so several apps can live in one process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.deliveries = Counter(
+            "sluice_webhook_deliveries",
+            "Webhook deliveries by event and outcome",
+            ["event", "outcome"],
+            registry=self.registry,
+        )
+        self.jobs = Gauge("sluice_jobs", "Jobs in the database by state", ["state"], registry=self.registry)
+
+
+METRICS = web.AppKey("metrics", Metrics)
+
+
+def _problem(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def signature_problem(headers: Mapping[str, str], body: bytes, secret: str) -> str | None:
+    """Why a delivery's `X-Hub-Signature-256` does not prove it came from GitHub, or None when it does."""
+    signature = headers.get("X-Hub-Signature-256")
+    if signature is None:
+        return "missing X-Hub-Signature-256 (an X-Hub-Signature SHA-1 alone is not accepted)"
+    if not signature.isascii() or not signature.startswith(SIGNATURE_PREFIX):
+        return "X-Hub-Signature-256 is not a sha256= signature"
+    if len(signature) != len(SIGNATURE_PREFIX) + 64:
+        return "X-Hub-Signature-256 has the wrong length"
+    try:
+        validate_event(body, signature=signature, secret=secret)
+    except ValidationFailure:
+        return "X-Hub-Signature-256 does not match the body"
+    return None
+
+
+async def webhook(request: web.Request) -> web.Response:
+    app = request.app
+    secret = app[SETTINGS].webhook_secret
+    body = await request.read()  # aiohttp answers 413 itself above client_max_size, before we read
+    problem = signature_problem(request.headers, body, secret.get_secret_value() if secret else "")
+    if problem is not None:
+        log.warning("rejected delivery %s: %s", request.headers.get("X-GitHub-Delivery", "?"), problem)
+        return _problem(401, problem)
+    event, delivery = request.headers.get("X-GitHub-Event"), request.headers.get("X-GitHub-Delivery")
+    if not event or not delivery or len(delivery) > 100 or not delivery.isascii():
+        return _problem(400, "missing or malformed X-GitHub-Event / X-GitHub-Delivery")
+    if event == "ping":
+        return web.json_response({"msg": "pong"})
+    if event not in webhooks.MODELS:
+        log.info("ignored delivery %s: Sluice does not handle %r events", delivery, event)
+        app[METRICS].deliveries.labels(event="other", outcome="ignored").inc()
+        return web.json_response({"ignored": f"event {event!r} is not handled"}, status=202)
+    try:
+        payload = webhooks.parse(event, body)
+    except webhooks.RejectedPayload as exc:
+        log.warning("rejected delivery %s (%s): %s", delivery, event, exc)
+        app[METRICS].deliveries.labels(event=event, outcome="rejected").inc()
+        return _problem(422 if "rejected at" in str(exc) else 400, str(exc))
+    outcome = await asyncio.to_thread(
+        app[QUEUE].accept_delivery,
+        delivery,
+        event=event,
+        body=body,
+        kind=event,
+        key=webhooks.job_key(payload),
+        payload=payload.model_dump(mode="json"),
+        now=app[CLOCK](),
+    )
+    app[METRICS].deliveries.labels(event=event, outcome=outcome.value).inc()
+    return web.json_response({"delivery": delivery, "outcome": outcome.value}, status=202)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    ready = await asyncio.to_thread(request.app[STORE].ping)
+    return web.json_response({"database": "ok" if ready else "unreachable"}, status=200 if ready else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    app = request.app
+    counts = await asyncio.to_thread(app[QUEUE].counts)
+    for state in JobState:
+        app[METRICS].jobs.labels(state=state.value).set(counts.get(state.value, 0))
+    body = generate_latest(app[METRICS].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def create_app(settings: Settings, *, store: Store, clock: Clock = utc_now) -> web.Application:
+    """The aiohttp application; dependencies are passed in, nothing is read from the environment here."""
+    if settings.webhook_secret is None:
+        raise ValueError("a webhook secret is required")
+    app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
+    app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
+    app[METRICS] = Metrics()
+    app.router.add_post("/webhook", webhook)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    return app

@@ -1,0 +1,172 @@
+"""The webhook service over real HTTP on loopback: signatures, limits, durable intake, health and metrics."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from bot.jobs import JobQueue
+from bot.service import create_app
+from bot.settings import Settings
+from bot.store import Store
+
+SECRET = "it's a secret to everybody"
+FIXTURES = Path(__file__).parent / "fixtures"
+NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+HEAD = "c" * 40
+
+
+def settings() -> Settings:
+    return Settings(app_id=1, private_key=SecretStr("pem"), webhook_secret=SecretStr(SECRET))
+
+
+def push_body(**changes: Any) -> bytes:
+    payload = json.loads((FIXTURES / "push.json").read_text())
+    payload.update({"after": HEAD, **changes})
+    return json.dumps(payload).encode()
+
+
+def sign(body: bytes, secret: str = SECRET) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def headers(body: bytes, *, event: str = "push", delivery: str | None = None, **extra: str) -> dict[str, str]:
+    base = {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign(body),
+    }
+    return {**base, **extra}
+
+
+@pytest.fixture
+async def client(aiohttp_client: Any, store: Store) -> Any:
+    return await aiohttp_client(create_app(settings(), store=store, clock=lambda: NOW))
+
+
+async def test_signed_push_is_recorded_and_acknowledged(client: Any, store: Store) -> None:
+    body = push_body()
+    response = await client.post("/webhook", data=body, headers=headers(body, delivery="d-1"))
+    assert response.status == 202
+    assert await response.json() == {"delivery": "d-1", "outcome": "new"}
+    queue = JobQueue(store)
+    assert queue.deliveries() == 1
+    assert queue.counts().get("queued") == 1
+    job = queue.claim("w1", lease=dt.timedelta(minutes=1), now=NOW)
+    assert job is not None and job.kind == "push" and job.key == "triton-fork/triton"
+    assert job.payload["after"] == HEAD and job.payload["ref"] == "refs/heads/main"
+
+
+async def test_redelivery_is_not_processed_twice(client: Any, store: Store) -> None:
+    body = push_body()
+    for expected in ("new", "duplicate", "duplicate"):
+        response = await client.post("/webhook", data=body, headers=headers(body, delivery="d-2"))
+        assert (response.status, (await response.json())["outcome"]) == (202, expected)
+    assert JobQueue(store).counts().get("queued") == 1
+
+
+def _signature_cases() -> list[Any]:
+    body = push_body()
+    good = sign(body)
+    sha1 = "sha1=" + hmac.new(SECRET.encode(), body, hashlib.sha1).hexdigest()
+    return [
+        pytest.param(None, id="missing"),
+        pytest.param(sign(body, "wrong secret"), id="wrong"),
+        pytest.param(good[:-8], id="truncated"),
+        pytest.param(good.upper().replace("SHA256=", "sha256="), id="wrong-case-hex"),
+        pytest.param("sha1-only", id="sha1-only"),
+        pytest.param(sha1, id="sha1-in-the-sha256-header"),
+        pytest.param("sha256=" + "é" * 64, id="non-ascii"),
+        pytest.param("", id="empty"),
+    ]
+
+
+@pytest.mark.parametrize("signature", _signature_cases())
+async def test_bad_signatures_get_401_and_record_nothing(
+    client: Any, store: Store, signature: str | None
+) -> None:
+    body = push_body()
+    sent = headers(body)
+    del sent["X-Hub-Signature-256"]
+    if signature == "sha1-only":
+        sent["X-Hub-Signature"] = "sha1=" + hmac.new(SECRET.encode(), body, hashlib.sha1).hexdigest()
+    elif signature is not None:
+        sent["X-Hub-Signature-256"] = signature
+    response = await client.post("/webhook", data=body, headers=sent)
+    assert response.status == 401
+    assert "error" in await response.json()
+    assert JobQueue(store).deliveries() == 0
+
+
+async def test_oversized_body_is_413_before_parsing(client: Any, store: Store) -> None:
+    body = b"{" + b" " * (25 * 1024 * 1024) + b"}"
+    response = await client.post("/webhook", data=body, headers=headers(body))
+    assert response.status == 413
+    assert JobQueue(store).deliveries() == 0
+
+
+async def test_ping_is_answered(client: Any) -> None:
+    body = json.dumps({"zen": "Design for failure.", "hook_id": 1}).encode()
+    response = await client.post("/webhook", data=body, headers=headers(body, event="ping"))
+    assert (response.status, await response.json()) == (200, {"msg": "pong"})
+
+
+@pytest.mark.parametrize(
+    ("body", "event", "status", "message"),
+    [
+        pytest.param(b"{not json", "push", 400, "body is not JSON", id="malformed-json"),
+        pytest.param(push_body(ref="refs/heads/-x"), "push", 422, "ref", id="option-branch"),
+        pytest.param(push_body(ref="refs/heads/a..b"), "push", 422, "ref", id="range-branch"),
+        pytest.param(push_body(ref="refs/heads/$(id)"), "push", 422, "ref", id="shell-branch"),
+        pytest.param(push_body(ref="refs/heads/x@{1}"), "push", 422, "ref", id="reflog-branch"),
+        pytest.param(push_body(ref="refs/heads/" + "b" * 300), "push", 422, "ref", id="300-characters"),
+        pytest.param(push_body(after="--upload-pack=x"), "push", 422, "after", id="option-sha"),
+        pytest.param(
+            push_body(repository={"full_name": "../../etc"}), "push", 422, "full_name", id="bad-repo"
+        ),
+    ],
+)
+async def test_bad_payloads_get_a_clear_4xx_and_no_job(
+    client: Any, store: Store, body: bytes, event: str, status: int, message: str
+) -> None:
+    response = await client.post("/webhook", data=body, headers=headers(body, event=event))
+    assert response.status == status
+    assert message in (await response.json())["error"]
+    assert JobQueue(store).deliveries() == 0
+
+
+async def test_unknown_events_are_acknowledged_and_ignored(client: Any, store: Store) -> None:
+    body = json.dumps({"action": "created"}).encode()
+    response = await client.post("/webhook", data=body, headers=headers(body, event="sponsorship"))
+    assert response.status == 202
+    assert "not handled" in (await response.json())["ignored"]
+    assert JobQueue(store).deliveries() == 0
+
+
+async def test_health_readiness_and_metrics(client: Any) -> None:
+    assert (await client.get("/healthz")).status == 200
+    ready = await client.get("/readyz")
+    assert (ready.status, await ready.json()) == (200, {"database": "ok"})
+    body = push_body()
+    await client.post("/webhook", data=body, headers=headers(body))
+    text = await (await client.get("/metrics")).text()
+    assert 'sluice_webhook_deliveries_total{event="push",outcome="new"} 1.0' in text
+    assert 'sluice_jobs{state="queued"} 1.0' in text
+
+
+def test_settings_report_every_missing_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SLUICE_APP_ID", "SLUICE_PRIVATE_KEY", "SLUICE_PRIVATE_KEY_FILE", "SLUICE_WEBHOOK_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    problems = Settings().problems()
+    assert [p.split()[0] for p in problems] == ["SLUICE_APP_ID", "neither", "SLUICE_WEBHOOK_SECRET"]
+    monkeypatch.setenv("SLUICE_PRIVATE_KEY_FILE", "/nonexistent.pem")
+    assert "SLUICE_PRIVATE_KEY_FILE=/nonexistent.pem is not a readable file" in Settings().problems()
