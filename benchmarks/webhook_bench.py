@@ -59,7 +59,7 @@ def push_body(n: int) -> bytes:
 async def wait_ready(session: aiohttp.ClientSession, url: str) -> None:
     for _ in range(200):
         try:
-            async with session.post(url, data=b"{}") as response:
+            async with session.get(url.replace("/webhook", "/healthz")) as response:  # any answer means up
                 await response.read()
                 return
         except aiohttp.ClientError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import logging
 import re
 import sqlite3
 import sys
@@ -245,6 +246,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.service import create_app
     from bot.settings import Settings
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings()
     problems = settings.problems()
     if problems:

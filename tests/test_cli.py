@@ -260,3 +260,15 @@ def test_demo_builds_plans_and_dry_runs_a_pick(tmp_path: Path, capsys) -> None:
     assert "$ sluice pick --dry-run --onto main" in out and "Dry run: no ref written." in out
     assert (tmp_path / "demo" / "sluice.db").exists()
     assert sorted(p.name for p in (tmp_path / "demo" / "sandbox").iterdir()) == ["fork.git", "upstream.git"]
+
+
+def test_serve_reports_every_missing_setting(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    for name in ("SLUICE_APP_ID", "SLUICE_PRIVATE_KEY", "SLUICE_PRIVATE_KEY_FILE", "SLUICE_WEBHOOK_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    code, out, err = run(capsys, "serve", "--port", "0")
+    assert code == 2 and out == ""
+    assert [line.split(": ")[1].split()[0] for line in err.splitlines()] == [
+        "SLUICE_APP_ID",
+        "neither",
+        "SLUICE_WEBHOOK_SECRET",
+    ]
