@@ -83,10 +83,7 @@ class Picker:
         if strategy is Strategy.MERGE:
             result = self.git.merge(head, commit.sha)
         else:
-            ours = self.repo.write_commit(
-                tree, [commit.parents[0]], "sluice: pick", timestamp=commit.committer_time
-            )
-            result = self.git.merge(ours, commit.sha)
+            result = self.git.merge(*self._pick_inputs(tree, commit))
         if result.clean:
             return StepResult(
                 CommitReport(
@@ -100,6 +97,25 @@ class Picker:
                 for path, stages in sorted(result.stages.items())
             ]
             return self._finish(commit, result, outcomes, Path(tmp))
+
+    def _pick_inputs(self, tree: str, commit: CommitInfo) -> tuple[str, str]:
+        """(ours, theirs) whose merge base is the commit's parent: a cherry-pick as a merge of trees.
+
+        git 2.39 has no `merge-tree --merge-base`, so ours is a probe commit holding `tree` on top of the
+        commit's parent. A root commit is picked onto an empty base made for the purpose.
+        """
+        stamp = commit.committer_time
+        if commit.parents:
+            return self.repo.write_commit(
+                tree, [commit.parents[0]], "sluice: pick", timestamp=stamp
+            ), commit.sha
+        base = self.repo.write_commit(
+            self.repo.write_object(b"tree", b""), [], "sluice: empty base", timestamp=stamp
+        )
+        theirs = self.repo.write_commit(
+            self.repo.tree_of(commit.sha), [base], "sluice: root", timestamp=stamp
+        )
+        return self.repo.write_commit(tree, [base], "sluice: pick", timestamp=stamp), theirs
 
     def _finish(
         self, commit: CommitInfo, result: MergeResult, outcomes: list[_FileOutcome], tmp: Path

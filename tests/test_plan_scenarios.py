@@ -286,3 +286,43 @@ def test_unusual_paths_are_planned(scenario: Scenario, tmp_path: Path, capsys) -
     (bundle,) = plan["bundles"]
     assert bundle["commits"][0]["sha"] == change
     assert bundle["commits"][0]["files"] == [odd]
+
+
+def test_an_up_to_date_fork_has_nothing_to_plan(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    assert (plan["bundles"], plan["chains"]) == ([], [])
+    status = plan["status"]
+    assert (status["days_behind"], status["backlog_commits"], status["pending_commits"]) == (0.0, 0, 0)
+
+
+def test_upstream_merge_commits_are_planned_against_their_first_parent(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """An upstream that merges side branches: the stream is first-parent, each merge one change."""
+    scenario.git("checkout", "-q", "-b", "side", "upstream/main")
+    scenario.git("commit", "-q", "--allow-empty", "-m", "side work")
+    (scenario.path / "docs" / "side.md").write_text("side\n")
+    scenario.git("add", "docs/side.md")
+    scenario.git("commit", "-q", "-m", "side doc")
+    scenario.git("checkout", "-q", "upstream/main")
+    scenario.git("merge", "-q", "--no-ff", "-m", "Merge side (#70)", "side")
+    merge = scenario.git("rev-parse", "HEAD")
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    assert grouping(plan) == ([[merge]], [])
+    (commit,) = plan["bundles"][0]["commits"]
+    assert (commit["files"], commit["changed_lines"]) == (["docs/side.md"], 1)
+    assert plan["status"]["pending_commits"] == 1
+
+
+def test_a_fork_without_shared_history_has_no_tip(tmp_path: Path, capsys) -> None:
+    s = Scenario(tmp_path)
+    s.upstream("Upstream root (#1)", {"docs/a.md": "a\n"})
+    s.upstream("Upstream more (#2)", {"docs/b.md": "b\n"})
+    s.git("checkout", "-q", "--orphan", "main")
+    s.git("rm", "-rq", "--cached", ".")
+    (s.path / "fork.txt").write_text("fork\n")
+    s.git("add", "fork.txt")
+    s.git("commit", "-q", "-m", "Fork root")
+    plan = plan_json(s, tmp_path, capsys=capsys)
+    status = plan["status"]
+    assert (status["ingestion_tip"], status["days_behind"], status["pending_commits"]) == (None, None, 2)
