@@ -326,3 +326,19 @@ def test_a_fork_without_shared_history_has_no_tip(tmp_path: Path, capsys) -> Non
     plan = plan_json(s, tmp_path, capsys=capsys)
     status = plan["status"]
     assert (status["ingestion_tip"], status["days_behind"], status["pending_commits"]) == (None, None, 2)
+
+
+def test_binary_empty_and_deleting_commits(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    scenario.fork(
+        "[TLX] tweak docs", {"docs/a.md": numbered("doc a", 30).replace("doc a line 3", "tlx line 3")}
+    )
+    (scenario.path / "docs").mkdir(exist_ok=True)
+    binary = scenario.upstream("[DOCS] logo (#80)", {"docs/logo.png": "\x89PNG\r\n\x1a\n\x00\x00binary"})
+    empty = scenario.upstream("[CI] retrigger (#81)", {})
+    delete = scenario.upstream("[DOCS] drop a.md (#82)", {"docs/a.md": None})
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    assert reasons_of(plan, binary)["binary"] == "docs/logo.png"
+    assert reasons_of(plan, empty) == {}
+    assert reasons_of(plan, delete)["predicted-conflict"] == "needs a human against fork trunk in docs/a.md"
+    bundles, chains = grouping(plan)
+    assert bundles == [[binary, empty]] and chains == [[delete]]
