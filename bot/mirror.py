@@ -66,16 +66,6 @@ class Mirror:
             self.path.mkdir(parents=True, exist_ok=True)
             self._git("init", "--quiet", "--bare")
 
-    def _head(self, ref: str) -> str | None:
-        out = subprocess.run(
-            ["git", "rev-parse", "--verify", "--quiet", ref],
-            cwd=self.path,
-            capture_output=True,
-            text=True,
-            env={**os.environ, **GIT_ENV},
-        )
-        return out.stdout.strip() or None
-
     def _fetch(self, remote: str, url: str, refspec: str) -> None:
         self._git("config", f"remote.{remote}.url", url)
         self._git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote, refspec)
@@ -87,11 +77,11 @@ class Mirror:
         for branch in (fork_branch, upstream_branch):
             validate_ref(branch)
         self._ensure()
+        repo = GitRepo(self.path)
         fork_ref, upstream_ref = f"refs/heads/{fork_branch}", f"refs/remotes/upstream/{upstream_branch}"
-        before = (self._head(fork_ref), self._head(upstream_ref))
+        before = (repo.resolve_optional(fork_ref), repo.resolve_optional(upstream_ref))
         self._fetch("fork", fork_url, f"+refs/heads/{fork_branch}:{fork_ref}")
         self._fetch("upstream", upstream_url, f"+refs/heads/{upstream_branch}:{upstream_ref}")
-        repo = GitRepo(self.path)
         fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
         return SyncResult(
             fork_ref=fork_branch,
