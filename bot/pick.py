@@ -195,9 +195,7 @@ class Picker:
         if verdict.resolved is not None:
             outcome.text, outcome.how = verdict.resolved, ",".join(r.value for r in verdict.rules)
             return outcome
-        remembered, used = rerere.apply(
-            merged, self.recall([conflicts.key_of(h.hunk) for h in verdict.hunks])
-        )
+        remembered, used = _replay(merged, self.recall([conflicts.key_of(h.hunk) for h in verdict.hunks]))
         if remembered is not None and conflicts.check_resolution(path, remembered, reference=ours) is None:
             outcome.text, outcome.how, outcome.reused_keys = remembered, "reused", used
             return outcome
@@ -261,6 +259,18 @@ class Picker:
             component=component.name if component else None,
             symbol=symbol,
         )
+
+
+def _replay(merged: str, known: Mapping[str, tuple[str, ...]]) -> tuple[str | None, tuple[str, ...]]:
+    """Remembered resolutions for a file, or none when the memory's parser cannot read it.
+
+    `bot.rerere` reads conflict markers more loosely than `bot.conflicts` (a `<<<<<<<` followed by a tab
+    opens a block there, and is content here), so a file the classifier read can still be refused by it.
+    """
+    try:
+        return rerere.apply(merged, known)
+    except rerere.Diff3Error:
+        return None, ()
 
 
 def _unmergeable_reason(stages: Mapping[int, Stage]) -> str | None:
@@ -394,6 +404,9 @@ def learn_resolutions(
             final = picker.repo.read_file(resolved.sha, path)
             if final is None:
                 continue
-            for key, lines in rerere.learn(merged, final.decode("utf-8", "surrogateescape")).items():
-                learned[key] = (path, lines)
+            try:
+                taught = rerere.learn(merged, final.decode("utf-8", "surrogateescape"))
+            except rerere.Diff3Error:  # see _replay
+                continue
+            learned.update((key, (path, lines)) for key, lines in taught.items())
     return learned

@@ -289,3 +289,57 @@ def test_picked_commit_keeps_the_author_date_and_time_zone(scenario: Scenario, c
     code, report, _ = pick(scenario, capsys, up)
     assert code == 0
     assert scenario.git("log", "-1", "--format=%ad", "--date=raw", report["head"]) == "1767300000 -0500"
+
+
+def test_a_marker_like_line_in_the_file_does_not_crash_the_pick(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """The classifier reads `<<<<<<<<TAB>note` as content; the resolution memory must not crash on it."""
+    odd = "<<<<<<<\tnote for reviewers\n" + PY
+    scenario.upstream("[FRONTEND] note (#18)", {"python/triton/core.py": odd})
+    scenario.pick(scenario.git("rev-parse", "upstream/main"), how="trailer")
+    scenario.fork("[TLX] offset", {"python/triton/core.py": odd.replace("ptr + 1", "ptr + 2")})
+    clash = scenario.upstream(
+        "[FRONTEND] offset (#19)", {"python/triton/core.py": odd.replace("ptr + 1", "ptr * 4")}
+    )
+    db = f"sqlite:///{tmp_path / 'sluice.db'}"
+    code = main(
+        [
+            "pick",
+            "--repo",
+            str(scenario.path),
+            "--onto",
+            "main",
+            "--upstream",
+            "upstream/main",
+            "--database",
+            db,
+            "--json",
+            clash,
+        ]
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and statuses(report) == ["needs_human"]
+    human = scenario.fork(
+        "[FRONTEND] offset (#19), resolved", {"python/triton/core.py": odd.replace("ptr + 1", "ptr * 4 + 2")}
+    )
+    assert (
+        main(
+            [
+                "remember",
+                "--repo",
+                str(scenario.path),
+                "--fork",
+                "main",
+                "--upstream-commit",
+                clash,
+                "--resolution",
+                human,
+                "--by",
+                "alice",
+                "--database",
+                db,
+            ]
+        )
+        == 0
+    )
