@@ -288,6 +288,46 @@ class AutoResolve(Frozen):
         return not self.exclude or _globs_regex(self.exclude).fullmatch(path) is None
 
 
+Fraction = Annotated[float, Field(gt=0, lt=1)]
+
+
+class KernelThreshold(Frozen):
+    """Per-kernel overrides of the performance thresholds (`performance.kernels.<name>`)."""
+
+    floor: Fraction | None = None
+    k: Annotated[float, Field(gt=0)] | None = None
+    critical: StrictBool | None = None
+
+
+class PerformanceConfig(Frozen):
+    """How L3 benchmark results are judged (`python -m runners compare`).
+
+    A benchmark regressed when its median slowed by more than max(floor, k x its measured noise), the
+    bootstrap interval of the median ratio lies wholly above that threshold, and the rank test holds
+    after the false-discovery-rate correction across all benchmarks compared.
+    """
+
+    floor: Fraction = 0.02  # importance floor: a change smaller than this never matters
+    k: Annotated[float, Field(gt=0)] = 3.0  # threshold in units of the measured noise (relative IQR/2)
+    fdr: Fraction = 0.05  # false discovery rate across all benchmarks (Benjamini-Hochberg)
+    confidence: Fraction = 0.95  # of the bootstrap interval of the median ratio
+    critical: tuple[Annotated[str, Field(min_length=1)], ...] = ()  # kernels whose regression fails the run
+    kernels: dict[Annotated[str, Field(min_length=1)], KernelThreshold] = {}
+
+    def threshold_for(self, kernel: str, noise: float) -> float:
+        """The relative change that matters for `kernel` given its measured relative noise."""
+        override = self.kernels.get(kernel, KernelThreshold())
+        floor = override.floor if override.floor is not None else self.floor
+        k = override.k if override.k is not None else self.k
+        return max(floor, k * noise)
+
+    def is_critical(self, kernel: str) -> bool:
+        override = self.kernels.get(kernel)
+        if override is not None and override.critical is not None:
+            return override.critical
+        return kernel in self.critical
+
+
 @dataclass(frozen=True)
 class PickedSubject:
     """What a subject pattern recognised in a fork commit's subject."""

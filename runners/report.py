@@ -1,0 +1,145 @@
+"""The tier report: what a tier job ran and measured, in one versioned JSON file the bot reads."""
+
+from __future__ import annotations
+
+import enum
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA = "sluice.tier-report/1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Tier(enum.StrEnum):
+    L1 = "l1"  # hosted runners: build and unit tests
+    L2 = "l2"  # self-hosted GPU runners: correctness sweeps
+    L3 = "l3"  # self-hosted GPU runners: performance
+
+
+class Outcome(enum.StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"  # the test (or the suite's command) could not run
+    SKIPPED = "skipped"
+
+
+class RunInfo(_Model):
+    tier: Tier
+    head_sha: str | None = None  # the commit under test
+    baseline_sha: str | None = None  # the commit the benchmarks compare against
+    upstream_range: str | None = None  # "a1b2c3d..e4f5a6b": the upstream commits this ingestion brings
+    ingestion_id: str | None = None  # the `sluice/ingest/<id>` this run validates
+    started_at: datetime
+    finished_at: datetime
+
+
+class Environment(_Model):
+    """Where the run happened; `context_hash` changes whenever any other field does."""
+
+    gpu_model: str | None = None
+    gpu_count: int = 0
+    driver: str | None = None
+    cuda: str | None = None
+    clocks: dict[str, str] = {}  # e.g. {"sm_mhz": "1980", "mem_mhz": "2619"}, where readable
+    triton: str | None = None
+    torch: str | None = None
+    python: str
+    cpu: str
+    os: str
+    interpreter: bool  # TRITON_INTERPRET=1: kernels ran on the CPU; timings are not comparable
+    context_hash: str
+
+
+class TestResult(_Model):
+    suite: str
+    name: str
+    outcome: Outcome
+    duration_s: float = 0.0
+    message: str | None = None  # the failure message, for failed and error outcomes
+
+
+class SuiteResult(_Model):
+    name: str
+    kind: Literal["builtin", "command"]
+    command: tuple[str, ...] = ()  # argv of a command suite
+    exit_code: int | None = None  # of a command suite
+    expected: int | None = None  # tests the suite must run (its baseline); None: no expectation
+    executed: int  # tests that ran (passed + failed + error; skipped ones do not count)
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    outcome: Outcome  # failed when a test failed, the command failed, or fewer tests ran than expected
+    problems: tuple[str, ...] = ()  # why the suite failed, in words, e.g. "ran 3 tests, expected 5"
+    duration_s: float = 0.0
+
+
+class KernelFacts(_Model):
+    """Static facts of a compiled kernel, when the backend exposes them."""
+
+    registers: int | None = None
+    spills: int | None = None
+    shared_bytes: int | None = None
+
+
+class Benchmark(_Model):
+    suite: str
+    kernel: str
+    shape: tuple[int, ...]
+    dtype: str
+    config: dict[str, int | str] = {}  # block sizes, num_warps, num_stages...
+    warmup_iters: int
+    measured_iters: int
+    warmup_budget_ms: float
+    measure_budget_ms: float
+    samples_ms: tuple[float, ...]  # raw samples, one per measured iteration
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    p99_ms: float
+    iqr_ms: float
+    correctness_error: float | None = None  # max abs error against the torch reference
+    facts: KernelFacts | None = None
+    compile_cold_ms: float | None = None  # first compile, empty cache
+    compile_warm_ms: float | None = None  # the same kernel again, warm cache
+    comparable: bool  # False for interpreter timings: kept, never judged
+    note: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Stable identity across runs: kernel, shape, dtype and config."""
+        shape = "x".join(str(n) for n in self.shape)
+        config = ",".join(f"{k}={v}" for k, v in sorted(self.config.items()))
+        return f"{self.kernel}[{shape}:{self.dtype}" + (f":{config}]" if config else "]")
+
+
+class Report(_Model):
+    schema_: Annotated[Literal["sluice.tier-report/1"], Field(alias="schema")] = SCHEMA
+    run: RunInfo
+    environment: Environment
+    suites: tuple[SuiteResult, ...] = ()
+    tests: tuple[TestResult, ...] = ()
+    benchmarks: tuple[Benchmark, ...] = ()
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2) + "\n"
+
+    def write(self, path: Path) -> None:
+        path.write_text(self.to_json())
+
+    @classmethod
+    def read(cls, path: Path) -> Report:
+        return cls.model_validate_json(path.read_text())
+
+
+def json_schema() -> str:
+    """The report's JSON Schema (docs/report.schema.json holds it; a test keeps them equal)."""
+    schema = Report.model_json_schema(by_alias=True, mode="serialization")
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
