@@ -21,16 +21,15 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot import render
 from bot.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config, load_config
-from bot.engine import CONFIG_PATH, Snapshot, analyse_pending, load_repo_config, take_snapshot
+from bot.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.errors import SluiceError
 from bot.gitio import GitRepo, validate_ref
 from bot.mirror import Mirror
-from bot.models import CommitInfo, Disposition, PickReport, PickStatus, Plan, RiskKind
+from bot.models import CommitInfo, PickReport, PickStatus, Plan, RiskKind
 from bot.pick import Picker, PickRequest, learn_resolutions, run_pick
-from bot.planner import make_plan, prior_chains
+from bot.planning import build_plan, fork_key
 from bot.store import Store, default_database_url
 
-HELD = {Disposition.DEFERRED, Disposition.SKIPPED}
 SLOW_AFTER_S = 2.0
 
 
@@ -73,50 +72,6 @@ def _open_repo(args: argparse.Namespace, *, fork: str | None = None) -> tuple[Gi
         )
         config = config.model_copy(update={"resolver": ResolverConfig()})
     return repo, config
-
-
-def fork_key(config: SluiceConfig, repo: GitRepo, fork_ref: str) -> str:
-    return config.fork.repo or f"{repo.path}#{fork_ref}"
-
-
-def build_plan(
-    repo: GitRepo,
-    config: SluiceConfig,
-    *,
-    fork: str,
-    upstream: str,
-    store: Store | None,
-    progress: Callable[[str], None],
-) -> Plan:
-    """Read the repository, plan it against the stored chains and record the plan when a store is given."""
-    snapshot = take_snapshot(repo, fork_ref=fork, upstream_ref=upstream, config=config, progress=progress)
-    key = fork_key(config, repo, fork)
-    dispositions = store.dispositions(key) if store else {}
-    pending = set(snapshot.pending)
-    held = {s: r.disposition for s, r in dispositions.items() if r.disposition in HELD and s in pending}
-    analysis = analyse_pending(repo, snapshot, config=config, skip=held, progress=progress)
-    ingested = snapshot.ingested
-    progress("planning")
-    plan = make_plan(
-        status=snapshot.status,
-        fork_ref=fork,
-        upstream_ref=upstream,
-        config=config,
-        commits=analysis.commits,
-        stream_patches=analysis.stream_patches,
-        footprint=analysis.footprint,
-        prior=prior_chains(store.latest_plan(key), store.open_chains(key), ingested) if store else (),
-        held=held,
-        ingested=ingested,
-    )
-    if store is not None:
-        now = dt.datetime.now(dt.UTC)
-        store.record_plan(key, plan, ingested=ingested, at=now)
-        for sha, pick in snapshot.emergency.items():
-            if dispositions.get(sha) is None or dispositions[sha].disposition != Disposition.EMERGENCY:
-                reason = f"emergency pick {pick.fork_sha}"
-                store.set_disposition(key, sha, Disposition.EMERGENCY, reason=reason, approver=None, at=now)
-    return plan
 
 
 def _emit(plan: Plan, *, as_json: bool) -> None:
@@ -255,7 +210,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     store = open_store(settings.database_url)
     try:
-        web.run_app(create_app(settings, store=store), host=args.host, port=args.port, print=None)
+        web.run_app(
+            create_app(settings, store=store, background=True), host=args.host, port=args.port, print=None
+        )
     finally:
         store.close()
     return 0

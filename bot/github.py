@@ -382,6 +382,10 @@ class GitHubClient:
     async def _app_authorization(self) -> str:
         return f"bearer {app_jwt(self._app_id, self._private_key, now=self._clock.now())}"
 
+    async def app_info(self) -> dict[str, Any]:
+        """`GET /app` as the App itself: its id, slug and name."""
+        return dict(await self._app_api.getitem("/app"))
+
     async def installation_token(self, installation_id: int) -> str:
         """A token with more than 5 minutes left; minted once per installation however many ask at once."""
         lock = self._token_locks.setdefault(installation_id, asyncio.Lock())

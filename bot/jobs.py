@@ -135,12 +135,34 @@ class JobQueue:
         with self._engine.begin() as conn:
             return _insert_job(conn, kind, payload, key=key, delivery_id=None, now=_utc(now))
 
-    def claim(self, worker: str, *, lease: timedelta, now: datetime) -> Job | None:
-        """Lease the oldest runnable job whose key has no other live running job; None if there is none."""
+    def enqueue_once(self, kind: str, payload: dict[str, Any], *, key: str, now: datetime) -> int | None:
+        """Enqueue unless a job of this kind and key is already queued and not yet started: that one will
+        read the newest state when it runs, so a burst of pushes costs one ingestion. None when coalesced."""
+        waiting = select(jobs.c.id).where(
+            jobs.c.kind == kind,
+            jobs.c.key == key,
+            jobs.c.state == JobState.QUEUED.value,
+            jobs.c.attempts == 0,
+        )
+        with self._engine.begin() as conn:
+            if conn.execute(waiting.limit(1)).first() is not None:
+                return None
+            return _insert_job(conn, kind, payload, key=key, delivery_id=None, now=_utc(now))
+
+    def claim(self, worker: str, *, lease: timedelta, now: datetime, max_attempts: int = 5) -> Job | None:
+        """Lease the oldest runnable job whose key has no other live running job; None if there is none.
+
+        A job whose lease ran out `max_attempts` times (its workers keep dying on it) is marked failed
+        instead of being leased again.
+        """
         now = _utc(now)
         with self._engine.begin() as conn:
             skipped: list[int] = []
             while (row := _next_candidate(conn, now, skipped)) is not None:
+                if row.state == JobState.RUNNING.value and row.attempts >= max_attempts:
+                    _give_up(conn, row, now=now)
+                    skipped.append(row.id)
+                    continue
                 if row.key is None or _take_key(conn, row.key, row.id, now):
                     return _lease(conn, row, worker, lease=lease, now=now)
                 skipped.append(row.id)  # another replica is claiming a job with the same key
@@ -305,6 +327,12 @@ def _lease(conn: Connection, row: Any, worker: str, *, lease: timedelta, now: da
     conn.execute(update(jobs).where(jobs.c.id == row.id).values(**values))
     payload = json.loads(row.payload)
     return Job(row.id, row.kind, row.key, payload, row.attempts + 1, row.delivery_id)
+
+
+def _give_up(conn: Connection, row: Any, *, now: datetime) -> None:
+    error = f"its worker stopped (lease ran out) {row.attempts} times: {row.error or 'no error recorded'}"
+    values = {"state": JobState.FAILED.value, "worker": None, "lease_until": None, "error": _truncate(error)}
+    conn.execute(update(jobs).where(jobs.c.id == row.id).values(**values, updated_at=now))
 
 
 def _owned_by(job_id: int, worker: str) -> tuple[Any, ...]:

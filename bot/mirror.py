@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,20 @@ def validate_url(url: str) -> str:
             "use https://, ssh://, git://, file://, user@host:path, or an absolute path",
         )
     return url
+
+
+def token_auth(token: str) -> dict[str, str]:
+    """Environment that makes git send a GitHub App installation token, as GitHub's git hosts accept it.
+
+    The token travels in an `http.extraHeader` set through GIT_CONFIG_* variables: never on a command line
+    (where `ps` shows it), never in a URL (where git's messages and the remote config would keep it).
+    """
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "http.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+    }
 
 
 def redact(url: str) -> str:
@@ -48,13 +64,13 @@ class Mirror:
     def __init__(self, path: Path) -> None:
         self.path = Path(path).resolve()
 
-    def _git(self, *args: str) -> str:
+    def _git(self, *args: str, auth: Mapping[str, str] | None = None) -> str:
         proc = subprocess.run(
             ["git", *SAFE_GIT, *args],
             cwd=self.path,
             capture_output=True,
             text=True,
-            env={**os.environ, **GIT_ENV},
+            env={**os.environ, **GIT_ENV, **(auth or {})},
         )
         if proc.returncode != 0:
             detail = proc.stderr.strip().splitlines()
@@ -66,11 +82,22 @@ class Mirror:
             self.path.mkdir(parents=True, exist_ok=True)
             self._git("init", "--quiet", "--bare")
 
-    def _fetch(self, remote: str, url: str, refspec: str) -> None:
+    def _fetch(self, remote: str, url: str, refspec: str, *, auth: Mapping[str, str] | None = None) -> None:
         self._git("config", f"remote.{remote}.url", url)
-        self._git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote, refspec)
+        self._git(
+            "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote, refspec, auth=auth
+        )
 
-    def sync(self, *, fork_url: str, fork_branch: str, upstream_url: str, upstream_branch: str) -> SyncResult:
+    def sync(
+        self,
+        *,
+        fork_url: str,
+        fork_branch: str,
+        upstream_url: str,
+        upstream_branch: str,
+        fork_auth: Mapping[str, str] | None = None,
+        upstream_auth: Mapping[str, str] | None = None,
+    ) -> SyncResult:
         """Fetch what is new on both sides; the first call clones, later ones transfer only new objects."""
         for url in (fork_url, upstream_url):
             validate_url(url)
@@ -80,8 +107,10 @@ class Mirror:
         repo = GitRepo(self.path)
         fork_ref, upstream_ref = f"refs/heads/{fork_branch}", f"refs/remotes/upstream/{upstream_branch}"
         before = (repo.resolve_optional(fork_ref), repo.resolve_optional(upstream_ref))
-        self._fetch("fork", fork_url, f"+refs/heads/{fork_branch}:{fork_ref}")
-        self._fetch("upstream", upstream_url, f"+refs/heads/{upstream_branch}:{upstream_ref}")
+        self._fetch("fork", fork_url, f"+refs/heads/{fork_branch}:{fork_ref}", auth=fork_auth)
+        self._fetch(
+            "upstream", upstream_url, f"+refs/heads/{upstream_branch}:{upstream_ref}", auth=upstream_auth
+        )
         fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
         return SyncResult(
             fork_ref=fork_branch,
@@ -91,3 +120,71 @@ class Mirror:
             fork_moved=before[0] != fork_head,
             upstream_moved=before[1] != upstream_head,
         )
+
+    def read_remote_file(
+        self, url: str, branch: str, path: str, *, auth: Mapping[str, str] | None = None
+    ) -> bytes | None:
+        """`path` on the fork's `branch` (fetched from `url`), or None when the file is not there."""
+        validate_url(url)
+        local = f"refs/remotes/fork/{validate_ref(branch)}"
+        self._ensure()
+        self._fetch("fork", url, f"+refs/heads/{branch}:{local}", auth=auth)
+        repo = GitRepo(self.path)
+        return repo.read_file(repo.resolve(local), path)
+
+    def fetch_branches(self, prefix: str, *, auth: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The fork's branches under `prefix` (e.g. `sluice/ingest/`), as {branch: sha}, fetched here."""
+        validate_ref(prefix.rstrip("/"))
+        local = f"refs/remotes/fork/{prefix}"
+        self._git(
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--prune",
+            "--no-write-fetch-head",
+            "fork",
+            f"+refs/heads/{prefix}*:{local}*",
+            auth=auth,
+        )
+        listed = self._git("for-each-ref", "--format=%(objectname) %(refname)", local)
+        return {
+            ref.removeprefix("refs/remotes/fork/"): sha
+            for sha, ref in (ln.split(" ", 1) for ln in listed.splitlines())
+        }
+
+    def fetch_ref(self, ref: str, *, auth: Mapping[str, str] | None = None) -> str:
+        """Fetch one fork ref (e.g. `refs/pull/7/head`) into `refs/remotes/fork/<ref>`; its SHA."""
+        validate_ref(ref.removeprefix("refs/"))
+        local = "refs/remotes/fork/" + ref.removeprefix("refs/")
+        self._git(
+            "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "fork", f"+{ref}:{local}", auth=auth
+        )
+        return GitRepo(self.path).resolve(local)
+
+    def push(self, updates: Sequence[BranchUpdate], *, auth: Mapping[str, str] | None = None) -> None:
+        """Move fork branches in one atomic push, each only if it is still where we saw it (a lease)."""
+        if not updates:
+            return
+        leases, refspecs = [], []
+        for update in updates:
+            ref = f"refs/heads/{validate_ref(update.branch)}"
+            leases.append(f"--force-with-lease={ref}:{update.old or ''}")
+            refspecs.append(f"{update.new}:{ref}")
+        self._git("push", "--quiet", "--atomic", "--porcelain", *leases, "fork", *refspecs, auth=auth)
+        for update in updates:
+            self._git("update-ref", f"refs/remotes/fork/{update.branch}", update.new)
+
+    def ls_remote(self, url: str, branch: str, *, auth: Mapping[str, str] | None = None) -> str | None:
+        """Where `branch` is on the remote `url`, without fetching anything (the poll loop's question)."""
+        validate_url(url)
+        ref = f"refs/heads/{validate_ref(branch)}"
+        self._ensure()
+        out = self._git("ls-remote", "--", url, ref, auth=auth)
+        return next((line.split("\t", 1)[0] for line in out.splitlines() if line.endswith("\t" + ref)), None)
+
+
+@dataclass(frozen=True)
+class BranchUpdate:
+    branch: str
+    new: str
+    old: str | None  # where we last saw it on the fork; None: it must not exist yet

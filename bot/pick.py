@@ -380,6 +380,34 @@ def run_pick(picker: Picker, request: PickRequest) -> PickReport:
     )
 
 
+def pick_in_order(
+    picker: Picker,
+    onto: str,
+    commits: Sequence[CommitInfo],
+    *,
+    strategy: Strategy,
+    trailers: Sequence[tuple[str, str]] = (),
+) -> tuple[str | None, tuple[CommitReport, ...]]:
+    """Apply commits onto `onto` until one needs a human: (head of what applied or None, their reports and
+    the blocking one's). Commits are dated like their upstream commits, so the same inputs give the same
+    SHAs and a re-run pushes nothing new."""
+    git = picker.git
+    head, tree = onto, picker.repo.tree_of(onto)
+    reports: list[CommitReport] = []
+    for commit in commits:
+        step = picker.step(head, tree, commit, strategy=strategy)
+        if step.tree is None:
+            reports.append(step.report)
+            break
+        tree = step.tree
+        parents = [head, commit.sha] if strategy is Strategy.MERGE else [head]
+        message = with_trailers(commit_message(commit, step.rules), trailers)
+        head = git.commit(tree, parents, message, author=commit, at=commit.committer_time)
+        reports.append(step.report.model_copy(update={"commit": head}))
+    applied = any(r.commit is not None for r in reports)
+    return (head if applied else None), tuple(reports)
+
+
 def learn_resolutions(
     picker: Picker, upstream: CommitInfo, resolved: CommitInfo
 ) -> dict[str, tuple[str, tuple[str, ...]]]:

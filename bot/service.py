@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+import os
+import socket
+from collections.abc import AsyncIterator, Callable, Mapping
 
+import aiohttp
 from aiohttp import web
 from gidgethub import ValidationFailure
 from gidgethub.sansio import validate_event
@@ -14,7 +17,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from bot import webhooks
+from bot.context import Context
+from bot.github import GitHubClient
 from bot.jobs import JobQueue, JobState
+from bot.registry import Registry
 from bot.settings import MAX_WEBHOOK_BYTES, Settings
 from bot.store import Store
 
@@ -44,6 +50,28 @@ class Metrics:
             registry=self.registry,
         )
         self.jobs = Gauge("sluice_jobs", "Jobs in the database by state", ["state"], registry=self.registry)
+        self.github_calls = Counter(
+            "sluice_github_api_calls", "GitHub API requests by method", ["method"], registry=self.registry
+        )
+        self.rate_limit_waits = Counter(
+            "sluice_github_rate_limit_waits",
+            "Waits before a GitHub request, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.rate_limit_wait_seconds = Counter(
+            "sluice_github_rate_limit_wait_seconds",
+            "Seconds spent waiting on GitHub's limits and errors",
+            registry=self.registry,
+        )
+
+    def count_call(self, method: str) -> None:
+        self.github_calls.labels(method=method).inc()
+
+    def count_wait(self, reason: str, seconds: float) -> None:
+        # reasons carry numbers ("secondary rate limit, retry-after 60"): keep the words as the label
+        self.rate_limit_waits.labels(reason=reason.split(",")[0].split("(")[0].strip()[:40]).inc()
+        self.rate_limit_wait_seconds.inc(seconds)
 
 
 METRICS = web.AppKey("metrics", Metrics)
@@ -124,15 +152,80 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def create_app(settings: Settings, *, store: Store, clock: Clock = utc_now) -> web.Application:
-    """The aiohttp application; dependencies are passed in, nothing is read from the environment here."""
+APP_INFO_RETRY_S = 30.0
+
+
+def create_app(
+    settings: Settings, *, store: Store, clock: Clock = utc_now, background: bool = False
+) -> web.Application:
+    """The aiohttp application; dependencies are passed in, nothing is read from the environment here.
+
+    With `background`, the app also runs `settings.workers` job workers and the upstream poll loop.
+    """
     if settings.webhook_secret is None:
         raise ValueError("a webhook secret is required")
     app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
     app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
     app[METRICS] = Metrics()
+    if background:
+        app.cleanup_ctx.append(_background)
     app.router.add_post("/webhook", webhook)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     return app
+
+
+async def _background(app: web.Application) -> AsyncIterator[None]:
+    """Job workers and the poll loop, sharing one HTTP session and one GitHub client."""
+    from bot.worker import Worker
+    from handlers import HANDLERS, poll  # handlers import the core; the core never imports handlers
+
+    settings, metrics = app[SETTINGS], app[METRICS]
+    stop = asyncio.Event()
+    async with aiohttp.ClientSession() as session:
+        github = GitHubClient(
+            session,
+            app_id=settings.app_id or 0,
+            private_key=settings.private_key_pem(),
+            base_url=settings.github_url,
+            on_call=metrics.count_call,
+            on_wait=metrics.count_wait,
+        )
+
+        async def start() -> None:
+            login = await _bot_login(github, stop)
+            ctx = Context(settings, app[STORE], app[QUEUE], Registry(app[STORE]), github, login, app[CLOCK])
+            name = f"{socket.gethostname()}:{os.getpid()}"
+            runners = [Worker(ctx, HANDLERS, name=f"{name}:{i}").run(stop) for i in range(settings.workers)]
+            if settings.poll_interval > 0:
+                runners.append(poll.loop(ctx, stop))
+            log.info(
+                "%d workers started as %s%s",
+                settings.workers,
+                login,
+                f", polling every {settings.poll_interval:g} s" if settings.poll_interval > 0 else "",
+            )
+            await asyncio.gather(*runners)
+
+        task = asyncio.create_task(start())
+        yield
+        stop.set()
+        try:
+            await asyncio.wait_for(task, timeout=settings.lease_seconds)
+        except (TimeoutError, asyncio.CancelledError):
+            task.cancel()
+
+
+async def _bot_login(github: GitHubClient, stop: asyncio.Event) -> str:
+    """`<slug>[bot]`, the login of the App's comments and pushes; retried until GitHub answers."""
+    while True:
+        try:
+            return f"{(await github.app_info())['slug']}[bot]"
+        except Exception as exc:  # GitHub down or the App misconfigured: the intake keeps working meanwhile
+            log.error("cannot read the App from GitHub (%s); workers wait %.0f s", exc, APP_INFO_RETRY_S)
+            try:
+                await asyncio.wait_for(stop.wait(), APP_INFO_RETRY_S)
+            except TimeoutError:
+                continue
+            raise asyncio.CancelledError from exc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
@@ -12,7 +12,8 @@ MAX_WEBHOOK_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 
 class Settings(BaseSettings):
     """`SLUICE_APP_ID`, `SLUICE_PRIVATE_KEY` or `SLUICE_PRIVATE_KEY_FILE`, `SLUICE_WEBHOOK_SECRET`,
-    `SLUICE_DATABASE_URL`, `SLUICE_GITHUB_URL`."""
+    `SLUICE_DATABASE_URL`, `SLUICE_GITHUB_URL`, and the worker's `SLUICE_DATA_DIR`, `SLUICE_WORKERS`,
+    `SLUICE_POLL_INTERVAL`, `SLUICE_GIT_URL`."""
 
     model_config = SettingsConfigDict(env_prefix="SLUICE_", extra="ignore", frozen=True)
 
@@ -22,6 +23,27 @@ class Settings(BaseSettings):
     webhook_secret: SecretStr | None = None
     database_url: str | None = None
     github_url: str = "https://api.github.com"
+    git_url: str | None = None  # where repositories are cloned from; derived from github_url when unset
+    data_dir: Path = Path(".sluice")  # the workers' git mirrors (a cache: safe to delete)
+    workers: int = Field(default=1, ge=0, le=64)  # job workers in this process; 0: intake only
+    poll_interval: float = Field(default=300.0, ge=0)  # seconds between upstream polls; 0: no polling
+    lease_seconds: float = Field(default=300.0, ge=5)  # a job whose worker stops heartbeating is retried
+
+    def web_url(self) -> str:
+        """The web/git host: https://github.com for api.github.com, https://host for GHES's /api/v3."""
+        if self.git_url:
+            return self.git_url.rstrip("/")
+        url = self.github_url.rstrip("/")
+        if url.endswith("/api/v3"):
+            return url.removesuffix("/api/v3")
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://{rest.removeprefix('api.')}"
+
+    def private_key_pem(self) -> str:
+        if self.private_key is not None:
+            return self.private_key.get_secret_value()
+        assert self.private_key_file is not None
+        return self.private_key_file.read_text()
 
     def problems(self) -> list[str]:
         """Every missing or unusable setting, each with what to set."""

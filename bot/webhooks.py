@@ -21,6 +21,7 @@ class Payload(BaseModel):
 
 class Repository(Payload):
     full_name: str
+    default_branch: str | None = None
 
     @field_validator("full_name")
     @classmethod
@@ -30,15 +31,22 @@ class Repository(Payload):
         return value
 
 
+class Account(Payload):
+    login: str
+
+
 class Installation(Payload):
     id: int
+    account: Account | None = None  # present in installation events, absent from the stubs in others
 
 
 class PushEvent(Payload):
     ref: str
     after: str
+    deleted: bool = False
     repository: Repository
     installation: Installation | None = None
+    sender: Account | None = None
 
     @field_validator("ref")
     @classmethod
@@ -60,14 +68,32 @@ class PushEvent(Payload):
         return value
 
 
-class PullRequestHead(Payload):
+class PullRequestEnd(Payload):
     sha: str
     ref: str
+    repo: Repository | None = None  # None when the head's fork was deleted
+
+    @field_validator("sha")
+    @classmethod
+    def _sha(cls, value: str) -> str:
+        if not SHA.match(value):
+            raise ValueError(f"not a commit SHA: {value!r}")
+        return value
+
+    @field_validator("ref")
+    @classmethod
+    def _branch(cls, value: str) -> str:
+        try:
+            return validate_ref(value)
+        except GitError as exc:
+            raise ValueError(exc.message) from exc
 
 
 class PullRequest(Payload):
     number: int
-    head: PullRequestHead
+    head: PullRequestEnd
+    base: PullRequestEnd
+    user: Account | None = None
 
 
 class PullRequestEvent(Payload):
@@ -76,16 +102,20 @@ class PullRequestEvent(Payload):
     pull_request: PullRequest
     repository: Repository
     installation: Installation | None = None
+    sender: Account | None = None
 
 
 class InstallationEvent(Payload):
-    action: str
+    action: str  # created, deleted, suspend, unsuspend, new_permissions_accepted
     installation: Installation
+    repositories: tuple[Repository, ...] = ()
 
 
 class InstallationRepositoriesEvent(Payload):
-    action: str
+    action: str  # added, removed
     installation: Installation
+    repositories_added: tuple[Repository, ...] = ()
+    repositories_removed: tuple[Repository, ...] = ()
 
 
 class RepositoryEvent(Payload):
@@ -129,4 +159,7 @@ def parse(event: str, body: bytes) -> Payload:
 def job_key(payload: Payload) -> str | None:
     """Jobs with the same key never run at once: one job per repository (one ingestion per fork)."""
     repository = getattr(payload, "repository", None)
-    return repository.full_name if isinstance(repository, Repository) else None
+    if isinstance(repository, Repository):
+        return repository.full_name
+    installation = getattr(payload, "installation", None)
+    return f"installation:{installation.id}" if isinstance(installation, Installation) else None

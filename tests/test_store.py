@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
 import bot.jobs  # noqa: F401  (defines the queue's tables on the metadata the migrations are compared with)
+import bot.registry  # noqa: F401  (and the registry's)
 from bot.models import (
     Dependency,
     DependencyKind,
@@ -47,13 +48,17 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0003_deliveries_jobs"
+HEAD_REVISION = "0004_registry"
 TABLES = [
     "alembic_version",
     "chain_members",
     "chains",
     "deliveries",
     "dispositions",
+    "forks",
+    "ingestions",
+    "installation_repos",
+    "installations",
     "jobs",
     "plans",
     "resolutions",

@@ -1,0 +1,58 @@
+"""`pull_request` events on a fork: a sticky comment on how the change grows the patch stack."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bot import patch_stack
+from bot.context import Context
+from bot.engine import load_repo_config, take_snapshot
+from bot.gitio import GitRepo
+from bot.ingestion import BRANCH_PREFIX
+from bot.jobs import Job
+from bot.registry import Fork
+from bot.webhooks import PullRequestEvent
+
+KIND = "pull_request"
+ACTIONS = frozenset({"opened", "synchronize", "reopened"})
+log = logging.getLogger("sluice.pull_request")
+
+
+async def handle(ctx: Context, job: Job) -> None:
+    event = PullRequestEvent.model_validate(job.payload)
+    fork = ctx.registry.fork(event.repository.full_name)
+    pull = event.pull_request
+    if event.action not in ACTIONS or fork is None or pull.base.ref != fork.branch:
+        return
+    if pull.head.ref.startswith(BRANCH_PREFIX):
+        return  # Sluice's own ingestion PRs carry upstream commits, not patch-stack growth
+    auth = await ctx.git_auth(fork.installation_id)
+    body = await asyncio.to_thread(_comment, ctx, fork, pull.number, auth)
+    forge = ctx.forge(fork.installation_id, fork.repo)
+    await forge.upsert_comment(pull.number, marker=patch_stack.PATCH_STACK_MARKER, body=body)
+
+
+def _comment(ctx: Context, fork: Fork, number: int, auth: dict[str, str]) -> str:
+    mirror = ctx.mirror(fork.repo)
+    sync = mirror.sync(
+        fork_url=ctx.clone_url(fork.repo),
+        fork_branch=fork.branch,
+        upstream_url=fork.upstream_url,
+        upstream_branch=fork.upstream_branch,
+        fork_auth=auth,
+    )
+    head = mirror.fetch_ref(f"refs/pull/{number}/head", auth=auth)
+    repo = GitRepo(mirror.path)
+    config = load_repo_config(repo, sync.fork_head, sync.fork_ref)
+    snapshot = take_snapshot(repo, fork_ref=sync.fork_ref, upstream_ref=sync.upstream_ref, config=config)
+    report = patch_stack.measure(
+        repo,
+        base=sync.fork_head,
+        head=head,
+        upstream_head=sync.upstream_head,
+        config=config,
+        now=int(ctx.clock().timestamp()),
+        stack_before=snapshot.status.patch_stack_commits,
+    )
+    return patch_stack.comment(report, upstream_name=fork.upstream_repo or fork.upstream_url)

@@ -1,0 +1,67 @@
+"""`register` jobs: is an installed repository a fork Sluice keeps in sync? Its `.github/sluice.yml` says."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bot.config import ConfigError, SluiceConfig, parse_config
+from bot.context import Context
+from bot.engine import CONFIG_PATH
+from bot.ingestion import owner_repo
+from bot.jobs import Job
+from bot.mirror import validate_url
+from bot.registry import Fork
+from bot.worker import Rejected
+from handlers import ingest
+
+KIND = "register"
+log = logging.getLogger("sluice.register")
+
+
+def request(ctx: Context, repo: str, *, installation_id: int) -> None:
+    ctx.queue.enqueue_once(
+        KIND, {"repo": repo, "installation_id": installation_id}, key=repo, now=ctx.clock()
+    )
+
+
+async def handle(ctx: Context, job: Job) -> None:
+    repo, installation_id = str(job.payload["repo"]), int(job.payload["installation_id"])
+    if ctx.registry.installation_of(repo) != installation_id:
+        log.info("%s is no longer in installation %d; not registering it", repo, installation_id)
+        return
+    api = ctx.github.for_installation(installation_id)
+    default_branch = str((await api.get(f"/repos/{repo}"))["default_branch"])
+    auth = await ctx.git_auth(installation_id)
+    text = await asyncio.to_thread(
+        ctx.mirror(repo).read_remote_file, ctx.clone_url(repo), default_branch, CONFIG_PATH, auth=auth
+    )
+    if text is None:
+        log.info("%s has no %s on %s: not a fork Sluice keeps in sync", repo, CONFIG_PATH, default_branch)
+        ctx.registry.unregister_fork(repo)
+        return
+    config = _parse(repo, default_branch, text)
+    fork = Fork(
+        repo=repo,
+        installation_id=installation_id,
+        branch=config.fork.branch,
+        upstream_url=validate_url(config.upstream.url),
+        upstream_branch=config.upstream.branch,
+        upstream_repo=owner_repo(config.upstream.url, web_base=ctx.web_url),
+        upstream_seen=None,
+    )
+    ctx.registry.register_fork(fork, at=ctx.clock())
+    log.info(
+        "%s registered: trunk %s, upstream %s %s", repo, fork.branch, fork.upstream_url, fork.upstream_branch
+    )
+    ingest.request(ctx, repo, reason="registered")
+
+
+def _parse(repo: str, branch: str, text: bytes) -> SluiceConfig:
+    try:
+        return parse_config(text.decode("utf-8", "replace"), filename=f"{branch}:{CONFIG_PATH}")
+    except ConfigError as exc:
+        raise Rejected(
+            f"{repo}: {CONFIG_PATH} is invalid:\n{exc}",
+            "fix it and push; Sluice registers the fork on that push",
+        ) from exc
