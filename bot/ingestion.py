@@ -143,7 +143,7 @@ def pr_body(picked: PickedUnit, *, links: Links, upstream_parent: str | None) ->
     what = "a low-risk bundle" if unit.kind is UnitKind.BUNDLE else "a risky chain, in upstream order"
     span = links.compare(upstream_parent, last) if upstream_parent else links.commit(first)
     lines = [
-        f"Sluice ingests {len(unit.commits)} upstream commits, {what}.",
+        f"Sluice ingests {_count(len(unit.commits), 'upstream commit')}, {what}.",
         "",
         f"- Upstream range: {span} (first {links.commit(first)}, last {links.commit(last)})",
         f"- Builds on: `{picked.base_branch}`",
@@ -184,7 +184,8 @@ def needs_human_section(picked: PickedUnit, *, links: Links) -> list[str]:
         "",
         *(f"- `{f.path}`: {f.cls} — {f.reason}" for f in unresolved),
         "",
-        "Then push the result to this PR's branch; Sluice carries on from there:",
+        f"Then push the result to `{picked.unit.branch}` (and open a PR from it if there is none). Sluice "
+        "leaves a branch a person pushed to alone, and builds the next units once it is merged:",
         "```sh",
         f"git fetch {links.fork_clone_url} {start}",
         f"git switch --create {picked.unit.branch} FETCH_HEAD",
@@ -264,6 +265,10 @@ def _unresolved(picked: PickedUnit) -> list[str]:
         if report.status is PickStatus.NEEDS_HUMAN:
             found.append(f"- `{report.upstream[:10]}`: conflicts need a human (see the PR description)")
     return found
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _cell(text: str) -> str:

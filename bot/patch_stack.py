@@ -101,9 +101,9 @@ def comment(report: GrowthReport, *, upstream_name: str, days: int = ACTIVE_DAYS
         PATCH_STACK_MARKER,
         "## Sluice: how this PR grows the patch stack",
         "",
-        f"This PR adds {report.commits} commits to the patch stack ({stack}), changing "
-        f"{len(report.files)} files (+{report.added} −{report.removed} lines) that every upstream ingestion "
-        "must carry from now on.",
+        f"This PR adds {_count(report.commits, 'commit')} to the patch stack ({stack}), changing "
+        f"{_count(len(report.files), 'file')} (+{report.added} −{report.removed} lines) that every upstream "
+        "ingestion must carry from now on.",
         "",
     ]
     if report.file_overlaps or report.symbol_overlaps:
@@ -124,6 +124,10 @@ def comment(report: GrowthReport, *, upstream_name: str, days: int = ACTIVE_DAYS
     else:
         lines.append("It touches no internal extension's code or upstream interfaces.")
     return "\n".join(lines) + "\n"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _overlap_table(kind: str, overlaps: Sequence[Overlap]) -> list[str]:

@@ -69,8 +69,8 @@ class Metrics:
         self.github_calls.labels(method=method).inc()
 
     def count_wait(self, reason: str, seconds: float) -> None:
-        # reasons carry numbers ("secondary rate limit, retry-after 60"): keep the words as the label
-        self.rate_limit_waits.labels(reason=reason.split(",")[0].split("(")[0].strip()[:40]).inc()
+        # reason is one of primary_rate_limit, secondary_rate_limit, content_creation, server_error
+        self.rate_limit_waits.labels(reason=reason).inc()
         self.rate_limit_wait_seconds.inc(seconds)
 
 

@@ -45,7 +45,7 @@ class PushEvent(Payload):
     after: str
     deleted: bool = False
     repository: Repository
-    installation: Installation | None = None
+    installation: Installation  # every App delivery about a repository names its installation
     sender: Account | None = None
 
     @field_validator("ref")
@@ -101,7 +101,7 @@ class PullRequestEvent(Payload):
     number: int
     pull_request: PullRequest
     repository: Repository
-    installation: Installation | None = None
+    installation: Installation  # every App delivery about a repository names its installation
     sender: Account | None = None
 
 
@@ -122,7 +122,7 @@ class RepositoryEvent(Payload):
     """Events Sluice records now and handles in later work (comments, check runs, workflow runs)."""
 
     repository: Repository
-    installation: Installation | None = None
+    installation: Installation  # every App delivery about a repository names its installation
 
 
 MODELS: dict[str, type[Payload]] = {

@@ -57,6 +57,7 @@ class Built:
     units: tuple[PickedUnit, ...]
     updates: tuple[BranchUpdate, ...]
     upstream_parents: dict[str, str]  # unit id -> the parent of its first upstream commit
+    human: tuple[str, ...] = ()  # units whose branch a person pushed to: left alone, kept open
 
 
 async def handle(ctx: Context, job: Job) -> None:
@@ -80,7 +81,7 @@ async def handle(ctx: Context, job: Job) -> None:
     for picked in built.units:
         record = await _publish(forge, picked, built=built, links=links, fork=fork)
         ctx.registry.save_ingestion(record, at=ctx.clock())
-    await _close_stale(ctx, forge, fork, keep={p.unit.id for p in built.units})
+    await _close_stale(ctx, forge, fork, keep={p.unit.id for p in built.units} | set(built.human))
     log.info(
         "ingested %s: %d units, %d pushed, %d pending upstream commits",
         fork.repo,
@@ -113,7 +114,16 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
     )
     units: list[PickedUnit] = []
     onto, base = sync.fork_head, fork.branch
+    recorded = {r.id: r.head for r in ctx.registry.ingestions(fork.repo)}
+    human: list[str] = []
     for unit in units_of(plan)[:MAX_OPEN_UNITS]:
+        theirs = remote.get(unit.branch)
+        if theirs is not None and not _pushed_by_sluice(repo, theirs, unit.id, recorded.get(unit.id)):
+            log.info(
+                "%s: a person pushed to %s; Sluice leaves it and what builds on it", fork.repo, unit.branch
+            )
+            human.append(unit.id)
+            break
         head, reports = pick_in_order(
             picker,
             onto,
@@ -135,7 +145,15 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
         for p in units
         if infos[p.unit.commits[0].sha].parents
     }
-    return Built(config, plan, sync, tuple(units), updates, parents)
+    return Built(config, plan, sync, tuple(units), updates, parents, tuple(human))
+
+
+def _pushed_by_sluice(repo: GitRepo, head: str, unit_id: str, recorded: str | None) -> bool:
+    """Whether the branch head is Sluice's work, which it may replace (a person's resolution it may not)."""
+    if head == recorded:
+        return True
+    message = repo.run("log", "-1", "--format=%B", head)
+    return f"Sluice-Ingestion: {unit_id}" in message and "(cherry picked from commit" not in message
 
 
 def _config(repo: GitRepo, sync: SyncResult, fork: Fork) -> SluiceConfig:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import contextvars
 import datetime as dt
 import hashlib
 import hmac
@@ -17,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import jwt
@@ -43,8 +46,19 @@ SIM_IDENTITY = {
     "GIT_COMMITTER_EMAIL": "noreply@github.com",
 }
 
+GIT_SERVICES = frozenset({"git-upload-pack", "git-receive-pack"})
+# GitHub's server-side git settings that a client can observe: pushes to refs/pull/* are refused
+# ("deny updating a hidden ref") and any commit can be fetched by its sha.
+GIT_SERVER_CONFIG = {"receive.hideRefs": "refs/pull", "uploadpack.allowAnySHA1InWant": "true"}
+PUSH_COMMAND = re.compile(r"^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) (\S+)$")
+
 INSTALLATION_ID = web.RequestKey("installation_id", int)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+HookDelivery = tuple[str, str, str, dict[str, Any]]  # url, secret, event, payload
+# Webhooks raised while a request is handled wait here until its response is sent, as on GitHub.
+HELD_HOOKS: contextvars.ContextVar[list[HookDelivery] | None] = contextvars.ContextVar(
+    "held_hooks", default=None
+)
 
 
 class SimError(Exception):
@@ -62,12 +76,31 @@ def validation_failed(*errors: dict[str, Any]) -> SimError:
     return SimError(422, "Validation Failed", errors=list(errors))
 
 
+class GitDenied(Exception):
+    """A refusal on the git smart-HTTP endpoints: plain text, as git prints it after `remote:`."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def response(self) -> web.Response:
+        headers = {"WWW-Authenticate": 'Basic realm="GitHub"'} if self.status == 401 else {}
+        return web.Response(status=self.status, text=f"{self}\n", headers=headers)
+
+
+class RefUpdate(NamedTuple):
+    ref: str
+    before: str
+    after: str
+
+
 @dataclass
 class Repo:
     id: int
     full_name: str
     path: Path
     default_branch: str
+    private: bool = False
 
     @property
     def owner(self) -> str:
@@ -148,8 +181,64 @@ def _iso(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _git_token(authorization: str) -> str | None:
+    """The token a git client sent: Basic with any user and the token as password, Bearer or token.
+
+    None when there is no Authorization header; "" when there is one that holds no token.
+    """
+    scheme, _, credential = authorization.strip().partition(" ")
+    if not scheme:
+        return None
+    if scheme.lower() in ("bearer", "token"):
+        return credential.strip()
+    if scheme.lower() != "basic":
+        return ""
+    try:
+        decoded = base64.b64decode(credential.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return ""
+    return decoded.partition(":")[2]
+
+
+def _push_commands(body: bytes) -> list[RefUpdate]:
+    """The updates a receive-pack request asks for: pkt-lines `old new ref` up to the flush, then the pack."""
+    updates: dict[str, RefUpdate] = {}
+    pos = 0
+    while pos + 4 <= len(body):
+        try:
+            size = int(body[pos : pos + 4], 16)
+        except ValueError:
+            break
+        if size < 4:
+            break
+        line = body[pos + 4 : pos + size].split(b"\0", 1)[0].decode(errors="replace").strip()
+        if match := PUSH_COMMAND.match(line):
+            updates[match[3]] = RefUpdate(match[3], match[1], match[2])
+        pos += size
+    return list(updates.values())
+
+
+def _cgi_response(out: bytes, returncode: int | None) -> web.Response:
+    """A CGI program's output (headers, a blank line, the body) as a response."""
+    split = re.search(rb"\r?\n\r?\n", out)
+    if split is None:
+        return web.Response(status=500, text=f"git http-backend failed (exit {returncode})\n")
+    status, headers = 200, {}
+    for line in out[: split.start()].decode("latin-1").splitlines():
+        name, _, value = line.partition(":")
+        if name.lower() == "status":
+            status = int(value.split()[0])
+        elif name.lower() != "content-length":  # aiohttp sets it from the body
+            headers[name.strip()] = value.strip()
+    return web.Response(status=status, body=out[split.end() :], headers=headers)
+
+
 class GitHubSim:
-    """GitHub's REST API as a bot sees it; `app` is the aiohttp application to serve."""
+    """GitHub's REST API and git smart HTTP (`<base>/<owner>/<name>.git`) as a bot sees them.
+
+    `app` is the aiohttp application to serve. With `hook(url, secret)` set, the sim's own changes
+    send GitHub's webhooks from a background task; `await drain_hooks()` waits for them.
+    """
 
     def __init__(
         self,
@@ -190,6 +279,10 @@ class GitHubSim:
         self.workflow_runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.requests: list[tuple[str, str, int]] = []
         self.deliveries: list[dict[str, Any]] = []
+        self.pushes: list[dict[str, Any]] = []
+        self._hook: tuple[str, str] | None = None
+        self._outbox: asyncio.Queue[HookDelivery] = asyncio.Queue()
+        self._hook_worker: asyncio.Task[None] | None = None
         self.rate_used: dict[str, int] = defaultdict(int)
         self.rate_reset = int(self.now().timestamp()) + 3600
         self._faults: list[Fault] = []
@@ -203,14 +296,18 @@ class GitHubSim:
         self._ids += 1
         return self._ids
 
-    def create_repo(self, full_name: str, *, default_branch: str = "main") -> Path:
-        """A bare repository with no commits; push to `repo_path(full_name)` or seed it with `commit()`."""
+    def create_repo(self, full_name: str, *, default_branch: str = "main", private: bool = False) -> Path:
+        """A bare repository with no commits; push to `repo_path(full_name)` or seed it with `commit()`.
+
+        Public repositories can be read over git HTTP without credentials; private ones need a token
+        whose installation includes them.
+        """
         path = self.root / "repos" / f"{full_name}.git"
         path.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             ["git", "init", "--quiet", "--bare", f"--initial-branch={default_branch}", str(path)], check=True
         )
-        self.repos[full_name] = Repo(self._next_id(), full_name, path, default_branch)
+        self.repos[full_name] = Repo(self._next_id(), full_name, path, default_branch, private)
         return path
 
     def repo_path(self, full_name: str) -> Path:
@@ -236,6 +333,15 @@ class GitHubSim:
     def expire_tokens(self) -> None:
         past = self.now() - dt.timedelta(seconds=1)
         self.tokens = {t: (i, past) for t, (i, _) in self.tokens.items()}
+
+    def hook(self, url: str, secret: str) -> None:
+        """Send GitHub's webhooks (`push`, `pull_request`) for the sim's own state changes to `url`."""
+        self._hook = (url, secret)
+
+    async def drain_hooks(self) -> None:
+        """Wait until every webhook queued so far (and any queued meanwhile) was delivered."""
+        self._start_hook_worker()
+        await self._outbox.join()
 
     def set_permission(self, full_name: str, user: str, permission: str) -> None:
         assert permission in PERMISSIONS, permission
@@ -329,10 +435,15 @@ class GitHubSim:
         *,
         message: str = "commit",
         parent: str | None = None,
+        pusher: str = "octocat",
     ) -> str:
-        """Commit `files` (None deletes) on `parent` or the branch tip, move the branch, return the sha."""
+        """Commit `files` (None deletes) on `parent` or the branch tip, move the branch, return the sha.
+
+        Moving the branch is a push by `pusher` as far as webhooks and `refs/pull/N/head` go.
+        """
         repo = self.repos[full_name]
-        base = parent or self._branch_sha(repo, branch)
+        old = self._branch_sha(repo, branch)
+        base = parent or old
         with tempfile.TemporaryDirectory() as tmp:
             env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
             if base:
@@ -354,6 +465,8 @@ class GitHubSim:
         parents = ["-p", base] if base else []
         sha = self.git(full_name, "commit-tree", tree, *parents, "-m", message)
         self.git(full_name, "update-ref", f"refs/heads/{branch}", sha)
+        if sha != old:
+            self._refs_moved(repo, [RefUpdate(f"refs/heads/{branch}", old or ZERO_SHA, sha)], pusher=pusher)
         return sha
 
     def _commit_json(self, repo: Repo, sha: str) -> dict[str, Any]:
@@ -379,6 +492,41 @@ class GitHubSim:
     def _log(self, repo: Repo, rev_range: list[str]) -> list[str]:
         out = self._git(repo, "rev-list", "--reverse", "--topo-order", *rev_range).stdout
         return out.split()
+
+    def _refs(self, repo: Repo) -> dict[str, str]:
+        out = self._git(repo, "for-each-ref", "--format=%(refname) %(objectname)").stdout
+        return dict(line.split(" ", 1) for line in out.splitlines())
+
+    def _open_pulls(self, repo: Repo) -> list[Issue]:
+        issues = self.issues.get(repo.full_name, {})  # not self.issues[...]: that would add the repo
+        return [i for i in issues.values() if i.is_pull and i.state == "open"]
+
+    def _sync_pull_refs(self, repo: Repo) -> None:
+        """Point `refs/pull/N/head` at each open PR's head, as GitHub does (closed PRs keep theirs)."""
+        pulls = self._open_pulls(repo)
+        if not pulls:
+            return
+        refs = self._refs(repo)
+        for issue in pulls:
+            head = refs.get(f"refs/heads/{issue.head_ref}")
+            pull_ref = f"refs/pull/{issue.number}/head"
+            if head is not None and refs.get(pull_ref) != head:
+                self._git(repo, "update-ref", pull_ref, head)
+
+    def _refs_moved(self, repo: Repo, updates: list[RefUpdate], *, pusher: str) -> None:
+        """Everything GitHub does after refs move: PR refs follow, `push` and `synchronize` hooks go out."""
+        self._sync_pull_refs(repo)
+        if self._hook is None:
+            return
+        for update in updates:
+            if update.ref.startswith(("refs/heads/", "refs/tags/")):
+                self._emit("push", self.push_payload(repo.full_name, *update, pusher=pusher))
+            if update.after == ZERO_SHA:
+                continue
+            for issue in self._open_pulls(repo):
+                if f"refs/heads/{issue.head_ref}" == update.ref:
+                    moved = {"before": update.before, "after": update.after}
+                    self._notify_pull(repo, issue, "synchronize", sender=pusher, **moved)
 
     # ---------------------------------------------------------------- HTTP plumbing
 
@@ -431,12 +579,34 @@ class GitHubSim:
             ("POST", f"{r}/actions/workflows/{{workflow}}/dispatches", self._dispatch),
             ("GET", f"{r}/actions/runs", self._list_runs),
             ("GET", f"{r}/actions/runs/{{id:\\d+}}", self._get_run),
+            ("GET", "/{owner}/{repo}.git/info/refs", self._git_http),
+            ("POST", "/{owner}/{repo}.git/{service:git-upload-pack|git-receive-pack}", self._git_http),
         ]:
             add(method, path, handler)
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        identity = "anonymous"
+        held: list[HookDelivery] = []
+        reset = HELD_HOOKS.set(held)
+        try:
+            response, identity = await self._respond(request, handler)
+        finally:
+            HELD_HOOKS.reset(reset)
+        if identity is not None:  # git smart HTTP is not the REST API: no rate limit there
+            self._rate_limit_headers(response, identity)
+        self.requests.append((request.method, request.path, response.status))
+        if held:
+            try:
+                await response.prepare(request)
+                await response.write_eof()
+            finally:
+                self._queue_hooks(held)
+        return response
+
+    async def _respond(self, request: web.Request, handler: Handler) -> tuple[web.StreamResponse, str | None]:
+        """The response and the rate-limit identity (None for git, which authenticates itself)."""
+        git = request.match_info.handler == self._git_http
+        identity: str | None = None if git else "anonymous"
         try:
             await self._maybe_sleep(request.path)
             fault = self._take_fault(request)
@@ -444,7 +614,8 @@ class GitHubSim:
                 response: web.StreamResponse = web.json_response(fault.body, status=fault.status)
                 response.headers.update(fault.headers)
             else:
-                identity = self._authenticate(request)
+                if not git:
+                    identity = self._authenticate(request)
                 response = await handler(request)
         except SimError as exc:
             response = web.json_response(exc.body, status=exc.status)
@@ -452,6 +623,9 @@ class GitHubSim:
             response = web.json_response(
                 {"message": exc.reason, "documentation_url": DOCS}, status=exc.status
             )
+        return response, identity
+
+    def _rate_limit_headers(self, response: web.StreamResponse, identity: str) -> None:
         self.rate_used[identity] += 1
         defaults = {
             "x-ratelimit-limit": str(RATE_LIMIT),
@@ -463,8 +637,6 @@ class GitHubSim:
         }
         for name, value in defaults.items():
             response.headers.setdefault(name, value)
-        self.requests.append((request.method, request.path, response.status))
-        return response
 
     async def _maybe_sleep(self, path: str) -> None:
         for slow in self._slows:
@@ -588,7 +760,7 @@ class GitHubSim:
             "node_id": f"R_{repo.id}",
             "name": repo.name,
             "full_name": repo.full_name,
-            "private": False,
+            "private": repo.private,
             "owner": _user(repo.owner),
             "html_url": f"{WEB}/{repo.full_name}",
             "url": f"{API}/repos/{repo.full_name}",
@@ -793,6 +965,7 @@ class GitHubSim:
         if len(sha) != 40 or self._resolve(repo, sha) is None:
             raise SimError(422, "Object does not exist")
         self._git(repo, "update-ref", ref, sha, ZERO_SHA)
+        self._refs_moved(repo, [RefUpdate(ref, ZERO_SHA, sha)], pusher=self.bot_login)
         return web.json_response(self._ref_json(repo, ref, sha), status=201)
 
     async def _update_ref(self, request: web.Request) -> web.Response:
@@ -809,14 +982,18 @@ class GitHubSim:
             raise SimError(422, "Update is not a fast forward")
         if self._git(repo, "update-ref", ref, sha, old).returncode != 0:
             raise SimError(409, "Reference cannot be updated")
+        if sha != old:
+            self._refs_moved(repo, [RefUpdate(ref, old, sha)], pusher=self.bot_login)
         return web.json_response(self._ref_json(repo, ref, sha))
 
     async def _delete_ref(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
         ref = "refs/" + request.match_info["ref"]
-        if self._resolve(repo, ref) is None:
+        old = self._resolve(repo, ref)
+        if old is None:
             raise SimError(422, "Reference does not exist")
         self._git(repo, "update-ref", "-d", ref)
+        self._refs_moved(repo, [RefUpdate(ref, old, ZERO_SHA)], pusher=self.bot_login)
         return web.Response(status=204)
 
     async def _get_branch(self, request: web.Request) -> web.Response:
@@ -839,6 +1016,87 @@ class GitHubSim:
         if sha is None:
             raise SimError(422, f"No commit found for SHA: {request.match_info['ref']}")
         return web.json_response(self._commit_json(repo, sha))
+
+    # ---------------------------------------------------------------- git smart HTTP
+
+    async def _git_http(self, request: web.Request) -> web.Response:
+        """Fetch and push over smart HTTP: `git http-backend` as a CGI, behind GitHub's access rules."""
+        repo = self.repos.get(f"{request.match_info['owner']}/{request.match_info['repo']}")
+        service = request.match_info.get("service") or request.query.get("service", "")
+        push = service == "git-receive-pack"
+        try:
+            if repo is None:
+                raise GitDenied(404, "Repository not found.")
+            if service not in GIT_SERVICES:
+                raise GitDenied(403, "Please upgrade your git client: only smart HTTP is served.")
+            user = self._git_user(request, repo, push=push)
+        except GitDenied as exc:
+            return exc.response()
+        body = await request.content.read()
+        if not push:
+            self._sync_pull_refs(repo)  # also after pushes that bypassed the sim (to `repo_path()`)
+        response = await self._http_backend(request, repo, body, user=user, push=push)
+        if push and user is not None and request.method == "POST":
+            self._record_push(repo, _push_commands(body), pusher=user)
+        return response
+
+    def _git_user(self, request: web.Request, repo: Repo, *, push: bool) -> str | None:
+        """The bot for a token whose installation has the repo, None for an anonymous read; or refuse."""
+        token = _git_token(request.headers.get("Authorization", ""))
+        if token is None:
+            if push or repo.private:
+                raise GitDenied(401, "Authentication required.")
+            return None
+        grant = self.tokens.get(token)
+        if grant is None or grant[1] <= self.now():
+            raise GitDenied(401, "Invalid username or token.")
+        inst = self.installations.get(grant[0])
+        if inst is not None and repo.full_name in inst.repos:
+            return self.bot_login
+        if push:
+            raise GitDenied(403, f"Permission to {repo.full_name}.git denied to {self.bot_login}.")
+        if repo.private:
+            raise GitDenied(404, "Repository not found.")
+        return None
+
+    async def _http_backend(
+        self, request: web.Request, repo: Repo, body: bytes, *, user: str | None, push: bool
+    ) -> web.Response:
+        """Run `git http-backend` as a CGI; the Authorization header (the token) never reaches it."""
+        config = {**GIT_SERVER_CONFIG, "http.receivepack": "true" if push else "false"}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env |= {
+            "GIT_PROJECT_ROOT": str(self.root / "repos"),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": f"/{repo.full_name}.git/{request.match_info.get('service', 'info/refs')}",
+            "REQUEST_METHOD": request.method,
+            "QUERY_STRING": request.query_string,
+            "CONTENT_TYPE": request.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_ADDR": request.remote or "127.0.0.1",
+            "GIT_CONFIG_COUNT": str(len(config)),
+        }
+        for i, (key, value) in enumerate(config.items()):
+            env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+        if user is not None:
+            env["REMOTE_USER"] = user
+        if "Git-Protocol" in request.headers:
+            env["HTTP_GIT_PROTOCOL"] = request.headers["Git-Protocol"]
+        if body[:2] == b"\x1f\x8b":  # still gzip: a server that does not inflate request bodies itself
+            env["HTTP_CONTENT_ENCODING"] = "gzip"
+        with open(self.root / "git-http-backend.log", "ab") as log:
+            proc = await asyncio.create_subprocess_exec(
+                "git", "http-backend", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env
+            )
+            out, _ = await proc.communicate(body)
+        return _cgi_response(out, proc.returncode)
+
+    def _record_push(self, repo: Repo, requested: list[RefUpdate], *, pusher: str) -> None:
+        """Record the updates receive-pack made (it refuses a stale lease or a hidden ref) and react."""
+        refs = self._refs(repo)
+        done = [u for u in requested if refs.get(u.ref, ZERO_SHA) == u.after]
+        self.pushes.extend({"repo": repo.full_name, **u._asdict(), "pusher": pusher} for u in done)
+        self._refs_moved(repo, done, pusher=pusher)
 
     # ---------------------------------------------------------------- issues and pulls
 
@@ -888,6 +1146,8 @@ class GitHubSim:
         issue = Issue(number, self._next_id(), title, body, user or self.bot_login, now, is_pull=True)
         issue.head_ref, issue.base_ref, issue.draft = head_ref, base, draft
         self.issues[full_name][number] = issue
+        self._sync_pull_refs(repo)
+        self._notify_pull(repo, issue, "opened", sender=issue.user)
         return self._pull_json(repo, issue)
 
     async def _create_pull(self, request: web.Request) -> web.Response:
@@ -939,6 +1199,7 @@ class GitHubSim:
         issue.state = state
 
     def _edit(self, repo: Repo, issue: Issue, data: dict[str, Any]) -> None:
+        was = issue.state
         if "title" in data:
             issue.title = data["title"]
         if "body" in data:
@@ -952,6 +1213,11 @@ class GitHubSim:
                 raise validation_failed({"resource": "PullRequest", "field": "base", "code": "invalid"})
             issue.base_ref = data["base"]
         issue.updated_at = _iso(self.now())
+        if issue.is_pull and issue.state != was:
+            self._sync_pull_refs(repo)
+            self._notify_pull(
+                repo, issue, "reopened" if issue.state == "open" else "closed", sender=self.bot_login
+            )
 
     async def _update_pull(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
@@ -1064,6 +1330,8 @@ class GitHubSim:
         issue.state, issue.merged, issue.merge_commit_sha = "closed", True, new
         issue.merged_at = issue.closed_at = _iso(self.now())
         issue.merged_by = self.bot_login
+        self._refs_moved(repo, [RefUpdate(f"refs/heads/{issue.base_ref}", base, new)], pusher=issue.merged_by)
+        self._notify_pull(repo, issue, "closed", sender=issue.merged_by)
         return web.json_response({"sha": new, "merged": True, "message": "Pull Request successfully merged"})
 
     def open_issue(
@@ -1393,6 +1661,48 @@ class GitHubSim:
         )
         return status
 
+    def _emit(self, event: str, payload: dict[str, Any]) -> None:
+        """Queue a webhook for the `hook()` target; raised inside a request, it waits for the response."""
+        if self._hook is None:
+            return
+        delivery = (*self._hook, event, payload)
+        held = HELD_HOOKS.get()
+        if held is not None:
+            held.append(delivery)
+        else:
+            self._queue_hooks([delivery])
+
+    def _notify_pull(self, repo: Repo, issue: Issue, action: str, *, sender: str, **extra: Any) -> None:
+        if self._hook is not None:
+            payload = self.pull_request_payload(repo.full_name, issue.number, action, sender=sender)
+            self._emit("pull_request", payload | extra)
+
+    def _queue_hooks(self, deliveries: list[HookDelivery]) -> None:
+        for delivery in deliveries:
+            self._outbox.put_nowait(delivery)
+        self._start_hook_worker()
+
+    def _start_hook_worker(self) -> None:
+        if self._outbox.empty() or (self._hook_worker is not None and not self._hook_worker.done()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # queued by synchronous code: the next event in a loop, or drain_hooks(), sends it
+        self._hook_worker = loop.create_task(self._deliver_hooks())
+
+    async def _deliver_hooks(self) -> None:
+        """Deliver the queued webhooks one at a time, in order; ends when the queue is empty."""
+        while not self._outbox.empty():
+            url, secret, event, payload = self._outbox.get_nowait()
+            delivery_id = str(uuid.uuid4())
+            try:
+                await self.deliver(url, event, payload, secret=secret, delivery_id=delivery_id)
+            except (aiohttp.ClientError, OSError):  # GitHub records a failed delivery and goes on
+                self.deliveries.append({"event": event, "delivery_id": delivery_id, "status": 0})
+            finally:
+                self._outbox.task_done()
+
     def _installation_stub(self, full_name: str) -> dict[str, Any] | None:
         for inst in self.installations.values():
             if full_name in inst.repos:
@@ -1426,7 +1736,10 @@ class GitHubSim:
             shas = self._log(repo, [after, f"^{before}"])[-20:]
         commits = [self._push_commit(repo, sha) for sha in shas]
         forced = not deleted and before != ZERO_SHA and not self._is_ancestor(repo, before, after)
-        head_commit = commits[-1] if commits else (None if deleted else self._push_commit(repo, after))
+        peeled = None if deleted else self._resolve(repo, after) or after  # an annotated tag names its commit
+        head_commit = (
+            commits[-1] if commits else (None if peeled is None else self._push_commit(repo, peeled))
+        )
         return {
             "ref": ref,
             "before": before,

@@ -34,6 +34,40 @@ def push_body(**changes: Any) -> bytes:
     return json.dumps(payload).encode()
 
 
+HOSTILE_REFS = [
+    ("option", "-x"),
+    ("range", "a..b"),
+    ("shell", "$(id)"),
+    ("reflog", "x@{1}"),
+    ("long", "b" * 300),
+]
+
+
+def pull_body(*, head_ref: str = "feature", head_sha: str = HEAD) -> bytes:
+    """A `pull_request` payload in GitHub's shape, trimmed to what matters here."""
+    end = {
+        "label": "triton-fork:x",
+        "ref": head_ref,
+        "sha": head_sha,
+        "repo": {"full_name": "triton-fork/triton"},
+    }
+    payload = {
+        "action": "opened",
+        "number": 7,
+        "pull_request": {
+            "number": 7,
+            "state": "open",
+            "head": end,
+            "base": {**end, "ref": "main"},
+            "user": {"login": "dev"},
+        },
+        "repository": {"full_name": "triton-fork/triton", "default_branch": "main"},
+        "installation": {"id": 2311213},
+        "sender": {"login": "dev"},
+    }
+    return json.dumps(payload).encode()
+
+
 def sign(body: bytes, secret: str = SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
@@ -133,6 +167,12 @@ async def test_ping_is_answered(client: Any) -> None:
         pytest.param(
             push_body(repository={"full_name": "../../etc"}), "push", 422, "full_name", id="bad-repo"
         ),
+        pytest.param(push_body(installation=None), "push", 422, "installation", id="uninstalled-repo"),
+        *(
+            pytest.param(pull_body(head_ref=ref), "pull_request", 422, "head.ref", id=f"pr-head-{name}")
+            for name, ref in HOSTILE_REFS
+        ),
+        pytest.param(pull_body(head_sha="$(id)"), "pull_request", 422, "head.sha", id="pr-head-sha"),
     ],
 )
 async def test_bad_payloads_get_a_clear_4xx_and_no_job(

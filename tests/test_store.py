@@ -15,7 +15,7 @@ from sqlalchemy import Connection, create_engine, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
-import bot.jobs  # noqa: F401  (defines the queue's tables on the metadata the migrations are compared with)
+import bot.jobs
 import bot.registry  # noqa: F401  (and the registry's)
 from bot.models import (
     Dependency,

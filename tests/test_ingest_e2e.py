@@ -1,0 +1,307 @@
+"""End to end: upstream push → simulator webhook → `sluice serve` (intake, jobs, workers) → ingestion PRs."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from pydantic import SecretStr
+
+from bot.ingestion import BRANCH_PREFIX, CLASSIFICATION_MARKER
+from bot.jobs import JobQueue
+from bot.registry import Registry
+from bot.service import create_app
+from bot.settings import Settings
+from bot.store import Store
+from tests.github_sim import GitHubSim
+
+SECRET = "e2e-secret"
+UPSTREAM = "triton-lang/triton"
+FORK = "meta/triton"
+CORE_PASS = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
+
+
+@dataclass
+class Rig:
+    sim: GitHubSim
+    sim_url: str
+    bot_url: str
+    store: Store
+    data_dir: Path
+
+    @property
+    def queue(self) -> JobQueue:
+        return JobQueue(self.store)
+
+    async def settle(self, timeout: float = 90.0) -> None:
+        """Wait until the sim has delivered every webhook and the bot has no queued or running job."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            await self.sim.drain_hooks()
+            counts = self.queue.counts()
+            if counts["queued"] == 0 and counts["running"] == 0:
+                assert self.job_errors() == []
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"jobs did not settle: {self.queue.counts()}")
+
+    def job_errors(self) -> list[tuple[str, str, str]]:
+        from sqlalchemy import select
+
+        from bot.jobs import jobs
+
+        with self.store._engine.connect() as conn:
+            rows = conn.execute(
+                select(jobs.c.kind, jobs.c.state, jobs.c.error).where(jobs.c.error.is_not(None))
+            )
+            return [(r.kind, r.state, r.error) for r in rows]
+
+    def pulls(self, state: str = "open") -> list[Any]:
+        return [i for i in self.sim.issues[FORK].values() if i.is_pull and state in ("all", i.state)]
+
+    def labels(self, number: int) -> list[str]:
+        return sorted(self.sim.labels[(FORK, number)])
+
+    def sticky(self, number: int) -> list[dict[str, Any]]:
+        return [c for c in self.sim.comment_objects(FORK, number) if CLASSIFICATION_MARKER in c["body"]]
+
+
+def config_text(sim_url: str) -> str:
+    return f"upstream:\n  url: {sim_url}/{UPSTREAM}.git\n  branch: main\nfork:\n  branch: main\n"
+
+
+async def installation_event(rig: Rig, full_name: str, installation_id: int) -> int:
+    account = full_name.split("/")[0]
+    payload = {
+        "action": "created",
+        "installation": {
+            "id": installation_id,
+            "account": {"login": account, "id": 1, "type": "Organization"},
+            "repository_selection": "selected",
+            "app_id": rig.sim.app_id,
+            "target_type": "Organization",
+            "permissions": {"contents": "write", "pull_requests": "write"},
+            "events": ["push", "pull_request"],
+        },
+        "repositories": [
+            {
+                "id": rig.sim.repos[full_name].id,
+                "name": full_name.split("/")[1],
+                "full_name": full_name,
+                "private": False,
+            }
+        ],
+        "sender": {"login": "octocat", "id": 583231, "type": "User"},
+    }
+    return await rig.sim.deliver(f"{rig.bot_url}/webhook", "installation", payload, secret=SECRET)
+
+
+@pytest.fixture
+async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
+    sim = GitHubSim(root=tmp_path / "sim")
+    sim_server = await aiohttp_server(sim.app)
+    sim_url = str(sim_server.make_url("")).rstrip("/")
+    # Upstream: a small history; the fork: upstream's history plus its own commit and .github/sluice.yml.
+    sim.create_repo(UPSTREAM)
+    sim.commit(
+        UPSTREAM,
+        "main",
+        {"README.md": "triton\n", CORE_PASS: "void pipeline() {\n  step();\n}\n", "docs/guide.md": "guide\n"},
+        message="initial",
+    )
+    sim.create_repo(FORK)
+    sim.git(FORK, "fetch", "--quiet", str(sim.repo_path(UPSTREAM)), "main:main")
+    sim.commit(
+        FORK,
+        "main",
+        {".github/sluice.yml": config_text(sim_url), "third_party/tlx/tlx.py": "x = 1\n"},
+        message="fork: TLX extension and Sluice config",
+    )
+    store = Store.open(database_url)
+    settings = Settings(
+        app_id=sim.app_id,
+        private_key=SecretStr(sim.private_key_pem or ""),
+        webhook_secret=SecretStr(SECRET),
+        github_url=sim_url,
+        data_dir=tmp_path / "data",
+        workers=1,
+        poll_interval=0,
+        lease_seconds=30,
+    )
+    bot = await aiohttp_server(create_app(settings, store=store, background=True))
+    bot_url = str(bot.make_url("")).rstrip("/")
+    sim.hook(f"{bot_url}/webhook", SECRET)
+    yield Rig(sim, sim_url, bot_url, store, tmp_path / "data")
+    await bot.close()
+    store.close()
+
+
+async def upstream_commits(rig: Rig, *changes: tuple[str, dict[str, str | None]]) -> list[str]:
+    return [rig.sim.commit(UPSTREAM, "main", files, message=subject) for subject, files in changes]
+
+
+def branch_blobs_have_markers(sim: GitHubSim, branch: str) -> bool:
+    out = sim.git(
+        FORK, "grep", "-l", "-e", "^<<<<<<<", "-e", "^>>>>>>>", f"refs/heads/{branch}", "--", check=False
+    )
+    return bool(out.strip())
+
+
+async def test_upstream_pushes_open_then_update_ingestion_prs_without_duplicates(rig: Rig) -> None:
+    fork_installation = rig.sim.install(FORK)
+    upstream_installation = rig.sim.install(UPSTREAM)
+    low = await upstream_commits(
+        rig,
+        ("docs: clarify the guide", {"docs/guide.md": "guide, clarified\n"}),
+        ("test: add a lit test", {"test/TritonGPU/new.mlir": "// RUN: true\n"}),
+    )
+    risky = await upstream_commits(
+        rig, ("[Pipeliner] overlap loads", {CORE_PASS: "void pipeline() {\n  step();\n  overlap();\n}\n"})
+    )
+    # GitHub throttles the first PR creation: the bot waits as told and carries on.
+    rig.sim.secondary_rate_limit("POST", r"/pulls$", retry_after=1)
+    assert await installation_event(rig, FORK, fork_installation) == 202
+    assert await installation_event(rig, UPSTREAM, upstream_installation) == 202
+    await rig.settle()
+    async with aiohttp.ClientSession() as session, session.get(f"{rig.bot_url}/metrics") as resp:
+        metrics = await resp.text()
+    assert re.search(r'sluice_github_api_calls_total\{method="POST"\} [1-9]', metrics)
+    assert re.search(
+        r"sluice_github_rate_limit_waits_total\{reason=\"secondary_rate_limit\"\} 1.0", metrics
+    ), metrics
+
+    registry = Registry(rig.store)
+    fork = registry.fork(FORK)
+    assert fork is not None and fork.upstream_repo == UPSTREAM
+    pulls = {p.head_ref: p for p in rig.pulls()}
+    bundle = pulls[f"{BRANCH_PREFIX}bundle-{low[0][:10]}"]
+    chain = pulls[f"{BRANCH_PREFIX}chain-{risky[0][:10]}"]
+    assert bundle.title == f"[sluice] bundle: 2 upstream commits ({low[0][:7]}..{low[1][:7]})"
+    assert chain.title.startswith("[sluice] risky chain (high): 1 upstream commit")
+    assert rig.labels(bundle.number) == ["sluice:bundle"]
+    assert rig.labels(chain.number) == ["sluice:risky-chain"]
+    assert bundle.base_ref == "main" and chain.base_ref == bundle.head_ref  # the chain builds on the bundle
+    for sha in low:
+        assert sha[:10] in bundle.body
+    assert "How to revert" in bundle.body and "Sluice-Ingestion: bundle-" in bundle.body
+    assert "core-passes" in rig.sticky(chain.number)[0]["body"]
+    # the branch holds the upstream commits, with trailers naming them and the ingestion
+    log = rig.sim.git(FORK, "log", "--format=%B%x00", f"refs/heads/{bundle.head_ref}", "-2")
+    assert f"Upstream-Commit: {low[1]}" in log and "Sluice-Ingestion: bundle-" in log
+    bundle_head = rig.sim.git(FORK, "rev-parse", f"refs/heads/{bundle.head_ref}").strip()
+    runs = {r["name"]: r for r in rig.sim.check_runs[FORK] if r["head_sha"] == bundle_head}
+    assert sorted(runs) == ["sluice/L1", "sluice/L2", "sluice/L3", "sluice/gate"]
+    assert {r["status"] for r in runs.values()} == {"queued"}
+
+    # A second upstream push: the bundle grows in place; nothing is opened twice.
+    more = await upstream_commits(rig, ("docs: one more", {"docs/more.md": "more\n"}))
+    await rig.settle()
+    open_now = rig.pulls()
+    assert len(open_now) == 2 and len(rig.pulls("all")) == 2
+    grown = next(p for p in open_now if p.number == bundle.number)
+    assert grown.title == f"[sluice] bundle: 3 upstream commits ({low[0][:7]}..{more[0][:7]})"
+    assert len(rig.sticky(bundle.number)) == 1 and len(rig.sticky(chain.number)) == 1
+    new_head = rig.sim.git(FORK, "rev-parse", f"refs/heads/{bundle.head_ref}").strip()
+    assert new_head != bundle_head
+    assert {r["name"] for r in rig.sim.check_runs[FORK] if r["head_sha"] == new_head} == {
+        "sluice/L1",
+        "sluice/L2",
+        "sluice/L3",
+        "sluice/gate",
+    }
+    # Sluice's own pushes came back as push webhooks and were ignored: no ingestion job ran for them.
+    assert any(p["pusher"] == rig.sim.bot_login for p in rig.sim.pushes)
+
+    # The same push delivered again (a redelivery) changes nothing.
+    before = [(p.number, p.title, p.body) for p in rig.pulls("all")]
+    payload = rig.sim.push_payload(UPSTREAM, "refs/heads/main", low[0], more[0])
+    await rig.sim.deliver(f"{rig.bot_url}/webhook", "push", payload, secret=SECRET)
+    await rig.settle()
+    assert [(p.number, p.title, p.body) for p in rig.pulls("all")] == before
+
+
+async def test_a_conflict_that_needs_a_human_is_never_pushed_with_markers(rig: Rig) -> None:
+    fork_installation = rig.sim.install(FORK)
+    rig.sim.install(UPSTREAM)
+    # The fork changed the pass's body; upstream changes the same line differently.
+    rig.sim.commit(
+        FORK, "main", {CORE_PASS: "void pipeline() {\n  fork_step();\n}\n"}, message="fork: own step"
+    )
+    clean = await upstream_commits(rig, ("docs: typo", {"docs/guide.md": "guide!\n"}))
+    conflicting = await upstream_commits(
+        rig, ("[Pipeliner] new step", {CORE_PASS: "void pipeline() {\n  new_step();\n}\n"})
+    )
+    assert await installation_event(rig, FORK, fork_installation) == 202
+    await rig.settle()
+
+    pulls = {p.head_ref: p for p in rig.pulls()}
+    assert f"{BRANCH_PREFIX}bundle-{clean[0][:10]}" in pulls
+    chain_branch = f"{BRANCH_PREFIX}chain-{conflicting[0][:10]}"
+    # Not one commit of the chain applied: no PR (GitHub refuses an empty one), a tracking issue instead.
+    assert chain_branch not in pulls
+    issues = [i for i in rig.sim.issues[FORK].values() if not i.is_pull]
+    assert len(issues) == 1 and "sluice:needs-human" in rig.labels(issues[0].number)
+    body = issues[0].body
+    assert "Needs a human" in body and CORE_PASS in body
+    assert f"git cherry-pick -x {conflicting[0]}" in body
+    assert (
+        rig.sim.git(FORK, "rev-parse", "--verify", "--quiet", f"refs/heads/{chain_branch}", check=False) == ""
+    )
+    for p in pulls.values():
+        assert not branch_blobs_have_markers(rig.sim, p.head_ref)
+
+    # A person follows the commands: resolves on top of the bundle and pushes the chain's branch.
+    bundle_branch = f"{BRANCH_PREFIX}bundle-{clean[0][:10]}"
+    bundle_head = rig.sim.git(FORK, "rev-parse", f"refs/heads/{bundle_branch}").strip()
+    resolved = rig.sim.commit(
+        FORK,
+        chain_branch,
+        {CORE_PASS: "void pipeline() {\n  fork_step();\n  new_step();\n}\n"},
+        message=f"[Pipeliner] new step\n\n(cherry picked from commit {conflicting[0]})",
+        parent=bundle_head,
+        pusher="dev",
+    )
+    # and a reviewer pushes a fix-up to the bundle's PR branch.
+    fixup = rig.sim.commit(
+        FORK, bundle_branch, {"docs/guide.md": "guide!!\n"}, message="fix-up", pusher="dev"
+    )
+    # The next upstream push re-plans; Sluice must replace neither person's work.
+    await upstream_commits(rig, ("docs: later", {"docs/later.md": "later\n"}))
+    await rig.settle()
+    assert rig.sim.git(FORK, "rev-parse", f"refs/heads/{chain_branch}").strip() == resolved
+    assert rig.sim.git(FORK, "rev-parse", f"refs/heads/{bundle_branch}").strip() == fixup
+    assert {p.head_ref for p in rig.pulls()} == {bundle_branch}  # still open, not closed as stale
+
+
+async def test_fork_pull_request_gets_a_patch_stack_comment(rig: Rig) -> None:
+    fork_installation = rig.sim.install(FORK)
+    rig.sim.install(UPSTREAM)
+    await upstream_commits(
+        rig, ("[Pipeliner] tweak", {CORE_PASS: "void pipeline() {\n  step();\n  tweak();\n}\n"})
+    )
+    assert await installation_event(rig, FORK, fork_installation) == 202
+    await rig.settle()
+    rig.sim.commit(
+        FORK,
+        "feature",
+        {CORE_PASS: "void pipeline() {\n  step();\n  fork_hook();\n}\n"},
+        message="fork: hook the pipeliner",
+        parent=rig.sim.git(FORK, "rev-parse", "main").strip(),
+    )
+    pull = rig.sim.open_pull(FORK, head="feature", base="main", title="Hook the pipeliner")
+    payload = rig.sim.pull_request_payload(FORK, pull["number"], "opened", sender="dev")
+    assert await rig.sim.deliver(f"{rig.bot_url}/webhook", "pull_request", payload, secret=SECRET) == 202
+    await rig.settle()
+    comments = [
+        c["body"] for c in rig.sim.comment_objects(FORK, pull["number"]) if "sluice:patch-stack" in c["body"]
+    ]
+    assert len(comments) == 1
+    assert CORE_PASS in comments[0] and "[Pipeliner] tweak" in comments[0]
+    assert "Likely future conflicts" in comments[0]
