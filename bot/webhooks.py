@@ -40,10 +40,21 @@ class Installation(Payload):
     account: Account | None = None  # present in installation events, absent from the stubs in others
 
 
+class PushCommit(Payload):
+    added: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+
 class PushEvent(Payload):
     ref: str
     after: str
     deleted: bool = False
+    commits: tuple[PushCommit, ...] = ()  # GitHub lists at most 20
+
+    def touches(self, path: str) -> bool:
+        return any(path in (*c.added, *c.modified, *c.removed) for c in self.commits)
+
     repository: Repository
     installation: Installation  # every App delivery about a repository names its installation
     sender: Account | None = None

@@ -71,6 +71,7 @@ async def handle(ctx: Context, job: Job) -> None:
     upstream_installation = ctx.registry.installation_of(fork.upstream_repo) if fork.upstream_repo else None
     upstream_auth = await ctx.git_auth(upstream_installation) if upstream_installation else None
     built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth)
+    auth = await ctx.git_auth(fork.installation_id)  # planning a large fork can outlast a token
     await asyncio.to_thread(ctx.mirror(fork.repo).push, list(built.updates), auth=auth)
     forge = ctx.forge(fork.installation_id, fork.repo)
     links = Links(

@@ -1,10 +1,15 @@
-"""`push` events: an upstream branch or a fork trunk moved, so the forks concerned are planned again."""
+"""`push` events: an upstream branch or a fork trunk moved, so the forks concerned are planned again.
+
+Pushes to Sluice's own `sluice/ingest/*` branches are ignored, whoever made them. A fork trunk that moved is
+always planned again, also when Sluice itself merged into it.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from bot.context import Context
+from bot.engine import CONFIG_PATH
 from bot.ingestion import BRANCH_PREFIX
 from bot.jobs import Job
 from bot.webhooks import PushEvent
@@ -19,14 +24,23 @@ async def handle(ctx: Context, job: Job) -> None:
     repo, branch = event.repository.full_name, event.ref.removeprefix("refs/heads/")
     if branch == event.ref or event.deleted:
         return  # tags and deleted branches change nothing Sluice plans
-    if (event.sender and event.sender.login == ctx.bot_login) or branch.startswith(BRANCH_PREFIX):
-        log.info("push to %s %s is Sluice's own; ignored", repo, branch)
+    if branch.startswith(BRANCH_PREFIX):
+        log.info("push to %s %s: an ingestion branch; ignored", repo, branch)
         return
     fork = ctx.registry.fork(repo)
-    if fork is not None and branch == fork.branch:
-        ingest.request(ctx, repo, reason=f"fork trunk {branch} moved to {event.after[:10]}")
-    elif fork is None and event.installation is not None and branch == event.repository.default_branch:
-        ctx.registry.add_repos(event.installation.id, [repo])  # GitHub signed it: the App is installed there
+    trunk = fork is not None and branch == fork.branch
+    if not trunk and event.sender is not None and event.sender.login == ctx.bot_login:
+        log.info("push to %s %s is Sluice's own; ignored", repo, branch)
+        return
+    config_changed = event.touches(CONFIG_PATH)
+    if trunk and config_changed:  # the upstream it tracks may have changed: register again, then ingest
         register.request(ctx, repo, installation_id=event.installation.id)
+    elif trunk:
+        ingest.request(ctx, repo, reason=f"fork trunk {branch} moved to {event.after[:10]}")
+    elif fork is None and branch == event.repository.default_branch:
+        known = ctx.registry.installation_of(repo) is not None
+        ctx.registry.add_repos(event.installation.id, [repo])  # GitHub signed it: the App is installed there
+        if config_changed or not known:
+            register.request(ctx, repo, installation_id=event.installation.id)
     for tracking in ctx.registry.forks_tracking(repo, branch):
         ingest.request(ctx, tracking.repo, reason=f"upstream {repo} {branch} moved to {event.after[:10]}")

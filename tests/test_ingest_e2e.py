@@ -219,6 +219,19 @@ async def test_upstream_pushes_open_then_update_ingestion_prs_without_duplicates
     # Sluice's own pushes came back as push webhooks and were ignored: no ingestion job ran for them.
     assert any(p["pusher"] == rig.sim.bot_login for p in rig.sim.pushes)
 
+    # The bundle merges (as the gate will merge it): the chain now builds on trunk, in the same PR.
+    token = rig.sim.installation_token(fork_installation)
+    async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
+        url = f"{rig.sim_url}/repos/{FORK}/pulls/{bundle.number}/merge"
+        async with session.put(url, json={"merge_method": "merge"}) as resp:
+            assert resp.status == 200, await resp.text()
+    await rig.settle()
+    assert [p.number for p in rig.pulls()] == [chain.number]
+    assert rig.pulls()[0].base_ref == "main"
+    chain_head = rig.sim.git(FORK, "rev-parse", f"refs/heads/{chain.head_ref}").strip()
+    trunk = rig.sim.git(FORK, "rev-parse", "refs/heads/main").strip()
+    assert rig.sim.git(FORK, "rev-parse", f"{chain_head}^").strip() == trunk
+
     # The same push delivered again (a redelivery) changes nothing.
     before = [(p.number, p.title, p.body) for p in rig.pulls("all")]
     payload = rig.sim.push_payload(UPSTREAM, "refs/heads/main", low[0], more[0])

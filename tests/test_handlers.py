@@ -1,0 +1,258 @@
+"""Handlers one by one, against the simulator: what each event starts, records or refuses."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from pydantic import SecretStr
+
+from bot.context import Context
+from bot.github import GitHubClient
+from bot.jobs import Job, JobQueue, JobState
+from bot.registry import Fork, Registry
+from bot.settings import Settings
+from bot.store import Store
+from bot.worker import Rejected, Worker
+from handlers import HANDLERS, installation, poll, push, register
+from tests.github_sim import ZERO_SHA, GitHubSim
+
+UPSTREAM = "triton-lang/triton"
+FORK = "meta/triton"
+NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+async def ctx(aiohttp_server: Any, tmp_path: Path, store: Store) -> AsyncIterator[Context]:
+    sim = GitHubSim(root=tmp_path / "sim")
+    server = await aiohttp_server(sim.app)
+    url = str(server.make_url("")).rstrip("/")
+    sim.create_repo(UPSTREAM)
+    sim.commit(UPSTREAM, "main", {"README.md": "triton\n"}, message="initial")
+    sim.create_repo(FORK)
+    sim.git(FORK, "fetch", "--quiet", str(sim.repo_path(UPSTREAM)), "main:main")
+    settings = Settings(
+        app_id=sim.app_id,
+        private_key=SecretStr(sim.private_key_pem or ""),
+        webhook_secret=SecretStr("s"),
+        github_url=url,
+        data_dir=tmp_path / "data",
+    )
+    async with aiohttp.ClientSession() as session:
+        github = GitHubClient(
+            session, app_id=sim.app_id, private_key=settings.private_key_pem(), base_url=url
+        )
+        context = Context(
+            settings, store, JobQueue(store), Registry(store), github, "sluice[bot]", lambda: NOW
+        )
+        context.sim = sim  # type: ignore[attr-defined]  # the tests reach the simulator through the context
+        yield context
+
+
+def sim_of(ctx: Context) -> GitHubSim:
+    sim: GitHubSim = ctx.sim  # type: ignore[attr-defined]
+    return sim
+
+
+def job(kind: str, payload: dict[str, Any], *, key: str | None = None) -> Job:
+    return Job(id=1, kind=kind, key=key, payload=payload, attempts=1, delivery_id="d-1")
+
+
+def queued(ctx: Context) -> list[tuple[str, str | None]]:
+    found = []
+    while (claimed := ctx.queue.claim("t", lease=dt.timedelta(minutes=1), now=NOW)) is not None:
+        found.append((claimed.kind, claimed.key))
+        ctx.queue.complete(claimed.id, "t", now=NOW)
+    return found
+
+
+def fork_record(ctx: Context, *, upstream_repo: str | None = UPSTREAM, installation_id: int = 1) -> Fork:
+    sim = sim_of(ctx)
+    record = Fork(
+        repo=FORK,
+        installation_id=installation_id,
+        branch="main",
+        upstream_url=f"{ctx.web_url}/{UPSTREAM}.git",
+        upstream_branch="main",
+        upstream_repo=upstream_repo,
+        upstream_seen=None,
+    )
+    ctx.registry.register_fork(record, at=NOW)
+    assert sim.repos[FORK]
+    return record
+
+
+def push_payload(
+    ctx: Context, repo: str, ref: str, *, sender: str = "octocat", installation_id: int = 1
+) -> dict[str, Any]:
+    sim = sim_of(ctx)
+    after = sim.git(repo, "rev-parse", "main").strip()
+    payload = sim.push_payload(repo, ref, ZERO_SHA, after, pusher=sender)
+    payload["installation"] = {"id": installation_id}
+    payload["sender"] = {"login": sender}
+    return payload
+
+
+# ------------------------------------------------------------------ push
+
+
+async def test_upstream_push_requests_an_ingestion_of_every_fork_tracking_it(ctx: Context) -> None:
+    fork_record(ctx)
+    ctx.registry.add_repos(1, [UPSTREAM])
+    await push.handle(ctx, job("push", push_payload(ctx, UPSTREAM, "refs/heads/main")))
+    await push.handle(ctx, job("push", push_payload(ctx, UPSTREAM, "refs/heads/main")))  # coalesces
+    assert queued(ctx) == [("ingest", FORK)]
+
+
+async def test_fork_trunk_push_requests_an_ingestion_even_when_sluice_merged(ctx: Context) -> None:
+    fork_record(ctx)
+    await push.handle(ctx, job("push", push_payload(ctx, FORK, "refs/heads/main", sender="sluice[bot]")))
+    assert queued(ctx) == [("ingest", FORK)]
+
+
+@pytest.mark.parametrize(
+    ("repo", "ref", "sender"),
+    [
+        pytest.param(
+            FORK, "refs/heads/sluice/ingest/bundle-abc", "octocat", id="ingestion-branch-by-a-person"
+        ),
+        pytest.param(
+            FORK, "refs/heads/sluice/ingest/bundle-abc", "sluice[bot]", id="ingestion-branch-by-sluice"
+        ),
+        pytest.param(FORK, "refs/heads/feature", "octocat", id="fork-side-branch"),
+        pytest.param(UPSTREAM, "refs/heads/release/3.4", "octocat", id="other-upstream-branch"),
+        pytest.param(UPSTREAM, "refs/tags/v3.4.0", "octocat", id="tag"),
+        pytest.param(UPSTREAM, "refs/heads/main", "sluice[bot]", id="sluice-pushing-upstream"),
+    ],
+)
+async def test_pushes_that_change_no_plan_start_nothing(
+    ctx: Context, repo: str, ref: str, sender: str
+) -> None:
+    fork_record(ctx)
+    await push.handle(ctx, job("push", push_payload(ctx, repo, ref, sender=sender)))
+    assert queued(ctx) == []
+
+
+async def test_a_repo_is_checked_for_a_config_when_first_seen_or_when_its_config_changes(
+    ctx: Context,
+) -> None:
+    fork_record(ctx)
+    payload = push_payload(ctx, UPSTREAM, "refs/heads/main", installation_id=7)
+    await push.handle(ctx, job("push", payload))  # an installed repo Sluice had not seen: is it a fork?
+    assert queued(ctx) == [("register", UPSTREAM), ("ingest", FORK)]
+    assert ctx.registry.installation_of(UPSTREAM) == 7
+    await push.handle(ctx, job("push", payload))  # seen, not a fork, config untouched: just the forks
+    assert queued(ctx) == [("ingest", FORK)]
+    payload["commits"][-1]["added"].append(".github/sluice.yml")
+    await push.handle(ctx, job("push", payload))
+    assert queued(ctx) == [("register", UPSTREAM), ("ingest", FORK)]
+    fork_payload = push_payload(ctx, FORK, "refs/heads/main")
+    fork_payload["commits"][-1]["modified"].append(".github/sluice.yml")
+    await push.handle(ctx, job("push", fork_payload))  # the fork's own config changed: register again
+    assert queued(ctx) == [("register", FORK)]
+
+
+# ------------------------------------------------------------------ installations and registration
+
+
+def installation_payload(action: str, installation_id: int, repos: list[str]) -> dict[str, Any]:
+    return {
+        "action": action,
+        "installation": {"id": installation_id, "account": {"login": "meta"}},
+        "repositories": [{"full_name": r} for r in repos],
+    }
+
+
+async def test_installation_lifecycle_records_and_forgets(ctx: Context) -> None:
+    await installation.installation(ctx, job("installation", installation_payload("created", 5, [FORK])))
+    assert ctx.registry.installed_repos(5) == [FORK]
+    assert queued(ctx) == [("register", FORK)]
+    fork_record(ctx, installation_id=5)
+    removed = {"action": "removed", "installation": {"id": 5}, "repositories_removed": [{"full_name": FORK}]}
+    await installation.installation_repositories(ctx, job("installation_repositories", removed))
+    assert ctx.registry.installed_repos(5) == [] and ctx.registry.fork(FORK) is None
+    added = {"action": "added", "installation": {"id": 5}, "repositories_added": [{"full_name": FORK}]}
+    await installation.installation_repositories(ctx, job("installation_repositories", added))
+    assert queued(ctx) == [("register", FORK)]
+    await installation.installation(ctx, job("installation", installation_payload("deleted", 5, [FORK])))
+    assert ctx.registry.installed_repos(5) == [] and ctx.registry.installation_of(FORK) is None
+
+
+async def test_register_reads_the_config_and_requests_the_first_ingestion(ctx: Context) -> None:
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    config = f"upstream:\n  url: {ctx.web_url}/{UPSTREAM}.git\nfork:\n  branch: main\n"
+    sim.commit(FORK, "main", {".github/sluice.yml": config}, message="sluice config")
+    ctx.registry.add_repos(installation_id, [FORK])
+    await register.handle(ctx, job("register", {"repo": FORK, "installation_id": installation_id}))
+    fork = ctx.registry.fork(FORK)
+    assert fork is not None and fork.upstream_repo == UPSTREAM and fork.branch == "main"
+    assert queued(ctx) == [("ingest", FORK)]
+
+
+async def test_a_repo_without_config_is_not_a_fork(ctx: Context) -> None:
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    ctx.registry.add_repos(installation_id, [FORK])
+    await register.handle(ctx, job("register", {"repo": FORK, "installation_id": installation_id}))
+    assert ctx.registry.fork(FORK) is None and queued(ctx) == []
+
+
+async def test_a_broken_config_is_rejected_with_its_problems_and_registers_nothing(ctx: Context) -> None:
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    sim.commit(FORK, "main", {".github/sluice.yml": "stratgy: merge\n"}, message="typo")
+    ctx.registry.add_repos(installation_id, [FORK])
+    with pytest.raises(Rejected, match="stratgy"):
+        await register.handle(ctx, job("register", {"repo": FORK, "installation_id": installation_id}))
+    assert ctx.registry.fork(FORK) is None and queued(ctx) == []
+
+
+# ------------------------------------------------------------------ the poll loop
+
+
+async def test_poll_requests_an_ingestion_once_per_upstream_move(ctx: Context) -> None:
+    fork_record(ctx, upstream_repo=None)  # an upstream the App is not installed on: no webhooks
+    assert await poll.poll_once(ctx) == [FORK]
+    assert await poll.poll_once(ctx) == []  # nothing moved
+    assert queued(ctx) == [("ingest", FORK)]
+    sim_of(ctx).commit(UPSTREAM, "main", {"docs/a.md": "a\n"}, message="docs")
+    assert await poll.poll_once(ctx) == [FORK]
+
+
+async def test_poll_skips_upstreams_that_send_webhooks(ctx: Context) -> None:
+    fork_record(ctx)
+    ctx.registry.add_repos(99, [UPSTREAM])  # the App is installed upstream
+    assert await poll.poll_once(ctx) == []
+
+
+# ------------------------------------------------------------------ the worker
+
+
+async def test_worker_outcomes(ctx: Context) -> None:
+    calls: list[int] = []
+
+    async def flaky(_: Context, j: Job) -> None:
+        calls.append(j.id)
+        raise ConnectionError("GitHub went away")
+
+    async def refusing(_: Context, j: Job) -> None:
+        raise Rejected("bad config", "fix it")
+
+    worker = Worker(ctx, {"flaky": flaky, "refusing": refusing, **HANDLERS}, name="w")
+    lease = dt.timedelta(minutes=5)
+    for kind in ("flaky", "refusing", "no-such-kind"):
+        ctx.queue.enqueue(kind, {}, key=None, now=NOW)
+    for _ in range(3):
+        claimed = ctx.queue.claim("w", lease=lease, now=NOW)
+        assert claimed is not None
+        await worker.run_job(claimed)
+    counts = ctx.queue.counts()
+    assert counts[JobState.QUEUED.value] == 1  # flaky: retried later
+    assert counts[JobState.FAILED.value] == 2  # rejected and unknown kind: for good, at once
+    assert ctx.queue.claim("w", lease=lease, now=NOW) is None  # the retry waits its back-off
+    assert ctx.queue.claim("w", lease=lease, now=NOW + dt.timedelta(seconds=6)) is not None
