@@ -50,10 +50,7 @@ class ForkGitHub:
     async def set_labels(self, number: int, labels: list[str], *, managed: frozenset[str]) -> None:
         """Make Sluice's labels on the issue/PR exactly `labels`, leaving other labels alone."""
         current = [lab["name"] async for lab in self.api.getiter(self._url(f"/issues/{number}/labels"))]
-        wanted = [lab for lab in current if lab not in managed] + [
-            lab for lab in labels if lab not in current
-        ]
-        wanted = [lab for lab in wanted if lab not in managed or lab in labels]
+        wanted = [lab for lab in current if lab not in managed] + list(dict.fromkeys(labels))
         if sorted(wanted) != sorted(current):
             await self.api.put(self._url(f"/issues/{number}/labels"), data={"labels": wanted})
 
