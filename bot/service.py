@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -153,6 +154,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 APP_INFO_RETRY_S = 30.0
+SHUTDOWN_GRACE_S = 20.0  # under the usual container stop grace (Kubernetes: 30 s)
 
 
 def create_app(
@@ -210,11 +212,9 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
 
         task = asyncio.create_task(start())
         yield
-        stop.set()
-        try:
-            await asyncio.wait_for(task, timeout=settings.lease_seconds)
-        except (TimeoutError, asyncio.CancelledError):
-            task.cancel()
+        stop.set()  # workers finish the job in hand; one still running after the grace is handed back
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=SHUTDOWN_GRACE_S)
 
 
 async def _bot_login(github: GitHubClient, stop: asyncio.Event) -> str:

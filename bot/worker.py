@@ -56,6 +56,19 @@ class Worker:
             if handler is None:
                 raise Rejected(f"no handler for job kind {job.kind!r}")
             await handler(self.ctx, job)
+        except asyncio.CancelledError:  # shutting down mid-job: hand it back now, not when the lease ends
+            release = asyncio.to_thread(
+                self.ctx.queue.fail,
+                job.id,
+                self.name,
+                "the worker shut down mid-job",
+                now=self.ctx.clock(),
+                retry_after=None,
+                max_attempts=job.attempts + 1,  # a shutdown is not the job's fault
+            )
+            await asyncio.shield(release)
+            log.warning("job %d (%s) handed back: the worker is shutting down", job.id, job.kind)
+            raise
         except Exception as exc:  # every failure is recorded on the job; none is lost
             await self._failed(job, exc)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -256,3 +257,23 @@ async def test_worker_outcomes(ctx: Context) -> None:
     assert counts[JobState.FAILED.value] == 2  # rejected and unknown kind: for good, at once
     assert ctx.queue.claim("w", lease=lease, now=NOW) is None  # the retry waits its back-off
     assert ctx.queue.claim("w", lease=lease, now=NOW + dt.timedelta(seconds=6)) is not None
+
+
+async def test_a_worker_shutting_down_mid_job_hands_it_back_at_once(ctx: Context) -> None:
+    started = asyncio.Event()
+
+    async def slow(_: Context, j: Job) -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    worker = Worker(ctx, {"slow": slow}, name="w")
+    ctx.queue.enqueue("slow", {}, key=FORK, now=NOW)
+    claimed = ctx.queue.claim("w", lease=dt.timedelta(minutes=5), now=NOW)
+    assert claimed is not None
+    task = asyncio.create_task(worker.run_job(claimed))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    again = ctx.queue.claim("w2", lease=dt.timedelta(minutes=5), now=NOW)  # no waiting for the lease
+    assert again is not None and again.id == claimed.id and again.attempts == 2
