@@ -24,6 +24,7 @@ from pydantic import (
     ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
+    model_validator,
 )
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
@@ -303,8 +304,8 @@ class PerformanceConfig(Frozen):
     """How L3 benchmark results are judged (`python -m runners compare`).
 
     A benchmark regressed when its median slowed by more than max(floor, k x its measured noise), the
-    bootstrap interval of the median ratio lies wholly above that threshold, and the rank test holds
-    after the false-discovery-rate correction across all benchmarks compared.
+    bootstrap interval of the median ratio excludes no change, and the rank test holds after the
+    false-discovery-rate correction across all benchmarks compared (docs/compare.md).
     """
 
     floor: Fraction = 0.02  # importance floor: a change smaller than this never matters
@@ -312,7 +313,7 @@ class PerformanceConfig(Frozen):
     fdr: Fraction = 0.05  # false discovery rate across all benchmarks (Benjamini-Hochberg)
     confidence: Fraction = 0.95  # of the bootstrap interval of the median ratio
     critical: tuple[Annotated[str, Field(min_length=1)], ...] = ()  # kernels whose regression fails the run
-    kernels: dict[Annotated[str, Field(min_length=1)], KernelThreshold] = {}
+    kernels: dict[Annotated[str, Field(min_length=1)], KernelThreshold] = Field(default_factory=dict)
 
     def threshold_for(self, kernel: str, noise: float) -> float:
         """The relative change that matters for `kernel` given its measured relative noise."""
@@ -326,6 +327,252 @@ class PerformanceConfig(Frozen):
         if override is not None and override.critical is not None:
             return override.critical
         return kernel in self.critical
+
+
+def _unique_names(value: Any, handler: ValidatorFunctionWrapHandler, *, field: str) -> Any:
+    """Report duplicate names at the duplicate's `name`, alongside any other errors in the list."""
+    duplicates = _duplicate_names(value, kind=field.removesuffix("s"))
+    if not duplicates:
+        return handler(value)
+    item_errors: list[InitErrorDetails] = []
+    try:
+        handler(value)
+    except ValidationError as err:
+        item_errors = [_reraisable(e) for e in err.errors()]
+    raise ValidationError.from_exception_data(field, item_errors + duplicates)
+
+
+def _duplicate_names(items: object, *, kind: str) -> list[InitErrorDetails]:
+    if not isinstance(items, list | tuple):
+        return []
+    first: dict[str, int] = {}
+    duplicates: list[InitErrorDetails] = []
+    for index, item in enumerate(items):
+        name = item.get("name") if isinstance(item, dict) else getattr(item, "name", None)
+        if not isinstance(name, str):
+            continue
+        if name in first:
+            error = PydanticCustomError(
+                "duplicate_name",
+                "duplicate {kind} name '{name}' (first used by item {first})",
+                {"kind": kind, "name": name, "first": first[name]},
+            )
+            duplicates.append(InitErrorDetails(type=error, loc=(index, "name"), input=name))
+        else:
+            first[name] = index
+    return duplicates
+
+
+def _reraisable(error: ErrorDetails) -> InitErrorDetails:
+    return InitErrorDetails(
+        type=error["type"], loc=error["loc"], input=error["input"], ctx=error.get("ctx", {})
+    )
+
+
+# --- tiers: the suites each tier runs, and the built-in Triton suites' settings -----------------------------
+
+
+class BuiltinSuite(enum.StrEnum):
+    SMOKE = "smoke"  # L1: each kernel once, checked against torch
+    NUMERICS = "numerics"  # L2: matmul over shapes, dtypes and block configs
+    BENCH = "bench"  # L3: timings with warmup and repetitions, raw samples kept
+
+
+class DType(enum.StrEnum):
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+
+
+class BenchKernel(enum.StrEnum):
+    VECTOR_ADD = "vector_add"
+    SOFTMAX = "softmax"
+    LAYER_NORM = "layer_norm"
+    SUM = "sum"
+    MATMUL = "matmul"
+
+
+# The shape each benchmark kernel takes, in words for the error message.
+BENCH_SHAPES: dict[BenchKernel, tuple[str, ...]] = {
+    BenchKernel.VECTOR_ADD: ("n",),
+    BenchKernel.SOFTMAX: ("rows", "cols"),
+    BenchKernel.LAYER_NORM: ("rows", "cols"),
+    BenchKernel.SUM: ("n",),
+    BenchKernel.MATMUL: ("M", "N", "K"),
+}
+MAX_ROW = 65536  # softmax and layer norm keep a row in one block
+
+
+def _check_matmul_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shape) != 3:
+        raise ValueError(f"a matmul shape is [M, N, K], got {len(shape)} numbers")
+    return shape
+
+
+def _check_block(block: tuple[int, ...]) -> tuple[int, ...]:
+    if len(block) != 3:
+        raise ValueError(f"a block is [BLOCK_M, BLOCK_N, BLOCK_K], got {len(block)} numbers")
+    bad = [size for size in block if size < 16 or size & (size - 1)]
+    if bad:
+        raise ValueError(f"block sizes are powers of two, at least 16 (tl.dot needs 16), got {bad[0]}")
+    return block
+
+
+def _check_power_of_two(value: int) -> int:
+    if value & (value - 1):
+        raise ValueError(f"must be a power of two, got {value}")
+    return value
+
+
+Argument = Annotated[str, Field(min_length=1)]
+MatmulShape = Annotated[tuple[Count, ...], AfterValidator(_check_matmul_shape)]
+Block = Annotated[tuple[StrictInt, ...], AfterValidator(_check_block)]
+Milliseconds = Annotated[StrictInt, Field(ge=1, le=60_000)]
+
+
+def _no_command_line(value: Any) -> Any:
+    if isinstance(value, str):
+        raise ValueError("expected a list of arguments, e.g. [pytest, python/test/unit] (no shell runs it)")
+    return value
+
+
+DEFAULT_SUITE_TIMEOUT = 3600
+
+
+class SuiteConfig(Frozen):
+    """One suite of a tier: a built-in Triton suite, or a command whose JUnit XML or exit code is read."""
+
+    name: Name
+    builtin: BuiltinSuite | None = None
+    command: tuple[Argument, ...] = ()  # argv, never run through a shell; `{junit}` becomes the XML's path
+    expected_tests: Count | None = None  # fewer executed tests than this fails the suite
+    timeout_seconds: Annotated[StrictInt, Field(ge=1, le=7 * 24 * 3600)] | None = None  # commands only
+
+    _argv_not_a_command_line = field_validator("command", mode="before")(_no_command_line)
+
+    @model_validator(mode="after")
+    def _builtin_or_command(self) -> SuiteConfig:
+        if self.builtin is None and not self.command:
+            raise ValueError("a suite needs `builtin` (smoke, numerics or bench) or `command` (an argv list)")
+        if self.builtin is not None and self.command:
+            raise ValueError("a suite has `builtin` or `command`, not both")
+        if self.builtin is not None and self.timeout_seconds is not None:
+            raise ValueError("`timeout_seconds` applies to command suites only")
+        return self
+
+    @property
+    def timeout(self) -> int:
+        return self.timeout_seconds or DEFAULT_SUITE_TIMEOUT
+
+
+class TierConfig(Frozen):
+    suites: Annotated[tuple[SuiteConfig, ...], Field(min_length=1)]
+
+    @field_validator("suites", mode="wrap")
+    @classmethod
+    def _names_are_unique(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        return _unique_names(value, handler, field=str(info.field_name))
+
+
+def _tier(name: str, builtin: BuiltinSuite) -> TierConfig:
+    return TierConfig(suites=(SuiteConfig(name=name, builtin=builtin),))
+
+
+class Tiers(Frozen):
+    l1: TierConfig = _tier("smoke", BuiltinSuite.SMOKE)
+    l2: TierConfig = _tier("numerics", BuiltinSuite.NUMERICS)
+    l3: TierConfig = _tier("bench", BuiltinSuite.BENCH)
+
+
+class Tolerance(Frozen):
+    """An element passes when |got - expected| <= atol + rtol * |expected| (torch.isclose's rule)."""
+
+    atol: Annotated[float, Field(ge=0)]
+    rtol: Annotated[float, Field(ge=0)]
+
+
+class Tolerances(Frozen):
+    # The inputs are scaled so every output element has unit variance whatever K is. fp32 allows for TF32,
+    # which tl.dot uses for fp32 inputs on NVIDIA GPUs by default; fp16 and bf16 for rounding the output.
+    float32: Tolerance = Tolerance(atol=0.01, rtol=0.01)
+    float16: Tolerance = Tolerance(atol=0.01, rtol=0.01)
+    bfloat16: Tolerance = Tolerance(atol=0.02, rtol=0.02)
+
+    def for_dtype(self, dtype: DType) -> Tolerance:
+        tolerance: Tolerance = getattr(self, dtype.value)
+        return tolerance
+
+
+def _shapes(*shapes: tuple[int, int, int]) -> tuple[tuple[int, ...], ...]:
+    return shapes
+
+
+class NumericsConfig(Frozen):
+    """The L2 matmul sweep: every shape x dtype x block, each checked against torch."""
+
+    shapes: Annotated[tuple[MatmulShape, ...], Field(min_length=1)] = _shapes(
+        (128, 128, 128), (100, 70, 50), (1, 96, 130), (257, 33, 64), (130, 260, 390),
+        (512, 512, 512), (1000, 1000, 1000), (2048, 1536, 4096), (4096, 4096, 4096),
+    )  # fmt: skip
+    # Used instead of `shapes` when the kernels run in the interpreter (no GPU), which is far slower.
+    interpreter_shapes: Annotated[tuple[MatmulShape, ...], Field(min_length=1)] = _shapes(
+        (128, 128, 128), (100, 70, 50), (1, 96, 130), (257, 33, 64), (130, 260, 390),
+    )  # fmt: skip
+    dtypes: Annotated[tuple[DType, ...], Field(min_length=1)] = (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
+    blocks: Annotated[tuple[Block, ...], Field(min_length=1)] = ((32, 32, 32), (64, 64, 32), (16, 64, 128))
+    tolerances: Tolerances = Tolerances()
+
+
+class BenchCase(Frozen):
+    """One benchmark: a kernel at one shape and dtype (and, for matmul, one block config)."""
+
+    kernel: BenchKernel
+    shape: tuple[Count, ...]
+    dtype: DType = DType.FLOAT16
+    block: Block | None = None  # matmul only; default [64, 64, 32]
+    num_warps: Annotated[StrictInt, Field(ge=1, le=32), AfterValidator(_check_power_of_two)] | None = None
+    num_stages: Annotated[StrictInt, Field(ge=1, le=8)] | None = None
+
+    @model_validator(mode="after")
+    def _fits_the_kernel(self) -> BenchCase:
+        dims = BENCH_SHAPES[self.kernel]
+        if len(self.shape) != len(dims):
+            raise ValueError(f"a {self.kernel} shape is [{', '.join(dims)}], got {len(self.shape)} numbers")
+        if dims[-1] == "cols" and self.shape[-1] > MAX_ROW:
+            raise ValueError(f"{self.kernel} keeps a row in one block: at most {MAX_ROW} cols")
+        tuning = [key for key in ("block", "num_warps", "num_stages") if getattr(self, key) is not None]
+        if tuning and self.kernel != BenchKernel.MATMUL:
+            raise ValueError(f"only matmul takes `{tuning[0]}`")
+        return self
+
+
+def _case(kernel: BenchKernel, *shape: int, **options: Any) -> BenchCase:
+    return BenchCase(kernel=kernel, shape=shape, **options)
+
+
+class BenchConfig(Frozen):
+    """The L3 benchmarks: `cases` on a GPU, `interpreter_cases` when the kernels run in the interpreter."""
+
+    warmup_ms: Milliseconds = 25  # triton.testing.do_bench's warmup budget
+    rep_ms: Milliseconds = 100  # and its measurement budget
+    interpreter_warmup_iters: Annotated[StrictInt, Field(ge=0, le=1000)] = 1
+    interpreter_iters: Annotated[StrictInt, Field(ge=1, le=1000)] = 5
+    cases: Annotated[tuple[BenchCase, ...], Field(min_length=1)] = (
+        _case(BenchKernel.VECTOR_ADD, 1 << 24, dtype=DType.FLOAT32),
+        _case(BenchKernel.SOFTMAX, 4096, 4096),
+        _case(BenchKernel.LAYER_NORM, 4096, 4096),
+        _case(BenchKernel.SUM, 1 << 24, dtype=DType.FLOAT32),
+        _case(BenchKernel.MATMUL, 4096, 4096, 4096, block=(128, 128, 64), num_warps=4, num_stages=3),
+    )
+    interpreter_cases: Annotated[tuple[BenchCase, ...], Field(min_length=1)] = (
+        _case(BenchKernel.VECTOR_ADD, 4096, dtype=DType.FLOAT32),
+        _case(BenchKernel.SOFTMAX, 64, 128, dtype=DType.FLOAT32),
+        _case(BenchKernel.LAYER_NORM, 64, 128, dtype=DType.FLOAT32),
+        _case(BenchKernel.SUM, 8192, dtype=DType.FLOAT32),
+        _case(BenchKernel.MATMUL, 64, 64, 64, block=(32, 32, 32)),
+    )
 
 
 @dataclass(frozen=True)
@@ -404,22 +651,17 @@ class SluiceConfig(Frozen):
     recognition: Recognition = Recognition()
     resolver: ResolverConfig = ResolverConfig()
     auto_resolve: AutoResolve = AutoResolve()
+    tiers: Tiers = Tiers()
+    numerics: NumericsConfig = NumericsConfig()
+    bench: BenchConfig = BenchConfig()
+    performance: PerformanceConfig = PerformanceConfig()
 
     @field_validator("components", "extensions", mode="wrap")
     @classmethod
     def _names_are_unique(
         cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
     ) -> Any:
-        """Report duplicate names at the duplicate's `name`, alongside any other errors in the list."""
-        duplicates = _duplicate_names(value, kind=str(info.field_name).removesuffix("s"))
-        if not duplicates:
-            return handler(value)
-        item_errors: list[InitErrorDetails] = []
-        try:
-            handler(value)
-        except ValidationError as err:
-            item_errors = [_reraisable(e) for e in err.errors()]
-        raise ValidationError.from_exception_data(str(info.field_name), item_errors + duplicates)
+        return _unique_names(value, handler, field=str(info.field_name))
 
     def component_for(self, path: str) -> Component | None:
         """The first component whose paths match `path`, or None."""
@@ -441,33 +683,6 @@ class SluiceConfig(Frozen):
         """sha256 of the canonical JSON dump: equal configs (defaults spelled out or not) share a digest."""
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _duplicate_names(items: object, *, kind: str) -> list[InitErrorDetails]:
-    if not isinstance(items, list | tuple):
-        return []
-    first: dict[str, int] = {}
-    duplicates: list[InitErrorDetails] = []
-    for index, item in enumerate(items):
-        name = item.get("name") if isinstance(item, dict) else getattr(item, "name", None)
-        if not isinstance(name, str):
-            continue
-        if name in first:
-            error = PydanticCustomError(
-                "duplicate_name",
-                "duplicate {kind} name '{name}' (first used by item {first})",
-                {"kind": kind, "name": name, "first": first[name]},
-            )
-            duplicates.append(InitErrorDetails(type=error, loc=(index, "name"), input=name))
-        else:
-            first[name] = index
-    return duplicates
-
-
-def _reraisable(error: ErrorDetails) -> InitErrorDetails:
-    return InitErrorDetails(
-        type=error["type"], loc=error["loc"], input=error["input"], ctx=error.get("ctx", {})
-    )
 
 
 # --- problems ---------------------------------------------------------------------------------------------
@@ -557,7 +772,7 @@ def _validate(text: str) -> tuple[SluiceConfig | None, tuple[ConfigProblem, ...]
         config: SluiceConfig | None = SluiceConfig.model_validate(data)
     except ValidationError as err:
         config = None
-        problems += [_problem(e, root) for e in err.errors()]
+        problems += [_problem(e, root) for e in err.errors() if not _counts_failed_items(e)]
     except RecursionError:
         config = None
         problems.append(ConfigProblem("", None, "the document is nested too deeply or refers to itself"))
@@ -616,6 +831,16 @@ def _duplicate_keys(node: yaml.Node | None, path: tuple[str, ...], seen: set[int
             first.setdefault(name, line)
             problems += _duplicate_keys(value, (*path, name), seen)
     return problems
+
+
+def _counts_failed_items(error: ErrorDetails) -> bool:
+    """Pydantic also calls a non-empty list whose items all failed "too short"; the item errors say why."""
+    value, ctx = error["input"], error.get("ctx", {})
+    return (
+        error["type"] == "too_short"
+        and isinstance(value, list | tuple)
+        and len(value) >= ctx.get("min_length", len(value) + 1)
+    )
 
 
 def _problem(error: ErrorDetails, root: yaml.Node | None) -> ConfigProblem:
@@ -691,6 +916,12 @@ def _message(error: ErrorDetails) -> str:
             return f"must be at least {ctx['ge']}, got {value!r}"
         case "less_than_equal":
             return f"must be at most {ctx['le']}, got {value!r}"
+        case "greater_than":
+            return f"must be more than {ctx['gt']}, got {value!r}"
+        case "less_than":
+            return f"must be less than {ctx['lt']}, got {value!r}"
+        case "float_type" | "float_parsing":
+            return f"expected a number, got {_kind(value)}"
     return str(error["msg"])
 
 

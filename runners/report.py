@@ -6,11 +6,11 @@ import enum
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA = "sluice.tier-report/1"
+SCHEMA: Final = "sluice.tier-report/1"
 
 
 class _Model(BaseModel):
@@ -78,6 +78,7 @@ class SuiteResult(_Model):
     skipped: int = 0
     outcome: Outcome  # failed when a test failed, the command failed, or fewer tests ran than expected
     problems: tuple[str, ...] = ()  # why the suite failed, in words, e.g. "ran 3 tests, expected 5"
+    notes: tuple[str, ...] = ()  # what a reader must know that is no failure, e.g. a reduced CPU sweep
     duration_s: float = 0.0
 
 

@@ -208,7 +208,8 @@ async def test_upstream_pushes_open_then_update_ingestion_prs_without_duplicates
     grown = next(p for p in open_now if p.number == bundle.number)
     assert grown.title == f"[sluice] bundle: 3 upstream commits ({low[0][:7]}..{more[0][:7]})"
     assert len(rig.sticky(bundle.number)) == 1 and len(rig.sticky(chain.number)) == 1
-    assert rig.labels(bundle.number) == ["sluice:bundle"] and rig.labels(chain.number) == ["sluice:risky-chain"]
+    assert rig.labels(bundle.number) == ["sluice:bundle"]
+    assert rig.labels(chain.number) == ["sluice:risky-chain"]
     new_head = rig.sim.git(FORK, "rev-parse", f"refs/heads/{bundle.head_ref}").strip()
     assert new_head != bundle_head
     assert {r["name"] for r in rig.sim.check_runs[FORK] if r["head_sha"] == new_head} == {

@@ -1,0 +1,5 @@
+"""`python -m runners`."""
+
+from runners.cli import main
+
+raise SystemExit(main())

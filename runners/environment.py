@@ -1,0 +1,157 @@
+"""The environment fingerprint of a tier report: GPU, driver, toolchain, library versions, CPU and OS."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import logging
+import platform
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runners.report import Environment
+
+log = logging.getLogger(__name__)
+
+NVIDIA_SMI_TIMEOUT = 10.0
+# Momentary clocks move with load and power state (an idle GPU reads a few hundred MHz), so they are
+# recorded but left out of the context hash; the application clocks are what someone locking clocks sets.
+MOMENTARY_CLOCKS = ("sm_mhz", "mem_mhz")
+_QUERIES: tuple[tuple[str, ...], ...] = (
+    ("name", "driver_version", "clocks.sm", "clocks.mem", "clocks.applications.graphics",
+     "clocks.applications.memory"),
+    ("name", "driver_version", "clocks.sm", "clocks.mem"),
+)  # fmt: skip
+_CLOCK_KEYS = {
+    "clocks.sm": "sm_mhz",
+    "clocks.mem": "mem_mhz",
+    "clocks.applications.graphics": "app_sm_mhz",
+    "clocks.applications.memory": "app_mem_mhz",
+}
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    model: str | None = None
+    count: int = 0
+    driver: str | None = None
+    clocks: dict[str, str] | None = None
+
+
+def fingerprint(*, interpreter: bool) -> Environment:
+    """This machine's fingerprint. Reading the GPU never fails the run: what cannot be read stays empty."""
+    gpu = query_nvidia_smi() or _torch_gpu()
+    fields: dict[str, Any] = {
+        "gpu_model": gpu.model,
+        "gpu_count": gpu.count,
+        "driver": gpu.driver,
+        "cuda": _torch_toolkit(),
+        "clocks": gpu.clocks or {},
+        "triton": _version("triton"),
+        "torch": _version("torch"),
+        "python": platform.python_version(),
+        "cpu": cpu_model(),
+        "os": platform.platform(),
+        "interpreter": interpreter,
+    }
+    return Environment(**fields, context_hash=context_hash(fields))
+
+
+def context_hash(fields: dict[str, Any]) -> str:
+    """sha256 over the canonical JSON of the fingerprint, less the momentary clocks."""
+    stable = dict(fields)
+    stable.pop("context_hash", None)
+    stable["clocks"] = {k: v for k, v in (fields.get("clocks") or {}).items() if k not in MOMENTARY_CLOCKS}
+    canonical = json.dumps(stable, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def query_nvidia_smi(
+    executable: str = "nvidia-smi", *, timeout: float = NVIDIA_SMI_TIMEOUT
+) -> GpuInfo | None:
+    """What `nvidia-smi` says about the GPUs; None when it is missing, fails, hangs or says nothing."""
+    path = shutil.which(executable)
+    if path is None:
+        return None
+    for fields in _QUERIES:  # the first asks for fields an older nvidia-smi may not know
+        argv = [path, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        except (OSError, subprocess.SubprocessError) as err:  # a hung tool is not asked twice
+            log.warning("%s: %s", executable, err)
+            return None
+        lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+        if done.returncode == 0 and lines:
+            return _parse_gpus(fields, lines)
+    return None
+
+
+def _parse_gpus(fields: tuple[str, ...], lines: list[str]) -> GpuInfo:
+    rows = [dict(zip(fields, (cell.strip() for cell in line.split(",")), strict=False)) for line in lines]
+    first = rows[0]
+    models = list(dict.fromkeys(row.get("name", "") for row in rows if row.get("name")))
+    clocks = {
+        _CLOCK_KEYS[field]: value.removesuffix(" MHz")
+        for field, value in first.items()
+        if field in _CLOCK_KEYS and _readable(value)
+    }
+    driver = first.get("driver_version")
+    return GpuInfo(
+        model=" + ".join(models) or None,
+        count=len(rows),
+        driver=driver if driver and _readable(driver) else None,
+        clocks=clocks,
+    )
+
+
+def _readable(value: str) -> bool:
+    return bool(value) and not value.startswith("[") and value not in ("N/A", "Not Supported")
+
+
+def _torch_gpu() -> GpuInfo:
+    """The GPUs torch sees, for machines without nvidia-smi (ROCm, containers without the tool)."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return GpuInfo()
+        return GpuInfo(model=str(torch.cuda.get_device_name(0)), count=int(torch.cuda.device_count()))
+    except Exception as err:  # a broken driver must not fail the run
+        log.warning("cannot read the GPU through torch: %s", err)
+        return GpuInfo()
+
+
+def _torch_toolkit() -> str | None:
+    """The CUDA (or ROCm) version torch was built against."""
+    try:
+        import torch
+
+        cuda = torch.version.cuda
+        hip = getattr(torch.version, "hip", None)
+    except Exception:
+        return None
+    if cuda:
+        return str(cuda)
+    return f"hip {hip}" if hip else None
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    try:
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
