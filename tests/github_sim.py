@@ -9,6 +9,7 @@ import contextvars
 import datetime as dt
 import hashlib
 import hmac
+import io
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import secrets
 import subprocess
 import tempfile
 import uuid
+import zipfile
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -277,6 +279,8 @@ class GitHubSim:
         self.reactions: dict[int, list[dict[str, Any]]] = defaultdict(list)
         self.dispatches: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.workflow_runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.artifacts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._artifact_zips: dict[int, tuple[bytes, str]] = {}
         self.requests: list[tuple[str, str, int]] = []
         self.deliveries: list[dict[str, Any]] = []
         self.pushes: list[dict[str, Any]] = []
@@ -579,6 +583,10 @@ class GitHubSim:
             ("POST", f"{r}/actions/workflows/{{workflow}}/dispatches", self._dispatch),
             ("GET", f"{r}/actions/runs", self._list_runs),
             ("GET", f"{r}/actions/runs/{{id:\\d+}}", self._get_run),
+            ("GET", f"{r}/actions/runs/{{id:\\d+}}/artifacts", self._list_artifacts),
+            ("GET", f"{r}/actions/artifacts/{{id:\\d+}}", self._get_artifact),
+            ("GET", f"{r}/actions/artifacts/{{id:\\d+}}/zip", self._download_artifact),
+            ("GET", "/_blobs/artifacts/{id:\\d+}", self._artifact_blob),
             ("GET", "/{owner}/{repo}.git/info/refs", self._git_http),
             ("POST", "/{owner}/{repo}.git/{service:git-upload-pack|git-receive-pack}", self._git_http),
         ]:
@@ -605,7 +613,8 @@ class GitHubSim:
 
     async def _respond(self, request: web.Request, handler: Handler) -> tuple[web.StreamResponse, str | None]:
         """The response and the rate-limit identity (None for git, which authenticates itself)."""
-        git = request.match_info.handler == self._git_http
+        # git authenticates itself; a blob URL is signed (GitHub redirects downloads to such URLs)
+        git = request.match_info.handler in (self._git_http, self._artifact_blob)
         identity: str | None = None if git else "anonymous"
         try:
             await self._maybe_sleep(request.path)
@@ -1627,6 +1636,74 @@ class GitHubSim:
             if run["id"] == int(request.match_info["id"]):
                 return web.json_response(run)
         raise SimError(404, "Not Found")
+
+    def add_artifact(
+        self, full_name: str, run_id: int, name: str, files: dict[str, str | bytes], *, expired: bool = False
+    ) -> int:
+        """Attach an artifact (a zip of `files`) to a workflow run, as `actions/upload-artifact` does."""
+        run = next(r for r in self.workflow_runs[full_name] if r["id"] == run_id)
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path, content in files.items():
+                archive.writestr(path, content)
+        artifact_id = self._next_id()
+        self.artifacts[full_name].append(
+            {
+                "id": artifact_id,
+                "node_id": f"MDg6QXJ0aWZhY3Q{artifact_id}",
+                "name": name,
+                "size_in_bytes": len(buffer.getvalue()),
+                "url": f"{API}/repos/{full_name}/actions/artifacts/{artifact_id}",
+                "archive_download_url": f"{API}/repos/{full_name}/actions/artifacts/{artifact_id}/zip",
+                "expired": expired,
+                "created_at": _iso(self.now()),
+                "expires_at": _iso(self.now() + dt.timedelta(days=90)),
+                "updated_at": _iso(self.now()),
+                "workflow_run": {
+                    "id": run_id,
+                    "head_sha": run["head_sha"],
+                    "head_branch": run["head_branch"],
+                },
+            }
+        )
+        self._artifact_zips[artifact_id] = (buffer.getvalue(), secrets.token_hex(16))
+        return artifact_id
+
+    def _artifact(self, request: web.Request) -> dict[str, Any]:
+        repo = self._repo(request)
+        wanted = int(request.match_info["id"])
+        for artifact in self.artifacts[repo.full_name]:
+            if artifact["id"] == wanted:
+                return artifact
+        raise SimError(404, "Not Found")
+
+    async def _list_artifacts(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        run_id = int(request.match_info["id"])
+        if not any(r["id"] == run_id for r in self.workflow_runs[repo.full_name]):
+            raise SimError(404, "Not Found")
+        chosen = [a for a in self.artifacts[repo.full_name] if a["workflow_run"]["id"] == run_id]
+        if "name" in request.query:
+            chosen = [a for a in chosen if a["name"] == request.query["name"]]
+        return self._paginate(request, chosen, wrap="artifacts")
+
+    async def _get_artifact(self, request: web.Request) -> web.Response:
+        return web.json_response(self._artifact(request))
+
+    async def _download_artifact(self, request: web.Request) -> web.Response:
+        """302 to a short-lived signed URL, as GitHub answers; an expired artifact is 410 Gone."""
+        artifact = self._artifact(request)
+        if artifact["expired"]:
+            raise SimError(410, "Artifact has expired")
+        _, signature = self._artifact_zips[artifact["id"]]
+        location = str(request.url.with_path(f"/_blobs/artifacts/{artifact['id']}").with_query(sig=signature))
+        return web.Response(status=302, headers={"Location": location})
+
+    async def _artifact_blob(self, request: web.Request) -> web.Response:
+        stored = self._artifact_zips.get(int(request.match_info["id"]))
+        if stored is None or not hmac.compare_digest(request.query.get("sig", ""), stored[1]):
+            return web.Response(status=403, text="AuthenticationFailed: the signature does not match")
+        return web.Response(body=stored[0], content_type="application/zip")
 
     # ---------------------------------------------------------------- webhooks
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import io
 import re
 import subprocess
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -380,6 +382,35 @@ async def test_workflow_dispatch_is_recorded(api: Any, sim: GitHubSim) -> None:
         f"/repos/{FORK}/actions/workflows/tier-l1.yml/dispatches", headers=api.headers, json={"ref": "nope"}
     )
     assert bad.status == 422
+
+
+async def test_run_artifacts_list_and_download_through_a_signed_redirect(api: Any, sim: GitHubSim) -> None:
+    await api.post(
+        f"/repos/{FORK}/actions/workflows/tier-l1.yml/dispatches", headers=api.headers, json={"ref": "main"}
+    )
+    run_id = sim.workflow_runs[FORK][0]["id"]
+    report = '{"schema": "sluice.tier-report/1"}'
+    artifact_id = sim.add_artifact(FORK, run_id, "tier-report", {"report.json": report})
+    old = sim.add_artifact(FORK, run_id, "old-logs", {"log.txt": "x"}, expired=True)
+    status, listing = await call(
+        api, "GET", f"/repos/{FORK}/actions/runs/{run_id}/artifacts?name=tier-report"
+    )
+    assert status == 200 and listing["total_count"] == 1
+    assert listing["artifacts"][0]["archive_download_url"].endswith(f"/actions/artifacts/{artifact_id}/zip")
+    resp = await api.get(
+        f"/repos/{FORK}/actions/artifacts/{artifact_id}/zip", headers=api.headers, allow_redirects=False
+    )
+    assert resp.status == 302
+    location = URL(resp.headers["Location"])
+    assert location.path == f"/_blobs/artifacts/{artifact_id}" and location.query["sig"]
+    blob = await api.get(location.path_qs)  # no Authorization: the signature is the credential
+    with zipfile.ZipFile(io.BytesIO(await blob.read())) as archive:
+        assert archive.read("report.json").decode() == report
+    assert (await api.get(location.path)).status == 403  # unsigned
+    expired = await api.get(f"/repos/{FORK}/actions/artifacts/{old}/zip", headers=api.headers)
+    assert expired.status == 410
+    anonymous = await api.get(f"/repos/{FORK}/actions/runs/{run_id}/artifacts")
+    assert anonymous.status == 401
 
 
 # ------------------------------------------------------------------ faults and rate limits
