@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import aiohttp
+import jsonschema
 import jwt
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
@@ -54,6 +55,8 @@ GIT_SERVICES = frozenset({"git-upload-pack", "git-receive-pack"})
 GIT_SERVER_CONFIG = {"receive.hideRefs": "refs/pull", "uploadpack.allowAnySHA1InWant": "true"}
 PUSH_COMMAND = re.compile(r"^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) (\S+)$")
 
+OPENAPI = Path(__file__).parent / "fixtures" / "openapi" / "operations.json"
+PATH_PARAM = re.compile(r"\{[^}]*\}")
 INSTALLATION_ID = web.RequestKey("installation_id", int)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 HookDelivery = tuple[str, str, str, dict[str, Any]]  # url, secret, event, payload
@@ -280,6 +283,10 @@ class GitHubSim:
         self.dispatches: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.workflow_runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.artifacts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        # GitHub's published request schemas and statuses (tests/fixtures/openapi), checked on every call
+        self.operations: dict[str, Any] = json.loads(OPENAPI.read_text())["operations"]
+        self.schema_violations: list[str] = []
+        self.undocumented_statuses: list[str] = []
         self._artifact_zips: dict[int, tuple[bytes, str]] = {}
         self.requests: list[tuple[str, str, int]] = []
         self.deliveries: list[dict[str, Any]] = []
@@ -625,6 +632,7 @@ class GitHubSim:
             else:
                 if not git:
                     identity = self._authenticate(request)
+                    await self._check_request(request)
                 response = await handler(request)
         except SimError as exc:
             response = web.json_response(exc.body, status=exc.status)
@@ -632,7 +640,39 @@ class GitHubSim:
             response = web.json_response(
                 {"message": exc.reason, "documentation_url": DOCS}, status=exc.status
             )
+        self._check_status(request, response.status)
         return response, identity
+
+    def _operation(self, request: web.Request) -> dict[str, Any] | None:
+        resource = request.match_info.route.resource
+        if resource is None:
+            return None
+        key = f"{request.method} {PATH_PARAM.sub('{}', resource.canonical)}"
+        operation: dict[str, Any] | None = self.operations.get(key)
+        return operation
+
+    async def _check_request(self, request: web.Request) -> None:
+        """Refuse a body GitHub's published schema refuses, as GitHub does (422), and remember it."""
+        operation = self._operation(request)
+        if operation is None or operation["request"] is None or not request.body_exists:
+            return
+        try:
+            body = await request.json()
+        except ValueError:
+            return  # the handler answers 400 "Problems parsing JSON"
+        problem = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(operation["request"]).iter_errors(body)
+        )
+        if problem is not None:
+            where = "/".join(str(p) for p in problem.absolute_path) or "body"
+            self.schema_violations.append(f"{operation['operationId']}: {where}: {problem.message}")
+            raise SimError(422, f"Invalid request.\n\n{where}: {problem.message}")
+
+    def _check_status(self, request: web.Request, status: int) -> None:
+        """Record a success status the operation does not document (the sim drifting from GitHub)."""
+        operation = self._operation(request)
+        if operation is not None and status < 400 and str(status) not in operation["statuses"]:
+            self.undocumented_statuses.append(f"{operation['operationId']}: {status}")
 
     def _rate_limit_headers(self, response: web.StreamResponse, identity: str) -> None:
         self.rate_used[identity] += 1
@@ -720,7 +760,7 @@ class GitHubSim:
 
     @staticmethod
     async def _json(request: web.Request) -> Any:
-        if not request.can_read_body:
+        if not request.body_exists:
             return {}
         try:
             return await request.json()

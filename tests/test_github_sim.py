@@ -413,6 +413,41 @@ async def test_run_artifacts_list_and_download_through_a_signed_redirect(api: An
     assert anonymous.status == 401
 
 
+# ------------------------------------------------------------------ GitHub's published description
+
+
+PATH_PARAM = re.compile(r"\{[^}]*\}")
+GIT_ROUTE = re.compile(r"^(GET|POST) /\{\}/\{\}.*$")
+NOT_REST = {
+    "GET /{}/{}",
+    "POST /{}/{}",
+    "GET /_blobs/artifacts/{}",  # git smart HTTP; signed download URLs
+    "GET /repos/{}/{}/git/refs/{}",  # the legacy spelling of GET .../git/ref/{ref}, which GitHub still serves
+    "GET /repos/{}/{}/actions/artifacts/{}/zip",  # documented as .../{archive_format}
+}
+
+
+def test_every_simulated_rest_route_is_a_documented_github_operation(sim: GitHubSim) -> None:
+    routes = {
+        f"{route.method} {PATH_PARAM.sub('{}', route.resource.canonical)}"
+        for route in sim.app.router.routes()
+        if route.resource is not None and route.method != "HEAD"
+    }
+    routes = {GIT_ROUTE.sub(r"\1 /{}/{}", r) for r in routes}  # git's three routes
+    assert sorted(routes - set(sim.operations) - NOT_REST) == []
+
+
+async def test_a_request_body_github_would_refuse_is_refused(api: Any, sim: GitHubSim) -> None:
+    main = sim.git(FORK, "rev-parse", "main")
+    status, body = await call(
+        api, "POST", f"/repos/{FORK}/check-runs", json={"name": "L1", "head_sha": main, "status": 5}
+    )
+    assert status == 422 and "status" in body["message"]
+    status, _ = await call(api, "POST", f"/repos/{FORK}/issues/1/labels", json={"labels": "not-a-list"})
+    assert status == 422
+    assert len(sim.schema_violations) == 2 and sim.schema_violations[0].startswith("checks/create: status")
+
+
 # ------------------------------------------------------------------ faults and rate limits
 
 

@@ -48,6 +48,8 @@ class Rig:
             counts = self.queue.counts()
             if counts["queued"] == 0 and counts["running"] == 0:
                 assert self.job_errors() == []
+                # every request the bot made fits GitHub's published schemas, every answer is documented
+                assert self.sim.schema_violations == [] and self.sim.undocumented_statuses == []
                 return
             await asyncio.sleep(0.1)
         raise AssertionError(f"jobs did not settle: {self.queue.counts()}")
