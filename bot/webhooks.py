@@ -26,7 +26,7 @@ class Repository(Payload):
     @field_validator("full_name")
     @classmethod
     def _owner_slash_name(cls, value: str) -> str:
-        if not REPO_NAME.match(value):
+        if not REPO_NAME.match(value) or any(part in (".", "..") for part in value.split("/")):
             raise ValueError(f"not an owner/name repository: {value!r}")
         return value
 

@@ -10,7 +10,7 @@ from bot.context import Context
 from bot.engine import CONFIG_PATH
 from bot.ingestion import owner_repo
 from bot.jobs import Job
-from bot.mirror import validate_url
+from bot.mirror import redact, validate_url
 from bot.registry import Fork
 from bot.worker import Rejected
 from handlers import ingest
@@ -41,6 +41,7 @@ async def handle(ctx: Context, job: Job) -> None:
         ctx.registry.unregister_fork(repo)
         return
     config = _parse(repo, default_branch, text)
+    _check_upstream_url(ctx, repo, config.upstream.url)
     fork = Fork(
         repo=repo,
         installation_id=installation_id,
@@ -55,6 +56,16 @@ async def handle(ctx: Context, job: Job) -> None:
         "%s registered: trunk %s, upstream %s %s", repo, fork.branch, fork.upstream_url, fork.upstream_branch
     )
     ingest.request(ctx, repo, reason="registered")
+
+
+def _check_upstream_url(ctx: Context, repo: str, url: str) -> None:
+    """The service fetches an upstream only over https (or from its own GitHub): a fork's config must not
+    make it read the server's own files (`file://`, a path) or run a transport such as ssh."""
+    if not (url.startswith("https://") or url.startswith(ctx.web_url + "/")):
+        raise Rejected(
+            f"{repo}: upstream.url {redact(url)!r} is not an https:// URL",
+            "the GitHub App fetches upstreams over https only; use the repository's https clone URL",
+        )
 
 
 def _parse(repo: str, branch: str, text: bytes) -> SluiceConfig:

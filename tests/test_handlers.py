@@ -277,3 +277,16 @@ async def test_a_worker_shutting_down_mid_job_hands_it_back_at_once(ctx: Context
         await task
     again = ctx.queue.claim("w2", lease=dt.timedelta(minutes=5), now=NOW)  # no waiting for the lease
     assert again is not None and again.id == claimed.id and again.attempts == 2
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///etc", "/srv/git/secret.git", "ssh://git@internal/x.git", "git@host:x.git"]
+)
+async def test_a_config_whose_upstream_is_not_https_is_rejected(ctx: Context, url: str) -> None:
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    sim.commit(FORK, "main", {".github/sluice.yml": f"upstream:\n  url: {url}\n"}, message="local upstream")
+    ctx.registry.add_repos(installation_id, [FORK])
+    with pytest.raises(Rejected, match="not an https:// URL"):
+        await register.handle(ctx, job("register", {"repo": FORK, "installation_id": installation_id}))
+    assert ctx.registry.fork(FORK) is None

@@ -167,6 +167,9 @@ async def test_ping_is_answered(client: Any) -> None:
         pytest.param(
             push_body(repository={"full_name": "../../etc"}), "push", 422, "full_name", id="bad-repo"
         ),
+        pytest.param(
+            push_body(repository={"full_name": "../.."}), "push", 422, "full_name", id="dot-dot-repo"
+        ),
         pytest.param(push_body(installation=None), "push", 422, "installation", id="uninstalled-repo"),
         *(
             pytest.param(pull_body(head_ref=ref), "pull_request", 422, "head.ref", id=f"pr-head-{name}")
