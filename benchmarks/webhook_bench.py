@@ -122,6 +122,9 @@ def main() -> int:
             "SLUICE_PRIVATE_KEY": "not used by intake",
             "SLUICE_WEBHOOK_SECRET": SECRET,
             "SLUICE_DATABASE_URL": args.database or f"sqlite:///{Path(tmp) / 'bench.db'}",
+            "SLUICE_WORKERS": "0",  # the intake alone: what GitHub waits on
+            "SLUICE_POLL_INTERVAL": "0",
+            "SLUICE_DATA_DIR": str(Path(tmp) / "data"),
         }
         sluice_port, bare_port = free_port(), free_port()
         sluice = subprocess.Popen(

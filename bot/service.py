@@ -169,7 +169,7 @@ def create_app(
     app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
     app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
     app[METRICS] = Metrics()
-    if background:
+    if background and (settings.workers > 0 or settings.poll_interval > 0):
         app.cleanup_ctx.append(_background)
     app.router.add_post("/webhook", webhook)
     app.router.add_get("/healthz", healthz)
