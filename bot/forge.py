@@ -82,6 +82,17 @@ class ForkGitHub:
             states[name] = run.get("conclusion") or run["status"]
         return states
 
+    async def report_check(self, sha: str, name: str, *, ok: bool, title: str, summary: str) -> None:
+        """A completed check run on `sha`: how Sluice tells people about a commit it judged."""
+        data = {
+            "name": name,
+            "head_sha": sha,
+            "status": "completed",
+            "conclusion": "success" if ok else "failure",
+            "output": {"title": title, "summary": summary[:65_000]},
+        }
+        await self.api.post(self._url("/check-runs"), data=data)
+
     async def find_issue(self, *, label: str, marker: str) -> dict[str, Any] | None:
         url = self._url(f"/issues?state=open&labels={label}&per_page=100")
         async for issue in self.api.getiter(url):

@@ -121,16 +121,13 @@ class Mirror:
             upstream_moved=before[1] != upstream_head,
         )
 
-    def read_remote_file(
-        self, url: str, branch: str, path: str, *, auth: Mapping[str, str] | None = None
-    ) -> bytes | None:
-        """`path` on the fork's `branch` (fetched from `url`), or None when the file is not there."""
+    def fetch_branch(self, url: str, branch: str, *, auth: Mapping[str, str] | None = None) -> str:
+        """Fetch one branch of the fork at `url` into `refs/remotes/fork/<branch>`; its head."""
         validate_url(url)
         local = f"refs/remotes/fork/{validate_ref(branch)}"
         self._ensure()
         self._fetch("fork", url, f"+refs/heads/{branch}:{local}", auth=auth)
-        repo = GitRepo(self.path)
-        return repo.read_file(repo.resolve(local), path)
+        return GitRepo(self.path).resolve(local)
 
     def fetch_branches(self, prefix: str, *, auth: Mapping[str, str] | None = None) -> dict[str, str]:
         """The fork's branches under `prefix` (e.g. `sluice/ingest/`), as {branch: sha}, fetched here."""

@@ -104,7 +104,7 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
     )
     remote = mirror.fetch_branches(BRANCH_PREFIX, auth=auth)
     repo = GitRepo(mirror.path)
-    config = _config(repo, sync, fork)
+    config = fork_config(repo, sync, fork)
     plan = build_plan(
         repo, config, fork=sync.fork_ref, upstream=sync.upstream_ref, store=ctx.store, progress=log.debug
     )
@@ -157,7 +157,8 @@ def _pushed_by_sluice(repo: GitRepo, head: str, unit_id: str, recorded: str | No
     return f"Sluice-Ingestion: {unit_id}" in message and "(cherry picked from commit" not in message
 
 
-def _config(repo: GitRepo, sync: SyncResult, fork: Fork) -> SluiceConfig:
+def fork_config(repo: GitRepo, sync: SyncResult, fork: Fork) -> SluiceConfig:
+    """The fork's `.github/sluice.yml` at trunk; a broken one rejects the job with its problems."""
     try:
         config = load_repo_config(repo, sync.fork_head, sync.fork_ref)
     except ConfigError as exc:

@@ -7,12 +7,13 @@ import logging
 
 from bot import patch_stack
 from bot.context import Context
-from bot.engine import load_repo_config, take_snapshot
+from bot.engine import take_snapshot
 from bot.gitio import GitRepo
 from bot.ingestion import BRANCH_PREFIX
 from bot.jobs import Job
 from bot.registry import Fork
 from bot.webhooks import PullRequestEvent
+from handlers import ingest
 
 KIND = "pull_request"
 ACTIONS = frozenset({"opened", "synchronize", "reopened"})
@@ -44,7 +45,7 @@ def _comment(ctx: Context, fork: Fork, number: int, auth: dict[str, str]) -> str
     )
     head = mirror.fetch_ref(f"refs/pull/{number}/head", auth=auth)
     repo = GitRepo(mirror.path)
-    config = load_repo_config(repo, sync.fork_head, sync.fork_ref)
+    config = ingest.fork_config(repo, sync, fork)
     snapshot = take_snapshot(repo, fork_ref=sync.fork_ref, upstream_ref=sync.upstream_ref, config=config)
     report = patch_stack.measure(
         repo,

@@ -8,6 +8,7 @@ import logging
 from bot.config import ConfigError, SluiceConfig, parse_config
 from bot.context import Context
 from bot.engine import CONFIG_PATH
+from bot.gitio import GitRepo
 from bot.ingestion import owner_repo
 from bot.jobs import Job
 from bot.mirror import redact, validate_url
@@ -16,6 +17,7 @@ from bot.worker import Rejected
 from handlers import ingest
 
 KIND = "register"
+CONFIG_CHECK = "sluice/config"
 log = logging.getLogger("sluice.register")
 
 
@@ -33,15 +35,27 @@ async def handle(ctx: Context, job: Job) -> None:
     api = ctx.github.for_installation(installation_id)
     default_branch = str((await api.get(f"/repos/{repo}"))["default_branch"])
     auth = await ctx.git_auth(installation_id)
-    text = await asyncio.to_thread(
-        ctx.mirror(repo).read_remote_file, ctx.clone_url(repo), default_branch, CONFIG_PATH, auth=auth
-    )
+    mirror = ctx.mirror(repo)
+    head = await asyncio.to_thread(mirror.fetch_branch, ctx.clone_url(repo), default_branch, auth=auth)
+    text = await asyncio.to_thread(GitRepo(mirror.path).read_file, head, CONFIG_PATH)
     if text is None:
         log.info("%s has no %s on %s: not a fork Sluice keeps in sync", repo, CONFIG_PATH, default_branch)
         ctx.registry.unregister_fork(repo)
         return
-    config = _parse(repo, default_branch, text)
-    _check_upstream_url(ctx, repo, config.upstream.url)
+    forge = ctx.forge(installation_id, repo)
+    try:
+        config = parse_config(text.decode("utf-8", "replace"), filename=CONFIG_PATH)
+        _check_upstream_url(ctx, repo, config.upstream.url)
+    except (ConfigError, Rejected) as exc:
+        await forge.report_check(
+            head, CONFIG_CHECK, ok=False, title=f"{CONFIG_PATH} is invalid", summary=_problems(exc)
+        )
+        raise Rejected(
+            f"{repo}: {CONFIG_PATH} is invalid:\n{exc}", "fix it and push; Sluice registers the fork then"
+        ) from exc
+    await forge.report_check(
+        head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=_accepted(config)
+    )
     fork = Fork(
         repo=repo,
         installation_id=installation_id,
@@ -68,11 +82,13 @@ def _check_upstream_url(ctx: Context, repo: str, url: str) -> None:
         )
 
 
-def _parse(repo: str, branch: str, text: bytes) -> SluiceConfig:
-    try:
-        return parse_config(text.decode("utf-8", "replace"), filename=f"{branch}:{CONFIG_PATH}")
-    except ConfigError as exc:
-        raise Rejected(
-            f"{repo}: {CONFIG_PATH} is invalid:\n{exc}",
-            "fix it and push; Sluice registers the fork on that push",
-        ) from exc
+def _problems(exc: Exception) -> str:
+    why = "Sluice cannot use this file, so it does not keep this fork in sync until it is fixed"
+    return f"{why}:\n\n```text\n{exc}\n```\n"
+
+
+def _accepted(config: SluiceConfig) -> str:
+    return (
+        f"Sluice keeps `{config.fork.branch}` in sync with `{redact(config.upstream.url)}` "
+        f"`{config.upstream.branch}` ({config.strategy.value})."
+    )

@@ -193,6 +193,8 @@ async def test_register_reads_the_config_and_requests_the_first_ingestion(ctx: C
     fork = ctx.registry.fork(FORK)
     assert fork is not None and fork.upstream_repo == UPSTREAM and fork.branch == "main"
     assert queued(ctx) == [("ingest", FORK)]
+    (run,) = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config"]
+    assert run["conclusion"] == "success" and "triton-lang/triton" in run["output"]["summary"]
 
 
 async def test_a_repo_without_config_is_not_a_fork(ctx: Context) -> None:
@@ -211,6 +213,10 @@ async def test_a_broken_config_is_rejected_with_its_problems_and_registers_nothi
     with pytest.raises(Rejected, match="stratgy"):
         await register.handle(ctx, job("register", {"repo": FORK, "installation_id": installation_id}))
     assert ctx.registry.fork(FORK) is None and queued(ctx) == []
+    # the people who pushed it see why on the commit
+    (run,) = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config"]
+    assert run["conclusion"] == "failure" and run["head_sha"] == sim.git(FORK, "rev-parse", "main")
+    assert "stratgy" in run["output"]["summary"] and "strategy" in run["output"]["summary"]
 
 
 # ------------------------------------------------------------------ the poll loop
