@@ -307,11 +307,15 @@ def _not_comparable(
 ) -> CellVerdict | None:
     """The not-comparable verdict for a benchmark that gets no statistics, or None when it is judged."""
     sides = (("baseline", baseline), ("candidate", candidate))
-    reasons = [
-        f"{name}: {bench.note or 'timings marked not comparable (e.g. interpreter)'}"
-        for name, bench in sides
-        if not bench.comparable
-    ] or [f"no latency samples on the {name} side" for name, bench in sides if not bench.latency_ms]
+    unmarked = "timings marked not comparable (e.g. interpreter)"
+    notes = {name: bench.note or unmarked for name, bench in sides if not bench.comparable}
+    if len(notes) == 2 and notes["baseline"] == notes["candidate"]:
+        reasons = [f"both sides: {notes['baseline']}"]  # the usual case, e.g. two interpreter runs
+    else:
+        reasons = [f"{name}: {note}" for name, note in notes.items()]
+    reasons = reasons or [
+        f"no latency samples on the {name} side" for name, bench in sides if not bench.latency_ms
+    ]
     if not reasons:
         return None
     return CellVerdict(

@@ -423,7 +423,7 @@ def test_markdown_summary_has_the_key_kernels_and_separate_sections(
     assert "🔴 regressed" in rows[0] and "+5." in rows[0] and "±2.0 %" in rows[0]
     assert any("layernorm" in row and "🟢 improved" in row for row in rows)
     assert (
-        "### Not comparable\n\n- `interp[1024x1024:fp16:BLOCK_M=128]`: baseline: interpreter timings" in out
+        "### Not comparable\n\n- `interp[1024x1024:fp16:BLOCK_M=128]`: both sides: interpreter timings" in out
     )
     assert "- added: `fresh" in out and "- removed: `retired" in out
     assert "unchanged</summary>" in out and "softmax" in out.split("unchanged</summary>")[1]
