@@ -23,6 +23,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan_bench.py
 	$(BIN)/python benchmarks/pick_bench.py
+	$(BIN)/python benchmarks/webhook_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
