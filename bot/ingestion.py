@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from bot.config import SluiceConfig
 from bot.models import CommitReport, FileReport, PickStatus, Plan, PlannedCommit, RiskLevel, RiskyChain
+from bot.render import plural
 
 BRANCH_PREFIX = "sluice/ingest/"
 CLASSIFICATION_MARKER = "<!-- sluice:classification -->"
-PATCH_STACK_MARKER = "<!-- sluice:patch-stack -->"
 # Ingestion PRs Sluice keeps open at once; the next ones open as these merge (each builds on the last).
 MAX_OPEN_UNITS = 8
 
@@ -143,7 +143,7 @@ def pr_body(picked: PickedUnit, *, links: Links, upstream_parent: str | None) ->
     what = "a low-risk bundle" if unit.kind is UnitKind.BUNDLE else "a risky chain, in upstream order"
     span = links.compare(upstream_parent, last) if upstream_parent else links.commit(first)
     lines = [
-        f"Sluice ingests {_count(len(unit.commits), 'upstream commit')}, {what}.",
+        f"Sluice ingests {plural(len(unit.commits), 'upstream commit')}, {what}.",
         "",
         f"- Upstream range: {span} (first {links.commit(first)}, last {links.commit(last)})",
         f"- Builds on: `{picked.base_branch}`",
@@ -265,10 +265,6 @@ def _unresolved(picked: PickedUnit) -> list[str]:
         if report.status is PickStatus.NEEDS_HUMAN:
             found.append(f"- `{report.upstream[:10]}`: conflicts need a human (see the PR description)")
     return found
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _cell(text: str) -> str:

@@ -9,6 +9,7 @@ from bot.config import SluiceConfig
 from bot.engine import annotate_symbols
 from bot.gitio import GitRepo
 from bot.models import CommitInfo, FileChange
+from bot.render import plural
 
 PATCH_STACK_MARKER = "<!-- sluice:patch-stack -->"
 ACTIVE_DAYS = 30  # upstream changes this recent make a conflict at the next ingestion likely
@@ -101,8 +102,8 @@ def comment(report: GrowthReport, *, upstream_name: str, days: int = ACTIVE_DAYS
         PATCH_STACK_MARKER,
         "## Sluice: how this PR grows the patch stack",
         "",
-        f"This PR adds {_count(report.commits, 'commit')} to the patch stack ({stack}), changing "
-        f"{_count(len(report.files), 'file')} (+{report.added} −{report.removed} lines) that every upstream "
+        f"This PR adds {plural(report.commits, 'commit')} to the patch stack ({stack}), changing "
+        f"{plural(len(report.files), 'file')} (+{report.added} −{report.removed} lines) that every upstream "
         "ingestion must carry from now on.",
         "",
     ]
@@ -124,10 +125,6 @@ def comment(report: GrowthReport, *, upstream_name: str, days: int = ACTIVE_DAYS
     else:
         lines.append("It touches no internal extension's code or upstream interfaces.")
     return "\n".join(lines) + "\n"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _overlap_table(kind: str, overlaps: Sequence[Overlap]) -> list[str]:

@@ -16,6 +16,11 @@ RISK_STYLE = {"low": "green", "medium": "yellow", "high": "red", "critical": "bo
 SUBJECT_WIDTH = 64
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 commit`, `2 commits`."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def _when(ts: int | None) -> str:
     return "—" if ts is None else dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 

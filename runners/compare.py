@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from bot.config import ConfigError, PerformanceConfig, load_config
 from bot.errors import SluiceError
+from bot.render import plural
 from runners import stats
 from runners.environment import MOMENTARY_CLOCKS
 from runners.report import Benchmark, Environment, Report
@@ -582,17 +583,13 @@ def _header(c: Comparison) -> str:
     versions = "".join(f", {name} {a} → {b}" for name, (a, b) in c.under_test.items())
     return (
         f"## Benchmarks: {verdict}\n\n"
-        f"{_plural(benchmarks, 'benchmark')} in {_plural(len(c.cells), 'cell')}: {counts}.\n\n"
+        f"{plural(benchmarks, 'benchmark')} in {plural(len(c.cells), 'cell')}: {counts}.\n\n"
         f"Baseline {_side_words(c.baseline)} → candidate {_side_words(c.candidate)} "
         f"on {env.gpu_model or env.cpu}{versions}. A change counts when it passes the kernel's threshold, "
         f"max(floor {_pct(cfg.floor)}, {cfg.k:g} × noise), its {_pct(cfg.confidence, 0)} bootstrap "
         f"interval excludes no change, and the rank test holds at a false discovery rate of "
         f"{_pct(cfg.fdr, 0)}."
     )
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _side_words(side: Side) -> str:
