@@ -116,23 +116,11 @@ class Registry:
                 {"id": installation_id, "account": account, "created_at": _utc(at)},
                 keys=("id",),
             )
-            for repo in repos:
-                _upsert(
-                    conn,
-                    installation_repos,
-                    {"repo": repo, "installation_id": installation_id},
-                    keys=("repo",),
-                )
+            _add_repos(conn, installation_id, repos)
 
     def add_repos(self, installation_id: int, repos: list[str]) -> None:
         with self._engine.begin() as conn:
-            for repo in repos:
-                _upsert(
-                    conn,
-                    installation_repos,
-                    {"repo": repo, "installation_id": installation_id},
-                    keys=("repo",),
-                )
+            _add_repos(conn, installation_id, repos)
 
     def remove_repos(self, installation_id: int, repos: list[str]) -> None:
         """Forget the repositories, and the forks among them (their ingestion records stay, for audit)."""
@@ -221,6 +209,12 @@ class Registry:
                 IngestionRecord(**{k: row._mapping[k] for k in IngestionRecord.__dataclass_fields__})
                 for row in rows
             ]
+
+
+def _add_repos(conn: Connection, installation_id: int, repos: list[str]) -> None:
+    for repo in repos:
+        row = {"repo": repo, "installation_id": installation_id}
+        _upsert(conn, installation_repos, row, keys=("repo",))
 
 
 def _fork(row: object) -> Fork:

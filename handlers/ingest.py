@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -220,6 +221,7 @@ async def _upsert_pull(forge: ForkGitHub, picked: PickedUnit, *, body: str) -> i
 
 async def _close_stale(ctx: Context, forge: ForkGitHub, fork: Fork, *, keep: set[str]) -> None:
     """Close ingestion PRs the plan no longer has (upstream or the fork's trunk changed under them)."""
+    records = {r.id: r for r in ctx.registry.ingestions(fork.repo, state="open")}
     for pull in await forge.open_pulls():
         branch = pull["head"]["ref"]
         if (
@@ -235,11 +237,9 @@ async def _close_stale(ctx: Context, forge: ForkGitHub, fork: Fork, *, keep: set
             "re-planned into other units, or wait behind a unit that needs a human)."
         )
         await forge.close_pull(pull["number"], comment=note)
-        for record in ctx.registry.ingestions(fork.repo, state="open"):
-            if record.id == unit_id:
-                ctx.registry.save_ingestion(
-                    IngestionRecord(**{**record.__dict__, "state": "closed"}), at=ctx.clock()
-                )
+        if unit_id in records:
+            closed = dataclasses.replace(records[unit_id], state="closed")
+            ctx.registry.save_ingestion(closed, at=ctx.clock())
 
 
 def _fit(text: str) -> str:

@@ -322,3 +322,26 @@ async def test_fork_pull_request_gets_a_patch_stack_comment(rig: Rig) -> None:
     assert len(comments) == 1
     assert CORE_PASS in comments[0] and "[Pipeliner] tweak" in comments[0]
     assert "Likely future conflicts" in comments[0]
+
+
+async def test_a_pr_whose_unit_left_the_plan_is_closed(rig: Rig) -> None:
+    fork_installation = rig.sim.install(FORK)
+    rig.sim.install(UPSTREAM)
+    base = rig.sim.git(UPSTREAM, "rev-parse", "main").strip()
+    (gone,) = await upstream_commits(rig, ("docs: soon rewritten", {"docs/guide.md": "guide v1\n"}))
+    assert await installation_event(rig, FORK, fork_installation) == 202
+    await rig.settle()
+    (old,) = rig.pulls()
+    assert old.head_ref == f"{BRANCH_PREFIX}bundle-{gone[:10]}"
+    # Upstream rewrites its history: the commit is gone, another takes its place.
+    rig.sim.commit(UPSTREAM, "main", {"docs/guide.md": "guide v2\n"}, message="docs: rewritten", parent=base)
+    await rig.settle()
+    assert old.state == "closed" and not old.merged
+    assert any("no longer has" in c["body"] for c in rig.sim.comment_objects(FORK, old.number))
+    (new,) = rig.pulls()
+    assert new.number != old.number
+    records = {r.id: r.state for r in Registry(rig.store).ingestions(FORK)}
+    assert (
+        records[f"bundle-{gone[:10]}"] == "closed"
+        and records[new.head_ref.removeprefix(BRANCH_PREFIX)] == "open"
+    )
