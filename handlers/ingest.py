@@ -68,9 +68,7 @@ async def handle(ctx: Context, job: Job) -> None:
             "ingest job %d: %s is no longer a registered fork; nothing to do", job.id, job.payload["fork"]
         )
         return
-    auth = await ctx.git_auth(fork.installation_id)
-    upstream_installation = ctx.registry.installation_of(fork.upstream_repo) if fork.upstream_repo else None
-    upstream_auth = await ctx.git_auth(upstream_installation) if upstream_installation else None
+    auth, upstream_auth = await ctx.fork_auth(fork)
     built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth)
     auth = await ctx.git_auth(fork.installation_id)  # planning a large fork can outlast a token
     await asyncio.to_thread(ctx.mirror(fork.repo).push, list(built.updates), auth=auth)
@@ -94,15 +92,7 @@ async def handle(ctx: Context, job: Job) -> None:
 
 
 def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[str, str] | None) -> Built:
-    mirror = ctx.mirror(fork.repo)
-    sync = mirror.sync(
-        fork_url=ctx.clone_url(fork.repo),
-        fork_branch=fork.branch,
-        upstream_url=fork.upstream_url,
-        upstream_branch=fork.upstream_branch,
-        fork_auth=auth,
-        upstream_auth=upstream_auth,
-    )
+    mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     remote = mirror.fetch_branches(BRANCH_PREFIX, auth=auth)
     repo = GitRepo(mirror.path)
     config = fork_config(repo, sync, fork)

@@ -28,21 +28,16 @@ async def handle(ctx: Context, job: Job) -> None:
         return
     if pull.head.ref.startswith(BRANCH_PREFIX):
         return  # Sluice's own ingestion PRs carry upstream commits, not patch-stack growth
-    auth = await ctx.git_auth(fork.installation_id)
-    body = await asyncio.to_thread(_comment, ctx, fork, pull.number, auth)
+    auth, upstream_auth = await ctx.fork_auth(fork)
+    body = await asyncio.to_thread(_comment, ctx, fork, pull.number, auth, upstream_auth)
     forge = ctx.forge(fork.installation_id, fork.repo)
     await forge.upsert_comment(pull.number, marker=patch_stack.PATCH_STACK_MARKER, body=body)
 
 
-def _comment(ctx: Context, fork: Fork, number: int, auth: dict[str, str]) -> str:
-    mirror = ctx.mirror(fork.repo)
-    sync = mirror.sync(
-        fork_url=ctx.clone_url(fork.repo),
-        fork_branch=fork.branch,
-        upstream_url=fork.upstream_url,
-        upstream_branch=fork.upstream_branch,
-        fork_auth=auth,
-    )
+def _comment(
+    ctx: Context, fork: Fork, number: int, auth: dict[str, str], upstream_auth: dict[str, str] | None
+) -> str:
+    mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     head = mirror.fetch_ref(f"refs/pull/{number}/head", auth=auth)
     repo = GitRepo(mirror.path)
     config = ingest.fork_config(repo, sync, fork)
