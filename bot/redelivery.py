@@ -15,6 +15,9 @@ REDELIVERY_WINDOW = timedelta(days=3)  # GitHub redelivers only deliveries made 
 WINDOW_MARGIN = timedelta(minutes=10)
 # Sluice judged the payload itself and refused it: a redelivery would be refused the same way.
 REFUSED_STATUSES = frozenset({400, 413, 422})
+# An event that failed this often while Sluice was up to ask (a wrong secret or URL) is left to the resync,
+# rather than asked for again every sweep for three days.
+MAX_ATTEMPTS = 8
 
 
 class HookAttempt(BaseModel):
@@ -42,6 +45,7 @@ class Skip(enum.StrEnum):
     RECORDED = "recorded"  # Sluice has the delivery although GitHub saw a failure (a timeout, say)
     EXPIRED = "expired"  # past GitHub's 3-day redelivery window
     REFUSED = "refused"  # Sluice answered that it will not take this payload
+    GAVE_UP = "gave_up"  # MAX_ATTEMPTS attempts failed
 
 
 @dataclass(frozen=True)
@@ -74,14 +78,16 @@ def undelivered(attempts: Iterable[HookAttempt]) -> set[str]:
     return {guid for guid, found in by_guid(attempts).items() if not any(a.succeeded for a in found)}
 
 
-def why_not(newest: HookAttempt, *, recorded: bool, now: datetime) -> Skip | None:
-    """Why the event whose newest (failed) attempt is `newest` is not asked for again; None: ask."""
+def why_not(newest: HookAttempt, *, attempts: int, recorded: bool, now: datetime) -> Skip | None:
+    """Why an event that failed `attempts` times, `newest` last, is not asked for again; None: ask."""
     if recorded:
         return Skip.RECORDED
     if now - newest.delivered_at >= REDELIVERY_WINDOW - WINDOW_MARGIN:
         return Skip.EXPIRED
     if newest.status_code in REFUSED_STATUSES:
         return Skip.REFUSED
+    if attempts >= MAX_ATTEMPTS:
+        return Skip.GAVE_UP
     return None
 
 
@@ -91,7 +97,7 @@ def plan_redeliveries(attempts: Iterable[HookAttempt], *, recorded: Set[str], no
     for guid, found in sorted(by_guid(attempts).items(), key=lambda item: item[1][-1].id):
         newest = found[0]
         reason = Skip.DELIVERED if any(a.succeeded for a in found) else None
-        reason = reason or why_not(newest, recorded=guid in recorded, now=now)
+        reason = reason or why_not(newest, attempts=len(found), recorded=guid in recorded, now=now)
         if reason is not None:
             skipped[reason] += 1
             continue

@@ -37,7 +37,7 @@ SECRET = "reconcile-secret"
 UPSTREAM = "triton-lang/triton"
 FORK = "meta/triton"
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
-TIMEOUT_S = 20.0
+TIMEOUT_S = 90.0
 
 
 def free_port() -> int:
@@ -451,6 +451,8 @@ def attempt(id: int, guid: str, code: int, *, age: dt.timedelta = dt.timedelta(m
             {Skip.EXPIRED: 1},
         ),
         ([attempt(1, "a", 422)], set(), [], {Skip.REFUSED: 1}),
+        ([attempt(i, "a", 503) for i in range(1, 8)], set(), [(7, "a")], {}),
+        ([attempt(i, "a", 503) for i in range(1, 9)], set(), [], {Skip.GAVE_UP: 1}),  # the resync's now
         ([attempt(1, "a", 401)], set(), [(1, "a")], {}),  # a secret fixed since: GitHub's payload is genuine
         ([attempt(2, "b", 502), attempt(1, "a", 502)], set(), [(1, "a"), (2, "b")], {}),  # oldest event first
     ],
@@ -461,3 +463,69 @@ def test_plan_redeliveries(
     plan = plan_redeliveries(attempts, recorded=recorded, now=NOW)
     assert [(r.attempt_id, r.guid) for r in plan.redeliver] == asked
     assert dict(plan.skipped) == skipped
+
+
+# ---------------------------------------------------------------- the simulator's delivery log
+
+
+async def test_the_sims_delivery_log_pages_and_redelivers_as_github_does(aiohttp_server: Any) -> None:
+    sim = GitHubSim()
+    api = url_of(await aiohttp_server(sim.app))
+    received: list[tuple[str, bytes]] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        received.append((request.headers["X-GitHub-Delivery"], await request.read()))
+        return web.json_response({}, status=202)
+
+    receiver = web.Application()
+    receiver.router.add_post("/webhook", receive)
+    live = f"{url_of(await aiohttp_server(receiver))}/webhook"
+    payload = {"action": "opened", "installation": {"id": 7}, "repository": {"id": 9}}
+    assert await sim.deliver(live, "pull_request", payload, secret=SECRET) == 202
+    with pytest.raises(aiohttp.ClientError):
+        await sim.deliver(f"http://127.0.0.1:{free_port()}/webhook", "push", {"ref": "x"}, secret=SECRET)
+    assert await sim.deliver(live, "ping", {"zen": "Keep it logically awesome."}, secret=SECRET) == 202
+    sim.hook(live, SECRET)
+
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {sim.app_jwt()}"}) as session:
+        async with session.get(f"{api}/app/hook/deliveries?per_page=2") as resp:
+            page = await resp.json()
+            next_url = resp.links["next"]["url"]
+        assert [(d["event"], d["status_code"], d["status"]) for d in page] == [
+            ("ping", 202, "OK"),
+            ("push", 502, "failed to connect to host"),
+        ]
+        assert page[0]["installation_id"] is None and "cursor=v1_" in str(next_url)
+        async with session.get(next_url) as resp:
+            (oldest,) = await resp.json()
+            assert "next" not in resp.links
+        assert (oldest["action"], oldest["installation_id"], oldest["repository_id"]) == ("opened", 7, 9)
+        async with session.get(f"{api}/app/hook/deliveries/{page[1]['id']}") as resp:
+            full = await resp.json()
+        assert full["request"]["payload"] == {"ref": "x"} and full["guid"] == page[1]["guid"]
+        async with session.get(f"{api}/app/hook/deliveries?cursor=nonsense") as resp:
+            assert resp.status == 400
+        async with session.get(f"{api}/app/hook/deliveries/1") as resp:
+            assert resp.status == 404
+        async with session.post(f"{api}/app/hook/deliveries/{page[1]['id']}/attempts") as resp:
+            assert resp.status == 202
+        await sim.drain_hooks()
+        assert received[-1][0] == page[1]["guid"] and received[-1][1] == b'{"ref":"x"}'
+        assert [(a.redelivery, a.status_code) for a in sim.hook_attempts(page[1]["guid"])] == [
+            (False, 502),
+            (True, 202),
+        ]
+        real = sim.now
+        sim.now = lambda: real() + dt.timedelta(days=3, minutes=1)
+        headers = {"Authorization": f"Bearer {sim.app_jwt()}"}
+        async with session.post(
+            f"{api}/app/hook/deliveries/{oldest['id']}/attempts", headers=headers
+        ) as resp:
+            assert resp.status == 422  # GitHub redelivers only deliveries of the past 3 days
+    async with aiohttp.ClientSession() as session:
+        token = sim.installation_token(7)
+        async with session.get(
+            f"{api}/app/hook/deliveries", headers={"Authorization": f"token {token}"}
+        ) as r:
+            assert r.status == 401  # the App's own JWT only
+    assert sim.schema_violations == [] and sim.undocumented_statuses == []

@@ -63,6 +63,7 @@ TABLES = [
     "installation_repos",
     "installations",
     "jobs",
+    "leases",
     "plans",
     "resolutions",
 ]
