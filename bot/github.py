@@ -386,6 +386,10 @@ class GitHubClient:
         """`GET /app` as the App itself: its id, slug and name."""
         return dict(await self._app_api.getitem("/app"))
 
+    def app_api(self) -> InstallationAPI:
+        """Requests as the App itself (JWT), e.g. its webhook delivery log under `/app/hook/deliveries`."""
+        return InstallationAPI(self._app_api)
+
     async def installation_token(self, installation_id: int) -> str:
         """A token with more than 5 minutes left; minted once per installation however many ask at once."""
         lock = self._token_locks.setdefault(installation_id, asyncio.Lock())

@@ -220,6 +220,15 @@ class JobQueue:
         with self._engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(deliveries)).scalar_one()
 
+    def recorded(self, delivery_ids: set[str]) -> set[str]:
+        """Those of `delivery_ids` (X-GitHub-Delivery GUIDs) Sluice has recorded."""
+        ids, found = sorted(delivery_ids), set()
+        with self._engine.connect() as conn:
+            for start in range(0, len(ids), 500):  # bounded IN lists
+                query = select(deliveries.c.id).where(deliveries.c.id.in_(ids[start : start + 500]))
+                found |= set(conn.execute(query).scalars())
+        return found
+
     def _update_own(self, job_id: int, worker: str, **values: Any) -> bool:
         with self._engine.begin() as conn:
             return conn.execute(update(jobs).where(*_owned_by(job_id, worker)).values(**values)).rowcount == 1

@@ -162,14 +162,16 @@ def create_app(
 ) -> web.Application:
     """The aiohttp application; dependencies are passed in, nothing is read from the environment here.
 
-    With `background`, the app also runs `settings.workers` job workers and the upstream poll loop.
+    With `background`, the app also runs `settings.workers` job workers, the upstream poll loop, the
+    redelivery sweep and the periodic resync.
     """
     if settings.webhook_secret is None:
         raise ValueError("a webhook secret is required")
     app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
     app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
     app[METRICS] = Metrics()
-    if background and (settings.workers > 0 or settings.poll_interval > 0):
+    periodic = (settings.poll_interval, settings.redelivery_interval, settings.resync_interval)
+    if background and (settings.workers > 0 or any(periodic)):
         app.cleanup_ctx.append(_background)
     app.router.add_post("/webhook", webhook)
     app.router.add_get("/healthz", healthz)
@@ -179,9 +181,9 @@ def create_app(
 
 
 async def _background(app: web.Application) -> AsyncIterator[None]:
-    """Job workers and the poll loop, sharing one HTTP session and one GitHub client."""
+    """Job workers, the poll loop, the sweep and the resync, sharing one HTTP session and GitHub client."""
     from bot.worker import Worker
-    from handlers import HANDLERS, poll  # handlers import the core; the core never imports handlers
+    from handlers import HANDLERS, poll, reconcile  # handlers import the core; the core never imports them
 
     settings, metrics = app[SETTINGS], app[METRICS]
     stop = asyncio.Event()
@@ -202,6 +204,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
             runners = [Worker(ctx, HANDLERS, name=f"{name}:{i}").run(stop) for i in range(settings.workers)]
             if settings.poll_interval > 0:
                 runners.append(poll.loop(ctx, stop))
+            runners += reconcile.loops(ctx, registry=metrics.registry, holder=name, stop=stop)
             log.info(
                 "%d workers started as %s%s",
                 settings.workers,

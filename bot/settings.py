@@ -13,7 +13,7 @@ MAX_WEBHOOK_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 class Settings(BaseSettings):
     """`SLUICE_APP_ID`, `SLUICE_PRIVATE_KEY` or `SLUICE_PRIVATE_KEY_FILE`, `SLUICE_WEBHOOK_SECRET`,
     `SLUICE_DATABASE_URL`, `SLUICE_GITHUB_URL`, and the worker's `SLUICE_DATA_DIR`, `SLUICE_WORKERS`,
-    `SLUICE_POLL_INTERVAL`, `SLUICE_GIT_URL`."""
+    `SLUICE_POLL_INTERVAL`, `SLUICE_GIT_URL`, `SLUICE_REDELIVERY_INTERVAL`, `SLUICE_RESYNC_INTERVAL`."""
 
     model_config = SettingsConfigDict(env_prefix="SLUICE_", extra="ignore", frozen=True)
 
@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     workers: int = Field(default=1, ge=0, le=64)  # job workers in this process; 0: intake only
     poll_interval: float = Field(default=300.0, ge=0)  # seconds between upstream polls; 0: no polling
     lease_seconds: float = Field(default=300.0, ge=5)  # a job whose worker stops heartbeating is retried
+    # seconds between redelivery sweeps (webhooks GitHub failed to deliver are asked for again); 0: none
+    redelivery_interval: float = Field(default=300.0, ge=0)
+    resync_interval: float = Field(default=3600.0, ge=0)  # seconds between re-plans of every fork; 0: none
 
     def web_url(self) -> str:
         """The web/git host: https://github.com for api.github.com, https://host for GHES's /api/v3."""

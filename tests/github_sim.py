@@ -59,7 +59,21 @@ OPENAPI = Path(__file__).parent / "fixtures" / "openapi" / "operations.json"
 PATH_PARAM = re.compile(r"\{[^}]*\}")
 INSTALLATION_ID = web.RequestKey("installation_id", int)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-HookDelivery = tuple[str, str, str, dict[str, Any]]  # url, secret, event, payload
+HOOK_TIMEOUT_S = 10.0  # GitHub waits this long for a receiver's answer, then records "timed out"
+HOOK_REDELIVERY_WINDOW = dt.timedelta(days=3)  # GitHub redelivers only deliveries of the past 3 days
+HOOK_CURSOR = re.compile(r"^v1_(\d+)$")
+
+
+class HookDelivery(NamedTuple):
+    """A webhook waiting to be sent; a redelivery carries the event's GUID again."""
+
+    url: str
+    secret: str
+    event: str
+    payload: dict[str, Any]
+    guid: str | None = None
+
+
 # Webhooks raised while a request is handled wait here until its response is sent, as on GitHub.
 HELD_HOOKS: contextvars.ContextVar[list[HookDelivery] | None] = contextvars.ContextVar(
     "held_hooks", default=None
@@ -167,6 +181,29 @@ class Slow:
     path_regex: re.Pattern[str]
     seconds: float
     times: int | None
+
+
+@dataclass
+class HookAttempt:
+    """One attempt to deliver a webhook, as GitHub logs it (`GET /app/hook/deliveries`)."""
+
+    id: int
+    guid: str  # X-GitHub-Delivery, shared by the redeliveries of the same event
+    delivered_at: dt.datetime
+    redelivery: bool
+    duration: float
+    status: str  # "OK", "Invalid HTTP Response: 503", "failed to connect to host", "timed out"
+    status_code: int
+    event: str
+    action: str | None
+    installation_id: int | None
+    repository_id: int | None
+    url: str
+    secret: str
+    request_headers: dict[str, str]
+    payload: dict[str, Any]
+    response_headers: dict[str, str] = field(default_factory=dict)
+    response_body: str | None = None
 
 
 @dataclass
@@ -290,6 +327,8 @@ class GitHubSim:
         self._artifact_zips: dict[int, tuple[bytes, str]] = {}
         self.requests: list[tuple[str, str, int]] = []
         self.deliveries: list[dict[str, Any]] = []
+        self.hook_log: list[HookAttempt] = []  # the App's webhook delivery log, as GitHub keeps it
+        self.hook_timeout_s = HOOK_TIMEOUT_S
         self.pushes: list[dict[str, Any]] = []
         self._hook: tuple[str, str] | None = None
         self._outbox: asyncio.Queue[HookDelivery] = asyncio.Queue()
@@ -551,6 +590,9 @@ class GitHubSim:
             ("POST", "/app/installations/{id:\\d+}/access_tokens", self._create_token),
             ("GET", f"{r}/installation", self._repo_installation),
             ("GET", "/installation/repositories", self._installation_repos),
+            ("GET", "/app/hook/deliveries", self._list_hook_deliveries),
+            ("GET", "/app/hook/deliveries/{id:\\d+}", self._get_hook_delivery),
+            ("POST", "/app/hook/deliveries/{id:\\d+}/attempts", self._redeliver_hook),
             ("GET", "/rate_limit", self._rate_limit),
             ("GET", r, self._get_repo),
             ("GET", f"{r}/git/ref/{{ref:.+}}", self._get_ref),
@@ -1745,6 +1787,126 @@ class GitHubSim:
             return web.Response(status=403, text="AuthenticationFailed: the signature does not match")
         return web.Response(body=stored[0], content_type="application/zip")
 
+    # ---------------------------------------------------------------- the App's webhook delivery log
+
+    def hook_attempts(self, guid: str | None = None) -> list[HookAttempt]:
+        """The delivery log, oldest first; only the attempts of event `guid` when given."""
+        return [a for a in self.hook_log if guid is None or a.guid == guid]
+
+    def _hook_attempt(
+        self,
+        url: str,
+        secret: str | bytes,
+        event: str,
+        payload: dict[str, Any],
+        headers: dict[str, str],
+        *,
+        redelivery: bool,
+    ) -> HookAttempt:
+        installation, repository = payload.get("installation") or {}, payload.get("repository") or {}
+        return HookAttempt(
+            id=0,  # numbered when logged, in the order attempts end
+            guid=headers["X-GitHub-Delivery"],
+            delivered_at=self.now(),
+            redelivery=redelivery,
+            duration=0.0,
+            status="",
+            status_code=0,
+            event=event,
+            action=payload.get("action"),
+            installation_id=installation.get("id"),
+            repository_id=repository.get("id"),
+            url=url,
+            secret=secret.decode() if isinstance(secret, bytes) else secret,
+            request_headers=dict(headers),
+            payload=payload,
+        )
+
+    def _log_hook_attempt(
+        self, attempt: HookAttempt, *, status: int | None = None, error: BaseException | None = None
+    ) -> None:
+        # GitHub's texts; a receiver that could not be reached is logged as the schema's example shows it
+        if isinstance(error, TimeoutError):
+            attempt.status, attempt.status_code = "timed out", 504
+        elif error is not None:
+            attempt.status, attempt.status_code = "failed to connect to host", 502
+        else:
+            assert status is not None
+            attempt.status = "OK" if 200 <= status < 300 else f"Invalid HTTP Response: {status}"
+            attempt.status_code = status
+        attempt.duration = round((self.now() - attempt.delivered_at).total_seconds(), 2)
+        attempt.id = 12_000_000_000 + len(self.hook_log) + 1
+        self.hook_log.append(attempt)
+
+    def _hook_attempt_json(self, attempt: HookAttempt, *, full: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": attempt.id,
+            "guid": attempt.guid,
+            "delivered_at": _iso(attempt.delivered_at),
+            "redelivery": attempt.redelivery,
+            "duration": attempt.duration,
+            "status": attempt.status,
+            "status_code": attempt.status_code,
+            "event": attempt.event,
+            "action": attempt.action,
+            "installation_id": attempt.installation_id,
+            "repository_id": attempt.repository_id,
+            "throttled_at": None,
+        }
+        if full:
+            out["url"] = attempt.url
+            out["request"] = {"headers": attempt.request_headers, "payload": attempt.payload}
+            out["response"] = {"headers": attempt.response_headers, "payload": attempt.response_body}
+        return out
+
+    def _hook_log_entry(self, request: web.Request) -> HookAttempt:
+        wanted = int(request.match_info["id"])
+        for attempt in self.hook_log:
+            if attempt.id == wanted:
+                return attempt
+        raise SimError(404, "Not Found")
+
+    async def _list_hook_deliveries(self, request: web.Request) -> web.Response:
+        """Newest first, paged by an opaque cursor (Link: rel="next"), as GitHub pages this log."""
+        try:
+            per_page = max(1, min(100, int(request.query.get("per_page", "30"))))
+        except ValueError as exc:
+            raise SimError(400, "Bad Request") from exc
+        cursor = request.query.get("cursor")
+        match = HOOK_CURSOR.match(cursor) if cursor is not None else None
+        if cursor is not None and match is None:
+            raise SimError(400, "Bad Request")
+        entries = sorted(self.hook_log, key=lambda a: a.id, reverse=True)
+        if match is not None:
+            entries = [a for a in entries if a.id <= int(match[1])]
+        wanted = request.query.get("status")
+        if wanted in ("success", "failure"):
+            ok = range(200, 400) if wanted == "success" else range(400, 600)
+            entries = [a for a in entries if a.status_code in ok]
+        response = web.json_response([self._hook_attempt_json(a) for a in entries[:per_page]])
+        if len(entries) > per_page:
+            query = {**request.query, "per_page": str(per_page), "cursor": f"v1_{entries[per_page].id}"}
+            response.headers["Link"] = f'<{request.url.with_query(query)}>; rel="next"'
+        return response
+
+    async def _get_hook_delivery(self, request: web.Request) -> web.Response:
+        return web.json_response(self._hook_attempt_json(self._hook_log_entry(request), full=True))
+
+    async def _redeliver_hook(self, request: web.Request) -> web.Response:
+        """Send the attempt's payload again under its GUID (after answering 202), to the hook's URL now."""
+        attempt = self._hook_log_entry(request)
+        if self.now() - attempt.delivered_at > HOOK_REDELIVERY_WINDOW:
+            message = "Deliveries older than 3 days cannot be redelivered"
+            raise validation_failed({"resource": "HookDelivery", "code": "custom", "message": message})
+        url, secret = self._hook or (attempt.url, attempt.secret)
+        delivery = HookDelivery(url, secret, attempt.event, attempt.payload, attempt.guid)
+        held = HELD_HOOKS.get()
+        if held is not None:
+            held.append(delivery)
+        else:
+            self._queue_hooks([delivery])
+        return web.json_response({}, status=202)
+
     # ---------------------------------------------------------------- webhooks
 
     async def deliver(
@@ -1755,8 +1917,9 @@ class GitHubSim:
         *,
         secret: str | bytes,
         delivery_id: str | None = None,
+        redelivery: bool = False,
     ) -> int:
-        """POST a webhook exactly as GitHub does; returns the receiver's status."""
+        """POST a webhook exactly as GitHub does and log the attempt; returns the receiver's status."""
         body = json.dumps(payload, separators=(",", ":")).encode()
         key = secret.encode() if isinstance(secret, str) else secret
         headers = {
@@ -1771,8 +1934,19 @@ class GitHubSim:
             "X-Hub-Signature": "sha1=" + hmac.new(key, body, hashlib.sha1).hexdigest(),
             "X-Hub-Signature-256": "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest(),
         }
-        async with aiohttp.ClientSession() as session, session.post(url, data=body, headers=headers) as resp:
-            status = resp.status
+        attempt = self._hook_attempt(url, secret, event, payload, headers, redelivery=redelivery)
+        timeout = aiohttp.ClientTimeout(total=self.hook_timeout_s)
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.post(url, data=body, headers=headers) as resp,
+            ):
+                status = resp.status
+                attempt.response_headers, attempt.response_body = dict(resp.headers), await resp.text()
+        except (aiohttp.ClientError, OSError) as exc:
+            self._log_hook_attempt(attempt, error=exc)
+            raise
+        self._log_hook_attempt(attempt, status=status)
         self.deliveries.append(
             {"event": event, "delivery_id": headers["X-GitHub-Delivery"], "status": status}
         )
@@ -1782,7 +1956,7 @@ class GitHubSim:
         """Queue a webhook for the `hook()` target; raised inside a request, it waits for the response."""
         if self._hook is None:
             return
-        delivery = (*self._hook, event, payload)
+        delivery = HookDelivery(*self._hook, event, payload)
         held = HELD_HOOKS.get()
         if held is not None:
             held.append(delivery)
@@ -1811,10 +1985,12 @@ class GitHubSim:
     async def _deliver_hooks(self) -> None:
         """Deliver the queued webhooks one at a time, in order; ends when the queue is empty."""
         while not self._outbox.empty():
-            url, secret, event, payload = self._outbox.get_nowait()
-            delivery_id = str(uuid.uuid4())
+            url, secret, event, payload, guid = self._outbox.get_nowait()
+            delivery_id = guid or str(uuid.uuid4())
             try:
-                await self.deliver(url, event, payload, secret=secret, delivery_id=delivery_id)
+                await self.deliver(
+                    url, event, payload, secret=secret, delivery_id=delivery_id, redelivery=guid is not None
+                )
             except (aiohttp.ClientError, OSError):  # GitHub records a failed delivery and goes on
                 self.deliveries.append({"event": event, "delivery_id": delivery_id, "status": 0})
             finally:

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
 import bot.jobs
+import bot.leases
 import bot.registry
 from bot.models import (
     Dependency,
@@ -48,7 +49,7 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0004_registry"
+HEAD_REVISION = "0005_leases"
 # Modules that define tables on the metadata the migrations are compared with.
 TABLE_MODULES = (bot.jobs, bot.registry)
 TABLES = [
@@ -62,6 +63,7 @@ TABLES = [
     "installation_repos",
     "installations",
     "jobs",
+    "leases",
     "plans",
     "resolutions",
 ]

@@ -1,0 +1,138 @@
+"""Nothing lost: the redelivery sweep asks GitHub again for webhooks that never reached Sluice, and the
+periodic resync re-plans every fork from the repositories' real state, each on one replica per interval."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from gidgethub import HTTPException
+from prometheus_client import CollectorRegistry, Counter
+
+from bot.context import Context
+from bot.errors import SluiceError
+from bot.github import InstallationAPI
+from bot.leases import Leases, periodically
+from bot.redelivery import (
+    REDELIVERY_WINDOW,
+    HookAttempt,
+    Redelivery,
+    SweepPlan,
+    plan_redeliveries,
+    undelivered,
+)
+from handlers import ingest
+
+REDELIVERY, RESYNC = "redelivery", "resync"  # the leases' names
+DELIVERIES_URL = "/app/hook/deliveries?per_page=100"
+log = logging.getLogger("sluice.reconcile")
+
+
+class ReconcileMetrics:
+    """The sweep's and the resync's counters, on the app's /metrics registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.sweeps = Counter("sluice_redelivery_sweeps", "Redelivery sweeps run", registry=registry)
+        self.redeliveries = Counter(
+            "sluice_redeliveries",
+            "Redeliveries Sluice asked GitHub for, by outcome (asked, failed)",
+            ["outcome"],
+            registry=registry,
+        )
+        self.skipped = Counter(
+            "sluice_redelivery_skipped",
+            "Failed deliveries the sweep did not ask for again, by reason",
+            ["reason"],
+            registry=registry,
+        )
+        self.resyncs = Counter("sluice_resyncs", "Periodic resyncs run", registry=registry)
+        self.resynced_forks = Counter(
+            "sluice_resync_forks", "Forks the periodic resync asked to re-plan", registry=registry
+        )
+
+
+async def recent_attempts(api: InstallationAPI, ctx: Context) -> list[HookAttempt]:
+    """The App's delivery log back to GitHub's redelivery window (the log lists the newest first)."""
+    since = ctx.clock() - REDELIVERY_WINDOW
+    attempts = []
+    async for item in api.getiter(DELIVERIES_URL):
+        attempt = HookAttempt.model_validate(item)
+        if attempt.delivered_at < since:
+            break  # everything after it is older still
+        attempts.append(attempt)
+    return attempts
+
+
+async def sweep_once(ctx: Context, metrics: ReconcileMetrics) -> SweepPlan:
+    """Ask GitHub to redeliver, once each, the events it failed to deliver and Sluice never recorded."""
+    api = ctx.github.app_api()
+    attempts = await recent_attempts(api, ctx)
+    recorded = await asyncio.to_thread(ctx.queue.recorded, undelivered(attempts))
+    plan = plan_redeliveries(attempts, recorded=recorded, now=ctx.clock())
+    for redelivery in plan.redeliver:
+        await _ask(api, redelivery, metrics)
+    for reason, count in plan.skipped.items():
+        metrics.skipped.labels(reason=reason.value).inc(count)
+    metrics.sweeps.inc()
+    log.info(
+        "redelivery sweep: %d attempts listed, %d redeliveries asked for, skipped %s",
+        len(attempts),
+        len(plan.redeliver),
+        dict(sorted((k.value, v) for k, v in plan.skipped.items())) or "none",
+    )
+    return plan
+
+
+async def _ask(api: InstallationAPI, redelivery: Redelivery, metrics: ReconcileMetrics) -> None:
+    what = f"{redelivery.guid} ({redelivery.event}{f'.{redelivery.action}' if redelivery.action else ''})"
+    try:
+        await api.post(f"/app/hook/deliveries/{redelivery.attempt_id}/attempts", data=b"")
+    except (HTTPException, SluiceError) as exc:  # one refusal must not stop the others
+        log.warning("GitHub refused to redeliver %s: %s", what, exc)
+        metrics.redeliveries.labels(outcome="failed").inc()
+        return
+    log.info(
+        "asked GitHub to redeliver %s: %d attempts so far, the last answered %s (%s)",
+        what,
+        redelivery.attempts,
+        redelivery.last_status_code,
+        redelivery.last_status,
+    )
+    metrics.redeliveries.labels(outcome="asked").inc()
+
+
+def resync_once(ctx: Context, metrics: ReconcileMetrics) -> list[str]:
+    """Request an ingestion of every registered fork (blocking: run in a thread); the forks requested.
+
+    A queued, not yet started ingestion of a fork absorbs the request (`enqueue_once`), so the resync
+    never piles jobs up.
+    """
+    forks = [fork.repo for fork in ctx.registry.all_forks()]
+    for repo in forks:
+        ingest.request(ctx, repo, reason="periodic resync")
+    metrics.resyncs.inc()
+    metrics.resynced_forks.inc(len(forks))
+    log.info("resync: %d forks re-planned", len(forks))
+    return forks
+
+
+def loops(
+    ctx: Context, *, registry: CollectorRegistry, holder: str, stop: asyncio.Event
+) -> list[Coroutine[Any, Any, None]]:
+    """The sweep's and the resync's loops, for those whose interval is set (0 turns one off)."""
+    metrics, leases, settings = ReconcileMetrics(registry), Leases(ctx.store), ctx.settings
+
+    def every(name: str, interval: float, task: Callable[[], Awaitable[object]]) -> Coroutine[Any, Any, None]:
+        return periodically(
+            name, task, interval=interval, leases=leases, holder=holder, clock=ctx.clock, stop=stop
+        )
+
+    out = []
+    if settings.redelivery_interval > 0:
+        out.append(every(REDELIVERY, settings.redelivery_interval, lambda: sweep_once(ctx, metrics)))
+    if settings.resync_interval > 0:
+        resync = every(RESYNC, settings.resync_interval, lambda: asyncio.to_thread(resync_once, ctx, metrics))
+        out.append(resync)
+    return out
