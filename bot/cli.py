@@ -157,13 +157,14 @@ def cmd_status(args: argparse.Namespace) -> int:
             repo, fork_ref=args.fork, upstream_ref=args.upstream, config=config, progress=progress
         )
     records = _recorded(args.database, fork_key(config, repo, args.fork))
-    status = with_dispositions(snapshot, held_by_people(snapshot, records))
+    held = held_by_people(snapshot, records)
+    status = with_dispositions(snapshot, held)
     if args.json:
         sys.stdout.write(render.to_json(status))
     else:
         subjects = {c.sha: c.subject for c in snapshot.candidates}
-        held = [(records[s], subjects[s]) for s in snapshot.pending if s in records and s in subjects]
-        render.print_renderable(render.status_renderable(status, held=held))
+        rows = [(records[sha], subjects[sha]) for sha in snapshot.pending if sha in held]
+        render.print_renderable(render.status_renderable(status, held=rows))
     return 0
 
 

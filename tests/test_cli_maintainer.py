@@ -209,6 +209,8 @@ def test_skip_and_defer_hold_commits_out_of_plans_and_status(
     assert plan["held"] == {docs: "skipped", bump: "deferred"}
     assert [c["sha"] for b in plan["bundles"] for c in b["commits"]] == [other] and plan["chains"] == []
     assert plan["status"]["pending_commits"] == 2
+    held_rows = re.split(r"\nHeld by people *\n", run(capsys, "status", *store_args)[1])[1]
+    assert "bundled" not in held_rows and len(re.findall(r"skipped|deferred", held_rows)) == 2
 
     store = Store.open(f"sqlite:///{db}")
     try:
