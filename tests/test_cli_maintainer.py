@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
+from bot.config import SluiceConfig
 from bot.sandbox import DEMO, Sandbox, build_sandbox
 from bot.store import Store
+from bot.swapped import Evidence, SideCommit, ingestion_like, looks_swapped
 from tests.scenarios import CPP_PASS, Scenario, numbered
 
 PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
@@ -175,6 +177,30 @@ def test_no_false_alarm_for_an_upstream_that_merges_its_pull_requests(
     fresh.fork_here()
     fresh.upstream("[DOCS] b (#2)", {"b.txt": "b\n"})
     assert run(capsys, "status", *repo_of(fresh), "--json")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("fork", "upstream", "swapped"),
+    [(0, 0, False), (0, 1, False), (0, 2, True), (5, 0, False), (1, 4, False), (1, 5, True), (3, 10, False)],
+)
+def test_looks_swapped_wants_clear_evidence(fork: int, upstream: int, swapped: bool) -> None:
+    assert looks_swapped(fork=Evidence(fork), upstream=Evidence(upstream)) is swapped
+
+
+@pytest.mark.parametrize(
+    ("parents", "message", "looks"),
+    [
+        (("a", "b"), "Merge OpenAI Triton commit `407b8a3` (#5227)", True),
+        (("a",), f"[DOCS] x (#2)\n\nUpstream-Commit: {'1' * 40}\n", True),
+        (("a",), "[DOCS] x (#2)\n\n(cherry picked from commit 1234567)\n", True),
+        (("a",), "[Cherry-pick] '[DOCS] x (#2)'", True),
+        (("a",), "[DOCS] x (#2)", False),
+        (("a",), 'Revert "[DOCS] x (#2)"\n\nThis reverts commit 1234567.', False),
+    ],
+)
+def test_what_looks_like_an_ingestion(parents: tuple[str, ...], message: str, looks: bool) -> None:
+    commit = SideCommit(sha="c" * 40, parents=parents, message=message)
+    assert ingestion_like(commit, SluiceConfig()) is looks
 
 
 # --- skip and defer ---------------------------------------------------------------------------------------
