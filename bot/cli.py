@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.metadata
 import json
 import logging
+import os
 import re
 import sqlite3
 import sys
@@ -22,13 +24,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from bot import render
 from bot.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config, load_config
 from bot.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
-from bot.errors import SluiceError
-from bot.gitio import GitRepo, validate_ref
+from bot.errors import GitError, SluiceError
+from bot.gitio import GitRepo, validate_ref, validate_rev
 from bot.mirror import Mirror
-from bot.models import CommitInfo, PickReport, PickStatus, Plan, RiskKind
+from bot.models import CommitInfo, Disposition, PickReport, PickStatus, Plan, RiskKind
 from bot.pick import Picker, PickRequest, learn_resolutions, run_pick
-from bot.planning import build_plan, fork_key
-from bot.store import Store, default_database_url
+from bot.planning import build_plan, fork_key, held_by_people, with_dispositions
+from bot.store import DEFAULT_URL_ENV, DispositionRecord, Store, default_database_url, default_sqlite_path
+from bot.swapped import check_not_swapped
 
 SLOW_AFTER_S = 2.0
 
@@ -57,12 +60,31 @@ class ProgressReporter(AbstractContextManager["ProgressReporter"]):
             print(f"sluice: {message} …", file=sys.stderr, flush=True)
 
 
-def _open_repo(args: argparse.Namespace, *, fork: str | None = None) -> tuple[GitRepo, SluiceConfig]:
+def _open_repo(args: argparse.Namespace, *, fork_option: str = "--fork") -> tuple[GitRepo, SluiceConfig]:
+    """The repository and its configuration, with the refs left to their defaults filled in and checked."""
     repo = GitRepo(Path(args.repo))
-    fork = fork or args.fork
-    if args.config:
-        return repo, load_config(Path(args.config))
-    config = load_repo_config(repo, repo.resolve(fork), fork)
+    operator = load_config(Path(args.config)) if args.config else None
+    attr = fork_option.removeprefix("--")
+    fork_sha = _resolve_option(repo, args, attr, default=(operator or SluiceConfig()).fork.branch)
+    fork = getattr(args, attr)
+    config = operator or _fork_config(repo, fork_sha, fork)
+    if hasattr(args, "upstream"):
+        _resolve_option(repo, args, "upstream", default=f"upstream/{config.upstream.branch}")
+        options = (fork_option, "--upstream")
+        check_not_swapped(repo, fork=fork, upstream=args.upstream, config=config, options=options)
+    return repo, config
+
+
+def _resolve_option(repo: GitRepo, args: argparse.Namespace, attr: str, *, default: str) -> str:
+    """Resolve `--<attr>`; when it was not given, its default, which the message names if it is missing."""
+    given = getattr(args, attr)
+    if given is None:
+        setattr(args, attr, default)  # the commands read the ref by name (it keys the store)
+    return repo.resolve(getattr(args, attr), default_for=None if given else f"--{attr}")
+
+
+def _fork_config(repo: GitRepo, fork_sha: str, fork: str) -> SluiceConfig:
+    config = load_repo_config(repo, fork_sha, fork)
     if config.resolver.command:
         # Whoever can push to fork trunk writes that file: it must not choose what runs on this machine.
         print(
@@ -71,14 +93,19 @@ def _open_repo(args: argparse.Namespace, *, fork: str | None = None) -> tuple[Gi
             file=sys.stderr,
         )
         config = config.model_copy(update={"resolver": ResolverConfig()})
-    return repo, config
+    return config
 
 
-def _emit(plan: Plan, *, as_json: bool) -> None:
+def _emit(plan: Plan, config: SluiceConfig, *, as_json: bool, full: bool = False) -> None:
     if as_json:
         sys.stdout.write(render.to_json(plan))
-    else:
-        render.print_renderable(render.plan_renderable(plan))
+        return
+
+    def component_of(path: str) -> str | None:
+        component = config.component_for(path)
+        return component.name if component else None
+
+    render.print_renderable(render.plan_renderable(plan, full=full, component_of=component_of))
 
 
 def open_store(url: str | None) -> Store:
@@ -105,9 +132,8 @@ def _with_store(args: argparse.Namespace, run: Callable[[Store | None], Plan]) -
             store.close()
 
 
-def _plan(args: argparse.Namespace) -> Plan:
-    repo, config = _open_repo(args)
-    repo.resolve(args.upstream)  # bad refs fail before the store is opened
+def _plan(args: argparse.Namespace) -> tuple[Plan, SluiceConfig]:
+    repo, config = _open_repo(args)  # bad refs fail before the store is opened
 
     def run(store: Store | None) -> Plan:
         with ProgressReporter() as progress:
@@ -115,11 +141,12 @@ def _plan(args: argparse.Namespace) -> Plan:
                 repo, config, fork=args.fork, upstream=args.upstream, store=store, progress=progress
             )
 
-    return _with_store(args, run)
+    return _with_store(args, run), config
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    _emit(_plan(args), as_json=args.json)
+    plan, config = _plan(args)
+    _emit(plan, config, as_json=args.json, full=args.full)
     return 0
 
 
@@ -129,28 +156,121 @@ def cmd_status(args: argparse.Namespace) -> int:
         snapshot = take_snapshot(
             repo, fork_ref=args.fork, upstream_ref=args.upstream, config=config, progress=progress
         )
+    records = _recorded(args.database, fork_key(config, repo, args.fork))
+    held = held_by_people(snapshot, records)
+    status = with_dispositions(snapshot, held)
     if args.json:
-        sys.stdout.write(render.to_json(snapshot.status))
+        sys.stdout.write(render.to_json(status))
     else:
-        render.print_renderable(render.status_table(snapshot.status))
+        subjects = {c.sha: c.subject for c in snapshot.candidates}
+        rows = [(records[sha], subjects[sha]) for sha in snapshot.pending if sha in held]
+        render.print_renderable(render.status_renderable(status, held=rows))
     return 0
+
+
+def _recorded(url: str | None, key: str) -> dict[str, DispositionRecord]:
+    """The dispositions in the store, when there is one; status never creates a store."""
+    if not (url or os.environ.get(DEFAULT_URL_ENV) or default_sqlite_path().exists()):
+        return {}
+    store = open_store(url)
+    try:
+        return store.dispositions(key)
+    finally:
+        store.close()
+
+
+HOLD_VERB = {Disposition.SKIPPED: "skipped", Disposition.DEFERRED: "deferred"}
+
+
+def cmd_hold(args: argparse.Namespace) -> int:
+    """`skip` / `defer`: a person's decision about upstream commits, recorded in the store."""
+    held = Disposition(args.disposition)
+    reason = (args.reason or "").strip() or None
+    if held == Disposition.SKIPPED and not args.undo and reason is None:
+        raise SluiceError("skipping needs a reason", 'say why it will not be ported: --reason "…"')
+    repo, config = _open_repo(args)
+    snapshot = take_snapshot(repo, fork_ref=args.fork, upstream_ref=args.upstream, config=config)
+    commits = _pending_commits(repo, snapshot, args.shas)
+    approver = args.by or _git_user(repo)
+    store = open_store(args.database)
+    try:
+        key = fork_key(config, repo, args.fork)
+        if args.undo:
+            _check_held(store.dispositions(key), commits, held)
+        now, wanted = dt.datetime.now(dt.UTC), Disposition.PENDING if args.undo else held
+        for commit in commits:
+            store.set_disposition(key, commit.sha, wanted, reason=reason, approver=approver, at=now)
+    finally:
+        store.close()
+    done = f"no longer {HOLD_VERB[held]}" if args.undo else HOLD_VERB[held]
+    for commit in commits:
+        print(f"{commit.sha[:10]} {done} by {approver}: {commit.subject}")
+    return 0
+
+
+def _pending_commits(repo: GitRepo, snapshot: Snapshot, args: Sequence[str]) -> list[CommitInfo]:
+    """The named upstream commits, each once; anything not pending on the upstream stream is refused."""
+    stream, pending = {sha for sha, _ in snapshot.stream}, set(snapshot.pending)
+    infos = {c.sha: c for c in snapshot.candidates}
+    chosen: dict[str, CommitInfo] = {}
+    for arg in args:
+        sha = _commit_arg(repo, arg)
+        if sha not in stream:
+            raise SluiceError(f"{arg} is not an upstream commit", f"name commits of {snapshot.upstream_ref}")
+        if sha not in pending:
+            raise SluiceError(f"{arg} is already in the fork; there is nothing to hold")
+        chosen[sha] = infos[sha]
+    return list(chosen.values())
+
+
+def _check_held(
+    records: dict[str, DispositionRecord], commits: Sequence[CommitInfo], held: Disposition
+) -> None:
+    for commit in commits:
+        record = records.get(commit.sha)
+        if record is None or record.disposition != held:
+            now = record.disposition if record else "not recorded"
+            raise SluiceError(f"{commit.sha[:10]} is not {HOLD_VERB[held]} ({now}); nothing to undo")
+
+
+def _git_user(repo: GitRepo) -> str:
+    try:
+        name = repo.run("config", "user.name").strip()
+    except GitError:
+        name = ""
+    if not name:
+        raise SluiceError("who decided this? git has no user.name here", "pass --by LOGIN")
+    return name
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Build a Triton-shaped sandbox (unless repos are given), plan it, dry-run a conflicting chain."""
+    if args.repo:
+        return _demo_run(args)
+    if args.dir:
+        return _demo_in(Path(args.dir), args)
+    # Nothing of a throwaway sandbox outlives the run; --dir keeps one to look at.
+    with tempfile.TemporaryDirectory(prefix="sluice-demo-") as tmp:
+        return _demo_in(Path(tmp), args)
+
+
+def _demo_in(root: Path, args: argparse.Namespace) -> int:
     from bot.sandbox import DEMO, build_sandbox
 
-    if not args.repo:
-        root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="sluice-demo-"))
-        root.mkdir(parents=True, exist_ok=True)
-        with ProgressReporter() as progress:
-            progress("building the sandbox")
-            sandbox = build_sandbox(root / "sandbox", DEMO, progress=progress)
-        print(f"Sandbox: upstream {sandbox.upstream}, fork {sandbox.fork}", file=sys.stderr)
-        args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
-        args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
-    plan = _plan(args)
-    _emit(plan, as_json=args.json)
+    root.mkdir(parents=True, exist_ok=True)
+    with ProgressReporter() as progress:
+        progress("building the sandbox")
+        sandbox = build_sandbox(root / "sandbox", DEMO, progress=progress)
+    kept = "" if args.dir else " (removed at exit; --dir DIR keeps it)"
+    print(f"Sandbox: upstream {sandbox.upstream}, fork {sandbox.fork}{kept}", file=sys.stderr)
+    args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
+    args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
+    return _demo_run(args)
+
+
+def _demo_run(args: argparse.Namespace) -> int:
+    plan, config = _plan(args)
+    _emit(plan, config, as_json=args.json, full=args.full)
     if not args.json:
         _demo_pick(args, plan)
     return 0
@@ -246,7 +366,7 @@ def _upstream_commits(repo: GitRepo, snapshot: Snapshot, shas: Sequence[str]) ->
     infos = {c.sha: c for c in snapshot.candidates}
     chosen = []
     for arg in shas:
-        sha = repo.resolve(_sha_arg(arg))
+        sha = _commit_arg(repo, arg)
         if sha not in stream:
             raise SluiceError(f"{arg} is not an upstream commit", f"pick commits of {snapshot.upstream_ref}")
         if sha in ingested or sha in emergency:
@@ -258,9 +378,8 @@ def _upstream_commits(repo: GitRepo, snapshot: Snapshot, shas: Sequence[str]) ->
 
 
 def cmd_pick(args: argparse.Namespace) -> int:
-    repo, config = _open_repo(args, fork=args.onto)
-    upstream = args.upstream or f"upstream/{config.upstream.branch}"
-    snapshot = take_snapshot(repo, fork_ref=args.onto, upstream_ref=upstream, config=config)
+    repo, config = _open_repo(args, fork_option="--onto")
+    snapshot = take_snapshot(repo, fork_ref=args.onto, upstream_ref=args.upstream, config=config)
     commits = _upstream_commits(repo, snapshot, args.shas)
     branch = args.branch or f"sluice/pick-{commits[0].sha[:10]}"
     validate_ref(branch)
@@ -295,7 +414,7 @@ def cmd_pick(args: argparse.Namespace) -> int:
 def cmd_remember(args: argparse.Namespace) -> int:
     """Learn how a human resolved a pick's conflicts, so the same conflicts resolve by themselves later."""
     repo, config = _open_repo(args)
-    upstream_sha, resolved_sha = (repo.resolve(_sha_arg(a)) for a in (args.upstream_commit, args.resolution))
+    upstream_sha, resolved_sha = (_commit_arg(repo, a) for a in (args.upstream_commit, args.resolution))
     upstream, resolved = (repo.commits(sha, "-1")[-1] for sha in (upstream_sha, resolved_sha))
     if not resolved.parents or not upstream.parents:
         raise SluiceError("both commits need a parent", "give the pick commit a human made on fork trunk")
@@ -316,14 +435,20 @@ def cmd_remember(args: argparse.Namespace) -> int:
             )
     finally:
         store.close()
-    print(f"remembered {len(learned)} resolved conflict(s) from {resolved_sha[:10]}")
+    print(f"remembered {render.plural(len(learned), 'resolved conflict')} from {resolved_sha[:10]}")
     return 0
 
 
-def _sha_arg(arg: str) -> str:
-    if not SHA_ARG.match(arg):
-        raise SluiceError(f"not a commit SHA: {arg!r}", "give 7 to 40 hex digits")
-    return arg.lower()
+def _commit_arg(repo: GitRepo, arg: str) -> str:
+    """The commit a SHA argument names: a SHA (7 to 40 hex digits) or a revision (`upstream/main~2`)."""
+    try:
+        validate_rev(arg)
+    except GitError:
+        raise SluiceError(
+            f"not a commit SHA or revision: {arg!r}",
+            "give 7 to 40 hex digits, or a revision such as upstream/main~2 (no ranges or options)",
+        ) from None
+    return repo.resolve(arg.lower() if SHA_ARG.match(arg) else arg)
 
 
 SCHEMAS: dict[str, type[Plan] | type[PickReport]] = {"plan": Plan, "pick": PickReport}
@@ -335,20 +460,46 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("sluice")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def _add_repo_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     parser.add_argument("--repo", required=required, help="path of a clone or mirror holding both refs")
-    parser.add_argument("--fork", required=required, help="fork trunk ref, e.g. main")
-    parser.add_argument("--upstream", required=required, help="upstream ref, e.g. upstream/main")
+    parser.add_argument("--fork", help="fork trunk: a ref or revision (default: fork.branch, i.e. main)")
+    parser.add_argument(
+        "--upstream", help="upstream: a ref or revision (default: upstream/<upstream.branch>)"
+    )
     parser.add_argument(
         "--config", help="a sluice.yml (default: .github/sluice.yml at fork trunk, else defaults)"
     )
     parser.add_argument("--json", action="store_true", help="print the versioned JSON form")
 
 
+def _add_hold_command(sub: argparse._SubParsersAction, held: Disposition, summary: str) -> None:
+    name = {Disposition.SKIPPED: "skip", Disposition.DEFERRED: "defer"}[held]
+    command = sub.add_parser(name, help=summary)
+    _add_repo_options(command)
+    command.add_argument(
+        "--reason", help="why (required for skip)" if held == Disposition.SKIPPED else "why (optional)"
+    )
+    command.add_argument("--by", help="who decided (default: git's user.name)")
+    command.add_argument("--undo", action="store_true", help=f"make {HOLD_VERB[held]} commits pending again")
+    command.add_argument(
+        "--database", help="SQLAlchemy URL (default: $SLUICE_DATABASE_URL, else a SQLite file)"
+    )
+    command.add_argument("shas", nargs="+", metavar="UPSTREAM_SHA")
+    command.set_defaults(run=cmd_hold, disposition=held.value)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="sluice", description="Keep a long-lived fork flowing with its upstream."
     )
+    top.add_argument("--version", action="version", version=f"sluice {_version()}")
     sub = top.add_subparsers(dest="command", required=True)
     plan = sub.add_parser(
         "plan", help="split pending upstream commits into low-risk bundles and risky chains"
@@ -358,15 +509,25 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--no-record", action="store_true", help="do not store the plan, chains or dispositions"
     )
+    plan.add_argument("--full", action="store_true", help="after the summary, list every commit")
     plan.set_defaults(run=cmd_plan)
     status = sub.add_parser("status", help="ingestion tip, Days Behind Upstream, Backlog Commits")
     _add_repo_options(status)
+    status.add_argument(
+        "--database", help="store with skipped/deferred commits (default: $SLUICE_DATABASE_URL, if any)"
+    )
     status.set_defaults(run=cmd_status)
+    for held, summary in (
+        (Disposition.SKIPPED, "mark upstream commits as won't-port (they stop counting as pending)"),
+        (Disposition.DEFERRED, "hold upstream commits out of plans for now (they stay pending work)"),
+    ):
+        _add_hold_command(sub, held, summary)
     demo = sub.add_parser("demo", help="plan a generated Triton-shaped sandbox (or the repos given)")
     _add_repo_options(demo, required=False)
     demo.add_argument("--dir", help="where to build the sandbox (default: a new temporary directory)")
     demo.add_argument("--database", help="SQLAlchemy URL (default: a SQLite file beside the sandbox)")
     demo.add_argument("--no-record", action="store_true", help=argparse.SUPPRESS)
+    demo.add_argument("--full", action="store_true", help="after the summary, list every commit")
     demo.set_defaults(run=cmd_demo)
     config = sub.add_parser("config", help="repository configuration")
     config_sub = config.add_subparsers(dest="config_command", required=True)

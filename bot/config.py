@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -173,8 +174,26 @@ def _check_repo(repo: str) -> str:
 
 def _check_url(url: str) -> str:
     if not url.strip():
-        raise ValueError("the upstream URL or path is empty")
+        raise ValueError("the upstream URL is empty")
     return url
+
+
+# Validation context key: URL prefixes besides https:// that the reader trusts (the service: its own GitHub).
+TRUSTED_URL_PREFIXES = "trusted_url_prefixes"
+# `scheme://user:token@host`: what a message must not repeat (as bot.mirror.redact, which needs git).
+_CREDENTIALS = re.compile(r"//[^/@\s]*@")
+
+
+def _check_https(url: str, info: ValidationInfo) -> str:
+    """The App fetches upstreams over https only: a fork's config must not make it read the server's own
+    files (`file://`, a path) or run another transport (ssh); `sluice mirror --upstream-url` takes those."""
+    trusted: tuple[str, ...] = tuple((info.context or {}).get(TRUSTED_URL_PREFIXES, ()))
+    if url.startswith(("https://", *trusted)):
+        return url
+    raise ValueError(
+        f"{_CREDENTIALS.sub('//', url)!r} is not an https:// URL; Sluice fetches upstreams over https only "
+        "(for a local mirror or ssh, give `sluice mirror --upstream-url`)"
+    )
 
 
 def _check_branch(branch: str) -> str:
@@ -221,7 +240,9 @@ class Strategy(enum.StrEnum):
 
 
 class UpstreamConfig(Frozen):
-    url: Annotated[str, AfterValidator(_check_url)] = "https://github.com/triton-lang/triton.git"
+    url: Annotated[str, AfterValidator(_check_url), AfterValidator(_check_https)] = (
+        "https://github.com/triton-lang/triton.git"
+    )
     branch: Branch = "main"
 
 
@@ -331,7 +352,7 @@ class PerformanceConfig(Frozen):
 
 def _unique_names(value: Any, handler: ValidatorFunctionWrapHandler, *, field: str) -> Any:
     """Report duplicate names at the duplicate's `name`, alongside any other errors in the list."""
-    duplicates = _duplicate_names(value, kind=field.removesuffix("s"))
+    duplicates = _duplicate_names(value, kind=field.removesuffix("_extra").removesuffix("s"))
     if not duplicates:
         return handler(value)
     item_errors: list[InitErrorDetails] = []
@@ -645,6 +666,8 @@ class SluiceConfig(Frozen):
     fork: ForkConfig = ForkConfig()
     strategy: Strategy = Strategy.CHERRY_PICK
     components: tuple[Component, ...] = DEFAULT_COMPONENTS
+    # Added to `components` rather than replacing them: see `all_components`.
+    components_extra: tuple[Component, ...] = ()
     extensions: tuple[Extension, ...] = ()
     bundles: BundleLimits = BundleLimits()
     risk: RiskPolicy = RiskPolicy()
@@ -656,16 +679,26 @@ class SluiceConfig(Frozen):
     bench: BenchConfig = BenchConfig()
     performance: PerformanceConfig = PerformanceConfig()
 
-    @field_validator("components", "extensions", mode="wrap")
+    @field_validator("components", "components_extra", "extensions", mode="wrap")
     @classmethod
     def _names_are_unique(
         cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
     ) -> Any:
         return _unique_names(value, handler, field=str(info.field_name))
 
+    @functools.cached_property
+    def all_components(self) -> tuple[Component, ...]:
+        """`components_extra` over `components`: an extra component with a component's name replaces it
+        where it stands; the others come first (the first match wins, and a fork's own areas are usually
+        narrower than the defaults, e.g. `third_party/intel/**` before nothing, or a TLX pass in a
+        `core-passes` directory)."""
+        extra = {c.name: c for c in self.components_extra}
+        kept = tuple(extra.pop(c.name, c) for c in self.components)
+        return (*extra.values(), *kept)
+
     def component_for(self, path: str) -> Component | None:
         """The first component whose paths match `path`, or None."""
-        return next((c for c in self.components if c.matches(path)), None)
+        return next((c for c in self.all_components if c.matches(path)), None)
 
     def extensions_for_interface(self, path: str) -> tuple[Extension, ...]:
         """Extensions that depend on the upstream `path` through their `interfaces`."""
@@ -709,14 +742,22 @@ class ConfigError(Exception):
         super().__init__("\n".join(p.render(filename) for p in problems))
 
 
-def check_config(text: str, *, filename: str = CONFIG_PATH) -> tuple[ConfigProblem, ...]:
+def check_config(
+    text: str, *, filename: str = CONFIG_PATH, trusted_url_prefixes: Sequence[str] = ()
+) -> tuple[ConfigProblem, ...]:
     """Every problem in the configuration `text`, in file order; empty when it is valid."""
-    return _validate(text)[1]
+    return _validate(text, trusted_url_prefixes)[1]
 
 
-def parse_config(text: str, *, filename: str = CONFIG_PATH) -> SluiceConfig:
-    """The configuration in `text`; raises ConfigError listing every problem."""
-    config, problems = _validate(text)
+def parse_config(
+    text: str, *, filename: str = CONFIG_PATH, trusted_url_prefixes: Sequence[str] = ()
+) -> SluiceConfig:
+    """The configuration in `text`; raises ConfigError listing every problem.
+
+    `upstream.url` must be https://, or start with one of `trusted_url_prefixes` (the service's own
+    GitHub, which may be plain http on a test bench).
+    """
+    config, problems = _validate(text, trusted_url_prefixes)
     if config is None or problems:
         raise ConfigError(problems, filename=filename)
     return config
@@ -758,7 +799,9 @@ _Loader.yaml_implicit_resolvers = {
 }
 
 
-def _validate(text: str) -> tuple[SluiceConfig | None, tuple[ConfigProblem, ...]]:
+def _validate(
+    text: str, trusted_url_prefixes: Sequence[str] = ()
+) -> tuple[SluiceConfig | None, tuple[ConfigProblem, ...]]:
     loaded = _load_yaml(text)
     if isinstance(loaded, ConfigProblem):
         return None, (loaded,)
@@ -769,7 +812,8 @@ def _validate(text: str) -> tuple[SluiceConfig | None, tuple[ConfigProblem, ...]
         line = root.start_mark.line + 1 if root else 1
         return None, (ConfigProblem("", line, f"the top level must be a mapping, got {_kind(data)}"),)
     try:
-        config: SluiceConfig | None = SluiceConfig.model_validate(data)
+        context = {TRUSTED_URL_PREFIXES: tuple(trusted_url_prefixes)}
+        config: SluiceConfig | None = SluiceConfig.model_validate(data, context=context)
     except ValidationError as err:
         config = None
         problems += [_problem(e, root) for e in err.errors() if not _counts_failed_items(e)]

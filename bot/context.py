@@ -32,6 +32,11 @@ class Context:
     def web_url(self) -> str:
         return self.settings.web_url()
 
+    @property
+    def trusted_url_prefixes(self) -> tuple[str, ...]:
+        """Besides https://, where a fork's `upstream.url` may point: the service's own GitHub."""
+        return (self.web_url + "/",)
+
     def clone_url(self, repo: str) -> str:
         return f"{self.web_url}/{repo}.git"
 

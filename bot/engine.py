@@ -75,12 +75,17 @@ def patch_stack_of(
     return [c for c in fork_commits if len(c.parents) < 2 and c.sha not in picks]
 
 
-def load_repo_config(repo: GitRepo, fork_head: str, fork_ref: str) -> SluiceConfig:
+def load_repo_config(
+    repo: GitRepo, fork_head: str, fork_ref: str, *, trusted_url_prefixes: Sequence[str] = ()
+) -> SluiceConfig:
     """The fork's own `.github/sluice.yml` at fork trunk, or the defaults when it has none."""
     text = repo.read_file(fork_head, CONFIG_PATH)
     if text is None:
         return SluiceConfig()
-    return parse_config(text.decode("utf-8", "replace"), filename=f"{fork_ref}:{CONFIG_PATH}")
+    name = f"{fork_ref}:{CONFIG_PATH}"
+    return parse_config(
+        text.decode("utf-8", "replace"), filename=name, trusted_url_prefixes=trusted_url_prefixes
+    )
 
 
 def take_snapshot(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import subprocess
@@ -25,6 +26,8 @@ TZ_RE = re.compile(r"^[+-][0-9]{4}$")
 BAD_REF = re.compile(
     r"(^-)|(\.\.)|(@\{)|([\x00-\x20\x7f~^:?*\[\\$`;|&<>()'\"!])|(/\.)|(^\.)|(\.lock$)|(/$)|(\.$)|(//)"
 )
+# Ancestry steps after a ref or SHA (`main~3`, `<sha>^`, `main^2~1`): the only revision syntax accepted.
+REV_STEPS = re.compile(r"(?:[~^][0-9]{0,6})*$")
 FIELD = "\x1f"
 META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%ad", "%ct", "%B"])  # with --date=raw: "<epoch> <tz>"
 COMMITTER = "Sluice <sluice@users.noreply.github.com>"
@@ -54,6 +57,19 @@ def validate_ref(ref: str) -> str:
             f"not a valid git ref name: {ref!r}", "give a branch, remote-tracking branch, tag or SHA"
         )
     return ref
+
+
+def validate_rev(rev: str) -> str:
+    """A ref name or SHA, optionally followed by `~N` / `^N` steps; ranges, options and reflogs fail."""
+    steps = REV_STEPS.search(rev)
+    base = rev[: steps.start()] if steps else rev
+    if not base or len(rev) > 255 or BAD_REF.search(base):
+        raise GitError(
+            f"not a valid git ref name or revision: {rev!r}",
+            "give a branch, remote-tracking branch, tag or SHA, optionally with ~N or ^N (main~3); "
+            "ranges (a..b), options and reflog entries (@{1}) are refused",
+        )
+    return rev
 
 
 def validate_sha(sha: str) -> str:
@@ -100,20 +116,35 @@ class GitRepo:
 
     # -- refs --------------------------------------------------------------------------------------
 
-    def resolve(self, ref: str) -> str:
-        """The commit SHA a ref names; a clear error for unknown refs."""
+    def resolve(self, ref: str, *, default_for: str | None = None) -> str:
+        """The commit a revision names; for an unknown one, an error naming close refs (and the option
+        whose default it was, when the caller tried a default)."""
         sha = self.resolve_optional(ref)
         if sha is None:
-            raise GitError(
-                f"unknown ref {ref!r} in {self.path}", "check the name with `git branch -a` / `git tag`"
+            what = f" (the default for {default_for})" if default_for else ""
+            close = self.close_refs(REV_STEPS.sub("", ref))
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            remedy = (
+                f"pass {default_for} REF"
+                if default_for
+                else "check the name with `git branch -a` / `git tag`"
             )
+            raise GitError(f"unknown ref {ref!r}{what} in {self.path}{hint}", remedy)
         return sha
 
     def resolve_optional(self, ref: str) -> str | None:
-        """The commit a ref names, or None when there is no such ref."""
-        validate_ref(ref)
-        out = self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", ok=(0, 1)).strip()
+        """The commit a revision names, or None when there is no such commit."""
+        validate_rev(ref)
+        # --end-of-options: even a validated name is never read as an option.
+        out = self.run(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", ok=(0, 1, 128)
+        ).strip()
         return out if SHA_RE.match(out) else None
+
+    def close_refs(self, name: str, *, limit: int = 3) -> list[str]:
+        """Branch, remote-tracking and tag names that look like `name`, closest first."""
+        out = self.run("for-each-ref", "--format=%(refname:short)", "refs/heads", "refs/remotes", "refs/tags")
+        return difflib.get_close_matches(name, out.split(), n=limit, cutoff=0.6)
 
     def first_parent_times(self, head: str) -> list[tuple[str, int]]:
         """The first-parent stream ending at `head`, oldest first, with committer times."""

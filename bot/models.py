@@ -131,6 +131,10 @@ class StreamStatus(Frozen):
     emergency_commits: int
     patch_stack_commits: int
     recognised_by: dict[str, int]
+    # Pending commits a person held (`sluice skip` / `sluice defer`): skipped ones (won't port) are neither
+    # pending nor backlog; deferred ones stay pending work, and backlog once the tip passes them.
+    skipped_commits: int = 0
+    deferred_commits: int = 0
 
 
 class RiskLevel(enum.StrEnum):

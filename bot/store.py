@@ -209,12 +209,17 @@ def default_database_url() -> str:
     url = os.environ.get(DEFAULT_URL_ENV)
     if url:
         return url
+    path = default_sqlite_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def default_sqlite_path() -> Path:
+    """The SQLite file used when no database URL is given: $XDG_STATE_HOME/sluice/sluice.db."""
     state_home = os.environ.get("XDG_STATE_HOME")
     # The XDG spec says to ignore a relative XDG_STATE_HOME.
     base = Path(state_home) if state_home and os.path.isabs(state_home) else Path.home() / ".local" / "state"
-    directory = base / "sluice"
-    directory.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{directory / 'sluice.db'}"
+    return base / "sluice" / "sluice.db"
 
 
 def normalise_url(url: str) -> str:

@@ -95,7 +95,7 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     remote = mirror.fetch_branches(BRANCH_PREFIX, auth=auth)
     repo = GitRepo(mirror.path)
-    config = fork_config(repo, sync, fork)
+    config = fork_config(ctx, repo, sync, fork)
     plan = build_plan(
         repo, config, fork=sync.fork_ref, upstream=sync.upstream_ref, store=ctx.store, progress=log.debug
     )
@@ -148,10 +148,11 @@ def _pushed_by_sluice(repo: GitRepo, head: str, unit_id: str, recorded: str | No
     return f"Sluice-Ingestion: {unit_id}" in message and "(cherry picked from commit" not in message
 
 
-def fork_config(repo: GitRepo, sync: SyncResult, fork: Fork) -> SluiceConfig:
+def fork_config(ctx: Context, repo: GitRepo, sync: SyncResult, fork: Fork) -> SluiceConfig:
     """The fork's `.github/sluice.yml` at trunk; a broken one rejects the job with its problems."""
     try:
-        config = load_repo_config(repo, sync.fork_head, sync.fork_ref)
+        trusted = ctx.trusted_url_prefixes
+        config = load_repo_config(repo, sync.fork_head, sync.fork_ref, trusted_url_prefixes=trusted)
     except ConfigError as exc:
         raise Rejected(
             f"{fork.repo}: {CONFIG_PATH} on {fork.branch} is invalid:\n{exc}",

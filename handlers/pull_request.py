@@ -40,7 +40,7 @@ def _comment(
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     head = mirror.fetch_ref(f"refs/pull/{number}/head", auth=auth)
     repo = GitRepo(mirror.path)
-    config = ingest.fork_config(repo, sync, fork)
+    config = ingest.fork_config(ctx, repo, sync, fork)
     snapshot = take_snapshot(repo, fork_ref=sync.fork_ref, upstream_ref=sync.upstream_ref, config=config)
     report = patch_stack.measure(
         repo,

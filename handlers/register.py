@@ -44,9 +44,11 @@ async def handle(ctx: Context, job: Job) -> None:
         return
     forge = ctx.forge(installation_id, repo)
     try:
-        config = parse_config(text.decode("utf-8", "replace"), filename=CONFIG_PATH)
-        _check_upstream_url(ctx, repo, config.upstream.url)
-    except (ConfigError, Rejected) as exc:
+        trusted = ctx.trusted_url_prefixes  # upstream.url: https://, or the service's own GitHub
+        config = parse_config(
+            text.decode("utf-8", "replace"), filename=CONFIG_PATH, trusted_url_prefixes=trusted
+        )
+    except ConfigError as exc:
         await forge.report_check(
             head, CONFIG_CHECK, ok=False, title=f"{CONFIG_PATH} is invalid", summary=_problems(exc)
         )
@@ -70,16 +72,6 @@ async def handle(ctx: Context, job: Job) -> None:
         "%s registered: trunk %s, upstream %s %s", repo, fork.branch, fork.upstream_url, fork.upstream_branch
     )
     ingest.request(ctx, repo, reason="registered")
-
-
-def _check_upstream_url(ctx: Context, repo: str, url: str) -> None:
-    """The service fetches an upstream only over https (or from its own GitHub): a fork's config must not
-    make it read the server's own files (`file://`, a path) or run a transport such as ssh."""
-    if not (url.startswith("https://") or url.startswith(ctx.web_url + "/")):
-        raise Rejected(
-            f"{repo}: upstream.url {redact(url)!r} is not an https:// URL",
-            "the GitHub App fetches upstreams over https only; use the repository's https clone URL",
-        )
 
 
 def _problems(exc: Exception) -> str:

@@ -256,7 +256,8 @@ def test_demo_builds_plans_and_dry_runs_a_pick(tmp_path: Path, capsys) -> None:
     """The README's main-job command: a generated sandbox, its plan and a dry-run pick, all under --dir."""
     code, out, err = run(capsys, "demo", "--dir", str(tmp_path / "demo"))
     assert code == 0, err
-    assert "Days Behind Upstream" in out and "Low-risk bundle bundle-" in out and "Risky chain chain-" in out
+    assert "Days Behind Upstream" in out and "Low-risk bundles" in out and "Risky chains" in out
+    assert "\nbundle-" in out and "\nchain-" in out
     assert "$ sluice pick --dry-run --onto main" in out and "Dry run: no ref written." in out
     assert (tmp_path / "demo" / "sluice.db").exists()
     assert sorted(p.name for p in (tmp_path / "demo" / "sandbox").iterdir()) == ["fork.git", "upstream.git"]

@@ -25,7 +25,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 FULL = """\
 upstream:
-  url: /srv/mirrors/triton.git
+  url: https://git.example/t.git
   branch: release/3.4.x
 fork:
   repo: triton-fork/triton
@@ -182,7 +182,7 @@ def test_glob_semantics(pattern: str, path: str, matches: bool) -> None:
 def test_a_full_configuration_is_read_as_written() -> None:
     config = parse_config(FULL)
 
-    assert (config.upstream.url, config.upstream.branch) == ("/srv/mirrors/triton.git", "release/3.4.x")
+    assert (config.upstream.url, config.upstream.branch) == ("https://git.example/t.git", "release/3.4.x")
     assert (config.fork.repo, config.fork.branch) == ("triton-fork/triton", "fork-main")
     assert config.strategy is Strategy.MERGE
     assert [c.name for c in config.components] == ["llvm-pin", "amd"]  # replaces the defaults

@@ -112,7 +112,7 @@ def test_dry_run_writes_nothing(scenario: Scenario, capsys) -> None:
     ("args", "message"),
     [
         (["0123456789abcdef0123"], "unknown ref"),
-        (["not-a-sha"], "not a commit SHA"),
+        (["not-a-sha"], "unknown ref 'not-a-sha'"),
         (["--branch=--force", "{up}"], "not a valid git ref name"),
         (["--branch=../../etc", "{up}"], "not a valid git ref name"),
         (["{fork}"], "is not an upstream commit"),

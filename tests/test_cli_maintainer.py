@@ -1,0 +1,441 @@
+"""The command line a maintainer expects: revisions, defaults named, swapped refs caught, skip and defer,
+components that extend the defaults, https-only upstreams, a plan summary that fits the terminal."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.config import SluiceConfig
+from bot.sandbox import DEMO, Sandbox, build_sandbox
+from bot.store import Store
+from bot.swapped import Evidence, SideCommit, ingestion_like, looks_swapped
+from tests.scenarios import CPP_PASS, Scenario, numbered
+
+PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Scenario:
+    s = Scenario(tmp_path)
+    s.upstream(
+        "Initial import (#1)",
+        {PASS_PATH: CPP_PASS, "docs/a.md": numbered("a", 20), "cmake/llvm-hash.txt": "a\n"},
+    )
+    s.fork_here()
+    s.fork("[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2;")})
+    return s
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
+    return build_sandbox(tmp_path_factory.mktemp("maintainer") / "sandbox", DEMO)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def repo_of(s: Scenario) -> list[str]:
+    return ["--repo", str(s.path)]
+
+
+# --- revisions, defaults, suggestions -----------------------------------------------------------------------
+
+
+def test_revision_syntax_names_refs_and_commits(scenario: Scenario, capsys) -> None:
+    first = scenario.upstream("[DOCS] a (#2)", {"docs/a.md": numbered("a", 20) + "a\n"})
+    second = scenario.upstream("[DOCS] b (#3)", {"docs/b.md": "b\n"})
+    args = [*repo_of(scenario), "--fork", "main~0", "--json", "--no-record"]
+    plan = json.loads(run(capsys, "plan", *args, "--upstream", "upstream/main~1")[1])
+    assert plan["upstream_head"] == first
+    assert plan["fork_head"] == scenario.git("rev-parse", "main")
+    code, out, err = run(
+        capsys, "pick", *repo_of(scenario), "--onto", "main^0", "--dry-run", "--json", "--no-record",
+        "upstream/main^", second[:8].upper(),
+    )  # fmt: skip
+    assert code == 0, err
+    assert [c["upstream"] for c in json.loads(out)["commits"]] == [first, second]
+
+
+REFUSED = ["main..upstream/main", "main...upstream/main", "^main", "-x", "--output=/tmp/sluice-x", "HEAD@{1}",
+           "main^{tree}", "main^!", "main^-1", "main:docs/a.md", "main~1..main"]  # fmt: skip
+
+
+@pytest.mark.parametrize("rev", REFUSED)
+def test_ranges_options_and_other_syntax_are_refused_before_git_runs(
+    scenario: Scenario, tmp_path: Path, capsys, rev: str
+) -> None:
+    db = tmp_path / "store.db"
+    code, out, err = run(
+        capsys, "plan", *repo_of(scenario), f"--upstream={rev}", "--database", f"sqlite:///{db}"
+    )
+    assert (code, out) == (2, "")
+    assert "not a valid git ref name or revision" in err and "ranges (a..b)" in err
+    assert not db.exists() and not Path("/tmp/sluice-x").exists()
+    code, _, err = run(capsys, "pick", *repo_of(scenario), "--onto", "main", "--no-record", "--", rev)
+    assert code == 2 and "not a commit SHA or revision" in err
+
+
+def test_an_unknown_ref_suggests_close_names(scenario: Scenario, capsys) -> None:
+    code, _, err = run(capsys, "status", *repo_of(scenario), "--fork", "mian", "--upstream", "upstream/main")
+    assert code == 2
+    assert "unknown ref 'mian'" in err and "did you mean 'main'" in err
+
+
+def test_fork_and_upstream_default_and_the_message_names_the_default(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    scenario.upstream("[DOCS] a (#2)", {"docs/b.md": "b\n"})
+    code, out, _ = run(capsys, "status", *repo_of(scenario), "--json")
+    assert code == 0 and json.loads(out)["pending_commits"] == 1
+    scenario.git("branch", "-m", "upstream/main", "upstream/mian")
+    code, out, err = run(capsys, "plan", *repo_of(scenario), "--no-record")
+    assert (code, out) == (2, "")
+    assert "unknown ref 'upstream/main' (the default for --upstream)" in err
+    assert "did you mean 'upstream/mian'" in err and "pass --upstream REF" in err
+    config = tmp_path / "sluice.yml"
+    config.write_text("fork:\n  branch: trunk\nupstream:\n  branch: mian\n")
+    code, _, err = run(capsys, "status", *repo_of(scenario), "--config", str(config))
+    assert code == 2 and "unknown ref 'trunk' (the default for --fork)" in err
+    scenario.git("branch", "trunk", "main")
+    assert run(capsys, "status", *repo_of(scenario), "--config", str(config))[0] == 0  # upstream/mian
+
+
+# --- swapped --fork / --upstream --------------------------------------------------------------------------
+
+
+def swapped(s: Scenario, capsys, db: Path, *, fork: str = "upstream/main", upstream: str = "main") -> str:
+    code, out, err = run(
+        capsys, "plan", *repo_of(s), "--fork", fork, "--upstream", upstream, "--database", f"sqlite:///{db}"
+    )
+    assert (code, out) == (2, "")
+    assert not db.exists()
+    return err
+
+
+@pytest.mark.parametrize("how", ["trailer", "x", "subject"])
+def test_swapped_refs_of_a_cherry_picking_fork_are_caught(
+    scenario: Scenario, tmp_path: Path, capsys, how: str
+) -> None:
+    for n in range(2, 6):
+        sha = scenario.upstream(f"[DOCS] part {n} (#{n})", {f"docs/p{n}.md": f"{n}\n"})
+        if n < 5:
+            scenario.pick(sha, how=how, message=f"[Cherry-pick] '[DOCS] part {n} (#{n})'")
+    assert run(capsys, "plan", *repo_of(scenario), "--json", "--no-record")[0] == 0  # the right way round
+    err = swapped(scenario, capsys, tmp_path / "store.db")
+    assert "did you swap --fork and --upstream?" in err
+    assert "pass --fork main --upstream upstream/main" in err
+
+
+def merge_upstream(s: Scenario, message: str) -> str:
+    s.git("checkout", "-q", "main")
+    s.git("merge", "-q", "--no-ff", "-m", message, "upstream/main")
+    return s.git("rev-parse", "HEAD")
+
+
+def test_swapped_refs_of_a_merging_fork_are_caught(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    """Intel's way: the fork merges upstream commits; its first-parent stream is full of those merges."""
+    scenario.upstream("[DOCS] a (#2)", {"docs/b.md": "b\n"})
+    merge_upstream(scenario, "Merge upstream (#100)")
+    scenario.fork("[XPU] Fix after the merge", {"third_party/intel/a.cpp": "a\n"})
+    scenario.upstream("[DOCS] c (#3)", {"docs/c.md": "c\n"})
+    merged = scenario.upstream("[DOCS] d (#4)", {"docs/d.md": "d\n"})
+    merge_upstream(scenario, "Merge upstream (#101)")
+    scenario.upstream("[DOCS] e (#5)", {"docs/e.md": "e\n"})
+    assert run(capsys, "status", *repo_of(scenario), "--json")[0] == 0  # the right way round
+    err = swapped(scenario, capsys, tmp_path / "a.db")
+    assert "did you swap --fork and --upstream? 'main' ingests 'upstream/main'" in err
+    err = swapped(scenario, capsys, tmp_path / "b.db", fork=merged[:12])  # an upstream commit the fork merged
+    assert f"'main' merged '{merged[:12]}' in through a merge's second parent" in err
+
+
+def test_no_false_alarm_for_an_upstream_that_merges_its_pull_requests(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """An upstream whose first-parent stream has merges of its own PR branches, and a fork that has not
+    ingested anything yet: nothing there ingests the fork."""
+    for n in (2, 3, 4):
+        scenario.git("checkout", "-q", "-b", f"pr{n}", "upstream/main")
+        scenario.git("commit", "-q", "--allow-empty", "-m", f"work {n}")
+        scenario.git("checkout", "-q", "upstream/main")
+        scenario.git("merge", "-q", "--no-ff", "-m", f"Merge pull request #{n}", f"pr{n}")
+    code, _, err = run(capsys, "status", *repo_of(scenario), "--json")
+    assert code == 0, err
+    fresh = Scenario(tmp_path / "fresh")  # a fork with no commits of its own sits on the upstream stream
+    fresh.upstream("Initial import (#1)", {"a.txt": "a\n"})
+    fresh.fork_here()
+    fresh.upstream("[DOCS] b (#2)", {"b.txt": "b\n"})
+    assert run(capsys, "status", *repo_of(fresh), "--json")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("fork", "upstream", "swapped"),
+    [(0, 0, False), (0, 1, False), (0, 2, True), (5, 0, False), (1, 4, False), (1, 5, True), (3, 10, False)],
+)
+def test_looks_swapped_wants_clear_evidence(fork: int, upstream: int, swapped: bool) -> None:
+    assert looks_swapped(fork=Evidence(fork), upstream=Evidence(upstream)) is swapped
+
+
+@pytest.mark.parametrize(
+    ("parents", "message", "looks"),
+    [
+        (("a", "b"), "Merge OpenAI Triton commit `407b8a3` (#5227)", True),
+        (("a",), f"[DOCS] x (#2)\n\nUpstream-Commit: {'1' * 40}\n", True),
+        (("a",), "[DOCS] x (#2)\n\n(cherry picked from commit 1234567)\n", True),
+        (("a",), "[Cherry-pick] '[DOCS] x (#2)'", True),
+        (("a",), "[DOCS] x (#2)", False),
+        (("a",), 'Revert "[DOCS] x (#2)"\n\nThis reverts commit 1234567.', False),
+    ],
+)
+def test_what_looks_like_an_ingestion(parents: tuple[str, ...], message: str, looks: bool) -> None:
+    commit = SideCommit(sha="c" * 40, parents=parents, message=message)
+    assert ingestion_like(commit, SluiceConfig()) is looks
+
+
+# --- skip and defer ---------------------------------------------------------------------------------------
+
+
+def test_skip_and_defer_hold_commits_out_of_plans_and_status(
+    scenario: Scenario, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    db = tmp_path / "store.db"
+    store_args = [*repo_of(scenario), "--database", f"sqlite:///{db}"]
+    docs = scenario.upstream("[DOCS] Internal notes (#2)", {"docs/notes.md": "n\n"})
+    bump = scenario.upstream("[BUILD] Bump LLVM (#3)", {"cmake/llvm-hash.txt": "b\n"})
+    other = scenario.upstream("[DOCS] b (#4)", {"docs/b.md": "b\n"})
+
+    code, out, err = run(capsys, "skip", *store_args, docs)
+    assert (code, out) == (2, "") and "skipping needs a reason" in err and not db.exists()
+    code, out, err = run(
+        capsys, "skip", *store_args, "--reason", "we do not ship these", "--by", "alice", docs[:9]
+    )
+    assert code == 0, err
+    assert out == f"{docs[:10]} skipped by alice: [DOCS] Internal notes (#2)\n"
+    code, out, _ = run(capsys, "defer", *store_args, "upstream/main~1")  # --by: git's user.name
+    assert out == f"{bump[:10]} deferred by Upstream Dev: [BUILD] Bump LLVM (#3)\n"
+
+    status = json.loads(run(capsys, "status", *store_args, "--json")[1])
+    assert (status["pending_commits"], status["skipped_commits"], status["deferred_commits"]) == (2, 1, 1)
+    code, out, _ = run(capsys, "status", *store_args)
+    assert "Held by people" in out and "1 skipped (won't port), 1 deferred" in out
+    assert "we do not ship these" in out and "alice" in out and "Upstream Dev" in out
+    plan = json.loads(run(capsys, "plan", *store_args, "--json")[1])
+    assert plan["held"] == {docs: "skipped", bump: "deferred"}
+    assert [c["sha"] for b in plan["bundles"] for c in b["commits"]] == [other] and plan["chains"] == []
+    assert plan["status"]["pending_commits"] == 2
+    held_rows = re.split(r"\nHeld by people *\n", run(capsys, "status", *store_args)[1])[1]
+    assert "bundled" not in held_rows and len(re.findall(r"skipped|deferred", held_rows)) == 2
+
+    store = Store.open(f"sqlite:///{db}")
+    try:
+        records = store.dispositions(f"{scenario.path.resolve()}#main")
+    finally:
+        store.close()
+    assert (records[docs].reason, records[docs].approver) == ("we do not ship these", "alice")
+    assert (records[bump].disposition, records[bump].approver) == ("deferred", "Upstream Dev")
+
+    code, _, err = run(capsys, "defer", *store_args, "--undo", docs)
+    assert code == 2 and "is not deferred (skipped); nothing to undo" in err
+    assert run(capsys, "skip", *store_args, "--undo", docs)[0] == 0
+    plan = json.loads(run(capsys, "plan", *store_args, "--json")[1])
+    assert plan["held"] == {bump: "deferred"}
+    assert sorted(c["sha"] for b in plan["bundles"] for c in b["commits"]) == sorted([docs, other])
+
+
+def test_a_skipped_commit_leaves_the_backlog_and_a_deferred_one_stays(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    store_args = [*repo_of(scenario), "--database", f"sqlite:///{tmp_path / 'store.db'}"]
+    hole = scenario.upstream("[DOCS] a (#2)", {"docs/b.md": "b\n"}, hours=10)
+    later = scenario.upstream("[DOCS] c (#3)", {"docs/c.md": "c\n"}, hours=20)
+    scenario.pick(later, how="trailer", hours=21)
+
+    def counts() -> tuple[int, int, int, int]:
+        s = json.loads(run(capsys, "status", *store_args, "--json")[1])
+        return s["backlog_commits"], s["pending_commits"], s["deferred_commits"], s["skipped_commits"]
+
+    assert counts() == (1, 1, 0, 0)
+    assert run(capsys, "defer", *store_args, hole)[0] == 0
+    assert counts() == (1, 1, 1, 0)
+    assert run(capsys, "skip", *store_args, "--reason", "superseded", hole)[0] == 0
+    assert counts() == (0, 0, 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("which", "message"),
+    [
+        ("fork", "is not an upstream commit"),
+        ("picked", "is already in the fork; there is nothing to hold"),
+        ("range", "not a commit SHA or revision"),
+        ("unknown", "unknown ref"),
+    ],
+)
+def test_skip_refuses_what_is_not_a_pending_upstream_commit(
+    scenario: Scenario, tmp_path: Path, capsys, which: str, message: str
+) -> None:
+    picked = scenario.upstream("[DOCS] a (#2)", {"docs/b.md": "b\n"})
+    scenario.pick(picked, how="trailer")
+    arg = {"fork": "main", "picked": picked, "range": "main..upstream/main", "unknown": "0123456789abcdef"}[
+        which
+    ]
+    db = tmp_path / "store.db"
+    code, _, err = run(
+        capsys, "skip", *repo_of(scenario), "--database", f"sqlite:///{db}", "--reason", "x", arg
+    )
+    assert code == 2 and message in err
+    assert not db.exists()
+
+
+def test_status_never_creates_a_store(
+    scenario: Scenario, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("SLUICE_DATABASE_URL", raising=False)
+    assert run(capsys, "status", *repo_of(scenario))[0] == 0
+    assert not (tmp_path / "state").exists()
+
+
+# --- configuration ----------------------------------------------------------------------------------------
+
+
+def test_components_extra_adds_to_the_default_components(scenario: Scenario, tmp_path: Path, capsys) -> None:
+    intel = scenario.upstream("[XPU] Lower dots (#2)", {"third_party/intel/lib/Dot.cpp": "dot\n"})
+    bump = scenario.upstream("[BUILD] Bump LLVM (#3)", {"cmake/llvm-hash.txt": "b\n"})
+    extended, replaced = tmp_path / "extended.yml", tmp_path / "replaced.yml"
+    component = '  - name: intel-backend\n    paths: ["third_party/intel/**"]\n    risk: high\n'
+    extended.write_text("components_extra:\n" + component)
+    replaced.write_text("components:\n" + component)
+
+    def chains(config: Path) -> dict[str, list[str]]:
+        plan = json.loads(
+            run(capsys, "plan", *repo_of(scenario), "--config", str(config), "--json", "--no-record")[1]
+        )
+        return {
+            c["root"]: sorted({r["detail"] for m in c["commits"] for r in m["reasons"]})
+            for c in plan["chains"]
+        }
+
+    assert chains(extended) == {
+        intel: ["intel-backend: third_party/intel/lib/Dot.cpp"],
+        bump: ["llvm-pin: cmake/llvm-hash.txt"],  # the defaults are still there
+    }
+    assert chains(replaced) == {intel: ["intel-backend: third_party/intel/lib/Dot.cpp"]}
+
+
+def test_config_check_reports_components_extra_problems(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "sluice.yml"
+    bad.write_text(
+        "components_extra:\n  - name: xpu\n    paths: []\n    risk: high\n"
+        "  - name: xpu\n    paths: [a/**]\n    risk: severe\n"
+    )
+    code, out, _ = run(capsys, "config", "check", str(bad))
+    assert code == 2
+    assert [line.split(": ", 2)[:2] for line in out.splitlines()] == [
+        [f"{bad}:3", "components_extra.0.paths"],
+        [f"{bad}:5", "components_extra.1.name"],
+        [f"{bad}:7", "components_extra.1.risk"],
+    ]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["file:///etc", "/srv/git/triton.git", "ssh://git@internal/x.git", "git@github.com:x/y.git",
+     "http://user:s3cret@mirror.example/x.git", "--upload-pack=touch /tmp/x"],
+)  # fmt: skip
+def test_config_check_refuses_an_upstream_that_is_not_https(tmp_path: Path, capsys, url: str) -> None:
+    config = tmp_path / "sluice.yml"
+    config.write_text(f"upstream:\n  url: '{url}'\n")
+    code, out, _ = run(capsys, "config", "check", str(config))
+    assert code == 2
+    assert out.startswith(f"{config}:2: upstream.url: ") and "is not an https:// URL" in out
+    assert "s3cret" not in out
+    config.write_text("upstream:\n  url: https://github.com/triton-lang/triton.git\n")
+    assert run(capsys, "config", "check", str(config))[0] == 0
+
+
+# --- the plan's text ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_the_plan_summary_fits_the_terminal(
+    sandbox: Sandbox, capsys, monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    args = ["--repo", str(sandbox.fork), "--fork", sandbox.fork_ref, "--upstream", sandbox.upstream_ref]
+    plan = json.loads(run(capsys, "plan", *args, "--json", "--no-record")[1])
+    code, summary, _ = run(capsys, "plan", *args, "--no-record")
+    assert code == 0
+    full = run(capsys, "plan", *args, "--no-record", "--full")[1]
+    for text in (summary, full):
+        assert max(len(line) for line in text.splitlines()) <= columns
+    units = len(plan["chains"]) + len(plan["bundles"])
+    rows_per_unit = 1 if columns >= 150 else 2
+    assert len(summary.splitlines()) <= 25 + rows_per_unit * units  # status, totals, headers, one row each
+    for chain in plan["chains"]:
+        assert summary.count(chain["id"]) == 1
+    shas = [c["sha"][:10] for unit in plan["bundles"] + plan["chains"] for c in unit["commits"]]
+    units_text = summary.split(" held.", 1)[1]  # below the status table (which names the upstream head)
+    assert not any(sha in units_text for sha in shas if f"-{sha}" not in units_text)  # ids name roots
+    assert all(sha in full for sha in shas)
+    assert "sluice plan --full" in summary and "core-passes" in summary and "tests ×" in summary
+
+
+def test_the_summary_says_why_chain_members_are_linked(scenario: Scenario, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    scenario.upstream(
+        "[BACKEND] cap (#2)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")}
+    )
+    scenario.upstream(
+        "[BACKEND] cap more (#3)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 4;")}
+    )
+    out = run(capsys, "plan", *repo_of(scenario), "--no-record")[1]
+    row = next(line for line in out.splitlines() if line.startswith("chain-"))
+    assert "2 commits" in row and "core-passes ×2" in row
+    assert "lines via pipelineDepth" in row
+
+
+PLURAL_SLIP = re.compile(
+    r"(?<![\d.])1 (commit|line|low-risk bundle|risky chain|fork commit|resolved conflict)s\b"
+)
+
+
+def test_counts_of_one_are_singular(scenario: Scenario, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    scenario.upstream("[DOCS] a (#2)", {"docs/b.md": "b\n"})
+    scenario.upstream("[BUILD] Bump LLVM (#3)", {"cmake/llvm-hash.txt": "b\n"})
+    plan = run(capsys, "plan", *repo_of(scenario), "--no-record", "--full")[1]
+    status = run(capsys, "status", *repo_of(scenario))[1]
+    assert "1 commit in 1 low-risk bundle (1 line), 1 in 1 risky chain, 0 held." in plan
+    assert "Risky chain chain-" in plan and "· 1 commit in order" in plan and "1 commit · 1 line" in plan
+    assert "1 fork commit" in status
+    assert not PLURAL_SLIP.search(plan + status)
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"sluice {importlib.metadata.version('sluice')}\n"
+
+
+def test_demo_leaves_no_temporary_directory_behind(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = Path(sys.executable).parent / "sluice"
+    env = {**os.environ, "TMPDIR": str(tmp), "COLUMNS": "120"}
+    proc = subprocess.run([str(script), "demo"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Risky chains" in proc.stdout and "removed at exit" in proc.stderr
+    assert sorted(os.listdir(tmp)) == []
