@@ -35,6 +35,11 @@ GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_NO_REPLACE_OBJECTS": "1",
 }
+# How git names an object it cannot read (a partial clone, a snapshot without large blobs).
+MISSING_OBJECT = re.compile(
+    rb"(?:unable to read|bad object|missing blob object|could not read) '?([0-9a-f]{40})"
+)
+PATCH_ID_LOG = ("--no-merges", "-p", "--no-color", "--format=commit %H")
 DIFF_OPTIONS = (
     "--raw",
     "-p",
@@ -78,6 +83,8 @@ class GitRepo:
         self.git_dir = Path(self._repo.git_dir)
         # GitPython's own object database goes through a `git` process per write; gitdb's is in-process.
         self._loose = LooseObjectDB(str(Path(self._repo.common_dir) / "objects"))
+        # Commits whose diff needs an object this repository lacks: SHA -> the path git could not read.
+        self.unreadable: dict[str, str] = {}
         if (self.git_dir / "shallow").exists():
             raise GitError(
                 f"{path} is a shallow clone; Sluice needs the whole history to recognise ingested commits",
@@ -131,30 +138,52 @@ class GitRepo:
     def range_patches(self, *revs: str, no_merges: bool = False) -> dict[str, tuple[FileChange, ...]]:
         """Raw + `-U0` patches of every commit in a range (against the first parent), in log order."""
         flags = ["--no-merges"] if no_merges else ["--diff-merges=first-parent"]
-        out = self.run("log", *flags, *DIFF_OPTIONS, f"--format={COMMIT_MARK}%H", *revs, "--")
+        options = (*flags, *DIFF_OPTIONS, f"--format={COMMIT_MARK}%H")
+        try:
+            out = self.run("log", *options, *revs, "--")
+        except GitError:  # a missing object: go commit by commit, an unreadable one keeps only its file list
+            shas = self.run("rev-list", *(["--no-merges"] if no_merges else []), *revs, "--").split()
+            out = self.log_each(options, shas, mark=COMMIT_MARK.encode()).decode("utf-8", "replace")
         return {sha: parse_patch_section(body) for sha, body in split_log(out)}
 
     def patch_ids(self, *revs: str, stdin_shas: Sequence[str] = ()) -> dict[str, str]:
-        """commit SHA -> `git patch-id --stable` for a range (or for the listed SHAs), merges excluded."""
+        """commit SHA -> `git patch-id --stable` for a range (or for the listed SHAs), merges excluded.
+
+        A commit whose diff needs a missing object gets no patch-id; it is noted in `unreadable`.
+        """
         if stdin_shas:
-            args = [
-                "log",
-                "--no-walk=unsorted",
-                "--stdin",
-                "--no-merges",
-                "-p",
-                "--no-color",
-                "--format=commit %H",
-            ]
+            args = ["log", "--no-walk=unsorted", "--stdin", *PATCH_ID_LOG]
             data = "\n".join(validate_sha(s) for s in stdin_shas).encode() + b"\n"
         elif revs:
-            args = ["log", "--no-merges", "-p", "--no-color", "--format=commit %H", *revs, "--"]
+            args = ["log", *PATCH_ID_LOG, *revs, "--"]
             data = None
         else:
             return {}
+        try:
+            return self._piped_patch_ids(args, data)
+        except GitError:
+            shas = data.decode().split() if data else self.run("rev-list", "--no-merges", *revs, "--").split()
+            patches = self.log_each(PATCH_ID_LOG, shas, mark=b"commit ")
+            proc = subprocess.run(
+                ["git", "patch-id", "--stable"],
+                cwd=self.path,
+                input=patches,
+                capture_output=True,
+                env={**os.environ, **GIT_ENV},
+            )
+            if proc.returncode:
+                raise GitError("git patch-id failed", "check that the repository is readable") from None
+            return _patch_id_pairs(proc.stdout)
+
+    def _piped_patch_ids(self, args: Sequence[str], data: bytes | None) -> dict[str, str]:
         env = {**os.environ, **GIT_ENV}
         with subprocess.Popen(
-            ["git", *args], cwd=self.path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+            ["git", *args],
+            cwd=self.path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
         ) as log:
             assert log.stdin is not None
             # `log --stdin` reads every SHA before it writes anything, so this cannot block on our side.
@@ -165,8 +194,43 @@ class GitRepo:
             )
         if log.returncode or patch.returncode:
             raise GitError("git patch-id failed", "check that the repository is readable and not corrupt")
-        pairs = (line.split() for line in patch.stdout.decode().splitlines())
-        return {commit: pid for pid, commit in pairs}
+        return _patch_id_pairs(patch.stdout)
+
+    def log_each(self, options: Sequence[str], shas: Sequence[str], *, mark: bytes) -> bytes:
+        """`git log OPTIONS` of the listed commits in order, going on past any whose diff needs a missing
+        object: such a commit keeps only its `--raw` file list and is noted in `unreadable`.
+        """
+        env = {**os.environ, **GIT_ENV}
+        out: list[bytes] = []
+        remaining = list(shas)
+        while remaining:
+            proc = subprocess.run(
+                ["git", "log", "--no-walk=unsorted", "--stdin", *options],
+                cwd=self.path,
+                input=("\n".join(validate_sha(s) for s in remaining) + "\n").encode(),
+                capture_output=True,
+                env=env,
+            )
+            if proc.returncode == 0:
+                out.append(proc.stdout)
+                break
+            start, sha, oid = _failed_section(proc.stdout, proc.stderr, mark)
+            if sha not in remaining:
+                raise GitError(f"git log failed: {proc.stderr.decode('utf-8', 'replace').strip()[-300:]}")
+            raw = self.run_bytes(
+                "log",
+                "-1",
+                "--raw",
+                "--no-renames",
+                "--no-abbrev",
+                "--diff-merges=first-parent",
+                "--format=",
+                sha,
+            )
+            self.unreadable[sha] = _path_of(raw, oid)
+            out += [proc.stdout[:start], mark + sha.encode() + b"\n\n" + raw.strip(b"\n") + b"\n"]
+            remaining = remaining[remaining.index(sha) + 1 :]
+        return b"".join(out)
 
     def read_file(self, rev: str, path: str) -> bytes | None:
         """A file's content at a commit or tree, or None when it is not there."""
@@ -361,6 +425,30 @@ class Plumbing:
             if len(fields) == 3:
                 hits.append((fields[0].removeprefix(f"{rev}:"), int(fields[1]), fields[2].strip()))
         return hits
+
+
+def _patch_id_pairs(out: bytes) -> dict[str, str]:
+    pairs = (line.split() for line in out.decode().splitlines())
+    return {commit: pid for pid, commit in pairs}
+
+
+def _failed_section(stdout: bytes, stderr: bytes, mark: bytes) -> tuple[int, str, str]:
+    """Where the section of the commit git died on starts, that commit, and the object it could not read."""
+    found = MISSING_OBJECT.search(stderr)
+    start = stdout.rfind(b"\n" + mark) + 1  # 0 when the failing commit's section is the first one
+    if found is None or not stdout[start:].startswith(mark):
+        raise GitError(f"git log failed: {stderr.decode('utf-8', 'replace').strip()[-300:]}")
+    sha = stdout[start + len(mark) : start + len(mark) + 40].decode()
+    return start, sha, found.group(1).decode()
+
+
+def _path_of(raw: bytes, oid: str) -> str:
+    """The path whose old or new blob is `oid` in a commit's `--raw` lines."""
+    for line in raw.decode("utf-8", "replace").splitlines():
+        meta, _, path = line.partition("\t")
+        if oid in meta.split()[2:4]:
+            return path
+    return f"object {oid}"
 
 
 def _commit_info(chunk: str) -> CommitInfo:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from bot.config import SluiceConfig
+from bot.config import PickedSubject, SluiceConfig
 from bot.models import CommitInfo, Recognised, RecognitionMethod
 
 UPSTREAM_TRAILER = re.compile(r"^Upstream-Commit:\s*([0-9a-f]{40})\s*$", re.MULTILINE)
@@ -53,6 +53,17 @@ class _Candidates:
         hits = [s for s in self.by_sha if s.startswith(abbrev)]
         return hits[0] if len(hits) == 1 else None
 
+    def named_by(self, picked: PickedSubject) -> list[str]:
+        """The upstream commits a pick subject names: every PR of a bundle, else one commit."""
+        if picked.prs:
+            return list(dict.fromkeys(self.by_pr[n] for n in picked.prs if n in self.by_pr))
+        by_pr = self.by_pr.get(picked.pr) if picked.pr else None
+        titles = self.by_title.get(normalise_title(picked.title), []) if picked.title else []
+        by_title = titles[0] if len(titles) == 1 else None
+        # A unique title beats a number: an unquoted subject's only `(#N)` may be the fork PR's own.
+        sha = by_title or by_pr
+        return [sha] if sha else []
+
 
 def _explicit_picks(
     fork: CommitInfo, cands: _Candidates, config: SluiceConfig
@@ -67,17 +78,10 @@ def _explicit_picks(
             found.append((sha, RecognitionMethod.CHERRY_PICK_X))
     if found:
         return found
-    for pattern in config.recognition.subject_patterns:
-        m = re.search(pattern, fork.subject)
-        if m is None:
-            continue
-        groups = m.groupdict()
-        sha = cands.by_pr.get(groups["pr"]) if groups.get("pr") else None
-        if sha is None and groups.get("title"):
-            titles = cands.by_title.get(normalise_title(groups["title"]), [])
-            sha = titles[0] if len(titles) == 1 else None
-        if sha is not None:
-            return [(sha, RecognitionMethod.SUBJECT_PATTERN)]
+    for picked in config.recognition.subject_matches(fork.subject):
+        shas = cands.named_by(picked)
+        if shas:
+            return [(sha, RecognitionMethod.SUBJECT_PATTERN) for sha in shas]
     return []
 
 
@@ -115,16 +119,26 @@ def recognise(
         if up.sha in found or not pool:
             continue
         pick = pool.pop(0)
-        found[up.sha] = Recognised(
-            upstream_sha=up.sha,
-            method=RecognitionMethod.PATCH_ID,
-            fork_sha=pick.sha,
-            emergency=is_emergency(pick.message, config),
-        )
+        found[up.sha] = _patch_id_match(up, pick, config)
         claimed.add(pick.sha)
     return found
 
 
+def _patch_id_match(up: CommitInfo, fork: CommitInfo, config: SluiceConfig) -> Recognised:
+    """A fork commit older than its upstream twin is the fork's own patch that went upstream, not a pick."""
+    if fork.committer_time < up.committer_time:
+        return Recognised(upstream_sha=up.sha, method=RecognitionMethod.UPSTREAMED, fork_sha=fork.sha)
+    return Recognised(
+        upstream_sha=up.sha,
+        method=RecognitionMethod.PATCH_ID,
+        fork_sha=fork.sha,
+        emergency=is_emergency(fork.message, config),
+    )
+
+
 def ingestion_commits(recognised: Mapping[str, Recognised]) -> frozenset[str]:
-    """Fork commits that are picks of upstream commits, so not part of the patch stack."""
-    return frozenset(r.fork_sha for r in recognised.values() if r.fork_sha is not None)
+    """Fork commits that are picks of upstream commits, so not part of the patch stack.
+
+    An upstreamed fork patch stays in the patch stack until the fork ingests its upstream twin.
+    """
+    return frozenset(r.fork_sha for r in recognised.values() if r.fork_sha is not None and r.method.is_pick)

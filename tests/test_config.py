@@ -422,7 +422,7 @@ def test_every_problem_is_reported_with_its_field_and_line(
         ("fork: {branch: 1.5}", "expected a string, got a number (quote it)"),
         ("components: [{name: a, paths: [a], risk: low}, {name: a, paths: [b], risk: low}]", "duplicate"),
         ("recognition: {subject_patterns: ['(x']}", "invalid regular expression: missing ), unterminated"),
-        ("recognition: {subject_patterns: ['^Pick (\\d+)']}", "needs a named group `pr` or `title`"),
+        ("recognition: {subject_patterns: ['^Pick (\\d+)']}", "needs a named group `pr`, `prs` or `title`"),
         ("upstream: {branch: 'a b'}", "not a valid git branch name"),
         ("fork: {repo: 'a/b/c'}", "expected 'owner/name'"),
         ("risk: {}\nrisk: {}", "duplicate key (first at line 1)"),

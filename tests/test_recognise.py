@@ -32,14 +32,15 @@ UP = [
 ]
 
 
-def fork_commit(message: str, n: int = 1) -> CommitInfo:
+def fork_commit(message: str, n: int = 1, *, at: int = 100) -> CommitInfo:
+    """A fork commit, by default committed after every upstream commit (as a pick is)."""
     return CommitInfo(
         sha=f"f{n:039x}",
         parents=(),
         author_name="f",
         author_email="f@x",
         author_time=0,
-        committer_time=0,
+        committer_time=at,
         message=message,
     )
 
