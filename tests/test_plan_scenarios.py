@@ -134,6 +134,7 @@ def test_a_revert_nets_out_its_original_and_the_reland_is_the_work(
     assert chains == [[reland]]
     assert bundles == [[other]]
     assert plan["status"]["recognised_by"]["net-zero"] == 2
+    assert original not in str(plan["bundles"]) + str(plan["chains"])
     assert plan["status"]["pending_commits"] == 2
 
 
@@ -348,3 +349,4 @@ def test_binary_empty_and_deleting_commits(scenario: Scenario, tmp_path: Path, c
     bundles, chains = grouping(plan)
     assert bundles == [[binary]] and chains == [[delete]]
     assert plan["status"]["recognised_by"]["already-applied"] == 1  # the empty one: its pick changes nothing
+    assert empty not in str(plan["bundles"]) + str(plan["chains"])
