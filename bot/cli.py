@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from sqlalchemy.engine import make_url
@@ -28,6 +29,7 @@ from bot.mirror import Mirror
 from bot.models import CommitInfo, PickReport, PickStatus, Plan, RiskKind
 from bot.pick import Picker, PickRequest, learn_resolutions, run_pick
 from bot.planning import build_plan, fork_key
+from bot.recognise import unmatched_picks
 from bot.store import Store, default_database_url
 
 SLOW_AFTER_S = 2.0
@@ -129,11 +131,58 @@ def cmd_status(args: argparse.Namespace) -> int:
         snapshot = take_snapshot(
             repo, fork_ref=args.fork, upstream_ref=args.upstream, config=config, progress=progress
         )
-    if args.json:
+    if args.audit:
+        audit = recognition_audit(repo, snapshot, config)
+        sys.stdout.write(
+            json.dumps(audit, indent=2, sort_keys=True) + "\n" if args.json else audit_text(audit)
+        )
+    elif args.json:
         sys.stdout.write(render.to_json(snapshot.status))
     else:
         render.print_renderable(render.status_table(snapshot.status))
     return 0
+
+
+def recognition_audit(repo: GitRepo, snapshot: Snapshot, config: SluiceConfig) -> dict[str, Any]:
+    """Which fork commit matched which upstream commit, by method; and the picks that matched nothing."""
+    subjects = {c.sha: c.subject for c in snapshot.candidates}
+    position = {sha: i for i, (sha, _) in enumerate(snapshot.stream)}
+    methods: dict[str, list[dict[str, str | None]]] = {}
+    for sha, rec in sorted(snapshot.recognised.items(), key=lambda item: position[item[0]]):
+        entry = {"upstream": sha, "fork": rec.fork_sha, "subject": subjects[sha], "detail": rec.detail}
+        methods.setdefault(rec.method.value, []).append(
+            entry | ({"emergency": "yes"} if rec.emergency else {})
+        )
+    stream = repo.commits(snapshot.upstream_head, first_parent=True)
+    reached = [c for c in stream if c.sha not in snapshot.missing]
+    unmatched, superseded = unmatched_picks(
+        snapshot.fork_commits, snapshot.recognised, ancestors=reached, config=config
+    )
+    return {
+        "ancestry": len(snapshot.stream) - len(snapshot.missing),
+        "methods": methods,
+        "unmatched_picks": [
+            {"fork": u.fork_sha, "subject": u.subject, "evidence": u.evidence} for u in unmatched
+        ],
+        "picks_reached_by_ancestry": superseded,
+    }
+
+
+def audit_text(audit: dict[str, Any]) -> str:
+    lines = [f"ancestry: {audit['ancestry']} upstream commits are ancestors of fork trunk"]
+    for method, entries in audit["methods"].items():
+        lines.append(f"{method}: {render.plural(len(entries), 'commit')}")
+        for e in entries:
+            fork = (e["fork"] or "—")[:10]
+            detail = f"  ({e['detail']})" if e["detail"] else ""
+            lines.append(f"  {fork:10} → {e['upstream'][:10]}  {e['subject']}{detail}")
+    unmatched = audit["unmatched_picks"]
+    lines.append(f"look like picks but matched nothing: {render.plural(len(unmatched), 'fork commit')}")
+    lines += [f"  {u['fork'][:10]}  {u['subject']}  (by {u['evidence']})" for u in unmatched]
+    lines.append(
+        f"picks of upstream commits fork trunk has since merged: {audit['picks_reached_by_ancestry']}"
+    )
+    return "\n".join(lines) + "\n"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -250,11 +299,19 @@ def _upstream_commits(repo: GitRepo, snapshot: Snapshot, shas: Sequence[str]) ->
         if sha not in stream:
             raise SluiceError(f"{arg} is not an upstream commit", f"pick commits of {snapshot.upstream_ref}")
         if sha in ingested or sha in emergency:
-            how = snapshot.recognised.get(sha)
-            detail = f" ({how.method} in {how.fork_sha[:10]})" if how and how.fork_sha else " (an ancestor)"
-            raise SluiceError(f"{arg} is already ingested{detail}; not picking it again")
+            how = _how_ingested(snapshot, sha)
+            raise SluiceError(f"{arg} is already ingested{how}; not picking it again")
         chosen.append(infos[sha])
     return tuple(chosen)
+
+
+def _how_ingested(snapshot: Snapshot, sha: str) -> str:
+    how = snapshot.recognised.get(sha)
+    if how is None:
+        return " (an ancestor)"
+    if how.fork_sha:
+        return f" ({how.method} in {how.fork_sha[:10]})"
+    return f" ({how.method}: {how.detail})"
 
 
 def cmd_pick(args: argparse.Namespace) -> int:
@@ -361,6 +418,11 @@ def parser() -> argparse.ArgumentParser:
     plan.set_defaults(run=cmd_plan)
     status = sub.add_parser("status", help="ingestion tip, Days Behind Upstream, Backlog Commits")
     _add_repo_options(status)
+    status.add_argument(
+        "--audit",
+        action="store_true",
+        help="list which fork commit matched which upstream commit, and picks that matched nothing",
+    )
     status.set_defaults(run=cmd_status)
     demo = sub.add_parser("demo", help="plan a generated Triton-shaped sandbox (or the repos given)")
     _add_repo_options(demo, required=False)

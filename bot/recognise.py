@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from bot.config import PickedSubject, SluiceConfig
 from bot.models import CommitInfo, Recognised, RecognitionMethod
@@ -142,3 +143,51 @@ def ingestion_commits(recognised: Mapping[str, Recognised]) -> frozenset[str]:
     An upstreamed fork patch stays in the patch stack until the fork ingests its upstream twin.
     """
     return frozenset(r.fork_sha for r in recognised.values() if r.fork_sha is not None and r.method.is_pick)
+
+
+# A subject that reads like a pick even when no configured pattern matches it.
+LOOKS_LIKE_PICK = re.compile(r"cherry[- ]?pick|\bback-?port|\[pick\]", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class UnmatchedPick:
+    """A fork commit that reads like a pick, but whose upstream commit Sluice could not find."""
+
+    fork_sha: str
+    subject: str
+    evidence: str  # what made it look like a pick
+
+
+def pick_evidence(commit: CommitInfo, config: SluiceConfig) -> str | None:
+    """Why a fork commit reads like a pick (strongest first), or None."""
+    if UPSTREAM_TRAILER.search(commit.message):
+        return "an Upstream-Commit trailer"
+    if CHERRY_PICKED.search(commit.message):
+        return "a `cherry picked from commit` line"
+    if config.recognition.subject_matches(commit.subject):
+        return "a subject pattern"
+    return "its subject" if LOOKS_LIKE_PICK.search(commit.subject) else None
+
+
+def unmatched_picks(
+    fork: Sequence[CommitInfo],
+    recognised: Mapping[str, Recognised],
+    *,
+    ancestors: Sequence[CommitInfo],
+    config: SluiceConfig,
+) -> tuple[list[UnmatchedPick], int]:
+    """Fork commits that read like picks and matched nothing, and how many others picked a commit the
+    fork has since reached by ancestry (`ancestors`: the upstream stream commits fork trunk contains)."""
+    matched = {r.fork_sha for r in recognised.values() if r.fork_sha is not None}
+    reached = _Candidates(ancestors)
+    unmatched: list[UnmatchedPick] = []
+    superseded = 0
+    for commit in fork:
+        evidence = None if commit.sha in matched or len(commit.parents) > 1 else pick_evidence(commit, config)
+        if evidence is None:
+            continue
+        if _explicit_picks(commit, reached, config):
+            superseded += 1
+        else:
+            unmatched.append(UnmatchedPick(fork_sha=commit.sha, subject=commit.subject, evidence=evidence))
+    return unmatched, superseded
