@@ -661,14 +661,14 @@ class PickedSubject:
 # subject, and the fork PR's own `(#M)` that GitHub's squash merge appends (never the upstream PR).
 _PICK = r"^(?:\[[^\]]*\]\s*)*\[(?i:cherry-pick)\](?:\[(?!BUNDLE\])[^\]]*\])*\s*"
 _FORK_PR = r"(?:\s*\(#\d+\))?$"
+_BUNDLE = r"\[BUNDLE\][^(]*\((?P<prs>#\d+(?:[\s,]+#\d+)*)[^)]*\)"
 DEFAULT_SUBJECT_PATTERNS: tuple[str, ...] = (
-    _PICK
-    + r"'(?P<title>.+) \(#(?P<pr>\d+)\)'"
-    + _FORK_PR,  # [triton][beta] [Cherry-pick] '<title> (#N)' (#M)
-    _PICK + r"(?!')(?P<title>.+?) \(#(?P<pr>\d+)\)" + _FORK_PR,  # the same without quotes
-    _PICK + r"'(?P<title>.+)'" + _FORK_PR,  # a quoted upstream subject without its PR number
     # [Cherry-pick][BUNDLE] Cherry-pick 15 upstream(#10702 #10689 …) (#2877): one fork commit, many picks
-    r"^(?:\[[^\]]*\]\s*)*\[(?i:cherry-pick)\]\[BUNDLE\][^(]*\((?P<prs>#\d+(?:[\s,]+#\d+)*)[^)]*\)" + _FORK_PR,
+    r"^(?:\[[^\]]*\]\s*)*\[(?i:cherry-pick)\]" + _BUNDLE + _FORK_PR,
+    # [triton][beta] [Cherry-pick] '<title> (#N)' (#M), [Cherry-pick][RESOLVED] '<title> (#N)'
+    _PICK + r"'(?P<title>.+) \(#(?P<pr>\d+)\)'" + _FORK_PR,
+    _PICK + r"(?![\s']|\[BUNDLE\])(?P<title>.+?) \(#(?P<pr>\d+)\)" + _FORK_PR,  # the same without quotes
+    _PICK + r"'(?P<title>.+)'" + _FORK_PR,  # a quoted upstream subject without its PR number
 )
 # Files holding one toolchain version: a fork whose pin has a later upstream value has passed the older ones.
 DEFAULT_PINS: tuple[str, ...] = ("cmake/llvm-hash.txt",)
