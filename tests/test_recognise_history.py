@@ -267,3 +267,17 @@ def test_net_zero_pairs_nest_and_leave_a_reland() -> None:
     a, b, c = _change("f", "x", "y"), _change("f", "y", "z"), _change("f", "z", "y")
     commits = [("A", [a]), ("B", [b]), ("C", [c]), ("R", [_change("f", "y", "x")]), ("L", [a]), ("E", [])]
     assert net_zero_pairs(commits) == {"B": "C", "C": "B", "A": "R", "R": "A"}
+
+
+def test_the_audit_names_each_match_and_the_picks_that_matched_nothing(scenario: Scenario, capsys) -> None:
+    taken = scenario.upstream("[AMD] Faster lds (#4312)", {"docs/a.md": numbered("doc a", 30) + "lds\n"})
+    pick = scenario.pick(taken, how="x")
+    stray = scenario.fork("[Cherry-pick] 'A fix upstream never landed (#9999)'", {"docs/b.md": "b\n"})
+    assert main(["status", "--audit", *scenario.repo_args()]) == 0
+    out = capsys.readouterr().out
+    assert f"cherry-pick-x: 1 commit\n  {pick[:10]} → {taken[:10]}  [AMD] Faster lds (#4312)\n" in out
+    assert "look like picks but matched nothing: 1 fork commit\n" in out
+    assert (
+        f"  {stray[:10]}  [Cherry-pick] 'A fix upstream never landed (#9999)'  (by a subject pattern)\n"
+        in out
+    )
