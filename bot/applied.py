@@ -77,7 +77,10 @@ def find_applied(
         return {}
     out = repo.log_each(RAW_OPTIONS, [c.sha for c in commits], mark=COMMIT_MARK.encode())
     changes = {sha: parse_patch_section(body) for sha, body in split_log(out.decode("utf-8", "replace"))}
-    fork_tree = _tree_blobs(repo, fork_head)
+    try:
+        fork_tree = _tree_blobs(repo, fork_head)
+    except GitError:  # fork trunk's own tree is unreadable: judge nothing against it
+        return {}
     position = {sha: i for i, (sha, _) in enumerate(stream)}
     pins = _pin_values(repo, upstream_head, changes, position, config)
     found: dict[str, Recognised] = {}
@@ -90,13 +93,19 @@ def find_applied(
             file_state(f, fork_tree.get(f.path), later_pins=pins.get((f.path, position[commit.sha])))
             for f in files
         ]
+        if commit.sha in repo.unreadable and not files:
+            break  # which files it changes is unknown, so nothing after it can be judged
         paths = {f.path for f in files}
         recognised = None if paths & dirty else _verdict(repo, commit.sha, files, states, fork_tree)
         if recognised is None:
             dirty |= paths
         else:
             found[commit.sha] = recognised
-    rest = [(c.sha, changes.get(c.sha, ())) for c in commits if c.sha not in found]
+    rest = [
+        (c.sha, changes.get(c.sha, ()))
+        for c in commits
+        if c.sha not in found and c.sha not in repo.unreadable
+    ]
     for sha, partner in net_zero_pairs(rest).items():
         how = "undone by" if position[partner] > position[sha] else "undoes"
         found[sha] = Recognised(

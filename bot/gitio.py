@@ -37,8 +37,10 @@ GIT_ENV = {
 }
 # How git names an object it cannot read (a partial clone, a snapshot without large blobs).
 MISSING_OBJECT = re.compile(
-    rb"(?:unable to read|bad object|missing blob object|could not read) '?([0-9a-f]{40})"
+    rb"(?:unable to read|bad object|missing blob object|could not read)(?: tree| blob)? '?([0-9a-f]{40})",
+    re.IGNORECASE,
 )
+RAW_ONE = ("log", "-1", "--raw", "--no-renames", "--no-abbrev", "--diff-merges=first-parent", "--format=")
 PATCH_ID_LOG = ("--no-merges", "-p", "--no-color", "--format=commit %H")
 DIFF_OPTIONS = (
     "--raw",
@@ -198,7 +200,8 @@ class GitRepo:
 
     def log_each(self, options: Sequence[str], shas: Sequence[str], *, mark: bytes) -> bytes:
         """`git log OPTIONS` of the listed commits in order, going on past any whose diff needs a missing
-        object: such a commit keeps only its `--raw` file list and is noted in `unreadable`.
+        object: such a commit keeps only its `--raw` file list (when its trees can be read) and is noted in
+        `unreadable`.
         """
         env = {**os.environ, **GIT_ENV}
         out: list[bytes] = []
@@ -214,23 +217,47 @@ class GitRepo:
             if proc.returncode == 0:
                 out.append(proc.stdout)
                 break
-            start, sha, oid = _failed_section(proc.stdout, proc.stderr, mark)
-            if sha not in remaining:
+            found = MISSING_OBJECT.search(proc.stderr)
+            if found is None:
                 raise GitError(f"git log failed: {proc.stderr.decode('utf-8', 'replace').strip()[-300:]}")
-            raw = self.run_bytes(
-                "log",
-                "-1",
-                "--raw",
-                "--no-renames",
-                "--no-abbrev",
-                "--diff-merges=first-parent",
-                "--format=",
-                sha,
-            )
+            oid = found.group(1).decode()
+            kept, sha, raw = self._failed_commit(proc.stdout, remaining, oid, mark=mark)
             self.unreadable[sha] = _path_of(raw, oid)
-            out += [proc.stdout[:start], mark + sha.encode() + b"\n\n" + raw.strip(b"\n") + b"\n"]
+            out += [kept, mark + sha.encode() + b"\n\n" + raw.strip(b"\n") + b"\n"]
             remaining = remaining[remaining.index(sha) + 1 :]
         return b"".join(out)
+
+    def _failed_commit(
+        self, stdout: bytes, remaining: Sequence[str], oid: str, *, mark: bytes
+    ) -> tuple[bytes, str, bytes]:
+        """The output to keep, the commit git died on and its `--raw` lines. A missing blob fails after
+        the commit's header was written; a missing tree fails before, so the culprit comes after it."""
+        start = stdout.rfind(b"\n" + mark) + 1  # 0 when the last section is the first one
+        last = (
+            stdout[start + len(mark) : start + len(mark) + 40].decode()
+            if stdout[start:].startswith(mark)
+            else None
+        )
+        if last is not None and last in remaining:
+            raw = self._raw_or_none(last)
+            if raw is not None and oid.encode() in raw:
+                return stdout[:start], last, raw
+        after = remaining[remaining.index(last) + 1 :] if last in remaining else remaining
+        for sha in after:
+            raw = self._raw_or_none(sha)
+            if raw is None or oid.encode() in raw:
+                return stdout, sha, raw or b""
+        raise GitError(f"git log failed: unable to read {oid}", "check that the repository is not corrupt")
+
+    def _raw_or_none(self, sha: str) -> bytes | None:
+        """A commit's `--raw` lines against its first parent, or None when its trees cannot be read."""
+        proc = subprocess.run(
+            ["git", *RAW_ONE, validate_sha(sha)],
+            cwd=self.path,
+            capture_output=True,
+            env={**os.environ, **GIT_ENV},
+        )
+        return proc.stdout if proc.returncode == 0 else None
 
     def read_file(self, rev: str, path: str) -> bytes | None:
         """A file's content at a commit or tree, or None when it is not there."""
@@ -430,16 +457,6 @@ class Plumbing:
 def _patch_id_pairs(out: bytes) -> dict[str, str]:
     pairs = (line.split() for line in out.decode().splitlines())
     return {commit: pid for pid, commit in pairs}
-
-
-def _failed_section(stdout: bytes, stderr: bytes, mark: bytes) -> tuple[int, str, str]:
-    """Where the section of the commit git died on starts, that commit, and the object it could not read."""
-    found = MISSING_OBJECT.search(stderr)
-    start = stdout.rfind(b"\n" + mark) + 1  # 0 when the failing commit's section is the first one
-    if found is None or not stdout[start:].startswith(mark):
-        raise GitError(f"git log failed: {stderr.decode('utf-8', 'replace').strip()[-300:]}")
-    sha = stdout[start + len(mark) : start + len(mark) + 40].decode()
-    return start, sha, found.group(1).decode()
 
 
 def _path_of(raw: bytes, oid: str) -> str:

@@ -281,3 +281,17 @@ def test_the_audit_names_each_match_and_the_picks_that_matched_nothing(scenario:
         f"  {stray[:10]}  [Cherry-pick] 'A fix upstream never landed (#9999)'  (by a subject pattern)\n"
         in out
     )
+
+
+def test_a_missing_tree_is_unreadable_too(scenario: Scenario, capsys) -> None:
+    """A partial clone can lack trees as well as blobs: every commit that needs the tree is reported."""
+    added = scenario.upstream("[AMD] Add a backend (#30)", {"third_party/amd/x.py": "x\n"})
+    doc = scenario.upstream("[DOCS] a (#31)", {"docs/a.md": numbered("doc a", 30) + "a\n"})
+    tree = scenario.git("rev-parse", f"{added}:third_party/amd")
+    (scenario.path / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    metrics = status(scenario, capsys)
+    assert metrics["unreadable"] == {added: f"object {tree}"}
+    assert metrics["pending_commits"] == 2
+    plan = cli_json(capsys, "plan", *scenario.repo_args(), "--no-record")
+    planned = {c["sha"]: c["risk"] for g in [*plan["bundles"], *plan["chains"]] for c in g["commits"]}
+    assert planned[added] == "high" and doc in planned
