@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.config import SluiceConfig
@@ -63,6 +64,16 @@ def net_zero_pairs(commits: Sequence[tuple[str, Sequence[FileChange]]]) -> dict[
     return pairs
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """What the checks read from the repository: every file change, its state, and the blobs to merge."""
+
+    changes: Mapping[str, Sequence[FileChange]]
+    states: Mapping[str, Sequence[FileState]]
+    fork_tree: Mapping[str, str]
+    blobs: Mapping[str, bytes]
+
+
 def find_applied(
     repo: GitRepo,
     *,
@@ -83,29 +94,24 @@ def find_applied(
         return {}
     position = {sha: i for i, (sha, _) in enumerate(stream)}
     pins = _pin_values(repo, upstream_head, changes, position, config)
-    found: dict[str, Recognised] = {}
-    # Paths an earlier commit that still needs its pick changes: picked in order, that pick comes first, so
-    # fork trunk's version of them says nothing about what a later commit's pick would do.
-    dirty: set[str] = set()
-    for commit in commits:
-        files = changes.get(commit.sha, ())
-        states = [
-            file_state(f, fork_tree.get(f.path), later_pins=pins.get((f.path, position[commit.sha])))
-            for f in files
+    states = {
+        sha: [
+            file_state(f, fork_tree.get(f.path), later_pins=pins.get((f.path, position[sha]))) for f in files
         ]
-        if commit.sha in repo.unreadable and not files:
-            break  # which files it changes is unknown, so nothing after it can be judged
-        paths = {f.path for f in files}
-        recognised = None if paths & dirty else _verdict(repo, commit.sha, files, states, fork_tree)
-        if recognised is None:
-            dirty |= paths
-        else:
-            found[commit.sha] = recognised
-    rest = [
-        (c.sha, changes.get(c.sha, ()))
-        for c in commits
-        if c.sha not in found and c.sha not in repo.unreadable
+        for sha, files in changes.items()
+    }
+    # One read for every blob a three-way merge may need: those of commits no file rules out.
+    wanted = [
+        b
+        for sha, files in changes.items()
+        if FileState.LACKS not in states[sha]
+        for f, state in zip(files, states[sha], strict=True)
+        if state is FileState.UNSURE
+        for b in (f.old_blob, fork_tree[f.path], f.new_blob)
     ]
+    reading = _Reading(changes, states, fork_tree, repo.blobs(b for b in wanted if b))
+    found = _judge_in_order(repo, commits, reading)
+    rest = [(c.sha, changes.get(c.sha, ())) for c in commits if c.sha not in found | repo.unreadable.keys()]
     for sha, partner in net_zero_pairs(rest).items():
         how = "undone by" if position[partner] > position[sha] else "undoes"
         found[sha] = Recognised(
@@ -114,17 +120,32 @@ def find_applied(
     return found
 
 
-def _verdict(
-    repo: GitRepo,
-    sha: str,
-    files: Sequence[FileChange],
-    states: Sequence[FileState],
-    fork_tree: Mapping[str, str],
-) -> Recognised | None:
+def _judge_in_order(repo: GitRepo, commits: Sequence[CommitInfo], reading: _Reading) -> dict[str, Recognised]:
+    found: dict[str, Recognised] = {}
+    # Paths an earlier commit that still needs its pick changes: picked in order, that pick comes first, so
+    # fork trunk's version of them says nothing about what a later commit's pick would do.
+    dirty: set[str] = set()
+    for commit in commits:
+        files = reading.changes.get(commit.sha, ())
+        if commit.sha in repo.unreadable and not files:
+            break  # which files it changes is unknown, so nothing after it can be judged
+        paths = {f.path for f in files}
+        recognised = None if paths & dirty else _verdict(repo, commit.sha, files, reading)
+        if recognised is None:
+            dirty |= paths
+        else:
+            found[commit.sha] = recognised
+    return found
+
+
+def _verdict(repo: GitRepo, sha: str, files: Sequence[FileChange], reading: _Reading) -> Recognised | None:
+    states = reading.states.get(sha, ())
     if FileState.LACKS in states:
         return None
     unsure = [f for f, s in zip(files, states, strict=True) if s is FileState.UNSURE]
-    if unsure and not all(_merge_keeps_fork(repo, f, fork_tree[f.path]) for f in unsure):
+    if unsure and not all(
+        _merge_keeps_fork(repo, f, reading.fork_tree[f.path], reading.blobs) for f in unsure
+    ):
         return None
     pins = [f.path for f, s in zip(files, states, strict=True) if s is FileState.PIN_PASSED]
     if pins:
@@ -139,20 +160,19 @@ def _verdict(
     return Recognised(upstream_sha=sha, method=RecognitionMethod.ALREADY_APPLIED, detail=detail)
 
 
-def _merge_keeps_fork(repo: GitRepo, change: FileChange, fork_blob: str) -> bool:
+def _merge_keeps_fork(repo: GitRepo, change: FileChange, fork_blob: str, blobs: Mapping[str, bytes]) -> bool:
     """Whether picking this file's change onto the fork's version changes nothing (a three-way merge)."""
     assert change.old_blob is not None and change.new_blob is not None
-    blobs = repo.blobs([change.old_blob, fork_blob, change.new_blob])
-    if len(blobs) < 3 or any(b"\0" in data for data in blobs.values()):
+    sides = [blobs.get(b) for b in (change.old_blob, fork_blob, change.new_blob)]
+    if any(data is None or b"\0" in data for data in sides):
         return False  # unreadable or binary: never assume the fork has it
+    base, ours, theirs = (data or b"" for data in sides)
     with tempfile.TemporaryDirectory(prefix="sluice-applied-") as workdir:
         try:
-            merged, conflicts = Plumbing(repo).merge_file(
-                blobs[change.old_blob], blobs[fork_blob], blobs[change.new_blob], workdir=Path(workdir)
-            )
+            merged, conflicts = Plumbing(repo).merge_file(base, ours, theirs, workdir=Path(workdir))
         except GitError:
             return False
-    return conflicts == 0 and merged.encode("utf-8", "surrogateescape") == blobs[fork_blob]
+    return conflicts == 0 and merged.encode("utf-8", "surrogateescape") == ours
 
 
 def _tree_blobs(repo: GitRepo, commit: str) -> dict[str, str]:
