@@ -194,6 +194,9 @@ def risk_reasons(
 ) -> list[RiskReason]:
     """Why one commit is risky, from its content and the patch stack (reverts come from `revert_links`)."""
     reasons: list[RiskReason] = []
+    if commit.unreadable is not None:  # its hunks and conflicts are unknown: a person looks at it
+        detail = f"unreadable: {commit.unreadable}"
+        reasons.append(RiskReason(kind=RiskKind.UNREADABLE, level=RiskLevel.HIGH, detail=detail))
     file_level = RiskLevel.HIGH if config.risk.file_overlap_is_risky else RiskLevel.LOW
     for change in commit.files:
         reasons.extend(_file_reasons(change, footprint=footprint, config=config, file_level=file_level))

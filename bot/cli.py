@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from sqlalchemy.engine import make_url
@@ -30,6 +31,7 @@ from bot.mirror import Mirror
 from bot.models import CommitInfo, Disposition, PickReport, PickStatus, Plan, RiskKind
 from bot.pick import Picker, PickRequest, learn_resolutions, run_pick
 from bot.planning import build_plan, fork_key, held_by_people, with_dispositions
+from bot.recognise import unmatched_picks
 from bot.store import DEFAULT_URL_ENV, DispositionRecord, Store, default_database_url, default_sqlite_path
 from bot.swapped import check_not_swapped
 
@@ -159,7 +161,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     records = _recorded(args.database, fork_key(config, repo, args.fork))
     held = held_by_people(snapshot, records)
     status = with_dispositions(snapshot, held)
-    if args.json:
+    if args.audit:
+        audit = recognition_audit(repo, snapshot, config)
+        sys.stdout.write(
+            json.dumps(audit, indent=2, sort_keys=True) + "\n" if args.json else audit_text(audit)
+        )
+    elif args.json:
         sys.stdout.write(render.to_json(status))
     else:
         subjects = {c.sha: c.subject for c in snapshot.candidates}
@@ -241,6 +248,48 @@ def _git_user(repo: GitRepo) -> str:
     if not name:
         raise SluiceError("who decided this? git has no user.name here", "pass --by LOGIN")
     return name
+
+
+def recognition_audit(repo: GitRepo, snapshot: Snapshot, config: SluiceConfig) -> dict[str, Any]:
+    """Which fork commit matched which upstream commit, by method; and the picks that matched nothing."""
+    subjects = {c.sha: c.subject for c in snapshot.candidates}
+    position = {sha: i for i, (sha, _) in enumerate(snapshot.stream)}
+    methods: dict[str, list[dict[str, str | None]]] = {}
+    for sha, rec in sorted(snapshot.recognised.items(), key=lambda item: position[item[0]]):
+        entry = {"upstream": sha, "fork": rec.fork_sha, "subject": subjects[sha], "detail": rec.detail}
+        methods.setdefault(rec.method.value, []).append(
+            entry | ({"emergency": "yes"} if rec.emergency else {})
+        )
+    stream = repo.commits(snapshot.upstream_head, first_parent=True)
+    reached = [c for c in stream if c.sha not in snapshot.missing]
+    unmatched, superseded = unmatched_picks(
+        snapshot.fork_commits, snapshot.recognised, ancestors=reached, config=config
+    )
+    return {
+        "ancestry": len(snapshot.stream) - len(snapshot.missing),
+        "methods": methods,
+        "unmatched_picks": [
+            {"fork": u.fork_sha, "subject": u.subject, "evidence": u.evidence} for u in unmatched
+        ],
+        "picks_reached_by_ancestry": superseded,
+    }
+
+
+def audit_text(audit: dict[str, Any]) -> str:
+    lines = [f"ancestry: {audit['ancestry']} upstream commits are ancestors of fork trunk"]
+    for method, entries in audit["methods"].items():
+        lines.append(f"{method}: {render.plural(len(entries), 'commit')}")
+        for e in entries:
+            fork = (e["fork"] or "—")[:10]
+            detail = f"  ({e['detail']})" if e["detail"] else ""
+            lines.append(f"  {fork:10} → {e['upstream'][:10]}  {e['subject']}{detail}")
+    unmatched = audit["unmatched_picks"]
+    lines.append(f"look like picks but matched nothing: {render.plural(len(unmatched), 'fork commit')}")
+    lines += [f"  {u['fork'][:10]}  {u['subject']}  (by {u['evidence']})" for u in unmatched]
+    lines.append(
+        f"picks of upstream commits fork trunk has since merged: {audit['picks_reached_by_ancestry']}"
+    )
+    return "\n".join(lines) + "\n"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -370,11 +419,19 @@ def _upstream_commits(repo: GitRepo, snapshot: Snapshot, shas: Sequence[str]) ->
         if sha not in stream:
             raise SluiceError(f"{arg} is not an upstream commit", f"pick commits of {snapshot.upstream_ref}")
         if sha in ingested or sha in emergency:
-            how = snapshot.recognised.get(sha)
-            detail = f" ({how.method} in {how.fork_sha[:10]})" if how and how.fork_sha else " (an ancestor)"
-            raise SluiceError(f"{arg} is already ingested{detail}; not picking it again")
+            how = _how_ingested(snapshot, sha)
+            raise SluiceError(f"{arg} is already ingested{how}; not picking it again")
         chosen.append(infos[sha])
     return tuple(chosen)
+
+
+def _how_ingested(snapshot: Snapshot, sha: str) -> str:
+    how = snapshot.recognised.get(sha)
+    if how is None:
+        return " (an ancestor)"
+    if how.fork_sha:
+        return f" ({how.method} in {how.fork_sha[:10]})"
+    return f" ({how.method}: {how.detail})"
 
 
 def cmd_pick(args: argparse.Namespace) -> int:
@@ -515,6 +572,11 @@ def parser() -> argparse.ArgumentParser:
     _add_repo_options(status)
     status.add_argument(
         "--database", help="store with skipped/deferred commits (default: $SLUICE_DATABASE_URL, if any)"
+    )
+    status.add_argument(
+        "--audit",
+        action="store_true",
+        help="list which fork commit matched which upstream commit, and picks that matched nothing",
     )
     status.set_defaults(run=cmd_status)
     for held, summary in (

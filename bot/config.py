@@ -6,6 +6,7 @@ import difflib
 import enum
 import functools
 import hashlib
+import importlib
 import json
 import re
 import typing
@@ -148,10 +149,76 @@ def _check_regex(pattern: str) -> str:
     return pattern
 
 
+SUBJECT_GROUPS = ("pr", "prs", "title")
+# The regex parser of the standard library: the one way to see what a group can match. Untyped, so Any.
+_SRE_PARSER: Any = importlib.import_module("re._parser")
+_DIGIT_OPS = {"LITERAL", "IN", "RANGE", "CATEGORY", "MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
+_DIGIT_OPS |= {"SUBPATTERN", "BRANCH", "ATOMIC_GROUP", "AT"}
+
+
 def _check_subject_pattern(pattern: str) -> str:
-    if not {"pr", "title"} & set(_compile(pattern).groupindex):
-        raise ValueError("a subject pattern needs a named group `pr` or `title`, e.g. (?P<pr>\\d+)")
+    groups = _compile(pattern).groupindex
+    if not set(SUBJECT_GROUPS) & set(groups):
+        raise ValueError("a subject pattern needs a named group `pr`, `prs` or `title`, e.g. (?P<pr>\\d+)")
+    if "pr" in groups and not _matches_digits_only(pattern, groups["pr"]):
+        raise ValueError(
+            "the group `pr` must match digits only, e.g. (?P<pr>\\d+): it is looked up as an upstream "
+            "PR number (for several numbers such as '#12 #34' use a group `prs`)"
+        )
     return pattern
+
+
+def _matches_digits_only(pattern: str, group: int) -> bool:
+    """Whether group number `group` of `pattern` can match nothing but the digits 0-9."""
+    found = _find_group(list(_SRE_PARSER.parse(pattern)), group)
+    return found is not None and _digits_only(found)
+
+
+def _find_group(items: list[Any], group: int) -> list[Any] | None:
+    for op, arg in items:
+        subs = _sub_sequences(op.name, arg)
+        if op.name == "SUBPATTERN" and arg[0] == group:
+            return list(arg[3])
+        for sub in subs:
+            found = _find_group(sub, group)
+            if found is not None:
+                return found
+    return None
+
+
+def _sub_sequences(op: str, arg: Any) -> list[list[Any]]:
+    if op == "SUBPATTERN":
+        return [list(arg[3])]
+    if op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+        return [list(arg[2])]
+    if op == "BRANCH":
+        return [list(b) for b in arg[1]]
+    if op == "ATOMIC_GROUP":
+        return [list(arg)]
+    return []
+
+
+def _digits_only(items: list[Any]) -> bool:
+    for op, arg in items:
+        name = op.name
+        if name not in _DIGIT_OPS:
+            return False
+        if name == "LITERAL" and not 0x30 <= arg <= 0x39:
+            return False
+        if name == "IN" and not all(_digit_class_item(o.name, a) for o, a in arg):
+            return False
+        if not all(_digits_only(sub) for sub in _sub_sequences(name, arg)):
+            return False
+    return True
+
+
+def _digit_class_item(op: str, arg: Any) -> bool:
+    """One member of a `[...]` class that holds only digits: `\\d`, `0-9` or a digit."""
+    if op == "CATEGORY":
+        return bool(arg.name == "CATEGORY_DIGIT")
+    if op == "RANGE":
+        return bool(arg[0] >= 0x30 and arg[1] <= 0x39)
+    return op == "LITERAL" and 0x30 <= arg <= 0x39
 
 
 def _check_name(name: str) -> str:
@@ -602,26 +669,48 @@ class PickedSubject:
 
     pr: str | None
     title: str | None
+    prs: tuple[str, ...] = ()  # the PR numbers of a bundle pick, in subject order
+
+    @classmethod
+    def of(cls, found: re.Match[str]) -> PickedSubject:
+        groups = found.groupdict()
+        prs = tuple(re.findall(r"\d+", groups.get("prs") or ""))
+        return cls(pr=groups.get("pr"), title=groups.get("title"), prs=prs)
 
 
+# FBTriton's pick subjects: any tags, then `[Cherry-pick]` and its own tags (`[RESOLVED]`), the upstream
+# subject, and the fork PR's own `(#M)` that GitHub's squash merge appends (never the upstream PR).
+_PICK = r"^(?:\[[^\]]*\]\s*)*\[(?i:cherry-pick)\](?:\[(?!BUNDLE\])[^\]]*\])*\s*"
+_FORK_PR = r"(?:\s*\(#\d+\))?$"
+_BUNDLE = r"\[BUNDLE\][^(]*\((?P<prs>#\d+(?:[\s,]+#\d+)*)[^)]*\)"
 DEFAULT_SUBJECT_PATTERNS: tuple[str, ...] = (
-    r"^\[Cherry-pick\] '(?P<title>.+) \(#(?P<pr>\d+)\)'$",  # FBTriton: [Cherry-pick] '<title> (#N)'
-    r"^\[Cherry-pick\] (?!')(?P<title>.+) \(#(?P<pr>\d+)\)$",  # the same without quotes
+    # [Cherry-pick][BUNDLE] Cherry-pick 15 upstream(#10702 #10689 …) (#2877): one fork commit, many picks
+    r"^(?:\[[^\]]*\]\s*)*\[(?i:cherry-pick)\]" + _BUNDLE + _FORK_PR,
+    # [triton][beta] [Cherry-pick] '<title> (#N)' (#M), [Cherry-pick][RESOLVED] '<title> (#N)'
+    _PICK + r"'(?P<title>.+) \(#(?P<pr>\d+)\)'" + _FORK_PR,
+    _PICK + r"(?![\s']|\[BUNDLE\])(?P<title>.+?) \(#(?P<pr>\d+)\)" + _FORK_PR,  # the same without quotes
+    _PICK + r"'(?P<title>.+)'" + _FORK_PR,  # a quoted upstream subject without its PR number
 )
+# Files holding one toolchain version: a fork whose pin has a later upstream value has passed the older ones.
+DEFAULT_PINS: tuple[str, ...] = ("cmake/llvm-hash.txt",)
 
 
 class Recognition(Frozen):
     subject_patterns: tuple[SubjectPattern, ...] = DEFAULT_SUBJECT_PATTERNS
     emergency_patterns: tuple[MessagePattern, ...] = ()
+    pins: tuple[Glob, ...] = DEFAULT_PINS
 
     def match_subject(self, subject: str) -> PickedSubject | None:
-        """The first subject pattern that matches (`re.search`), as its `pr` and `title` groups."""
-        for pattern in self.subject_patterns:
-            found = _cached_regex(pattern, 0).search(subject)
-            if found:
-                groups = found.groupdict()
-                return PickedSubject(pr=groups.get("pr"), title=groups.get("title"))
-        return None
+        """The first subject pattern that matches (`re.search`), as its `pr`, `prs` and `title` groups."""
+        return next(iter(self.subject_matches(subject)), None)
+
+    def subject_matches(self, subject: str) -> list[PickedSubject]:
+        """What each subject pattern that matches says, in pattern order."""
+        found = (_cached_regex(p, 0).search(subject) for p in self.subject_patterns)
+        return [PickedSubject.of(m) for m in found if m]
+
+    def is_pin(self, path: str) -> bool:
+        return bool(self.pins) and _globs_regex(self.pins).fullmatch(path) is not None
 
     def is_emergency(self, message: str) -> bool:
         """Whether a fork commit's full message matches an emergency pattern (`re.search`, multi-line)."""

@@ -9,8 +9,10 @@ from typing import TypedDict
 
 from bot import symbols
 from bot.analysis import distinctive, normalise_line
+from bot.applied import find_applied
 from bot.config import SluiceConfig, Strategy, parse_config
-from bot.gitio import GitRepo
+from bot.errors import GitError
+from bot.gitio import MISSING_OBJECT, GitRepo
 from bot.metrics import pending_shas, stream_status
 from bot.models import (
     CommitInfo,
@@ -21,7 +23,7 @@ from bot.models import (
     StreamStatus,
     UpstreamCommit,
 )
-from bot.pick import Picker
+from bot.pick import Picker, StepResult
 from bot.recognise import ingestion_commits, recognise
 
 CONFIG_PATH = ".github/sluice.yml"
@@ -109,10 +111,22 @@ def take_snapshot(
             fork_patch_ids=fork_ids,
             config=config,
         )
+    # Only what the explicit evidence and patch-ids left over: a pick that would change nothing.
+    rest = [c for c in candidates if c.sha not in recognised]
+    recognised |= find_applied(
+        repo, fork_head=fork_head, upstream_head=upstream_head, commits=rest, stream=stream, config=config
+    )
     missing = frozenset(c.sha for c in candidates)
     stack = len(patch_stack_of(fork_commits, recognised))
+    read = missing | {c.sha for c in fork_commits}
     status = stream_status(
-        stream, missing=set(missing), recognised=recognised, fork_head=fork_head, patch_stack_commits=stack
+        stream,
+        missing=set(missing),
+        recognised=recognised,
+        fork_head=fork_head,
+        patch_stack_commits=stack,
+        picks_move_tip=config.strategy is Strategy.CHERRY_PICK,
+        unreadable={sha: path for sha, path in repo.unreadable.items() if sha in read},
     )
     return Snapshot(
         fork_ref=fork_ref,
@@ -242,10 +256,28 @@ def analyse_pending(
         footprint = patch_stack_footprint(repo, snapshot, (f.path for files in own.values() for f in files))
         conflicts = predicted.result()
     commits = tuple(
-        UpstreamCommit(info=infos[sha], position=position[sha], files=own[sha], **conflicts[sha])
+        UpstreamCommit(
+            info=infos[sha],
+            position=position[sha],
+            files=own[sha],
+            unreadable=repo.unreadable.get(sha),
+            **conflicts[sha],
+        )
         for sha in pending
     )
     return PendingAnalysis(commits=commits, stream_patches=tuple(stream_patches.items()), footprint=footprint)
+
+
+def _step(picker: Picker, fork_head: str, tree: str, commit: CommitInfo) -> StepResult | None:
+    """One probe pick, or None when git cannot read an object the commit needs (noted in `unreadable`)."""
+    try:
+        return picker.step(fork_head, tree, commit, strategy=Strategy.CHERRY_PICK)
+    except GitError as exc:
+        found = MISSING_OBJECT.search(str(exc).encode())
+        if found is None:
+            raise
+        picker.repo.unreadable[commit.sha] = f"object {found.group(1).decode()}"
+        return None
 
 
 class PredictedConflicts(TypedDict):
@@ -271,7 +303,12 @@ def predict_conflicts(
     for index, commit in enumerate(commits):
         if index % 50 == 0:
             progress(f"predicting conflicts {index}/{len(commits)}")
-        step = picker.step(fork_head, tree, commit, strategy=Strategy.CHERRY_PICK)
+        step = None if commit.sha in repo.unreadable else _step(picker, fork_head, tree, commit)
+        if step is None:  # its diff cannot be read: a risk of its own, and the next commits go on
+            result[commit.sha] = PredictedConflicts(
+                conflict_files=(), resolved_files=(), conflict_checked=False
+            )
+            continue
         tree = step.tree or tree
         files = step.report.files
         result[commit.sha] = PredictedConflicts(

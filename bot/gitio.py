@@ -38,6 +38,13 @@ GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_NO_REPLACE_OBJECTS": "1",
 }
+# How git names an object it cannot read (a partial clone, a snapshot without large blobs).
+MISSING_OBJECT = re.compile(
+    rb"(?:unable to read|bad object|missing blob object|could not read)(?: tree| blob)? '?([0-9a-f]{40})",
+    re.IGNORECASE,
+)
+RAW_ONE = ("log", "-1", "--raw", "--no-renames", "--no-abbrev", "--diff-merges=first-parent", "--format=")
+PATCH_ID_LOG = ("--no-merges", "-p", "--no-color", "--format=commit %H")
 DIFF_OPTIONS = (
     "--raw",
     "-p",
@@ -94,6 +101,8 @@ class GitRepo:
         self.git_dir = Path(self._repo.git_dir)
         # GitPython's own object database goes through a `git` process per write; gitdb's is in-process.
         self._loose = LooseObjectDB(str(Path(self._repo.common_dir) / "objects"))
+        # Commits whose diff needs an object this repository lacks: SHA -> the path git could not read.
+        self.unreadable: dict[str, str] = {}
         if (self.git_dir / "shallow").exists():
             raise GitError(
                 f"{path} is a shallow clone; Sluice needs the whole history to recognise ingested commits",
@@ -162,30 +171,52 @@ class GitRepo:
     def range_patches(self, *revs: str, no_merges: bool = False) -> dict[str, tuple[FileChange, ...]]:
         """Raw + `-U0` patches of every commit in a range (against the first parent), in log order."""
         flags = ["--no-merges"] if no_merges else ["--diff-merges=first-parent"]
-        out = self.run("log", *flags, *DIFF_OPTIONS, f"--format={COMMIT_MARK}%H", *revs, "--")
+        options = (*flags, *DIFF_OPTIONS, f"--format={COMMIT_MARK}%H")
+        try:
+            out = self.run("log", *options, *revs, "--")
+        except GitError:  # a missing object: go commit by commit, an unreadable one keeps only its file list
+            shas = self.run("rev-list", *(["--no-merges"] if no_merges else []), *revs, "--").split()
+            out = self.log_each(options, shas, mark=COMMIT_MARK.encode()).decode("utf-8", "replace")
         return {sha: parse_patch_section(body) for sha, body in split_log(out)}
 
     def patch_ids(self, *revs: str, stdin_shas: Sequence[str] = ()) -> dict[str, str]:
-        """commit SHA -> `git patch-id --stable` for a range (or for the listed SHAs), merges excluded."""
+        """commit SHA -> `git patch-id --stable` for a range (or for the listed SHAs), merges excluded.
+
+        A commit whose diff needs a missing object gets no patch-id; it is noted in `unreadable`.
+        """
         if stdin_shas:
-            args = [
-                "log",
-                "--no-walk=unsorted",
-                "--stdin",
-                "--no-merges",
-                "-p",
-                "--no-color",
-                "--format=commit %H",
-            ]
+            args = ["log", "--no-walk=unsorted", "--stdin", *PATCH_ID_LOG]
             data = "\n".join(validate_sha(s) for s in stdin_shas).encode() + b"\n"
         elif revs:
-            args = ["log", "--no-merges", "-p", "--no-color", "--format=commit %H", *revs, "--"]
+            args = ["log", *PATCH_ID_LOG, *revs, "--"]
             data = None
         else:
             return {}
+        try:
+            return self._piped_patch_ids(args, data)
+        except GitError:
+            shas = data.decode().split() if data else self.run("rev-list", "--no-merges", *revs, "--").split()
+            patches = self.log_each(PATCH_ID_LOG, shas, mark=b"commit ")
+            proc = subprocess.run(
+                ["git", "patch-id", "--stable"],
+                cwd=self.path,
+                input=patches,
+                capture_output=True,
+                env={**os.environ, **GIT_ENV},
+            )
+            if proc.returncode:
+                raise GitError("git patch-id failed", "check that the repository is readable") from None
+            return _patch_id_pairs(proc.stdout)
+
+    def _piped_patch_ids(self, args: Sequence[str], data: bytes | None) -> dict[str, str]:
         env = {**os.environ, **GIT_ENV}
         with subprocess.Popen(
-            ["git", *args], cwd=self.path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+            ["git", *args],
+            cwd=self.path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
         ) as log:
             assert log.stdin is not None
             # `log --stdin` reads every SHA before it writes anything, so this cannot block on our side.
@@ -196,8 +227,68 @@ class GitRepo:
             )
         if log.returncode or patch.returncode:
             raise GitError("git patch-id failed", "check that the repository is readable and not corrupt")
-        pairs = (line.split() for line in patch.stdout.decode().splitlines())
-        return {commit: pid for pid, commit in pairs}
+        return _patch_id_pairs(patch.stdout)
+
+    def log_each(self, options: Sequence[str], shas: Sequence[str], *, mark: bytes) -> bytes:
+        """`git log OPTIONS` of the listed commits in order, going on past any whose diff needs a missing
+        object: such a commit keeps only its `--raw` file list (when its trees can be read) and is noted in
+        `unreadable`.
+        """
+        env = {**os.environ, **GIT_ENV}
+        out: list[bytes] = []
+        remaining = list(shas)
+        while remaining:
+            proc = subprocess.run(
+                ["git", "log", "--no-walk=unsorted", "--stdin", *options],
+                cwd=self.path,
+                input=("\n".join(validate_sha(s) for s in remaining) + "\n").encode(),
+                capture_output=True,
+                env=env,
+            )
+            if proc.returncode == 0:
+                out.append(proc.stdout)
+                break
+            found = MISSING_OBJECT.search(proc.stderr)
+            if found is None:
+                raise GitError(f"git log failed: {proc.stderr.decode('utf-8', 'replace').strip()[-300:]}")
+            oid = found.group(1).decode()
+            kept, sha, raw = self._failed_commit(proc.stdout, remaining, oid, mark=mark)
+            self.unreadable[sha] = _path_of(raw, oid)
+            out += [kept, mark + sha.encode() + b"\n\n" + raw.strip(b"\n") + b"\n"]
+            remaining = remaining[remaining.index(sha) + 1 :]
+        return b"".join(out)
+
+    def _failed_commit(
+        self, stdout: bytes, remaining: Sequence[str], oid: str, *, mark: bytes
+    ) -> tuple[bytes, str, bytes]:
+        """The output to keep, the commit git died on and its `--raw` lines. A missing blob fails after
+        the commit's header was written; a missing tree fails before, so the culprit comes after it."""
+        start = stdout.rfind(b"\n" + mark) + 1  # 0 when the last section is the first one
+        last = (
+            stdout[start + len(mark) : start + len(mark) + 40].decode()
+            if stdout[start:].startswith(mark)
+            else None
+        )
+        if last is not None and last in remaining:
+            raw = self._raw_or_none(last)
+            if raw is not None and oid.encode() in raw:
+                return stdout[:start], last, raw
+        after = remaining[remaining.index(last) + 1 :] if last in remaining else remaining
+        for sha in after:
+            raw = self._raw_or_none(sha)
+            if raw is None or oid.encode() in raw:
+                return stdout, sha, raw or b""
+        raise GitError(f"git log failed: unable to read {oid}", "check that the repository is not corrupt")
+
+    def _raw_or_none(self, sha: str) -> bytes | None:
+        """A commit's `--raw` lines against its first parent, or None when its trees cannot be read."""
+        proc = subprocess.run(
+            ["git", *RAW_ONE, validate_sha(sha)],
+            cwd=self.path,
+            capture_output=True,
+            env={**os.environ, **GIT_ENV},
+        )
+        return proc.stdout if proc.returncode == 0 else None
 
     def read_file(self, rev: str, path: str) -> bytes | None:
         """A file's content at a commit or tree, or None when it is not there."""
@@ -392,6 +483,20 @@ class Plumbing:
             if len(fields) == 3:
                 hits.append((fields[0].removeprefix(f"{rev}:"), int(fields[1]), fields[2].strip()))
         return hits
+
+
+def _patch_id_pairs(out: bytes) -> dict[str, str]:
+    pairs = (line.split() for line in out.decode().splitlines())
+    return {commit: pid for pid, commit in pairs}
+
+
+def _path_of(raw: bytes, oid: str) -> str:
+    """The path whose old or new blob is `oid` in a commit's `--raw` lines."""
+    for line in raw.decode("utf-8", "replace").splitlines():
+        meta, _, path = line.partition("\t")
+        if oid in meta.split()[2:4]:
+            return path
+    return f"object {oid}"
 
 
 def _commit_info(chunk: str) -> CommitInfo:

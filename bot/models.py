@@ -28,7 +28,27 @@ class RecognitionMethod(enum.StrEnum):
     TRAILER = "trailer"  # `Upstream-Commit: <sha>` written by Sluice
     CHERRY_PICK_X = "cherry-pick-x"  # `(cherry picked from commit <sha>)`
     PATCH_ID = "patch-id"  # same `git patch-id --stable`
-    SUBJECT_PATTERN = "subject-pattern"  # configured pattern, matched by PR number or title
+    SUBJECT_PATTERN = "subject-pattern"  # configured pattern, matched by PR number(s) or title
+    # The fork has the change without having ingested the commit; none of these moves the ingestion tip.
+    UPSTREAMED = "upstreamed"  # same patch-id as an older fork commit: a fork patch that went upstream
+    ALREADY_APPLIED = "already-applied"  # its pick onto fork trunk would change nothing
+    NET_ZERO = "net-zero"  # it and a later missing commit undo each other (a revert and what it reverts)
+    PIN_PASSED = "pin-passed"  # moves a toolchain pin that the fork's pin has already passed
+
+    @property
+    def is_pick(self) -> bool:
+        """A fork commit brought this upstream commit in (so it can be an ingestion)."""
+        return self in PICK_METHODS
+
+
+PICK_METHODS = frozenset(
+    {
+        RecognitionMethod.TRAILER,
+        RecognitionMethod.CHERRY_PICK_X,
+        RecognitionMethod.PATCH_ID,
+        RecognitionMethod.SUBJECT_PATTERN,
+    }
+)
 
 
 class Hunk(Frozen):
@@ -84,6 +104,7 @@ class UpstreamCommit(Frozen):
     conflict_files: tuple[str, ...] = ()
     resolved_files: tuple[str, ...] = ()
     conflict_checked: bool = False
+    unreadable: str | None = None  # the path whose object the repository lacks: hunks and conflicts unknown
 
     @property
     def sha(self) -> str:
@@ -112,8 +133,9 @@ class PatchStackFootprint(Frozen):
 class Recognised(Frozen):
     upstream_sha: str
     method: RecognitionMethod
-    fork_sha: str | None = None  # None for ANCESTRY
+    fork_sha: str | None = None  # None for ANCESTRY, ALREADY_APPLIED, NET_ZERO and PIN_PASSED
     emergency: bool = False
+    detail: str = ""  # why, for the methods without a fork commit (e.g. "reverted by 1a2b3c4d5e")
 
 
 class StreamStatus(Frozen):
@@ -135,6 +157,11 @@ class StreamStatus(Frozen):
     # pending nor backlog; deferred ones stay pending work, and backlog once the tip passes them.
     skipped_commits: int = 0
     deferred_commits: int = 0
+    # The oldest upstream commit the fork does not have, and its age: (upstream head − its committer time).
+    oldest_missing: str | None = None
+    oldest_missing_days: float | None = None
+    # Commits whose diff needs an object the repository lacks (partial clone, snapshot): SHA -> path.
+    unreadable: dict[str, str] = Field(default_factory=dict)
 
 
 class RiskLevel(enum.StrEnum):
@@ -160,6 +187,7 @@ class RiskKind(enum.StrEnum):
     RELAND = "reland"
     EXTENSION_INTERFACE = "extension-interface"
     BINARY = "binary"
+    UNREADABLE = "unreadable"
 
 
 class RiskReason(Frozen):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from bot.config import SluiceConfig
+from bot.config import PickedSubject, SluiceConfig
 from bot.models import CommitInfo, Recognised, RecognitionMethod
 
 UPSTREAM_TRAILER = re.compile(r"^Upstream-Commit:\s*([0-9a-f]{40})\s*$", re.MULTILINE)
@@ -53,6 +54,17 @@ class _Candidates:
         hits = [s for s in self.by_sha if s.startswith(abbrev)]
         return hits[0] if len(hits) == 1 else None
 
+    def named_by(self, picked: PickedSubject) -> list[str]:
+        """The upstream commits a pick subject names: every PR of a bundle, else one commit."""
+        if picked.prs:
+            return list(dict.fromkeys(self.by_pr[n] for n in picked.prs if n in self.by_pr))
+        by_pr = self.by_pr.get(picked.pr) if picked.pr else None
+        titles = self.by_title.get(normalise_title(picked.title), []) if picked.title else []
+        by_title = titles[0] if len(titles) == 1 else None
+        # A unique title beats a number: an unquoted subject's only `(#N)` may be the fork PR's own.
+        sha = by_title or by_pr
+        return [sha] if sha else []
+
 
 def _explicit_picks(
     fork: CommitInfo, cands: _Candidates, config: SluiceConfig
@@ -67,17 +79,10 @@ def _explicit_picks(
             found.append((sha, RecognitionMethod.CHERRY_PICK_X))
     if found:
         return found
-    for pattern in config.recognition.subject_patterns:
-        m = re.search(pattern, fork.subject)
-        if m is None:
-            continue
-        groups = m.groupdict()
-        sha = cands.by_pr.get(groups["pr"]) if groups.get("pr") else None
-        if sha is None and groups.get("title"):
-            titles = cands.by_title.get(normalise_title(groups["title"]), [])
-            sha = titles[0] if len(titles) == 1 else None
-        if sha is not None:
-            return [(sha, RecognitionMethod.SUBJECT_PATTERN)]
+    for picked in config.recognition.subject_matches(fork.subject):
+        shas = cands.named_by(picked)
+        if shas:
+            return [(sha, RecognitionMethod.SUBJECT_PATTERN) for sha in shas]
     return []
 
 
@@ -115,16 +120,74 @@ def recognise(
         if up.sha in found or not pool:
             continue
         pick = pool.pop(0)
-        found[up.sha] = Recognised(
-            upstream_sha=up.sha,
-            method=RecognitionMethod.PATCH_ID,
-            fork_sha=pick.sha,
-            emergency=is_emergency(pick.message, config),
-        )
+        found[up.sha] = _patch_id_match(up, pick, config)
         claimed.add(pick.sha)
     return found
 
 
+def _patch_id_match(up: CommitInfo, fork: CommitInfo, config: SluiceConfig) -> Recognised:
+    """A fork commit older than its upstream twin is the fork's own patch that went upstream, not a pick."""
+    if fork.committer_time < up.committer_time:
+        return Recognised(upstream_sha=up.sha, method=RecognitionMethod.UPSTREAMED, fork_sha=fork.sha)
+    return Recognised(
+        upstream_sha=up.sha,
+        method=RecognitionMethod.PATCH_ID,
+        fork_sha=fork.sha,
+        emergency=is_emergency(fork.message, config),
+    )
+
+
 def ingestion_commits(recognised: Mapping[str, Recognised]) -> frozenset[str]:
-    """Fork commits that are picks of upstream commits, so not part of the patch stack."""
-    return frozenset(r.fork_sha for r in recognised.values() if r.fork_sha is not None)
+    """Fork commits that are picks of upstream commits, so not part of the patch stack.
+
+    An upstreamed fork patch stays in the patch stack until the fork ingests its upstream twin.
+    """
+    return frozenset(r.fork_sha for r in recognised.values() if r.fork_sha is not None and r.method.is_pick)
+
+
+# A subject that reads like a pick even when no configured pattern matches it.
+LOOKS_LIKE_PICK = re.compile(r"cherry[- ]?pick|\bback-?port|\[pick\]", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class UnmatchedPick:
+    """A fork commit that reads like a pick, but whose upstream commit Sluice could not find."""
+
+    fork_sha: str
+    subject: str
+    evidence: str  # what made it look like a pick
+
+
+def pick_evidence(commit: CommitInfo, config: SluiceConfig) -> str | None:
+    """Why a fork commit reads like a pick (strongest first), or None."""
+    if UPSTREAM_TRAILER.search(commit.message):
+        return "an Upstream-Commit trailer"
+    if CHERRY_PICKED.search(commit.message):
+        return "a `cherry picked from commit` line"
+    if config.recognition.subject_matches(commit.subject):
+        return "a subject pattern"
+    return "its subject" if LOOKS_LIKE_PICK.search(commit.subject) else None
+
+
+def unmatched_picks(
+    fork: Sequence[CommitInfo],
+    recognised: Mapping[str, Recognised],
+    *,
+    ancestors: Sequence[CommitInfo],
+    config: SluiceConfig,
+) -> tuple[list[UnmatchedPick], int]:
+    """Fork commits that read like picks and matched nothing, and how many others picked a commit the
+    fork has since reached by ancestry (`ancestors`: the upstream stream commits fork trunk contains)."""
+    matched = {r.fork_sha for r in recognised.values() if r.fork_sha is not None}
+    reached = _Candidates(ancestors)
+    unmatched: list[UnmatchedPick] = []
+    superseded = 0
+    for commit in fork:
+        evidence = None if commit.sha in matched or len(commit.parents) > 1 else pick_evidence(commit, config)
+        if evidence is None:
+            continue
+        if _explicit_picks(commit, reached, config):
+            superseded += 1
+        else:
+            unmatched.append(UnmatchedPick(fork_sha=commit.sha, subject=commit.subject, evidence=evidence))
+    return unmatched, superseded

@@ -52,6 +52,7 @@ def status_table(status: StreamStatus) -> Table:
     table.add_row("Ingestion tip", f"{tip}  ({_when(status.ingestion_tip_time)})")
     days = "—" if status.days_behind is None else f"{status.days_behind:.2f}"
     table.add_row("Days Behind Upstream", days)
+    table.add_row("Oldest missing commit", _oldest_missing(status))
     table.add_row("Backlog Commits", str(status.backlog_commits))
     table.add_row("Pending upstream commits", str(status.pending_commits))
     if status.skipped_commits or status.deferred_commits:
@@ -61,6 +62,12 @@ def status_table(status: StreamStatus) -> Table:
     table.add_row("Emergency picks", str(status.emergency_commits))
     table.add_row("Patch stack", plural(status.patch_stack_commits, "fork commit"))
     table.add_row("Recognised by", ", ".join(f"{k} {v}" for k, v in status.recognised_by.items()) or "—")
+    if status.unreadable:
+        shown = [f"{sha[:10]} unreadable: {path}" for sha, path in list(status.unreadable.items())[:3]]
+        more = len(status.unreadable) - len(shown)
+        table.add_row(
+            "Unreadable commits", Text("\n".join(shown + ([f"… {more} more (--json)"] if more else [])))
+        )
     return table
 
 
@@ -77,6 +84,12 @@ def status_renderable(status: StreamStatus, *, held: Sequence[tuple[DispositionR
             table.add_row(*map(Text, cells))
         parts.append(table)
     return Group(*parts)
+
+
+def _oldest_missing(status: StreamStatus) -> str:
+    if status.oldest_missing is None or status.oldest_missing_days is None:
+        return "none"
+    return f"{status.oldest_missing[:10]}  ({status.oldest_missing_days:.2f} days older than upstream head)"
 
 
 def _commit_table(title: str, commits: Sequence[PlannedCommit]) -> Table:

@@ -240,6 +240,11 @@ def test_extensions_by_interface_and_by_own_path(
         ("[Cherry-pick] 'Fix the pipeliner (#1234)'", "1234", "Fix the pipeliner"),
         ("[Cherry-pick] Fix the pipeliner (#1234)", "1234", "Fix the pipeliner"),
         ("[Cherry-pick] '[AMD] Use (#n) in buffer ops (#8031)'", "8031", "[AMD] Use (#n) in buffer ops"),
+        # FBTriton's landed forms: tags before, tags after, and the fork PR's own (#M) that is never the pr
+        ("[triton][beta] [Cherry-pick] 'Fix the pipeliner (#1234)' (#2877)", "1234", "Fix the pipeliner"),
+        ("[Cherry-pick][RESOLVED] 'Fix the pipeliner (#1234)'", "1234", "Fix the pipeliner"),
+        ("[Cherry-pick] Fix the pipeliner (#1234) (#2877)", "1234", "Fix the pipeliner"),
+        ("[Cherry-pick] 'Fix the pipeliner' (#2877)", None, "Fix the pipeliner"),
     ],
 )
 def test_default_subject_patterns_recognise_fbtriton_picks(subject: str, pr: str, title: str) -> None:
@@ -255,6 +260,28 @@ def test_default_subject_patterns_recognise_fbtriton_picks(subject: str, pr: str
 )
 def test_default_subject_patterns_ignore_other_subjects(subject: str) -> None:
     assert SluiceConfig().recognition.match_subject(subject) is None
+
+
+def test_a_bundle_pick_names_every_upstream_pr_but_not_its_own() -> None:
+    subject = "[Cherry-pick][BUNDLE] Cherry-pick 15 upstream(#10702 #10689 #10650 …) (#2877)"
+    picked = SluiceConfig().recognition.match_subject(subject)
+
+    assert picked is not None
+    assert (picked.pr, picked.prs) == (None, ("10702", "10689", "10650"))
+
+
+@pytest.mark.parametrize(
+    "group", [r"(?P<pr>\w+)", r"(?P<pr>.+)", r"(?P<pr>[^)]+)", r"(?P<pr>\d+|x)", r"(?P<pr>[0-9a-f]+)"]
+)
+def test_a_pr_group_must_match_digits_only(group: str) -> None:
+    (problem,) = check_config(f"recognition: {{subject_patterns: ['^Pick {group}']}}", filename="s.yml")
+
+    assert "the group `pr` must match digits only" in problem.message
+
+
+@pytest.mark.parametrize("group", [r"(?P<pr>\d+)", r"(?P<pr>[0-9]{1,6})", r"(?:#(?P<pr>\d+))?"])
+def test_digit_pr_groups_are_accepted(group: str) -> None:
+    assert not check_config(f"recognition: {{subject_patterns: ['^Pick {group}']}}", filename="s.yml")
 
 
 def test_a_title_only_subject_pattern_gives_no_pr() -> None:
@@ -422,7 +449,7 @@ def test_every_problem_is_reported_with_its_field_and_line(
         ("fork: {branch: 1.5}", "expected a string, got a number (quote it)"),
         ("components: [{name: a, paths: [a], risk: low}, {name: a, paths: [b], risk: low}]", "duplicate"),
         ("recognition: {subject_patterns: ['(x']}", "invalid regular expression: missing ), unterminated"),
-        ("recognition: {subject_patterns: ['^Pick (\\d+)']}", "needs a named group `pr` or `title`"),
+        ("recognition: {subject_patterns: ['^Pick (\\d+)']}", "needs a named group `pr`, `prs` or `title`"),
         ("upstream: {branch: 'a b'}", "not a valid git branch name"),
         ("fork: {repo: 'a/b/c'}", "expected 'owner/name'"),
         ("risk: {}\nrisk: {}", "duplicate key (first at line 1)"),

@@ -67,3 +67,45 @@ def test_no_tip_when_fork_has_nothing_from_upstream() -> None:
     )
     assert (status.ingestion_tip, status.days_behind, status.backlog_commits) == (None, None, 0)
     assert status.pending_commits == 12
+
+
+@pytest.mark.parametrize(
+    ("method", "picks_move_tip", "tip"),
+    [
+        pytest.param(RecognitionMethod.TRAILER, True, 8, id="a-pick-moves-the-tip"),
+        pytest.param(RecognitionMethod.TRAILER, False, 3, id="merge-fork-tip-from-ancestry-alone"),
+        pytest.param(RecognitionMethod.UPSTREAMED, True, 3, id="upstreamed-fork-patch"),
+        pytest.param(RecognitionMethod.ALREADY_APPLIED, True, 3, id="already-applied"),
+        pytest.param(RecognitionMethod.NET_ZERO, True, 3, id="net-zero"),
+        pytest.param(RecognitionMethod.PIN_PASSED, True, 3, id="pin-passed"),
+    ],
+)
+def test_only_regular_picks_move_the_tip(method: RecognitionMethod, picks_move_tip: bool, tip: int) -> None:
+    missing = {s for s, _ in STREAM[4:]}
+    recognised = {sha(8): pick(8, method=method)}
+    status = stream_status(
+        STREAM,
+        missing=missing,
+        recognised=recognised,
+        fork_head="f" * 40,
+        patch_stack_commits=0,
+        picks_move_tip=picks_move_tip,
+    )
+    assert status.ingestion_tip == sha(tip)
+    assert status.pending_commits == 7  # recognised either way: the fork has it
+
+
+def test_oldest_missing_commit_and_its_age() -> None:
+    """Days Behind sees the tip; the oldest hole behind it can be much older."""
+    missing = {s for s, _ in STREAM[2:]}
+    recognised = {sha(i): pick(i) for i in range(3, 11)}  # everything but 2 and 11
+    status = stream_status(
+        STREAM, missing=missing, recognised=recognised, fork_head="f" * 40, patch_stack_commits=0
+    )
+    assert (status.ingestion_tip, status.days_behind) == (sha(10), 0.25)
+    assert (status.oldest_missing, status.oldest_missing_days) == (sha(2), 2.25)
+
+
+def test_nothing_missing_means_no_oldest_missing() -> None:
+    status = stream_status(STREAM, missing=set(), recognised={}, fork_head="f" * 40, patch_stack_commits=0)
+    assert (status.oldest_missing, status.oldest_missing_days) == (None, None)

@@ -110,7 +110,10 @@ def test_llvm_bump_is_critical(scenario: Scenario, tmp_path: Path, capsys) -> No
     assert [r["kind"] for r in commit["reasons"]] == ["component"]
 
 
-def test_revert_and_reland_travel_with_the_original(scenario: Scenario, tmp_path: Path, capsys) -> None:
+def test_a_revert_nets_out_its_original_and_the_reland_is_the_work(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """Original and revert undo each other exactly: no work for a human; the reland alone is picked."""
     original = scenario.upstream(
         "[FRONTEND] Faster store (#11)",
         {LANG_PATH: "def load(ptr):\n    return ptr\n\n\ndef store(ptr, value):\n    return value + 0\n"},
@@ -126,9 +129,13 @@ def test_revert_and_reland_travel_with_the_original(scenario: Scenario, tmp_path
         "[Reland] [FRONTEND] Faster store (#14)",
         {LANG_PATH: "def load(ptr):\n    return ptr\n\n\ndef store(ptr, value):\n    return value + 0\n"},
     )
-    bundles, chains = grouping(plan_json(scenario, tmp_path, capsys=capsys))
-    assert chains == [[original, revert, reland]]
+    plan = plan_json(scenario, tmp_path, capsys=capsys)
+    bundles, chains = grouping(plan)
+    assert chains == [[reland]]
     assert bundles == [[other]]
+    assert plan["status"]["recognised_by"]["net-zero"] == 2
+    assert original not in str(plan["bundles"]) + str(plan["chains"])
+    assert plan["status"]["pending_commits"] == 2
 
 
 @pytest.mark.parametrize("how", ["trailer", "x", "plain", "subject"])
@@ -181,9 +188,9 @@ def test_extension_interface_change_is_risky(scenario: Scenario, tmp_path: Path,
 
 def test_revert_named_in_the_body_depends_on_its_commit(scenario: Scenario, tmp_path: Path, capsys) -> None:
     original = scenario.upstream("[DOCS] Reword a (#32)", {"docs/a.md": numbered("doc a", 29) + "changed\n"})
-    revert = scenario.upstream(
+    revert = scenario.upstream(  # it also changes docs/b.md, so the two do not simply net out
         f"Back out the rewording (#33)\n\nThis reverts commit {original}.",
-        {"docs/a.md": numbered("doc a", 30)},
+        {"docs/a.md": numbered("doc a", 30), "docs/b.md": numbered("doc b", 30) + "note\n"},
     )
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     assert grouping(plan) == ([], [[original, revert]])
@@ -338,7 +345,8 @@ def test_binary_empty_and_deleting_commits(scenario: Scenario, tmp_path: Path, c
     delete = scenario.upstream("[DOCS] drop a.md (#82)", {"docs/a.md": None})
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     assert reasons_of(plan, binary)["binary"] == "docs/logo.png"
-    assert reasons_of(plan, empty) == {}
     assert reasons_of(plan, delete)["predicted-conflict"] == "needs a human against fork trunk in docs/a.md"
     bundles, chains = grouping(plan)
-    assert bundles == [[binary, empty]] and chains == [[delete]]
+    assert bundles == [[binary]] and chains == [[delete]]
+    assert plan["status"]["recognised_by"]["already-applied"] == 1  # the empty one: its pick changes nothing
+    assert empty not in str(plan["bundles"]) + str(plan["chains"])

@@ -8,7 +8,7 @@ import pytest
 
 from bot.config import SluiceConfig, parse_config
 from bot.models import CommitInfo, RecognitionMethod
-from bot.recognise import normalise_title, recognise
+from bot.recognise import ingestion_commits, normalise_title, recognise, unmatched_picks
 
 UP = [
     CommitInfo(
@@ -32,14 +32,15 @@ UP = [
 ]
 
 
-def fork_commit(message: str, n: int = 1) -> CommitInfo:
+def fork_commit(message: str, n: int = 1, *, at: int = 100) -> CommitInfo:
+    """A fork commit, by default committed after every upstream commit (as a pick is)."""
     return CommitInfo(
         sha=f"f{n:039x}",
         parents=(),
         author_name="f",
         author_email="f@x",
         author_time=0,
-        committer_time=0,
+        committer_time=at,
         message=message,
     )
 
@@ -134,3 +135,49 @@ def test_configured_emergency_pattern() -> None:
 )
 def test_normalise_title(subject: str, title: str) -> None:
     assert normalise_title(subject) == title
+
+
+def test_a_bundle_pick_recognises_every_upstream_commit_it_names() -> None:
+    bundle = fork_commit("[Cherry-pick][BUNDLE] Cherry-pick 2 upstream(#4313 #4312) (#4314)")
+    found = recognise(UP, [bundle], upstream_patch_ids={}, fork_patch_ids={}, config=SluiceConfig())
+
+    assert sorted(found) == sorted([UP[0].sha, UP[1].sha])  # not #4314: that is the fork PR's own number
+    assert {(r.method, r.fork_sha) for r in found.values()} == {
+        (RecognitionMethod.SUBJECT_PATTERN, bundle.sha)
+    }
+
+
+def test_the_fork_prs_own_number_is_not_the_upstream_pr() -> None:
+    """An unquoted pick whose only `(#N)` is the fork PR's: the unique title names the upstream commit."""
+    pick = fork_commit("[Cherry-pick] [AMD] Fix lds bank conflicts (#4313)")
+    found = recognise(UP, [pick], upstream_patch_ids={}, fork_patch_ids={}, config=SluiceConfig())
+
+    assert list(found) == [UP[0].sha]
+
+
+def test_a_fork_patch_older_than_its_upstream_twin_went_upstream() -> None:
+    """Same patch-id, but the fork commit came first: the fork's patch, not an ingestion."""
+    ids = {UP[1].sha: "p1"}
+    older = fork_commit("[XPU] Use TMA for stores", at=0)
+    found = recognise(
+        UP, [older], upstream_patch_ids=ids, fork_patch_ids={older.sha: "p1"}, config=SluiceConfig()
+    )
+
+    assert found[UP[1].sha].method is RecognitionMethod.UPSTREAMED
+    assert ingestion_commits(found) == frozenset()  # it stays in the patch stack
+
+
+def test_picks_that_matched_nothing_are_listed() -> None:
+    picks = [
+        fork_commit("[Cherry-pick] 'Something upstream never had (#9999)'", 1),
+        fork_commit("Backport the TMA fix", 2),
+        fork_commit("[TLX] Warp specialise (#4313)", 3),  # the fork's own work
+        fork_commit("[Cherry-pick] '[AMD] Fix lds bank conflicts (#4312)'", 4),  # reached by ancestry
+    ]
+    unmatched, reached = unmatched_picks(picks, {}, ancestors=UP[:1], config=SluiceConfig())
+
+    assert [(u.fork_sha, u.evidence) for u in unmatched] == [
+        (picks[0].sha, "a subject pattern"),
+        (picks[1].sha, "its subject"),
+    ]
+    assert reached == 1
