@@ -2,20 +2,40 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import dataclasses
 import datetime as dt
+import logging
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gidgethub import BadRequest
+
+from bot.config import CONFIG_PATH, ConfigError, parse_config
+from bot.errors import GitError
 from bot.forge import ForkGitHub
 from bot.github import GitHubClient
+from bot.ingestion import owner_repo
 from bot.jobs import JobQueue
-from bot.mirror import Mirror, SyncResult, token_auth
+from bot.mirror import Mirror, SyncResult, redact, token_auth
 from bot.registry import Fork, Registry
 from bot.settings import Settings
 from bot.store import Store
+from bot.upstream_access import (
+    UpstreamAccess,
+    UpstreamFacts,
+    UpstreamRefused,
+    decide,
+    host_of,
+    host_refusal,
+    needs_consent,
+)
 
 Clock = Callable[[], dt.datetime]
+log = logging.getLogger("sluice.context")
 
 
 @dataclass
@@ -42,11 +62,77 @@ class Context:
         return token_auth(await self.github.installation_token(installation_id))
 
     async def fork_auth(self, fork: Fork) -> tuple[dict[str, str], dict[str, str] | None]:
-        """git credentials for the fork, and for its upstream when the App is installed there too."""
-        upstream = self.registry.installation_of(fork.upstream_repo) if fork.upstream_repo else None
+        """git credentials for the fork, and for its upstream as `upstream_access` allows (None: anonymous).
+
+        Raises UpstreamRefused when Sluice may not read the upstream for this fork at all.
+        """
+        access = await self.upstream_access(fork.repo, fork.installation_id, fork.upstream_url)
+        upstream = access.installation_id
         return await self.git_auth(fork.installation_id), (
-            await self.git_auth(upstream) if upstream else None
+            await self.git_auth(upstream) if upstream is not None else None
         )
+
+    async def upstream_access(self, fork: str, installation_id: int, upstream_url: str) -> UpstreamAccess:
+        """How the upstream may be read for `fork` (in `installation_id`); raises UpstreamRefused."""
+        await asyncio.to_thread(self.check_upstream_host, fork, upstream_url)
+        upstream = owner_repo(upstream_url, web_base=self.web_url)
+        public = await asyncio.to_thread(self.mirror(fork).readable_anonymously, upstream_url)
+        facts = UpstreamFacts(
+            fork=fork,
+            fork_installation=installation_id,
+            upstream_url=redact(upstream_url),
+            upstream=upstream,
+            public=public,
+            upstream_installation=self.registry.installation_of(upstream) if upstream else None,
+        )
+        if needs_consent(facts):
+            assert facts.upstream is not None and facts.upstream_installation is not None
+            downstreams = await self._downstreams(facts.upstream, facts.upstream_installation)
+            facts = dataclasses.replace(facts, downstreams=downstreams)
+        access = decide(facts)
+        log.info("%s: upstream %s read with %s", fork, facts.upstream_url, access.kind.value)
+        return access
+
+    def check_upstream_host(self, fork: str, url: str) -> None:
+        """Refuse an upstream on a host the operator did not allow, or one resolving to an internal address
+        (blocking: it resolves the name)."""
+        host = host_of(url)
+        addresses = self._resolve(host) if host else []
+        refusal = host_refusal(
+            url,
+            web_url=self.web_url,
+            github_host=self.settings.github_host(),
+            listed_hosts=self.settings.listed_upstream_hosts(),
+            allow_private=self.settings.allow_private_upstreams,
+            addresses=addresses,
+        )
+        if refusal is not None:
+            problem, remedy = refusal
+            raise UpstreamRefused(f"{fork}: upstream.url {redact(url)!r} {problem}", remedy)
+
+    @staticmethod
+    def _resolve(host: str) -> list[str]:
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except OSError as exc:  # DNS may be down for a while: retried, not refused
+            raise GitError(f"cannot resolve the upstream host {host}: {exc}") from None
+        return [str(info[4][0]) for info in infos]
+
+    async def _downstreams(self, upstream: str, installation_id: int) -> tuple[str, ...]:
+        """`downstreams` of the upstream's own config, read with its installation's token for that alone."""
+        api = self.github.for_installation(installation_id)
+        try:
+            content = await api.get(f"/repos/{upstream}/contents/{CONFIG_PATH}")
+        except BadRequest as exc:
+            if exc.status_code == 404:
+                return ()
+            raise
+        try:
+            text = base64.b64decode(str(content.get("content", ""))).decode("utf-8")
+            return parse_config(text, filename=f"{upstream}:{CONFIG_PATH}").downstreams
+        except (ValueError, ConfigError) as exc:  # an unreadable grant grants nothing
+            log.warning("%s: its %s is unusable, so it grants no downstream: %s", upstream, CONFIG_PATH, exc)
+            return ()
 
     def sync_fork(
         self, fork: Fork, *, auth: dict[str, str], upstream_auth: dict[str, str] | None

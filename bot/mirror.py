@@ -16,7 +16,18 @@ from bot.gitio import GIT_ENV, GitRepo, validate_ref
 # Transports git may use for a mirror; `ext::` and `fd::` run commands and are never allowed.
 URL_FORMS = re.compile(r"^(?:(?:https?|ssh|git|file)://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:(?!//)|/)")
 CREDENTIALS = re.compile(r"//[^/@\s]*@")
-SAFE_GIT = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.askPass=")
+HTTP_CREDENTIALS = re.compile(r"^https?://[^/?#]*@", re.IGNORECASE)
+# How git says that a remote wants credentials it was not given (or refused them), not that it is unreachable.
+AUTH_REFUSED = re.compile(
+    r"could not read Username|Authentication failed|Repository not found|repository '[^']*' not found"
+    r"|returned error: 40[134]",
+    re.IGNORECASE,
+)
+# No credential helper either: the only credential git sends is the token Sluice hands it for that fetch.
+SAFE_GIT = (
+    *("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.askPass="),
+    *("-c", "credential.helper="),
+)
 
 
 def validate_url(url: str) -> str:
@@ -25,6 +36,11 @@ def validate_url(url: str) -> str:
         raise GitError(
             f"not a repository URL Sluice will fetch: {redact(url)!r}",
             "use https://, ssh://, git://, file://, user@host:path, or an absolute path",
+        )
+    if HTTP_CREDENTIALS.match(url):  # never written to a mirror's config, where it would stay
+        raise GitError(
+            f"the repository URL {redact(url)!r} carries credentials",
+            "remove them; Sluice sends installation tokens in a header, never in a URL",
         )
     return url
 
@@ -83,7 +99,7 @@ class Mirror:
             self._git("init", "--quiet", "--bare")
 
     def _fetch(self, remote: str, url: str, refspec: str, *, auth: Mapping[str, str] | None = None) -> None:
-        self._git("config", f"remote.{remote}.url", url)
+        self._git("config", f"remote.{remote}.url", validate_url(url))
         self._git(
             "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote, refspec, auth=auth
         )
@@ -178,6 +194,18 @@ class Mirror:
         self._ensure()
         out = self._git("ls-remote", "--", url, ref, auth=auth)
         return next((line.split("\t", 1)[0] for line in out.splitlines() if line.endswith("\t" + ref)), None)
+
+    def readable_anonymously(self, url: str) -> bool:
+        """Whether git reads `url` with no credential at all (it is public); raises when unreachable."""
+        validate_url(url)
+        self._ensure()
+        try:
+            self._git("ls-remote", "--", url, "HEAD")
+        except GitError as exc:
+            if AUTH_REFUSED.search(exc.message):
+                return False
+            raise
+        return True
 
 
 @dataclass(frozen=True)
