@@ -28,10 +28,11 @@ from bot.upstream_access import (
     UpstreamAccess,
     UpstreamFacts,
     UpstreamRefused,
+    address_refusal,
     decide,
     host_of,
-    host_refusal,
     needs_consent,
+    url_refusal,
 )
 
 Clock = Callable[[], dt.datetime]
@@ -96,16 +97,15 @@ class Context:
     def check_upstream_host(self, fork: str, url: str) -> None:
         """Refuse an upstream on a host the operator did not allow, or one resolving to an internal address
         (blocking: it resolves the name)."""
-        host = host_of(url)
-        addresses = self._resolve(host) if host else []
-        refusal = host_refusal(
-            url,
-            web_url=self.web_url,
-            github_host=self.settings.github_host(),
-            listed_hosts=self.settings.listed_upstream_hosts(),
-            allow_private=self.settings.allow_private_upstreams,
-            addresses=addresses,
+        listed = self.settings.listed_upstream_hosts()
+        refusal = url_refusal(
+            url, web_url=self.web_url, github_host=self.settings.github_host(), listed_hosts=listed
         )
+        host = host_of(url)
+        if refusal is None and host is not None:  # only an allowed name is looked up
+            addresses = self._resolve(host)
+            allow_private = self.settings.allow_private_upstreams
+            refusal = address_refusal(host, addresses, listed_hosts=listed, allow_private=allow_private)
         if refusal is not None:
             problem, remedy = refusal
             raise UpstreamRefused(f"{fork}: upstream.url {redact(url)!r} {problem}", remedy)

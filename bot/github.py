@@ -111,6 +111,9 @@ class TokenCache:
     def forget(self, installation_id: int) -> None:
         self._tokens.pop(installation_id, None)
 
+    def clear(self) -> None:
+        self._tokens.clear()
+
 
 class RollingWindow:
     """At most `limit` slots in any `period` seconds; `reserve` says how long to wait for the next slot.
@@ -467,6 +470,10 @@ class GitHubClient:
     def forget_token(self, installation_id: int) -> None:
         """Drop the cached token: GitHub refused it, so the next request mints a new one."""
         self._tokens.forget(installation_id)
+
+    def forget_tokens(self) -> None:
+        """Drop every cached token (git said one was refused, not which)."""
+        self._tokens.clear()
 
     def for_installation(self, installation_id: int) -> InstallationAPI:
         api = self._installations.get(installation_id)

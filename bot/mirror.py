@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.errors import GitError
+from bot.errors import GitAuthRejected, GitError
 from bot.gitio import GIT_ENV, GitRepo, validate_ref
 
 # Transports git may use for a mirror; `ext::` and `fd::` run commands and are never allowed.
@@ -90,7 +90,9 @@ class Mirror:
         )
         if proc.returncode != 0:
             detail = proc.stderr.strip().splitlines()
-            raise GitError(f"git {args[0]} failed in the mirror: {detail[-1] if detail else proc.returncode}")
+            message = f"git {args[0]} failed in the mirror: {detail[-1] if detail else proc.returncode}"
+            refused = auth is not None and AUTH_REFUSED.search(proc.stderr) is not None
+            raise (GitAuthRejected if refused else GitError)(message)
         return proc.stdout.strip()
 
     def _ensure(self) -> None:

@@ -88,18 +88,14 @@ def host_of(url: str) -> str | None:
         return None
 
 
-def host_refusal(
-    url: str,
-    *,
-    web_url: str,
-    github_host: str,
-    listed_hosts: frozenset[str],
-    allow_private: bool,
-    addresses: Iterable[str],
+def url_refusal(
+    url: str, *, web_url: str, github_host: str, listed_hosts: frozenset[str]
 ) -> tuple[str, str] | None:
-    """(problem, remedy) when Sluice must not fetch `url`, given the addresses its host resolves to."""
+    """(problem, remedy) when Sluice must not fetch `url` whatever its host resolves to."""
     host = host_of(url)
-    if host is None or not (url.startswith("https://") or url.startswith(web_url.rstrip("/") + "/")):
+    # http only where Sluice's own GitHub is served over http (a test rig); git's other transports never.
+    schemes = {"https", urllib.parse.urlsplit(web_url).scheme.lower()}
+    if host is None or urllib.parse.urlsplit(url).scheme.lower() not in schemes:
         return "is not an https:// URL", "the GitHub App fetches upstreams over https only; use the clone URL"
     if urllib.parse.urlsplit(url).username is not None:
         return "carries credentials", "remove them; Sluice reads with the App's installation tokens"
@@ -109,14 +105,21 @@ def host_refusal(
             f"use a repository on {github_host}, or ask the operator to add {host} to "
             "SLUICE_ALLOWED_UPSTREAM_HOSTS",
         )
-    internal = sorted(a for a in set(addresses) if not _is_public(a))
-    if internal and not allow_private and not _listed_literal(host, listed_hosts):
-        return (
-            f"names the host {host}, which resolves to a loopback, link-local or private address "
-            f"({', '.join(internal)})",
-            "ask the operator to set SLUICE_ALLOW_PRIVATE_UPSTREAMS=true if that host is meant to be reached",
-        )
     return None
+
+
+def address_refusal(
+    host: str, addresses: Iterable[str], *, listed_hosts: frozenset[str], allow_private: bool
+) -> tuple[str, str] | None:
+    """(problem, remedy) when `host` resolves to an address Sluice must not reach for a fork."""
+    internal = sorted(a for a in set(addresses) if not _is_public(a))
+    if not internal or allow_private or _listed_literal(host, listed_hosts):
+        return None
+    return (
+        f"names the host {host}, which resolves to a loopback, link-local or private address "
+        f"({', '.join(internal)})",
+        "ask the operator to set SLUICE_ALLOW_PRIVATE_UPSTREAMS=true if that host is meant to be reached",
+    )
 
 
 def _is_public(address: str) -> bool:
