@@ -57,7 +57,8 @@ class Context:
         return f"{self.web_url}/{repo}.git"
 
     def mirror(self, fork: str) -> Mirror:
-        return Mirror(Path(self.settings.data_dir) / "mirrors" / f"{fork}.git")
+        # No credential helper of the host's: an anonymous read is anonymous, a token the one handed over.
+        return Mirror(Path(self.settings.data_dir) / "mirrors" / f"{fork}.git", credential_helpers=False)
 
     async def git_auth(self, installation_id: int) -> dict[str, str]:
         return token_auth(await self.github.installation_token(installation_id))

@@ -23,11 +23,9 @@ AUTH_REFUSED = re.compile(
     r"|returned error: 40[134]",
     re.IGNORECASE,
 )
-# No credential helper either: the only credential git sends is the token Sluice hands it for that fetch.
-SAFE_GIT = (
-    *("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.askPass="),
-    *("-c", "credential.helper="),
-)
+SAFE_GIT = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.askPass=")
+# The service's mirrors use no credential helper: the only credential git sends is the token handed to it.
+NO_HELPERS = ("-c", "credential.helper=")
 
 
 def validate_url(url: str) -> str:
@@ -40,7 +38,7 @@ def validate_url(url: str) -> str:
     if HTTP_CREDENTIALS.match(url):  # never written to a mirror's config, where it would stay
         raise GitError(
             f"the repository URL {redact(url)!r} carries credentials",
-            "remove them; Sluice sends installation tokens in a header, never in a URL",
+            "remove them (they would stay in the mirror's config); use a credential helper or ssh",
         )
     return url
 
@@ -77,12 +75,13 @@ class SyncResult:
 class Mirror:
     """A bare repo: fork trunk as `refs/heads/<branch>`, upstream as `refs/remotes/upstream/<branch>`."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, credential_helpers: bool = True) -> None:
         self.path = Path(path).resolve()
+        self._helpers = () if credential_helpers else NO_HELPERS
 
     def _git(self, *args: str, auth: Mapping[str, str] | None = None) -> str:
         proc = subprocess.run(
-            ["git", *SAFE_GIT, *args],
+            ["git", *SAFE_GIT, *self._helpers, *args],
             cwd=self.path,
             capture_output=True,
             text=True,

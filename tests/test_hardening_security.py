@@ -340,6 +340,16 @@ async def test_credentials_in_the_upstream_url_are_refused_and_kept_nowhere(
     assert "carries credentials" in printed.out + printed.err and leaked not in printed.out + printed.err
 
 
+def test_sluice_mirror_refuses_credentials_in_a_url_before_git_writes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["mirror", "--dir", str(tmp_path / "m"), "--fork-url", "https://user:s3cret@github.com/o/r.git"]
+    assert cli.main([*args, "--upstream-url", "https://github.com/o/u.git"]) == 2
+    err = capsys.readouterr().err
+    assert "carries credentials" in err and "s3cret" not in err
+    assert not (tmp_path / "m" / "config").exists() or "s3cret" not in (tmp_path / "m" / "config").read_text()
+
+
 @pytest.mark.parametrize(
     ("overrides", "allowed"),
     [
