@@ -68,13 +68,15 @@ class Context:
 
         Raises UpstreamRefused when Sluice may not read the upstream for this fork at all.
         """
-        access = await self.upstream_access(fork.repo, fork.installation_id, fork.upstream_url)
+        access = await self.upstream_access(
+            fork.repo, installation_id=fork.installation_id, upstream_url=fork.upstream_url
+        )
         upstream = access.installation_id
         return await self.git_auth(fork.installation_id), (
             await self.git_auth(upstream) if upstream is not None else None
         )
 
-    async def upstream_access(self, fork: str, installation_id: int, upstream_url: str) -> UpstreamAccess:
+    async def upstream_access(self, fork: str, *, installation_id: int, upstream_url: str) -> UpstreamAccess:
         """How the upstream may be read for `fork` (in `installation_id`); raises UpstreamRefused."""
         await asyncio.to_thread(self.check_upstream_host, fork, upstream_url)
         upstream = owner_repo(upstream_url, web_base=self.web_url)

@@ -58,9 +58,11 @@ async def handle(ctx: Context, job: Job) -> None:
         await _grants_only(ctx, forge, head, config)
         return
     try:
-        access = await ctx.upstream_access(repo, installation_id, config.upstream.url)
+        access = await ctx.upstream_access(
+            repo, installation_id=installation_id, upstream_url=config.upstream.url
+        )
     except UpstreamRefused as exc:
-        await upstream.report_refused(ctx, repo, installation_id, head, exc)
+        await upstream.report_refused(ctx, exc, repo=repo, installation_id=installation_id, head=head)
         raise Rejected(exc.message, exc.remedy) from exc
     await forge.report_check(
         head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=_accepted(config, access)

@@ -12,7 +12,7 @@ REFUSED_TITLE = "Sluice may not read the upstream"
 
 
 async def report_refused(
-    ctx: Context, repo: str, installation_id: int, head: str, exc: UpstreamRefused
+    ctx: Context, exc: UpstreamRefused, *, repo: str, installation_id: int, head: str
 ) -> None:
     summary = f"{exc.message}.\n\n**To fix:** {exc.remedy}.\n"
     forge = ctx.forge(installation_id, repo)
@@ -26,5 +26,6 @@ async def fork_auth(ctx: Context, fork: Fork) -> tuple[dict[str, str], dict[str,
     except UpstreamRefused as exc:
         api = ctx.github.for_installation(fork.installation_id)
         branch = await api.get(f"/repos/{fork.repo}/branches/{fork.branch}")
-        await report_refused(ctx, fork.repo, fork.installation_id, str(branch["commit"]["sha"]), exc)
+        head = str(branch["commit"]["sha"])
+        await report_refused(ctx, exc, repo=fork.repo, installation_id=fork.installation_id, head=head)
         raise Rejected(exc.message, exc.remedy) from exc

@@ -183,6 +183,7 @@ class Installation:
     id: int
     account: str
     repos: set[str] = field(default_factory=set)
+    suspended: bool = False
 
 
 def _user(login: str) -> dict[str, Any]:
@@ -358,6 +359,11 @@ class GitHubSim:
     def uninstall(self, installation_id: int) -> None:
         """Delete the installation: its tokens die (401) and minting a new one answers 404."""
         del self.installations[installation_id]
+        self.revoke_tokens(installation_id)
+
+    def suspend(self, installation_id: int) -> None:
+        """Suspend the installation: its tokens die (401) and minting one answers 403."""
+        self.installations[installation_id].suspended = True
         self.revoke_tokens(installation_id)
 
     def expire_tokens(self) -> None:
@@ -969,6 +975,8 @@ class GitHubSim:
 
     async def _create_token(self, request: web.Request) -> web.Response:
         inst = self._installation(request)
+        if inst.suspended:
+            raise SimError(403, "This installation has been suspended")
         token = self.installation_token(inst.id)
         body = {
             "token": token,

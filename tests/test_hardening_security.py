@@ -440,14 +440,17 @@ async def test_a_token_github_rejects_is_minted_again_once(make_sqlite_rig: Make
     assert mints(rig.sim) == [201, 201, 201]
 
 
+@pytest.mark.parametrize(
+    ("how", "mint", "why"), [("uninstall", 404, "no longer exists"), ("suspend", 403, "is suspended")]
+)
 async def test_a_removed_installation_fails_the_job_at_once_and_a_404_mint_is_permanent(
-    make_sqlite_rig: MakeRig,
+    make_sqlite_rig: MakeRig, how: str, mint: int, why: str
 ) -> None:
     rig, installation = await registered_fork(make_sqlite_rig)
-    rig.sim.uninstall(installation)
+    getattr(rig.sim, how)(installation)
     before = rig.sim.git(FORK, "rev-parse", "main").strip()
 
-    # The API path: 401 with the cached token, then the mint answers 404.
+    # The API path: 401 with the cached token, then the mint answers 404 (removed) or 403 (suspended).
     after = rig.sim.commit(
         FORK, "main", {CONFIG: rig.sim.git(FORK, "show", f"main:{CONFIG}").rstrip() + "\nstrategy: merge\n"}
     )
@@ -457,10 +460,10 @@ async def test_a_removed_installation_fails_the_job_at_once_and_a_404_mint_is_pe
     await rig.settle()
     job = rig.job("register", FORK)
     assert job.state == "failed" and job.attempts == 1
-    assert f"GitHub installation {installation} no longer exists" in (job.error or "")
-    assert mints(rig.sim) == [201, 404]
+    assert f"GitHub installation {installation} {why}" in (job.error or "")
+    assert mints(rig.sim) == [201, mint]
 
-    # No token cached any more: the ingestion's first mint answers 404, and that is the end of it.
+    # No token cached any more: the ingestion's first mint fails, and that is the end of it.
     more = rig.sim.commit(FORK, "main", {"third_party/ext/more.py": "y = 2\n"}, message="fork: more")
     push = rig.sim.push_payload(FORK, "refs/heads/main", after, more)
     push["installation"] = {"id": installation}
@@ -468,7 +471,7 @@ async def test_a_removed_installation_fails_the_job_at_once_and_a_404_mint_is_pe
     await rig.settle()
     job = rig.job("ingest", FORK)
     assert job.state == "failed" and job.attempts == 1  # not retried as a transient failure
-    assert "no longer exists" in (job.error or "") and mints(rig.sim) == [201, 404, 404]
+    assert why in (job.error or "") and mints(rig.sim) == [201, mint, mint]
 
 
 async def test_a_hostile_retry_after_is_capped(make_sqlite_rig: MakeRig) -> None:
