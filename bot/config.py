@@ -117,6 +117,8 @@ def _class_regex(body: str) -> str:
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _OWNER_RE = re.compile(r"@[A-Za-z0-9](?:[A-Za-z0-9-]*)(?:/[A-Za-z0-9_.-]+)?")
 _REPO_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+")
+# `scheme://user[:password]@host`: credentials in a URL (ssh's `ssh://git@host` names a user only).
+_URL_USERINFO = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)(?P<userinfo>[^/?#]*)@")
 _BRANCH_FORBIDDEN = " ~^:?*[\\"
 
 
@@ -241,8 +243,29 @@ def _check_repo(repo: str) -> str:
 
 def _check_url(url: str) -> str:
     if not url.strip():
-        raise ValueError("the upstream URL is empty")
+        raise ValueError("the upstream URL or path is empty")
+    if _has_credentials(url):
+        # The message never repeats the URL: it holds a secret that must not reach a log or a check run.
+        raise ValueError(
+            "the upstream URL carries credentials (a user, password or token before '@'); Sluice never "
+            "stores or sends them: remove them. A private upstream on GitHub is read with the App's "
+            "installation token (see `downstreams:`), a public one anonymously"
+        )
     return url
+
+
+def _has_credentials(url: str) -> bool:
+    match = _URL_USERINFO.match(url)
+    if match is None:
+        return False
+    ssh_user = match["scheme"].lower() == "ssh" and ":" not in match["userinfo"]
+    return not ssh_user
+
+
+def _check_downstream(repo: str) -> str:
+    if not repo:
+        raise ValueError("expected 'owner/name', got an empty string")
+    return _check_repo(repo)
 
 
 # Validation context key: URL prefixes besides https:// that the reader trusts (the service: its own GitHub).
@@ -292,6 +315,7 @@ Glob = Annotated[str, AfterValidator(_check_glob)]
 Paths = Annotated[tuple[Glob, ...], Field(min_length=1)]
 Count = Annotated[StrictInt, Field(ge=1)]
 Branch = Annotated[str, AfterValidator(_check_branch)]
+Downstream = Annotated[str, AfterValidator(_check_downstream)]
 Name = Annotated[str, AfterValidator(_check_name)]
 Owner = Annotated[str, AfterValidator(_check_owner)]
 MessagePattern = Annotated[str, AfterValidator(_check_regex)]
@@ -767,6 +791,8 @@ class SluiceConfig(Frozen):
     numerics: NumericsConfig = NumericsConfig()
     bench: BenchConfig = BenchConfig()
     performance: PerformanceConfig = PerformanceConfig()
+    # Forks in other installations of the App that may read this repository (it is their upstream).
+    downstreams: tuple[Downstream, ...] = ()
 
     @field_validator("components", "components_extra", "extensions", mode="wrap")
     @classmethod
@@ -800,6 +826,10 @@ class SluiceConfig(Frozen):
     def auto_resolve_allowed(self, path: str) -> bool:
         """Whether a mechanical conflict in `path` may be resolved without a person (not excluded)."""
         return self.auto_resolve.allowed(path)
+
+    def allows_downstream(self, fork: str) -> bool:
+        """Whether `downstreams` names `fork` (GitHub's names are case-insensitive)."""
+        return fork.lower() in {repo.lower() for repo in self.downstreams}
 
     def digest(self) -> str:
         """sha256 of the canonical JSON dump: equal configs (defaults spelled out or not) share a digest."""

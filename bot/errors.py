@@ -19,3 +19,7 @@ class SluiceError(Exception):
 
 class GitError(SluiceError):
     """A git command failed or a repository is not usable as given."""
+
+
+class GitAuthRejected(GitError):
+    """A remote refused the token git sent (revoked, or its installation gone): a new one must be minted."""

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import aiohttp
 import jwt
-from gidgethub import HTTPException, sansio
+from gidgethub import BadRequest, HTTPException, sansio
 from gidgethub.aiohttp import GitHubAPI
 
 from bot.errors import SluiceError
@@ -36,6 +36,8 @@ SERVER_ERROR_BACKOFF_S = 1.0
 SERVER_ERROR_BACKOFF_MAX_S = 30.0
 PRIMARY_RESET_SLACK_S = 1.0
 PRIMARY_WAIT_MAX_S = 3600.0 + 60.0
+# GitHub's Retry-After is seconds to a minute or so; a hostile or broken value must not park a worker.
+RETRY_AFTER_MAX_S = SECONDARY_BACKOFF_MAX_S
 ETAG_CACHE_ENTRIES = 1024
 SECONDARY_LIMIT_WORDS = ("secondary rate limit", "abuse detection")
 SECRET_PATTERNS = re.compile(
@@ -64,6 +66,18 @@ class SystemClock:
 
 class GitHubError(SluiceError):
     """GitHub could not be reached or answered in a way we cannot use; never carries a secret."""
+
+
+class InstallationGone(GitHubError):
+    """The installation was removed or suspended: its tokens are dead and no retry brings them back."""
+
+    def __init__(self, installation_id: int, why: str) -> None:
+        super().__init__(
+            f"GitHub installation {installation_id} {why}: Sluice cannot act for its repositories",
+            "install the App again on that account (or lift the suspension); Sluice registers its "
+            "repositories again on the installation event",
+        )
+        self.installation_id = installation_id
 
 
 def redact(text: str) -> str:
@@ -96,6 +110,9 @@ class TokenCache:
 
     def forget(self, installation_id: int) -> None:
         self._tokens.pop(installation_id, None)
+
+    def clear(self) -> None:
+        self._tokens.clear()
 
 
 class RollingWindow:
@@ -149,12 +166,15 @@ def _retry_after_s(value: str | None, *, now: float) -> float | None:
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         try:
-            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - now
         except (TypeError, ValueError):
             return None
+    if seconds != seconds:  # NaN
+        return None
+    return min(RETRY_AFTER_MAX_S, max(0.0, seconds))
 
 
 def _primary_reset_at(headers: Mapping[str, str]) -> float | None:
@@ -225,11 +245,31 @@ class _PolicedAPI(GitHubAPI):
         authorization: Callable[[], Awaitable[str]],
         policy: _Policy,
         cache: MutableMapping[str, Any] | None,
+        installation_id: int | None = None,
+        on_rejected: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(session, REQUESTER, cache=cache, base_url=base_url)
+        self._installation_id = installation_id
         self._authorization = authorization
         self._policy = policy
         self._content_window = RollingWindow()
+        self._on_rejected = on_rejected  # drops a token GitHub answered 401 for, so the next one is new
+
+    async def _make_request(self, *args: Any, **kwargs: Any) -> tuple[bytes, str | None, int]:
+        """One re-mint on a 401: a token can die before its expiry (revoked, rotated, GitHub's own reset)."""
+        try:
+            return await super()._make_request(*args, **kwargs)
+        except BadRequest as exc:
+            if exc.status_code != 401 or self._on_rejected is None:
+                raise
+        log.warning("GitHub: %s %s answered 401; minting a new installation token once", args[0], args[1])
+        self._on_rejected()
+        try:
+            return await super()._make_request(*args, **kwargs)
+        except BadRequest as exc:
+            if exc.status_code == 401 and self._installation_id is not None:
+                raise InstallationGone(self._installation_id, "rejects even a new token (401)") from None
+            raise
 
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
@@ -370,13 +410,22 @@ class GitHubClient:
     def __repr__(self) -> str:
         return f"GitHubClient(app_id={self._app_id}, base_url={self._base_url!r})"
 
-    def _api(self, authorization: Callable[[], Awaitable[str]], *, cache: LRUCache | None) -> _PolicedAPI:
+    def _api(
+        self,
+        authorization: Callable[[], Awaitable[str]],
+        *,
+        cache: LRUCache | None,
+        installation_id: int | None = None,
+        on_rejected: Callable[[], None] | None = None,
+    ) -> _PolicedAPI:
         return _PolicedAPI(
             self._session,
             base_url=self._base_url,
             authorization=authorization,
             policy=self._policy,
             cache=cache,
+            installation_id=installation_id,
+            on_rejected=on_rejected,
         )
 
     async def _app_authorization(self) -> str:
@@ -397,17 +446,38 @@ class GitHubClient:
             token = self._tokens.get(installation_id, now=self._clock.now())
             if token is not None:
                 return token
-            minted = await self._app_api.post(
-                "/app/installations/{installation_id}/access_tokens",
-                {"installation_id": installation_id},
-                data=b"",
-            )
+            minted = await self._mint(installation_id)
             expires_at = _epoch(minted["expires_at"])
             self._tokens.put(installation_id, minted["token"], expires_at=expires_at)
             log.info(
                 "GitHub: new token for installation %d, expires at %s", installation_id, minted["expires_at"]
             )
             return str(minted["token"])
+
+    async def _mint(self, installation_id: int) -> dict[str, Any]:
+        try:
+            return dict(
+                await self._app_api.post(
+                    "/app/installations/{installation_id}/access_tokens",
+                    {"installation_id": installation_id},
+                    data=b"",
+                )
+            )
+        except BadRequest as exc:
+            # 404: the installation was deleted; 403 "suspended": only a person's act brings it back.
+            if exc.status_code == 404:
+                raise InstallationGone(installation_id, "no longer exists (GitHub answers 404)") from None
+            if exc.status_code == 403 and "suspended" in str(exc).lower():
+                raise InstallationGone(installation_id, "is suspended") from None
+            raise
+
+    def forget_token(self, installation_id: int) -> None:
+        """Drop the cached token: GitHub refused it, so the next request mints a new one."""
+        self._tokens.forget(installation_id)
+
+    def forget_tokens(self) -> None:
+        """Drop every cached token (git said one was refused, not which)."""
+        self._tokens.clear()
 
     def for_installation(self, installation_id: int) -> InstallationAPI:
         api = self._installations.get(installation_id)
@@ -416,6 +486,13 @@ class GitHubClient:
             async def authorization() -> str:
                 return f"token {await self.installation_token(installation_id)}"
 
-            api = InstallationAPI(self._api(authorization, cache=LRUCache()))
+            api = InstallationAPI(
+                self._api(
+                    authorization,
+                    cache=LRUCache(),
+                    installation_id=installation_id,
+                    on_rejected=lambda: self.forget_token(installation_id),
+                )
+            )
             self._installations[installation_id] = api
         return api

@@ -10,13 +10,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.errors import GitError
+from bot.errors import GitAuthRejected, GitError
 from bot.gitio import GIT_ENV, GitRepo, validate_ref
 
 # Transports git may use for a mirror; `ext::` and `fd::` run commands and are never allowed.
 URL_FORMS = re.compile(r"^(?:(?:https?|ssh|git|file)://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:(?!//)|/)")
 CREDENTIALS = re.compile(r"//[^/@\s]*@")
+HTTP_CREDENTIALS = re.compile(r"^https?://[^/?#]*@", re.IGNORECASE)
+# How git says that a remote wants credentials it was not given (or refused them), not that it is unreachable.
+AUTH_REFUSED = re.compile(
+    r"could not read Username|Authentication failed|Repository not found|repository '[^']*' not found"
+    r"|returned error: 40[134]",
+    re.IGNORECASE,
+)
 SAFE_GIT = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.askPass=")
+# The service's mirrors use no credential helper: the only credential git sends is the token handed to it.
+NO_HELPERS = ("-c", "credential.helper=")
 
 
 def validate_url(url: str) -> str:
@@ -25,6 +34,11 @@ def validate_url(url: str) -> str:
         raise GitError(
             f"not a repository URL Sluice will fetch: {redact(url)!r}",
             "use https://, ssh://, git://, file://, user@host:path, or an absolute path",
+        )
+    if HTTP_CREDENTIALS.match(url):  # never written to a mirror's config, where it would stay
+        raise GitError(
+            f"the repository URL {redact(url)!r} carries credentials",
+            "remove them (they would stay in the mirror's config); use a credential helper or ssh",
         )
     return url
 
@@ -61,12 +75,13 @@ class SyncResult:
 class Mirror:
     """A bare repo: fork trunk as `refs/heads/<branch>`, upstream as `refs/remotes/upstream/<branch>`."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, credential_helpers: bool = True) -> None:
         self.path = Path(path).resolve()
+        self._helpers = () if credential_helpers else NO_HELPERS
 
     def _git(self, *args: str, auth: Mapping[str, str] | None = None) -> str:
         proc = subprocess.run(
-            ["git", *SAFE_GIT, *args],
+            ["git", *SAFE_GIT, *self._helpers, *args],
             cwd=self.path,
             capture_output=True,
             text=True,
@@ -74,7 +89,9 @@ class Mirror:
         )
         if proc.returncode != 0:
             detail = proc.stderr.strip().splitlines()
-            raise GitError(f"git {args[0]} failed in the mirror: {detail[-1] if detail else proc.returncode}")
+            message = f"git {args[0]} failed in the mirror: {detail[-1] if detail else proc.returncode}"
+            refused = auth is not None and AUTH_REFUSED.search(proc.stderr) is not None
+            raise (GitAuthRejected if refused else GitError)(message)
         return proc.stdout.strip()
 
     def _ensure(self) -> None:
@@ -83,7 +100,7 @@ class Mirror:
             self._git("init", "--quiet", "--bare")
 
     def _fetch(self, remote: str, url: str, refspec: str, *, auth: Mapping[str, str] | None = None) -> None:
-        self._git("config", f"remote.{remote}.url", url)
+        self._git("config", f"remote.{remote}.url", validate_url(url))
         self._git(
             "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote, refspec, auth=auth
         )
@@ -178,6 +195,18 @@ class Mirror:
         self._ensure()
         out = self._git("ls-remote", "--", url, ref, auth=auth)
         return next((line.split("\t", 1)[0] for line in out.splitlines() if line.endswith("\t" + ref)), None)
+
+    def readable_anonymously(self, url: str) -> bool:
+        """Whether git reads `url` with no credential at all (it is public); raises when unreachable."""
+        validate_url(url)
+        self._ensure()
+        try:
+            self._git("ls-remote", "--", url, "HEAD")
+        except GitError as exc:
+            if AUTH_REFUSED.search(exc.message):
+                return False
+            raise
+        return True
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import urllib.parse
 from pathlib import Path
 
 from pydantic import Field, SecretStr
@@ -13,7 +15,8 @@ MAX_WEBHOOK_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 class Settings(BaseSettings):
     """`SLUICE_APP_ID`, `SLUICE_PRIVATE_KEY` or `SLUICE_PRIVATE_KEY_FILE`, `SLUICE_WEBHOOK_SECRET`,
     `SLUICE_DATABASE_URL`, `SLUICE_GITHUB_URL`, and the worker's `SLUICE_DATA_DIR`, `SLUICE_WORKERS`,
-    `SLUICE_POLL_INTERVAL`, `SLUICE_GIT_URL`, `SLUICE_REDELIVERY_INTERVAL`, `SLUICE_RESYNC_INTERVAL`."""
+    `SLUICE_POLL_INTERVAL`, `SLUICE_GIT_URL`, `SLUICE_REDELIVERY_INTERVAL`, `SLUICE_RESYNC_INTERVAL`; the
+    upstreams forks may name: `SLUICE_ALLOWED_UPSTREAM_HOSTS`, `SLUICE_ALLOW_PRIVATE_UPSTREAMS`."""
 
     model_config = SettingsConfigDict(env_prefix="SLUICE_", extra="ignore", frozen=True)
 
@@ -31,6 +34,10 @@ class Settings(BaseSettings):
     # seconds between redelivery sweeps (webhooks GitHub failed to deliver are asked for again); 0: none
     redelivery_interval: float = Field(default=300.0, ge=0)
     resync_interval: float = Field(default=3600.0, ge=0)  # seconds between re-plans of every fork; 0: none
+    # Upstream hosts besides the GitHub host (comma-separated); an IP literal listed here may be private.
+    allowed_upstream_hosts: str = ""
+    # Whether an upstream host may resolve to a loopback, link-local or private address (a GHES on the LAN).
+    allow_private_upstreams: bool = False
 
     def web_url(self) -> str:
         """The web/git host: https://github.com for api.github.com, https://host for GHES's /api/v3."""
@@ -41,6 +48,15 @@ class Settings(BaseSettings):
             return url.removesuffix("/api/v3")
         scheme, _, rest = url.partition("://")
         return f"{scheme}://{rest.removeprefix('api.')}"
+
+    def github_host(self) -> str:
+        """The host of `web_url()`, lowercased: the one upstream host allowed without asking."""
+        return urllib.parse.urlsplit(self.web_url()).hostname or ""
+
+    def listed_upstream_hosts(self) -> frozenset[str]:
+        """`SLUICE_ALLOWED_UPSTREAM_HOSTS`: more hosts a fork's `upstream.url` may name."""
+        listed = re.split(r"[,\s]+", self.allowed_upstream_hosts.lower())
+        return frozenset(host.strip("[]") for host in listed if host)
 
     def private_key_pem(self) -> str:
         if self.private_key is not None:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 
 from bot.context import Context
-from bot.errors import GitError, SluiceError
+from bot.errors import GitAuthRejected, GitError, SluiceError
 from bot.jobs import Job, JobState
 
 log = logging.getLogger("sluice.worker")
@@ -78,6 +78,8 @@ class Worker:
             heartbeat.cancel()
 
     async def _failed(self, job: Job, exc: Exception) -> None:
+        if isinstance(exc, GitAuthRejected):  # the retry mints new tokens; a removed installation then fails
+            self.ctx.github.forget_tokens()
         permanent = isinstance(exc, SluiceError) and not isinstance(exc, GitError)
         if permanent:
             log.error("job %d (%s, delivery %s) rejected: %s", job.id, job.kind, job.delivery_id, exc)

@@ -35,6 +35,7 @@ from bot.pick import Picker, pick_in_order
 from bot.planning import build_plan
 from bot.registry import Fork, IngestionRecord
 from bot.worker import Rejected
+from handlers import upstream
 
 KIND = "ingest"
 MANAGED_LABELS = frozenset(label.value for label in Label)
@@ -68,7 +69,7 @@ async def handle(ctx: Context, job: Job) -> None:
             "ingest job %d: %s is no longer a registered fork; nothing to do", job.id, job.payload["fork"]
         )
         return
-    auth, upstream_auth = await ctx.fork_auth(fork)
+    auth, upstream_auth = await upstream.fork_auth(ctx, fork)
     built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth)
     auth = await ctx.git_auth(fork.installation_id)  # planning a large fork can outlast a token
     await asyncio.to_thread(ctx.mirror(fork.repo).push, list(built.updates), auth=auth)

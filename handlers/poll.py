@@ -9,6 +9,7 @@ import logging
 from bot.context import Context
 from bot.errors import GitError
 from bot.mirror import redact
+from bot.upstream_access import UpstreamRefused
 from handlers import ingest
 
 log = logging.getLogger("sluice.poll")
@@ -21,10 +22,12 @@ async def poll_once(ctx: Context) -> list[str]:
         if fork.upstream_repo and ctx.registry.installation_of(fork.upstream_repo) is not None:
             continue  # the App is installed upstream: push webhooks arrive, no need to poll
         try:
+            # Settings or DNS may have changed since the fork registered: the host is checked every time.
+            await asyncio.to_thread(ctx.check_upstream_host, fork.repo, fork.upstream_url)
             head = await asyncio.to_thread(
                 ctx.mirror(fork.repo).ls_remote, fork.upstream_url, fork.upstream_branch
             )
-        except GitError as exc:
+        except (GitError, UpstreamRefused) as exc:
             log.warning("poll of %s for %s failed: %s", redact(fork.upstream_url), fork.repo, exc.message)
             continue
         if head is None or head == fork.upstream_seen:

@@ -13,7 +13,7 @@ from bot.ingestion import BRANCH_PREFIX
 from bot.jobs import Job
 from bot.registry import Fork
 from bot.webhooks import PullRequestEvent
-from handlers import ingest
+from handlers import ingest, upstream
 
 KIND = "pull_request"
 ACTIONS = frozenset({"opened", "synchronize", "reopened"})
@@ -28,7 +28,7 @@ async def handle(ctx: Context, job: Job) -> None:
         return
     if pull.head.ref.startswith(BRANCH_PREFIX):
         return  # Sluice's own ingestion PRs carry upstream commits, not patch-stack growth
-    auth, upstream_auth = await ctx.fork_auth(fork)
+    auth, upstream_auth = await upstream.fork_auth(ctx, fork)
     body = await asyncio.to_thread(_comment, ctx, fork, pull.number, auth, upstream_auth)
     forge = ctx.forge(fork.installation_id, fork.repo)
     await forge.upsert_comment(pull.number, marker=patch_stack.PATCH_STACK_MARKER, body=body)

@@ -8,16 +8,18 @@ import logging
 from bot.config import ConfigError, SluiceConfig, parse_config
 from bot.context import Context
 from bot.engine import CONFIG_PATH
+from bot.forge import ForkGitHub
 from bot.gitio import GitRepo
 from bot.ingestion import owner_repo
 from bot.jobs import Job
 from bot.mirror import redact, validate_url
 from bot.registry import Fork
+from bot.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
 from bot.worker import Rejected
-from handlers import ingest
+from handlers import ingest, upstream
 
 KIND = "register"
-CONFIG_CHECK = "sluice/config"
+CONFIG_CHECK = upstream.CONFIG_CHECK
 log = logging.getLogger("sluice.register")
 
 
@@ -55,8 +57,18 @@ async def handle(ctx: Context, job: Job) -> None:
         raise Rejected(
             f"{repo}: {CONFIG_PATH} is invalid:\n{exc}", "fix it and push; Sluice registers the fork then"
         ) from exc
+    if "upstream" not in config.model_fields_set and config.downstreams:
+        await _grants_only(ctx, forge, head, config)
+        return
+    try:
+        access = await ctx.upstream_access(
+            repo, installation_id=installation_id, upstream_url=config.upstream.url
+        )
+    except UpstreamRefused as exc:
+        await upstream.report_refused(ctx, exc, repo=repo, installation_id=installation_id, head=head)
+        raise Rejected(exc.message, exc.remedy) from exc
     await forge.report_check(
-        head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=_accepted(config)
+        head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=_accepted(config, access)
     )
     fork = Fork(
         repo=repo,
@@ -74,13 +86,28 @@ async def handle(ctx: Context, job: Job) -> None:
     ingest.request(ctx, repo, reason="registered")
 
 
+async def _grants_only(ctx: Context, forge: ForkGitHub, head: str, config: SluiceConfig) -> None:
+    """A config with `downstreams` and no `upstream` lets forks read this repository; it is no fork itself."""
+    ctx.registry.unregister_fork(forge.repo)
+    listed = ", ".join(f"`{d}`" for d in config.downstreams)
+    summary = f"Sluice lets {listed} read this repository as their upstream; it does not sync this one."
+    await forge.report_check(head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=summary)
+
+
 def _problems(exc: Exception) -> str:
     why = "Sluice cannot use this file, so it does not keep this fork in sync until it is fixed"
     return f"{why}:\n\n```text\n{exc}\n```\n"
 
 
-def _accepted(config: SluiceConfig) -> str:
+READ_AS = {
+    AccessKind.ANONYMOUS: "read anonymously: it is public",
+    AccessKind.FORK_TOKEN: "read with this installation's token",
+    AccessKind.CONSENTED: "read with its installation's token: its config lists this fork as a downstream",
+}
+
+
+def _accepted(config: SluiceConfig, access: UpstreamAccess) -> str:
     return (
         f"Sluice keeps `{config.fork.branch}` in sync with `{redact(config.upstream.url)}` "
-        f"`{config.upstream.branch}` ({config.strategy.value})."
+        f"`{config.upstream.branch}` ({config.strategy.value}); the upstream is {READ_AS[access.kind]}."
     )

@@ -107,6 +107,15 @@ class GitDenied(Exception):
         return web.Response(status=self.status, text=f"{self}\n", headers=headers)
 
 
+class GitRequest(NamedTuple):
+    """One git smart-HTTP request: which repository, which service, and whose credential it carried."""
+
+    repo: str
+    service: str
+    installation: int | None  # the installation of the token sent; None: anonymous; -1: a dead token
+    status: int
+
+
 class RefUpdate(NamedTuple):
     ref: str
     before: str
@@ -211,6 +220,7 @@ class Installation:
     id: int
     account: str
     repos: set[str] = field(default_factory=set)
+    suspended: bool = False
 
 
 def _user(login: str) -> dict[str, Any]:
@@ -330,6 +340,7 @@ class GitHubSim:
         self.hook_log: list[HookAttempt] = []  # the App's webhook delivery log, as GitHub keeps it
         self.hook_timeout_s = HOOK_TIMEOUT_S
         self.pushes: list[dict[str, Any]] = []
+        self.git_requests: list[GitRequest] = []
         self._hook: tuple[str, str] | None = None
         self._outbox: asyncio.Queue[HookDelivery] = asyncio.Queue()
         self._hook_worker: asyncio.Task[None] | None = None
@@ -379,6 +390,20 @@ class GitHubSim:
         token = "ghs_" + secrets.token_hex(18)
         self.tokens[token] = (installation_id, self.now() + dt.timedelta(hours=1))
         return token
+
+    def revoke_tokens(self, installation_id: int) -> None:
+        """GitHub forgets the installation's tokens (a rotation): the next request with one gets 401."""
+        self.tokens = {t: grant for t, grant in self.tokens.items() if grant[0] != installation_id}
+
+    def uninstall(self, installation_id: int) -> None:
+        """Delete the installation: its tokens die (401) and minting a new one answers 404."""
+        del self.installations[installation_id]
+        self.revoke_tokens(installation_id)
+
+    def suspend(self, installation_id: int) -> None:
+        """Suspend the installation: its tokens die (401) and minting one answers 403."""
+        self.installations[installation_id].suspended = True
+        self.revoke_tokens(installation_id)
 
     def expire_tokens(self) -> None:
         past = self.now() - dt.timedelta(seconds=1)
@@ -603,6 +628,7 @@ class GitHubSim:
             ("GET", f"{r}/branches/{{branch:.+}}", self._get_branch),
             ("GET", f"{r}/commits/{{ref:[^/]+}}/check-runs", self._list_check_runs),
             ("GET", f"{r}/commits/{{ref:[^/]+}}", self._get_commit),
+            ("GET", f"{r}/contents/{{path:.+}}", self._get_content),
             ("POST", f"{r}/pulls", self._create_pull),
             ("GET", f"{r}/pulls", self._list_pulls),
             ("GET", f"{r}/pulls/{{number:\\d+}}", self._get_pull),
@@ -759,7 +785,7 @@ class GitHubSim:
         if scheme.lower() not in ("token", "bearer"):
             raise SimError(401, "Bad credentials")
         installation = self.tokens.get(credential)
-        if installation is None or installation[1] <= self.now():
+        if installation is None or installation[1] <= self.now() or installation[0] not in self.installations:
             raise SimError(401, "Bad credentials")
         request[INSTALLATION_ID] = installation[0]
         return f"installation:{installation[0]}"
@@ -991,6 +1017,8 @@ class GitHubSim:
 
     async def _create_token(self, request: web.Request) -> web.Response:
         inst = self._installation(request)
+        if inst.suspended:
+            raise SimError(403, "This installation has been suspended")
         token = self.installation_token(inst.id)
         body = {
             "token": token,
@@ -1108,6 +1136,53 @@ class GitHubSim:
             raise SimError(422, f"No commit found for SHA: {request.match_info['ref']}")
         return web.json_response(self._commit_json(repo, sha))
 
+    async def _get_content(self, request: web.Request) -> web.Response:
+        """A file's content (base64, as GitHub sends it) at `ref` or the default branch; a directory lists."""
+        repo = self._repo(request)
+        ref = request.query.get("ref") or repo.default_branch
+        path = request.match_info["path"].strip("/")
+        sha = self._resolve(repo, ref)
+        kind = self._git(repo, "cat-file", "-t", f"{sha}:{path}").stdout.strip() if sha else ""
+        if kind == "blob":
+            blob = subprocess.run(
+                ["git", "cat-file", "blob", f"{sha}:{path}"], cwd=repo.path, capture_output=True, check=True
+            ).stdout
+            return web.json_response(self._content_json(repo, path, "file", len(blob), blob))
+        if kind == "tree":
+            listing = self._git(repo, "ls-tree", "-l", f"{sha}:{path}").stdout.splitlines()
+            entries = [line.split(None, 4) for line in listing]
+            return web.json_response(
+                [
+                    self._content_json(
+                        repo,
+                        f"{path}/{name}",
+                        "dir" if typ == "tree" else "file",
+                        int(size) if size != "-" else 0,
+                    )
+                    for _, typ, _, size, name in entries
+                ]
+            )
+        raise SimError(404, "Not Found")
+
+    def _content_json(
+        self, repo: Repo, path: str, kind: str, size: int, blob: bytes | None = None
+    ) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "type": kind,
+            "name": path.rsplit("/", 1)[-1],
+            "path": path,
+            "size": size,
+            "url": f"{API}/repos/{repo.full_name}/contents/{path}",
+            "html_url": f"{WEB}/{repo.full_name}/blob/{repo.default_branch}/{path}",
+        }
+        if blob is not None:
+            encoded = base64.b64encode(blob).decode()
+            found |= {
+                "encoding": "base64",
+                "content": "\n".join(encoded[i : i + 60] for i in range(0, len(encoded), 60)) + "\n",
+            }
+        return found
+
     # ---------------------------------------------------------------- git smart HTTP
 
     async def _git_http(self, request: web.Request) -> web.Response:
@@ -1122,14 +1197,22 @@ class GitHubSim:
                 raise GitDenied(403, "Please upgrade your git client: only smart HTTP is served.")
             user = self._git_user(request, repo, push=push)
         except GitDenied as exc:
+            self._record_git(request, repo.full_name if repo else "", service, exc.status)
             return exc.response()
         body = await request.content.read()
         if not push:
             self._sync_pull_refs(repo)  # also after pushes that bypassed the sim (to `repo_path()`)
         response = await self._http_backend(request, repo, body, user=user, push=push)
+        self._record_git(request, repo.full_name, service, response.status)
         if push and user is not None and request.method == "POST":
             self._record_push(repo, _push_commands(body), pusher=user)
         return response
+
+    def _record_git(self, request: web.Request, repo: str, service: str, status: int) -> None:
+        token = _git_token(request.headers.get("Authorization", ""))
+        grant = self.tokens.get(token) if token is not None else None
+        installation = None if token is None else grant[0] if grant is not None else -1
+        self.git_requests.append(GitRequest(repo, service, installation, status))
 
     def _git_user(self, request: web.Request, repo: Repo, *, push: bool) -> str | None:
         """The bot for a token whose installation has the repo, None for an anonymous read; or refuse."""

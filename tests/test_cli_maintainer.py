@@ -352,7 +352,7 @@ def test_config_check_reports_components_extra_problems(tmp_path: Path, capsys) 
 @pytest.mark.parametrize(
     "url",
     ["file:///etc", "/srv/git/triton.git", "ssh://git@internal/x.git", "git@github.com:x/y.git",
-     "http://user:s3cret@mirror.example/x.git", "--upload-pack=touch /tmp/x"],
+     "http://mirror.example/x.git", "--upload-pack=touch /tmp/x"],
 )  # fmt: skip
 def test_config_check_refuses_an_upstream_that_is_not_https(tmp_path: Path, capsys, url: str) -> None:
     config = tmp_path / "sluice.yml"

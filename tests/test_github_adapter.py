@@ -246,11 +246,13 @@ async def test_installation_token_is_cached_until_five_minutes_before_expiry(har
 
 async def test_token_is_refreshed_when_a_long_wait_outlives_it(harness: MakeHarness) -> None:
     h = await harness()
-    h.server.faults["slow"] = [Fault(403, {"Retry-After": "3500"}, SECONDARY)]
+    await h.api.get("/repos/org/fork")  # the first token, minted at T0
+    h.clock.t = T0 + 2500  # 1100 s left: still handed out
+    h.server.faults["slow"] = [Fault(403, {"Retry-After": "900"}, SECONDARY)]
 
     assert await h.api.get("/fault/slow") == {"ok": "slow"}
 
-    assert h.waits == [("secondary_rate_limit", 3500.0)]
+    assert h.waits == [("secondary_rate_limit", 900.0)]
     assert len(h.server.tokens) == 2  # the retry would have got a 401 with the first token
 
 

@@ -42,6 +42,7 @@ async def ctx(aiohttp_server: Any, tmp_path: Path, store: Store) -> AsyncIterato
         webhook_secret=SecretStr("s"),
         github_url=url,
         data_dir=tmp_path / "data",
+        allow_private_upstreams=True,  # the simulator listens on loopback, which Sluice refuses by default
     )
     async with aiohttp.ClientSession() as session:
         github = GitHubClient(

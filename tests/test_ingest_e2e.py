@@ -136,6 +136,7 @@ async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIt
         workers=1,
         poll_interval=0,
         lease_seconds=30,
+        allow_private_upstreams=True,  # the simulator listens on loopback, which Sluice refuses by default
     )
     bot = await aiohttp_server(create_app(settings, store=store, background=True))
     bot_url = str(bot.make_url("")).rstrip("/")

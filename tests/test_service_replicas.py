@@ -101,6 +101,7 @@ class Replicas:
             SLUICE_WORKERS=str(workers),
             SLUICE_POLL_INTERVAL="0",
             SLUICE_LEASE_SECONDS=str(lease_seconds),
+            SLUICE_ALLOW_PRIVATE_UPSTREAMS="true",  # the simulator is on loopback, refused by default
             PYTHONUNBUFFERED="1",
         )
         log_path = self.root / f"{name}.log"

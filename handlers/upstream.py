@@ -1,0 +1,31 @@
+"""A refusal to read a fork's upstream, told on the fork's `sluice/config` check run and rejecting the job."""
+
+from __future__ import annotations
+
+from bot.context import Context
+from bot.registry import Fork
+from bot.upstream_access import UpstreamRefused
+from bot.worker import Rejected
+
+CONFIG_CHECK = "sluice/config"
+REFUSED_TITLE = "Sluice may not read the upstream"
+
+
+async def report_refused(
+    ctx: Context, exc: UpstreamRefused, *, repo: str, installation_id: int, head: str
+) -> None:
+    summary = f"{exc.message}.\n\n**To fix:** {exc.remedy}.\n"
+    forge = ctx.forge(installation_id, repo)
+    await forge.report_check(head, CONFIG_CHECK, ok=False, title=REFUSED_TITLE, summary=summary)
+
+
+async def fork_auth(ctx: Context, fork: Fork) -> tuple[dict[str, str], dict[str, str] | None]:
+    """`ctx.fork_auth`, with a refusal reported on the fork's trunk and turned into a rejected job."""
+    try:
+        return await ctx.fork_auth(fork)
+    except UpstreamRefused as exc:
+        api = ctx.github.for_installation(fork.installation_id)
+        branch = await api.get(f"/repos/{fork.repo}/branches/{fork.branch}")
+        head = str(branch["commit"]["sha"])
+        await report_refused(ctx, exc, repo=fork.repo, installation_id=fork.installation_id, head=head)
+        raise Rejected(exc.message, exc.remedy) from exc
