@@ -89,7 +89,7 @@ def validate_ref(ref: str) -> str:
     problem = ref_problem(ref)
     if problem is not None:
         raise GitError(
-            f"not a valid git ref name: {ref[:MAX_REF_LENGTH]!r}: {problem}",
+            f"not a valid git ref name: {ref[:MAX_REF_LENGTH]!a}: {problem}",
             "give a branch, remote-tracking branch, tag or SHA",
         )
     return ref

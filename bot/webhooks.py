@@ -30,7 +30,7 @@ class Repository(Payload):
     @classmethod
     def _owner_slash_name(cls, value: str) -> str:
         if (problem := non_ascii_problem(value)) is not None:
-            raise ValueError(f"not an owner/name repository: {value!r}: {problem}")
+            raise ValueError(f"not an owner/name repository: {value!a}: {problem}")
         if not REPO_NAME.fullmatch(value) or any(part in (".", "..") for part in value.split("/")):
             raise ValueError(f"not an owner/name repository: {value!r}")
         return value

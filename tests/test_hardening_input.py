@@ -278,6 +278,7 @@ async def _refused(
     error = (await response.json())["error"]
     for reason in reasons:
         assert reason in error
+    assert error.isascii()  # a look-alike is shown escaped (`m\u0430in`), never as text that reads "main"
     queue = JobQueue(store)
     assert queue.deliveries() == 0 and sum(queue.counts().values()) == 0
     assert registry_rows(store) == before
