@@ -46,7 +46,7 @@ async def on_github(ctx: Context, installation_id: int) -> GitHubInstallation | 
 async def repos_on_github(ctx: Context, installation_id: int) -> frozenset[str]:
     """The repositories GitHub says the installation holds (`GET /installation/repositories`)."""
     api = ctx.github.for_installation(installation_id)
-    pages = api.getiter("/installation/repositories", iterable_key="repositories")
+    pages = api.getiter("/installation/repositories?per_page=100", iterable_key="repositories")
     return frozenset([str(repo["full_name"]) async for repo in pages])
 
 
