@@ -55,9 +55,9 @@ class Context:
 
     @property
     def trusted_url_prefixes(self) -> tuple[str, ...]:
-        """Besides https://, how a fork's `upstream.url` may be fetched: over the scheme the service's own GitHub
-        is reached by (plain http only on a test bench). Which hosts are allowed is the upstream access rule's
-        to say (bot.upstream_access), with its own message."""
+        """Besides https://, how a fork's `upstream.url` may be fetched: over the scheme the service's own
+        GitHub is reached by (plain http only on a test bench). Which hosts are allowed is for the upstream
+        access rule (bot.upstream_access) to say, with its own message."""
         return (self.web_url.partition("://")[0] + "://",)
 
     def clone_url(self, repo: str) -> str:

@@ -439,6 +439,10 @@ class GitHubClient:
         """Requests as the App itself (JWT), e.g. its webhook delivery log under `/app/hook/deliveries`."""
         return InstallationAPI(self._app_api)
 
+    async def app_get(self, url: str, url_vars: Mapping[str, Any] | None = None) -> Any:
+        """`GET` as the App itself (JWT): `/app/installations/{id}`, `/repos/{owner}/{repo}/installation`."""
+        return await self._app_api.getitem(url, url_vars or {})
+
     async def installation_token(self, installation_id: int) -> str:
         """A token with more than 5 minutes left; minted once per installation however many ask at once."""
         lock = self._token_locks.setdefault(installation_id, asyncio.Lock())

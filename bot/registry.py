@@ -115,6 +115,7 @@ class Registry:
                 installations,
                 {"id": installation_id, "account": account, "created_at": _utc(at)},
                 keys=("id",),
+                keep=("created_at",),
             )
             _add_repos(conn, installation_id, repos)
 

@@ -120,7 +120,7 @@ async def webhook(request: web.Request) -> web.Response:
     except webhooks.RejectedPayload as exc:
         log.warning("rejected delivery %s (%s): %s", delivery, event, exc)
         app[METRICS].deliveries.labels(event=event, outcome="rejected").inc()
-        return _problem(422 if "rejected at" in str(exc) else 400, str(exc))
+        return _problem(exc.status, str(exc))
     outcome = await asyncio.to_thread(
         app[QUEUE].accept_delivery,
         delivery,

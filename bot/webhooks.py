@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.errors import GitError
-from bot.gitio import validate_ref
+from bot.gitio import non_ascii_problem, validate_ref
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
-REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+REPO_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
+MAX_JSON_DEPTH = 64  # GitHub's payloads nest 7 deep (tests/fixtures/octokit); json.loads recurses in C
+# Installation, repository and PR ids: JSON integers (not "123", true or 1.0), positive, within 63 bits.
+GitHubId = Annotated[int, Field(strict=True, gt=0, le=2**63 - 1)]
 
 
 class Payload(BaseModel):
@@ -26,7 +29,9 @@ class Repository(Payload):
     @field_validator("full_name")
     @classmethod
     def _owner_slash_name(cls, value: str) -> str:
-        if not REPO_NAME.match(value) or any(part in (".", "..") for part in value.split("/")):
+        if (problem := non_ascii_problem(value)) is not None:
+            raise ValueError(f"not an owner/name repository: {value!a}: {problem}")
+        if not REPO_NAME.fullmatch(value) or any(part in (".", "..") for part in value.split("/")):
             raise ValueError(f"not an owner/name repository: {value!r}")
         return value
 
@@ -36,7 +41,7 @@ class Account(Payload):
 
 
 class Installation(Payload):
-    id: int
+    id: GitHubId
     account: Account | None = None  # present in installation events, absent from the stubs in others
 
 
@@ -101,7 +106,7 @@ class PullRequestEnd(Payload):
 
 
 class PullRequest(Payload):
-    number: int
+    number: GitHubId
     head: PullRequestEnd
     base: PullRequestEnd
     user: Account | None = None
@@ -109,7 +114,7 @@ class PullRequest(Payload):
 
 class PullRequestEvent(Payload):
     action: str
-    number: int
+    number: GitHubId
     pull_request: PullRequest
     repository: Repository
     installation: Installation  # every App delivery about a repository names its installation
@@ -150,21 +155,58 @@ MODELS: dict[str, type[Payload]] = {
 
 
 class RejectedPayload(ValueError):
-    """A delivery that is well signed but unusable: malformed JSON or fields Sluice refuses."""
+    """A delivery that is well signed but unusable; `status` is the HTTP answer that says why."""
+
+    status = 422  # the JSON is fine, a field is not
+
+
+class MalformedBody(RejectedPayload):
+    """The body is not JSON Sluice reads: not UTF-8, not JSON, or nested deeper than GitHub ever sends."""
+
+    status = 400
 
 
 def parse(event: str, body: bytes) -> Payload:
     """The event's payload model; RejectedPayload with a clear reason for anything unusable."""
-    try:
-        data: Any = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RejectedPayload(f"body is not JSON: {exc}") from exc
+    data = _json(body)
     try:
         return MODELS[event].model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise RejectedPayload(f"{event} payload rejected at {where}: {first['msg']}") from exc
+
+
+def _json(body: bytes) -> Any:
+    too_deep = f"body is JSON nested deeper than {MAX_JSON_DEPTH} levels; GitHub never sends that"
+    if nesting_exceeds(body, MAX_JSON_DEPTH):
+        raise MalformedBody(too_deep)
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MalformedBody(f"body is not JSON: {exc}") from exc
+    except RecursionError as exc:  # unbalanced brackets that `nesting_exceeds` could not pair up
+        raise MalformedBody(too_deep) from exc
+
+
+ONLY_BRACKETS = bytes.maketrans(b"{}", b"[]")
+NOT_BRACKETS = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
+def nesting_exceeds(body: bytes, limit: int) -> bool:
+    """Whether the JSON in `body` nests arrays and objects deeper than `limit`, decided with a few
+    C-speed passes over the bytes (json.loads would recurse first and raise RecursionError)."""
+    # Escapes first (`\\` before `\"`, as JSON reads them left to right), then the strings themselves.
+    text = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(ONLY_BRACKETS, NOT_BRACKETS)
+    brackets = b"".join(text.split(b'"')[::2])
+    if b"[" * (limit + 1) in brackets:
+        return True
+    for _ in range(limit):  # each pass removes the innermost level
+        shorter = brackets.replace(b"[]", b"")
+        if shorter == brackets:
+            return False  # balanced and shallow, or not JSON: json.loads says which
+        brackets = shorter
+    return bool(brackets)
 
 
 def job_key(payload: Payload) -> str | None:

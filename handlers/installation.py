@@ -1,8 +1,18 @@
-"""`installation` and `installation_repositories` events: record and forget installations and their repos."""
+"""`installation` and `installation_repositories` events: record and forget installations and their repos.
+
+A delivery only says what happened; GitHub's own answer (asked with the App's JWT and the installation's
+token) says what is true. Sluice records only what GitHub confirms, so a validly signed but forged or stale
+delivery cannot put an installation or repository into the registry, move one, or forget one.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gidgethub import BadRequest
 
 from bot.context import Context
 from bot.jobs import Job
@@ -10,32 +20,125 @@ from bot.webhooks import InstallationEvent, InstallationRepositoriesEvent
 from handlers import register
 
 log = logging.getLogger("sluice.installation")
+RECORDING_ACTIONS = frozenset({"created", "unsuspend", "new_permissions_accepted"})
+
+
+@dataclass(frozen=True)
+class GitHubInstallation:
+    """An installation of this App as GitHub reports it."""
+
+    id: int
+    account: str
+    suspended: bool
+
+
+async def on_github(ctx: Context, installation_id: int) -> GitHubInstallation | None:
+    """GitHub's record of the installation (`GET /app/installations/{id}`), None when it has none."""
+    found = await _app_get_or_none(
+        ctx, "/app/installations/{installation_id}", {"installation_id": installation_id}
+    )
+    if found is None:
+        return None
+    account = (found.get("account") or {}).get("login") or "?"
+    return GitHubInstallation(int(found["id"]), str(account), suspended=bool(found.get("suspended_at")))
+
+
+async def repos_on_github(ctx: Context, installation_id: int) -> frozenset[str]:
+    """The repositories GitHub says the installation holds (`GET /installation/repositories`)."""
+    api = ctx.github.for_installation(installation_id)
+    pages = api.getiter("/installation/repositories?per_page=100", iterable_key="repositories")
+    return frozenset([str(repo["full_name"]) async for repo in pages])
+
+
+async def holds(ctx: Context, installation_id: int, repo: str) -> bool:
+    """Whether GitHub says `repo` is in the installation (`GET /repos/{owner}/{repo}/installation`)."""
+    owner, name = repo.split("/", 1)
+    found = await _app_get_or_none(ctx, "/repos/{owner}/{repo}/installation", {"owner": owner, "repo": name})
+    return found is not None and found.get("id") == installation_id
+
+
+def split(claimed: Iterable[str], held: frozenset[str]) -> tuple[list[str], list[str]]:
+    """The claimed repositories GitHub confirms, and those it does not, in the delivery's order."""
+    claimed = list(claimed)
+    return [r for r in claimed if r in held], [r for r in claimed if r not in held]
 
 
 async def installation(ctx: Context, job: Job) -> None:
     event = InstallationEvent.model_validate(job.payload)
     inst = event.installation
     if event.action == "deleted":
-        ctx.registry.forget_installation(inst.id)
-        log.info("installation %d deleted: forgotten with its forks", inst.id)
+        await _forget(ctx, job, inst.id)
         return
-    if event.action in ("created", "unsuspend", "new_permissions_accepted"):
-        repos = [r.full_name for r in event.repositories]
-        account = inst.account.login if inst.account else "?"
-        ctx.registry.record_installation(inst.id, account, repos, at=ctx.clock())
-        for repo in repos or ctx.registry.installed_repos(inst.id):
-            register.request(ctx, repo, installation_id=inst.id)
+    if event.action not in RECORDING_ACTIONS:
+        return
+    found = await _confirmed(ctx, job, inst.id)
+    if found is None:
+        return
+    held = await repos_on_github(ctx, inst.id)
+    claimed = [r.full_name for r in event.repositories]
+    repos, refused = split(claimed, held) if claimed else (sorted(held), [])
+    _drop(job, refused, f"installation {inst.id} on GitHub does not hold", "not recorded")
+    ctx.registry.record_installation(inst.id, found.account, repos, at=ctx.clock())
+    for repo in repos:
+        register.request(ctx, repo, installation_id=inst.id)
 
 
 async def installation_repositories(ctx: Context, job: Job) -> None:
     event = InstallationRepositoriesEvent.model_validate(job.payload)
     inst = event.installation
-    removed = [r.full_name for r in event.repositories_removed]
-    added = [r.full_name for r in event.repositories_added]
+    found = await _confirmed(ctx, job, inst.id)
+    if found is None:
+        return
+    held = await repos_on_github(ctx, inst.id)
+    kept, removed = split((r.full_name for r in event.repositories_removed), held)
+    added, refused = split((r.full_name for r in event.repositories_added), held)
+    _drop(job, kept, f"installation {inst.id} on GitHub still holds", "not forgotten")
+    _drop(job, refused, f"installation {inst.id} on GitHub does not hold", "not recorded")
     if removed:
         ctx.registry.remove_repos(inst.id, removed)
         log.info("installation %d: forgot %s", inst.id, ", ".join(removed))
     if added:
-        ctx.registry.add_repos(inst.id, added)
+        ctx.registry.record_installation(inst.id, found.account, added, at=ctx.clock())
         for repo in added:
             register.request(ctx, repo, installation_id=inst.id)
+
+
+async def _confirmed(ctx: Context, job: Job, installation_id: int) -> GitHubInstallation | None:
+    found = await on_github(ctx, installation_id)
+    if found is None or found.suspended:
+        why = "suspended" if found else "unknown to GitHub for this App"
+        log.warning(
+            "delivery %s (%s): installation %d is %s; dropped, registry unchanged",
+            job.delivery_id,
+            job.kind,
+            installation_id,
+            why,
+        )
+        return None
+    return found
+
+
+async def _forget(ctx: Context, job: Job, installation_id: int) -> None:
+    if await on_github(ctx, installation_id) is not None:
+        log.warning(
+            "delivery %s: installation %d deleted, but GitHub still has it; dropped, registry unchanged",
+            job.delivery_id,
+            installation_id,
+        )
+        return
+    ctx.registry.forget_installation(installation_id)
+    log.info("installation %d deleted: forgotten with its forks", installation_id)
+
+
+def _drop(job: Job, repos: Sequence[str], fact: str, outcome: str) -> None:
+    if repos:
+        log.warning("delivery %s (%s): %s %s; %s", job.delivery_id, job.kind, fact, ", ".join(repos), outcome)
+
+
+async def _app_get_or_none(ctx: Context, url: str, url_vars: dict[str, Any]) -> Any:
+    try:
+        return await ctx.github.app_get(url, url_vars)
+    except BadRequest as exc:
+        if exc.status_code == 404:
+            return None
+        raise

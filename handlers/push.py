@@ -13,7 +13,7 @@ from bot.engine import CONFIG_PATH
 from bot.ingestion import BRANCH_PREFIX
 from bot.jobs import Job
 from bot.webhooks import PushEvent
-from handlers import ingest, register
+from handlers import ingest, installation, register
 
 KIND = "push"
 log = logging.getLogger("sluice.push")
@@ -38,9 +38,25 @@ async def handle(ctx: Context, job: Job) -> None:
     elif trunk:
         ingest.request(ctx, repo, reason=f"fork trunk {branch} moved to {event.after[:10]}")
     elif fork is None and branch == event.repository.default_branch:
-        known = ctx.registry.installation_of(repo) is not None
-        ctx.registry.add_repos(event.installation.id, [repo])  # GitHub signed it: the App is installed there
-        if config_changed or not known:
-            register.request(ctx, repo, installation_id=event.installation.id)
+        await _note_repo(ctx, job, event, config_changed=config_changed)
     for tracking in ctx.registry.forks_tracking(repo, branch):
         ingest.request(ctx, tracking.repo, reason=f"upstream {repo} {branch} moved to {event.after[:10]}")
+
+
+async def _note_repo(ctx: Context, job: Job, event: PushEvent, *, config_changed: bool) -> None:
+    """Record an installed repository Sluice had not seen (is it a fork?), once GitHub confirms it."""
+    repo, installation_id = event.repository.full_name, event.installation.id
+    if ctx.registry.installation_of(repo) == installation_id:
+        if config_changed:
+            register.request(ctx, repo, installation_id=installation_id)
+        return
+    if not await installation.holds(ctx, installation_id, repo):
+        log.warning(
+            "delivery %s: GitHub says %s is not in installation %d; not recorded",
+            job.delivery_id,
+            repo,
+            installation_id,
+        )
+        return
+    ctx.registry.add_repos(installation_id, [repo])
+    register.request(ctx, repo, installation_id=installation_id)

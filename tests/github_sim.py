@@ -385,6 +385,17 @@ class GitHubSim:
         self.installations[inst.id] = inst
         return inst.id
 
+    def uninstall(self, full_name: str) -> None:
+        """Remove a repository from its installation (the installation stays, as on GitHub)."""
+        for inst in self.installations.values():
+            inst.repos.discard(full_name)
+
+    def delete_installation(self, installation_id: int) -> None:
+        """Uninstall the App from an account: GitHub answers 404 for the installation from then on, and
+        401 for its tokens."""
+        del self.installations[installation_id]
+        self.revoke_tokens(installation_id)
+
     def installation_token(self, installation_id: int) -> str:
         """Mint a token without the HTTP round trip (for tests that call repo endpoints directly)."""
         token = "ghs_" + secrets.token_hex(18)
@@ -394,11 +405,6 @@ class GitHubSim:
     def revoke_tokens(self, installation_id: int) -> None:
         """GitHub forgets the installation's tokens (a rotation): the next request with one gets 401."""
         self.tokens = {t: grant for t, grant in self.tokens.items() if grant[0] != installation_id}
-
-    def uninstall(self, installation_id: int) -> None:
-        """Delete the installation: its tokens die (401) and minting a new one answers 404."""
-        del self.installations[installation_id]
-        self.revoke_tokens(installation_id)
 
     def suspend(self, installation_id: int) -> None:
         """Suspend the installation: its tokens die (401) and minting one answers 403."""
@@ -894,6 +900,7 @@ class GitHubSim:
             "repository_selection": "selected",
             "access_tokens_url": f"{API}/app/installations/{inst.id}/access_tokens",
             "target_type": "Organization",
+            "suspended_at": _iso(self.now()) if inst.suspended else None,
             "permissions": {
                 "contents": "write",
                 "pull_requests": "write",

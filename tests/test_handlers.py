@@ -143,10 +143,14 @@ async def test_a_repo_is_checked_for_a_config_when_first_seen_or_when_its_config
     ctx: Context,
 ) -> None:
     fork_record(ctx)
-    payload = push_payload(ctx, UPSTREAM, "refs/heads/main", installation_id=7)
+    installation_id = sim_of(ctx).install(UPSTREAM)
+    payload = push_payload(ctx, UPSTREAM, "refs/heads/main", installation_id=installation_id + 1)
+    await push.handle(ctx, job("push", payload))  # GitHub does not confirm that installation: not recorded
+    assert queued(ctx) == [("ingest", FORK)] and ctx.registry.installation_of(UPSTREAM) is None
+    payload = push_payload(ctx, UPSTREAM, "refs/heads/main", installation_id=installation_id)
     await push.handle(ctx, job("push", payload))  # an installed repo Sluice had not seen: is it a fork?
     assert queued(ctx) == [("register", UPSTREAM), ("ingest", FORK)]
-    assert ctx.registry.installation_of(UPSTREAM) == 7
+    assert ctx.registry.installation_of(UPSTREAM) == installation_id
     await push.handle(ctx, job("push", payload))  # seen, not a fork, config untouched: just the forks
     assert queued(ctx) == [("ingest", FORK)]
     payload["commits"][-1]["added"].append(".github/sluice.yml")
@@ -170,18 +174,33 @@ def installation_payload(action: str, installation_id: int, repos: list[str]) ->
 
 
 async def test_installation_lifecycle_records_and_forgets(ctx: Context) -> None:
-    await installation.installation(ctx, job("installation", installation_payload("created", 5, [FORK])))
-    assert ctx.registry.installed_repos(5) == [FORK]
+    sim = sim_of(ctx)
+    inst = sim.install(FORK)
+    await installation.installation(ctx, job("installation", installation_payload("created", inst, [FORK])))
+    assert ctx.registry.installed_repos(inst) == [FORK]
     assert queued(ctx) == [("register", FORK)]
-    fork_record(ctx, installation_id=5)
-    removed = {"action": "removed", "installation": {"id": 5}, "repositories_removed": [{"full_name": FORK}]}
-    await installation.installation_repositories(ctx, job("installation_repositories", removed))
-    assert ctx.registry.installed_repos(5) == [] and ctx.registry.fork(FORK) is None
-    added = {"action": "added", "installation": {"id": 5}, "repositories_added": [{"full_name": FORK}]}
+    fork_record(ctx, installation_id=inst)
+    removed = {
+        "action": "removed",
+        "installation": {"id": inst},
+        "repositories_removed": [{"full_name": FORK}],
+    }
+    repositories = job("installation_repositories", removed)
+    await installation.installation_repositories(ctx, repositories)  # GitHub still has it: kept
+    assert ctx.registry.installed_repos(inst) == [FORK] and ctx.registry.fork(FORK) is not None
+    sim.uninstall(FORK)
+    await installation.installation_repositories(ctx, repositories)
+    assert ctx.registry.installed_repos(inst) == [] and ctx.registry.fork(FORK) is None
+    added = {"action": "added", "installation": {"id": inst}, "repositories_added": [{"full_name": FORK}]}
+    sim.install(FORK)
     await installation.installation_repositories(ctx, job("installation_repositories", added))
     assert queued(ctx) == [("register", FORK)]
-    await installation.installation(ctx, job("installation", installation_payload("deleted", 5, [FORK])))
-    assert ctx.registry.installed_repos(5) == [] and ctx.registry.installation_of(FORK) is None
+    deleted = job("installation", installation_payload("deleted", inst, [FORK]))
+    await installation.installation(ctx, deleted)  # GitHub still has the installation: kept
+    assert ctx.registry.installation_of(FORK) == inst
+    sim.delete_installation(inst)
+    await installation.installation(ctx, deleted)
+    assert ctx.registry.installed_repos(inst) == [] and ctx.registry.installation_of(FORK) is None
 
 
 async def test_register_reads_the_config_and_requests_the_first_ingestion(ctx: Context) -> None:

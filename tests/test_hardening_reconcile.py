@@ -102,7 +102,7 @@ class Rig:
             "lease_seconds": 30,
             "redelivery_interval": 1,
             "resync_interval": 0,
-            "allow_private_upstreams": True,  # the simulator listens on loopback, which Sluice refuses by default
+            "allow_private_upstreams": True,  # the simulator is on loopback, refused by default
         }
         return Settings(**(values | changes))
 

@@ -441,7 +441,8 @@ async def test_a_token_github_rejects_is_minted_again_once(make_sqlite_rig: Make
 
 
 @pytest.mark.parametrize(
-    ("how", "mint", "why"), [("uninstall", 404, "no longer exists"), ("suspend", 403, "is suspended")]
+    ("how", "mint", "why"),
+    [("delete_installation", 404, "no longer exists"), ("suspend", 403, "is suspended")],
 )
 async def test_a_removed_installation_fails_the_job_at_once_and_a_404_mint_is_permanent(
     make_sqlite_rig: MakeRig, how: str, mint: int, why: str

@@ -115,6 +115,8 @@ def test_dry_run_writes_nothing(scenario: Scenario, capsys) -> None:
         (["not-a-sha"], "unknown ref 'not-a-sha'"),
         (["--branch=--force", "{up}"], "not a valid git ref name"),
         (["--branch=../../etc", "{up}"], "not a valid git ref name"),
+        (["--branch=ingest.lock/3", "{up}"], "ends with '.lock'"),
+        (["--branch=ingest/\u202e3", "{up}"], "U+202E"),
         (["{fork}"], "is not an upstream commit"),
         (["{taken}"], "is already ingested (trailer in"),
         (["--", "--upload-pack=touch /tmp/sluice-pwned"], "not a commit SHA"),
