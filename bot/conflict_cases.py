@@ -1695,6 +1695,127 @@ def _clean() -> list[ConflictCase]:
     return out
 
 
+# --- misplaced anchors ------------------------------------------------------------------------------------
+# Shapes where a rule that places upstream's lines by the text around them, rather than by diff3's own
+# positions, put a block somewhere other than where upstream put it. Each is left to a human.
+
+
+def _details(title: str, text: str) -> _Lines:
+    return ["<details>", f"<summary>{title}</summary>", "", text, "", "</details>", ""]
+
+
+def _gluon_test(name: str, store: str) -> _Lines:
+    return [
+        f"def {name}(device):",
+        "",
+        "    @gluon.jit",
+        "    def kernel(x_ptr, y_ptr):",
+        "        x = gl.load(x_ptr)",
+        f"        gl.store(y_ptr, {store})",
+        "",
+        "    x = torch.ones(4, device=device)",
+        "    y = torch.empty_like(x)",
+        "    kernel[(1,)](x, y)",
+        "    torch.testing.assert_close(y, x)",
+    ]
+
+
+_VERIFY_SOURCE = [
+    '#include "triton/Dialect/TritonGPU/IR/Dialect.h"',
+    "",
+    "namespace mlir::triton::gpu {",
+    "",
+    "LogicalResult AsyncCopyGlobalToLocalOp::verify() {",
+    "  auto srcTy = getSrc().getType();",
+    "  if (!isa<triton::PointerType>(getElementTypeOrSelf(srcTy)))",
+    '    return emitOpError("source must be a tensor of pointers");',
+    "  return success();",
+    "}",
+    "",
+    "LogicalResult LocalAllocOp::verify() {",
+    "  if (!getSrc())",
+    "    return success();",
+    "  auto srcTy = getSrc().getType();",
+    "  return verifyAllocType(*this, srcTy, getType());",
+    "}",
+    "",
+    "} // namespace mlir::triton::gpu",
+]
+
+
+def _misplaced_anchors() -> list[ConflictCase]:
+    out = []
+    intro = ["# Triton", "", "Triton is a language and compiler for custom deep-learning primitives.", ""]
+    base = [*intro, *_details("Install", "Run `pip install -e .`."), *_details("Test", "Run `make test`.")]
+    at = _find(base, "<summary>Test</summary>") - 1
+    theirs = _edit(base, (at, at, _details("Debug a kernel", "Set `TRITON_INTERPRET=1`.")))
+    ours = _edit(base, (at, at + 1, ["<details open>"]))
+    note = (
+        "upstream's new section starts with the `<details>` line the fork opened: read by the text around it,"
+        " the fork's `open` lands on upstream's section instead of the one it was for"
+    )
+    out.append(
+        _case(
+            "unknown/misplaced-anchor/readme-repeated-section-head",
+            "README.md",
+            base,
+            ours,
+            theirs,
+            UNKNOWN,
+            note=note,
+        )
+    )
+    imports = [
+        "import torch",
+        "from triton.experimental import gluon",
+        "from triton.experimental.gluon import language as gl",
+    ]
+    base = [*imports, "", "", *_gluon_test("test_copy", "x"), "", "", *_gluon_test("test_scale", "x * 2")]
+    at = _find(base, "@gluon.jit", _find(base, "def test_scale"))
+    theirs = _edit(base, (at, at, ["    @gluon.jit", "    def twice(x):", "        return x * 2", ""]))
+    ours = _edit(base, (at, at + 1, ['    @gluon.jit(do_not_specialize=["y_ptr"])']))
+    note = (
+        "upstream's nested `@gluon.jit` helper starts with the decorator line the fork replaced (a line that"
+        " also opens the kernel of every other test): placed by that text, the fork's decorator moves onto"
+        " upstream's helper"
+    )
+    path = "python/test/gluon/test_copies.py"
+    out.append(
+        _case("semantic/misplaced-anchor/gluon-nested-jit", path, base, ours, theirs, SEMANTIC, note=note)
+    )
+    base = _VERIFY_SOURCE
+    at = _find(base, "auto srcTy = getSrc().getType();")
+    check = [
+        "  if (getMask() && cast<RankedTensorType>(getMask().getType()).getShape() !=",
+        "                     cast<RankedTensorType>(srcTy).getShape())",
+        '    return emitOpError("mask shape must match the source shape");',
+    ]
+    theirs = _edit(base, (at + 1, at + 1, check))
+    tlx = [
+        "  Type srcTy = getSrc().getType();",
+        "  if (tlx::isTlxAsyncCopy(*this))",
+        "    return tlx::verifyAsyncCopy(*this, srcTy);",
+    ]
+    ours = _edit(base, (at, at + 1, tlx))
+    note = (
+        "upstream's check follows a line the fork replaced by three (the same line opens another verifier):"
+        " after the fork's early return, TLX copies would skip upstream's check"
+    )
+    path = "lib/Dialect/TritonGPU/IR/Ops.cpp"
+    out.append(
+        _case(
+            "semantic/misplaced-anchor/cpp-verify-replaced-anchor",
+            path,
+            base,
+            ours,
+            theirs,
+            SEMANTIC,
+            note=note,
+        )
+    )
+    return out
+
+
 _FAMILIES: tuple[Callable[[], list[ConflictCase]], ...] = (
     _cmake_source_lists,
     _cmake_link_libs,
@@ -1716,5 +1837,6 @@ _FAMILIES: tuple[Callable[[], list[ConflictCase]], ...] = (
     _unknown_files,
     _unknown_code,
     _unknown_kinds,
+    _misplaced_anchors,
     _clean,
 )
