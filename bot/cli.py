@@ -26,7 +26,7 @@ from bot.errors import SluiceError
 from bot.gitio import GitRepo, validate_ref
 from bot.mirror import Mirror
 from bot.models import CommitInfo, PickReport, PickStatus, Plan, RiskKind
-from bot.pick import Picker, PickRequest, learn_resolutions, run_pick
+from bot.pick import Picker, PickRequest, check_branch, learn_resolutions, run_pick
 from bot.planning import build_plan, fork_key
 from bot.store import Store, default_database_url
 
@@ -264,6 +264,7 @@ def cmd_pick(args: argparse.Namespace) -> int:
     commits = _upstream_commits(repo, snapshot, args.shas)
     branch = args.branch or f"sluice/pick-{commits[0].sha[:10]}"
     validate_ref(branch)
+    check_branch(repo, branch, onto=args.onto, trunk=config.fork.branch)
     existing = repo.resolve_optional(f"refs/heads/{branch}")
     if existing and not args.force and not args.dry_run:
         raise SluiceError(f"branch {branch} exists", "pass --force to replace it, or another --branch")
