@@ -1813,6 +1813,46 @@ def _misplaced_anchors() -> list[ConflictCase]:
             note=note,
         )
     )
+    base = [
+        "def make_cubin(src, ptxas_cmd, fsrc, flog):",
+        "    try:",
+        "        subprocess.run(ptxas_cmd, check=True, close_fds=False, stderr=flog)",
+        "        if os.path.exists(fsrc.name):",
+        "            os.remove(fsrc.name)",
+        "    except subprocess.CalledProcessError as e:",
+        "        raise PTXASError(e.returncode) from e",
+    ]
+    at = _find(base, "if os.path.exists(fsrc.name)")
+    dump = [
+        "        if knobs.nvidia.dump_ptxas_log:",
+        "            with open(flog.name) as log_file:",
+        "                print(log_file.read())",
+        "",
+    ]
+    mine = [
+        "        # Skip deleting on Windows: the file may still be open in another process.",
+        '        if os.path.exists(fsrc.name) and os.name != "nt":',
+    ]
+    theirs = _edit(base, (at, at, dump))
+    ours = _edit(base, (at, at + 1, mine))
+    merged = _edit(base, (at, at, dump), (at, at + 1, mine))
+    note = (
+        "the fork edited the line upstream inserted before, and put a comment above it: the comment"
+        " belongs to that line, so upstream's lines go above both (as Intel's engineers merged it)"
+    )
+    path = "third_party/nvidia/backend/compiler.py"
+    out.append(
+        _case(
+            "mechanical/adjacent/comment-above-edited-anchor",
+            path,
+            base,
+            ours,
+            theirs,
+            MECHANICAL,
+            merged,
+            note=note,
+        )
+    )
     return out
 
 

@@ -30,7 +30,8 @@ that holds winning; a wrong automatic resolution is the worst outcome, so every 
    - ADJACENT: line diffs base→ours and base→theirs inside the hunk change disjoint base ranges
      and never insert at the same spot (include-only hunks excluded: see INCLUDE_UNION): apply both.
      Only where the edits' anchors are certain: never for a side's insertion beside a base line the
-     other side replaced (rather than edited in place: one line for one, most of its text kept), and
+     other side replaced (rather than edited in place: the same indentation and most of its text kept,
+     after any comment lines of that side's own, which belong to the line they precede), and
      only when every equivalent alignment of the sides (difflib forward and backward, insertions and
      deletions slid over identical lines) merges to the same text; otherwise the verdict's evidence
      says why ("not merged as adjacent edits: …").
@@ -437,7 +438,7 @@ def _classify_hunk(site: _Site, file: _File) -> HunkVerdict:
         if found is not None:
             lines, evidence = found
             return HunkVerdict(hunk, ConflictClass.MECHANICAL, rule, lines, None, evidence)
-    doubt = _anchor_doubt(hunk) if _adjacent_candidate(hunk, file.lang) else None
+    doubt = _anchor_doubt(hunk, file.lang) if _adjacent_candidate(hunk, file.lang) else None
     note = f"; not merged as adjacent edits: {doubt}" if doubt else ""
     api = _api_hit(site, file, early=False)
     if api is not None:
@@ -930,7 +931,7 @@ def _is_item(line: str, kind: str, lang: str | None) -> bool:
 
 def _adjacent(site: _Site, file: _File) -> _Resolution | None:
     hunk = site.hunk
-    if not _adjacent_candidate(hunk, file.lang) or _anchor_doubt(hunk) is not None:
+    if not _adjacent_candidate(hunk, file.lang) or _anchor_doubt(hunk, file.lang) is not None:
         return None
     ours, theirs = _changes(hunk.base, hunk.ours), _changes(hunk.base, hunk.theirs)
     evidence = "the sides changed different lines that merely touch: applied both"
@@ -945,7 +946,7 @@ def _adjacent_candidate(hunk: Hunk3, lang: str | None) -> bool:
     return bool(ours and theirs) and _disjoint(ours, theirs)
 
 
-def _anchor_doubt(hunk: Hunk3) -> str | None:
+def _anchor_doubt(hunk: Hunk3, lang: str | None) -> str | None:
     """Why the sides' edits cannot be placed by their anchors alone, or None when only one placement fits.
 
     diff3 positions the block, not the edits inside it: those are placed by the base lines around them.
@@ -955,7 +956,7 @@ def _anchor_doubt(hunk: Hunk3) -> str | None:
     base = hunk.base
     ways = [(o, t) for o in _alignments(base, hunk.ours) for t in _alignments(base, hunk.theirs)]
     for ours, theirs in ways:
-        replaced = _replaced_anchor(base, ours, theirs)
+        replaced = _replaced_anchor(base, ours, theirs, lang)
         if replaced is not None:
             inserter, line = replaced
             anchor = base[line].strip()
@@ -979,18 +980,19 @@ def _repeated_edge(base: Sequence[str], changes: Iterable[_Change]) -> str | Non
 
 
 def _replaced_anchor(
-    base: Sequence[str], ours: Sequence[_Change], theirs: Sequence[_Change]
+    base: Sequence[str], ours: Sequence[_Change], theirs: Sequence[_Change], lang: str | None
 ) -> tuple[str, int] | None:
-    """(who inserted, the base line) for an insertion beside a base line the other side replaced.
-
-    A line merely edited (one line for one, same indentation, mostly the same text) still anchors it.
-    """
+    """(who inserted, the base line) for an insertion beside a base line the other side replaced."""
     for inserter, inserted, other in (("upstream", theirs, ours), ("the fork", ours, theirs)):
         for point, end, _ in inserted:
             if point != end:
                 continue
             for start, stop, lines in other:
-                if start < stop and point in (start, stop) and not _edited(base[start:stop], lines):
+                if (
+                    start < stop
+                    and point in (start, stop)
+                    and not _keeps_anchor(base[start:stop], lines, lang)
+                ):
                     return inserter, stop - 1 if point == stop else start
     return None
 
@@ -998,14 +1000,27 @@ def _replaced_anchor(
 _KEPT_SHARE = 0.6
 
 
-def _edited(old: Sequence[str], new: Sequence[str]) -> bool:
-    """Whether `new` is `old` edited in place: one line for one, same indentation, most of its text kept."""
-    if len(old) != 1 or len(new) != 1 or _indent(old[0]) != _indent(new[0]):
+def _keeps_anchor(old: Sequence[str], new: Sequence[str], lang: str | None) -> bool:
+    """Whether `new` is the one base line `old` edited in place, after any comment lines of its own.
+
+    Edited in place: same indentation, most of its text kept. Comment lines belong to the line they
+    precede, so an insertion before them is still an insertion before that line.
+    """
+    if len(old) != 1 or not new:
         return False
-    before, after = old[0].strip(), new[0].strip()
+    *comments, line = new
+    if comments and (lang not in _COMMENT_MARKER or not all(_is_comment(c, lang) for c in comments)):
+        return False
+    if _indent(old[0]) != _indent(line):
+        return False
+    before, after = old[0].strip(), line.strip()
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     kept = sum(block.size for block in matcher.get_matching_blocks())
     return bool(before) and kept >= _KEPT_SHARE * len(before)
+
+
+def _is_comment(line: str, lang: str | None) -> bool:
+    return bool(line.strip()) and not _code(line, lang).strip()
 
 
 def _alignments(base: Sequence[str], side: Sequence[str]) -> list[list[_Change]]:
