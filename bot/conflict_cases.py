@@ -721,6 +721,19 @@ def _cmake_link_libs() -> list[ConflictCase]:
         out.append(
             _case(f"mechanical/cmake-link-libs/{library}", path, base, ours, theirs, MECHANICAL, merged)
         )
+    # Both sides link the same new libraries (Intel's unittest/Analysis merge): each once, the fork's order.
+    path, library, libs = "unittest/Analysis/CMakeLists.txt", "TestAnalysis", ("TritonAnalysis", "TritonIR")
+    mine, upstream = (
+        ("TritonGPUTransforms", "TritonIntelAnalysis", "TritonNvidiaGPUTransforms"),
+        (
+            "TritonGPUTransforms",
+            "TritonNvidiaGPUTransforms",
+        ),
+    )
+    base, ours, theirs = (_cmake(library, ("Alpha.cpp",), (*libs, *new)) for new in ((), mine, upstream))
+    note = "upstream's libraries are all among the fork's: the union lists each once"
+    name = "mechanical/cmake-link-libs/both-added-the-same"
+    out.append(_case(name, path, base, ours, theirs, MECHANICAL, ours, note=note))
     return out
 
 
@@ -1853,6 +1866,29 @@ def _misplaced_anchors() -> list[ConflictCase]:
             note=note,
         )
     )
+    base = [
+        "cmake_minimum_required(VERSION 3.20)",
+        "project(triton CXX C)",
+        "",
+        "# Options",
+        'option(TRITON_BUILD_TUTORIALS "Build C++ Triton tutorials" ON)',
+        'option(TRITON_BUILD_PYTHON_MODULE "Build Python Triton bindings" OFF)',
+        'option(TRITON_BUILD_UT "Build C++ Triton Unit Tests" ON)',
+    ]
+    at = _find(base, "TRITON_BUILD_TUTORIALS")
+    proton = [
+        "if(WIN32)",
+        "  set(DEFAULT_BUILD_PROTON OFF)",
+        "else()",
+        "  set(DEFAULT_BUILD_PROTON ON)",
+        "endif()",
+        'option(TRITON_BUILD_PROTON "Build the Triton Proton profiler" ${DEFAULT_BUILD_PROTON})',
+    ]
+    ours, theirs = _edit(base, (at, at, proton)), _edit(base, (at, at + 1, []))
+    merged = _edit(base, (at, at, proton), (at, at + 1, []))
+    note = "upstream deleted the line the fork inserted before: one gap is left, so the fork's lines go there"
+    name = "mechanical/adjacent/insertion-beside-deleted-line"
+    out.append(_case(name, "CMakeLists.txt", base, ours, theirs, MECHANICAL, merged, note=note))
     return out
 
 

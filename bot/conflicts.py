@@ -30,8 +30,9 @@ that holds winning; a wrong automatic resolution is the worst outcome, so every 
    - ADJACENT: line diffs base→ours and base→theirs inside the hunk change disjoint base ranges
      and never insert at the same spot (include-only hunks excluded: see INCLUDE_UNION): apply both.
      Only where the edits' anchors are certain: never for a side's insertion beside a base line the
-     other side replaced (rather than edited in place: the same indentation and most of its text kept,
-     after any comment lines of that side's own, which belong to the line they precede), and
+     other side replaced, unless that side's lines still start (for an insertion before) or end (after)
+     with the line edited in place (same indentation, most of its text kept; comment lines above it
+     belong to it) or it deleted the lines (one gap is left), and
      only when every equivalent alignment of the sides (difflib forward and backward, insertions and
      deletions slid over identical lines) merges to the same text; otherwise the verdict's evidence
      says why ("not merged as adjacent edits: …").
@@ -901,12 +902,17 @@ def _strip_blank(lines: Sequence[str], *, leading: bool) -> tuple[str, ...]:
 def _item_union(
     point: _Point, ours: Sequence[str], theirs: Sequence[str], lang: str | None
 ) -> tuple[str, ...]:
-    """List items: the fork's, then upstream's not already there; sorted when the list was."""
-    if not all(_is_item(line, point.kind, lang) for line in (*point.items, *ours, *theirs)):
+    """List items: the fork's, then upstream's not already there; sorted when the list was.
+
+    Lines before the additions that are not items themselves (a CMake `LINK_LIBS PUBLIC` keyword) do
+    not stop the union, only the sorting, which needs a list made of items alone.
+    """
+    if not all(_is_item(line, point.kind, lang) for line in (*ours, *theirs)):
         return (*ours, *theirs)
-    present = {_item_key(line) for line in (*point.items, *ours)}
+    items = [line for line in point.items if _is_item(line, point.kind, lang)]
+    present = {_item_key(line) for line in (*items, *ours)}
     new = [line for line in theirs if _item_key(line) not in present]
-    if len(point.items) >= 2:
+    if len(point.items) >= 2 and len(items) == len(point.items):
         for key in map(_by_item, _SORT_KEYS):
             if all(_is_sorted([*point.items, *side], key) for side in (ours, theirs)):
                 return tuple(sorted([*ours, *new], key=key))
@@ -988,32 +994,38 @@ def _replaced_anchor(
             if point != end:
                 continue
             for start, stop, lines in other:
-                if (
-                    start < stop
-                    and point in (start, stop)
-                    and not _keeps_anchor(base[start:stop], lines, lang)
-                ):
-                    return inserter, stop - 1 if point == stop else start
+                if start < stop and point in (start, stop):
+                    anchor = start if point == start else stop - 1
+                    if not _keeps_anchor(base[anchor], lines, after=point == stop, lang=lang):
+                        return inserter, anchor
     return None
 
 
 _KEPT_SHARE = 0.6
 
 
-def _keeps_anchor(old: Sequence[str], new: Sequence[str], lang: str | None) -> bool:
-    """Whether `new` is the one base line `old` edited in place, after any comment lines of its own.
+def _keeps_anchor(anchor: str, lines: Sequence[str], *, after: bool, lang: str | None) -> bool:
+    """Whether the other side's `lines`, which replace a range starting (or, `after`, ending) with the
+    `anchor` line, still hold it at that edge, edited in place; then an insertion beside it keeps its place.
 
-    Edited in place: same indentation, most of its text kept. Comment lines belong to the line they
-    precede, so an insertion before them is still an insertion before that line.
+    A deletion leaves a single gap, so the insertion's place is certain too. Comment lines belong to the
+    line below them, so an insertion before them is still an insertion before that line.
     """
-    if len(old) != 1 or not new:
+    if not lines:
+        return True
+    if after:
+        edge: str | None = lines[-1]
+    else:
+        code = lang in _COMMENT_MARKER
+        edge = next((line for line in lines if not (code and _is_comment(line, lang))), None)
+    return edge is not None and _edited_in_place(anchor, edge)
+
+
+def _edited_in_place(old: str, new: str) -> bool:
+    """Same indentation, and most of the old line's text kept."""
+    if _indent(old) != _indent(new):
         return False
-    *comments, line = new
-    if comments and (lang not in _COMMENT_MARKER or not all(_is_comment(c, lang) for c in comments)):
-        return False
-    if _indent(old[0]) != _indent(line):
-        return False
-    before, after = old[0].strip(), line.strip()
+    before, after = old.strip(), new.strip()
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     kept = sum(block.size for block in matcher.get_matching_blocks())
     return bool(before) and kept >= _KEPT_SHARE * len(before)
