@@ -721,20 +721,21 @@ def _cmake_link_libs() -> list[ConflictCase]:
         out.append(
             _case(f"mechanical/cmake-link-libs/{library}", path, base, ours, theirs, MECHANICAL, merged)
         )
-    # Both sides link the same new libraries (Intel's unittest/Analysis merge): each once, the fork's order.
-    path, library, libs = "unittest/Analysis/CMakeLists.txt", "TestAnalysis", ("TritonAnalysis", "TritonIR")
-    mine, upstream = (
-        ("TritonGPUTransforms", "TritonIntelAnalysis", "TritonNvidiaGPUTransforms"),
-        (
-            "TritonGPUTransforms",
-            "TritonNvidiaGPUTransforms",
-        ),
+    out.append(_cmake_libs_added_on_both_sides())
+    return out
+
+
+def _cmake_libs_added_on_both_sides() -> ConflictCase:
+    """Both sides link the same new libraries (as in an Intel merge): each once, in the fork's order."""
+    libs = ("TritonAnalysis", "TritonIR")
+    mine = ("TritonGPUTransforms", "TritonIntelAnalysis", "TritonNvidiaGPUTransforms")
+    upstream = ("TritonGPUTransforms", "TritonNvidiaGPUTransforms")
+    base, ours, theirs = (
+        _cmake("TestAnalysis", ("Alpha.cpp",), (*libs, *new)) for new in ((), mine, upstream)
     )
-    base, ours, theirs = (_cmake(library, ("Alpha.cpp",), (*libs, *new)) for new in ((), mine, upstream))
     note = "upstream's libraries are all among the fork's: the union lists each once"
     name = "mechanical/cmake-link-libs/both-added-the-same"
-    out.append(_case(name, path, base, ours, theirs, MECHANICAL, ours, note=note))
-    return out
+    return _case(name, "unittest/Analysis/CMakeLists.txt", base, ours, theirs, MECHANICAL, ours, note=note)
 
 
 def _python_all_lists() -> list[ConflictCase]:
