@@ -29,7 +29,7 @@ from bot.errors import GitError, SluiceError
 from bot.gitio import GitRepo, validate_ref, validate_rev
 from bot.mirror import Mirror
 from bot.models import CommitInfo, Disposition, PickReport, PickStatus, Plan, RiskKind
-from bot.pick import Picker, PickRequest, learn_resolutions, run_pick
+from bot.pick import Picker, PickRequest, check_branch, learn_resolutions, run_pick
 from bot.planning import build_plan, fork_key, held_by_people, with_dispositions
 from bot.recognise import unmatched_picks
 from bot.store import DEFAULT_URL_ENV, DispositionRecord, Store, default_database_url, default_sqlite_path
@@ -440,6 +440,7 @@ def cmd_pick(args: argparse.Namespace) -> int:
     commits = _upstream_commits(repo, snapshot, args.shas)
     branch = args.branch or f"sluice/pick-{commits[0].sha[:10]}"
     validate_ref(branch)
+    check_branch(repo, branch, onto=args.onto, trunk=config.fork.branch)
     existing = repo.resolve_optional(f"refs/heads/{branch}")
     if existing and not args.force and not args.dry_run:
         raise SluiceError(f"branch {branch} exists", "pass --force to replace it, or another --branch")

@@ -721,7 +721,21 @@ def _cmake_link_libs() -> list[ConflictCase]:
         out.append(
             _case(f"mechanical/cmake-link-libs/{library}", path, base, ours, theirs, MECHANICAL, merged)
         )
+    out.append(_cmake_libs_added_on_both_sides())
     return out
+
+
+def _cmake_libs_added_on_both_sides() -> ConflictCase:
+    """Both sides link the same new libraries (as in an Intel merge): each once, in the fork's order."""
+    libs = ("TritonAnalysis", "TritonIR")
+    mine = ("TritonGPUTransforms", "TritonIntelAnalysis", "TritonNvidiaGPUTransforms")
+    upstream = ("TritonGPUTransforms", "TritonNvidiaGPUTransforms")
+    base, ours, theirs = (
+        _cmake("TestAnalysis", ("Alpha.cpp",), (*libs, *new)) for new in ((), mine, upstream)
+    )
+    note = "upstream's libraries are all among the fork's: the union lists each once"
+    name = "mechanical/cmake-link-libs/both-added-the-same"
+    return _case(name, "unittest/Analysis/CMakeLists.txt", base, ours, theirs, MECHANICAL, ours, note=note)
 
 
 def _python_all_lists() -> list[ConflictCase]:
@@ -1695,6 +1709,190 @@ def _clean() -> list[ConflictCase]:
     return out
 
 
+# --- misplaced anchors ------------------------------------------------------------------------------------
+# Shapes where a rule that places upstream's lines by the text around them, rather than by diff3's own
+# positions, put a block somewhere other than where upstream put it. Each is left to a human.
+
+
+def _details(title: str, text: str) -> _Lines:
+    return ["<details>", f"<summary>{title}</summary>", "", text, "", "</details>", ""]
+
+
+def _gluon_test(name: str, store: str) -> _Lines:
+    return [
+        f"def {name}(device):",
+        "",
+        "    @gluon.jit",
+        "    def kernel(x_ptr, y_ptr):",
+        "        x = gl.load(x_ptr)",
+        f"        gl.store(y_ptr, {store})",
+        "",
+        "    x = torch.ones(4, device=device)",
+        "    y = torch.empty_like(x)",
+        "    kernel[(1,)](x, y)",
+        "    torch.testing.assert_close(y, x)",
+    ]
+
+
+_VERIFY_SOURCE = [
+    '#include "triton/Dialect/TritonGPU/IR/Dialect.h"',
+    "",
+    "namespace mlir::triton::gpu {",
+    "",
+    "LogicalResult AsyncCopyGlobalToLocalOp::verify() {",
+    "  auto srcTy = getSrc().getType();",
+    "  if (!isa<triton::PointerType>(getElementTypeOrSelf(srcTy)))",
+    '    return emitOpError("source must be a tensor of pointers");',
+    "  return success();",
+    "}",
+    "",
+    "LogicalResult LocalAllocOp::verify() {",
+    "  if (!getSrc())",
+    "    return success();",
+    "  auto srcTy = getSrc().getType();",
+    "  return verifyAllocType(*this, srcTy, getType());",
+    "}",
+    "",
+    "} // namespace mlir::triton::gpu",
+]
+
+
+def _misplaced_anchors() -> list[ConflictCase]:
+    out = []
+    intro = ["# Triton", "", "Triton is a language and compiler for custom deep-learning primitives.", ""]
+    base = [*intro, *_details("Install", "Run `pip install -e .`."), *_details("Test", "Run `make test`.")]
+    at = _find(base, "<summary>Test</summary>") - 1
+    theirs = _edit(base, (at, at, _details("Debug a kernel", "Set `TRITON_INTERPRET=1`.")))
+    ours = _edit(base, (at, at + 1, ["<details open>"]))
+    note = (
+        "upstream's new section starts with the `<details>` line the fork opened: read by the text around it,"
+        " the fork's `open` lands on upstream's section instead of the one it was for"
+    )
+    out.append(
+        _case(
+            "unknown/misplaced-anchor/readme-repeated-section-head",
+            "README.md",
+            base,
+            ours,
+            theirs,
+            UNKNOWN,
+            note=note,
+        )
+    )
+    imports = [
+        "import torch",
+        "from triton.experimental import gluon",
+        "from triton.experimental.gluon import language as gl",
+    ]
+    base = [*imports, "", "", *_gluon_test("test_copy", "x"), "", "", *_gluon_test("test_scale", "x * 2")]
+    at = _find(base, "@gluon.jit", _find(base, "def test_scale"))
+    theirs = _edit(base, (at, at, ["    @gluon.jit", "    def twice(x):", "        return x * 2", ""]))
+    ours = _edit(base, (at, at + 1, ['    @gluon.jit(do_not_specialize=["y_ptr"])']))
+    note = (
+        "upstream's nested `@gluon.jit` helper starts with the decorator line the fork replaced (a line that"
+        " also opens the kernel of every other test): placed by that text, the fork's decorator moves onto"
+        " upstream's helper"
+    )
+    path = "python/test/gluon/test_copies.py"
+    out.append(
+        _case("semantic/misplaced-anchor/gluon-nested-jit", path, base, ours, theirs, SEMANTIC, note=note)
+    )
+    base = _VERIFY_SOURCE
+    at = _find(base, "auto srcTy = getSrc().getType();")
+    check = [
+        "  if (getMask() && cast<RankedTensorType>(getMask().getType()).getShape() !=",
+        "                     cast<RankedTensorType>(srcTy).getShape())",
+        '    return emitOpError("mask shape must match the source shape");',
+    ]
+    theirs = _edit(base, (at + 1, at + 1, check))
+    tlx = [
+        "  Type srcTy = getSrc().getType();",
+        "  if (tlx::isTlxAsyncCopy(*this))",
+        "    return tlx::verifyAsyncCopy(*this, srcTy);",
+    ]
+    ours = _edit(base, (at, at + 1, tlx))
+    note = (
+        "upstream's check follows a line the fork replaced by three (the same line opens another verifier):"
+        " after the fork's early return, TLX copies would skip upstream's check"
+    )
+    path = "lib/Dialect/TritonGPU/IR/Ops.cpp"
+    out.append(
+        _case(
+            "semantic/misplaced-anchor/cpp-verify-replaced-anchor",
+            path,
+            base,
+            ours,
+            theirs,
+            SEMANTIC,
+            note=note,
+        )
+    )
+    base = [
+        "def make_cubin(src, ptxas_cmd, fsrc, flog):",
+        "    try:",
+        "        subprocess.run(ptxas_cmd, check=True, close_fds=False, stderr=flog)",
+        "        if os.path.exists(fsrc.name):",
+        "            os.remove(fsrc.name)",
+        "    except subprocess.CalledProcessError as e:",
+        "        raise PTXASError(e.returncode) from e",
+    ]
+    at = _find(base, "if os.path.exists(fsrc.name)")
+    dump = [
+        "        if knobs.nvidia.dump_ptxas_log:",
+        "            with open(flog.name) as log_file:",
+        "                print(log_file.read())",
+        "",
+    ]
+    mine = [
+        "        # Skip deleting on Windows: the file may still be open in another process.",
+        '        if os.path.exists(fsrc.name) and os.name != "nt":',
+    ]
+    theirs = _edit(base, (at, at, dump))
+    ours = _edit(base, (at, at + 1, mine))
+    merged = _edit(base, (at, at, dump), (at, at + 1, mine))
+    note = (
+        "the fork edited the line upstream inserted before, and put a comment above it: the comment"
+        " belongs to that line, so upstream's lines go above both (as Intel's engineers merged it)"
+    )
+    path = "third_party/nvidia/backend/compiler.py"
+    out.append(
+        _case(
+            "mechanical/adjacent/comment-above-edited-anchor",
+            path,
+            base,
+            ours,
+            theirs,
+            MECHANICAL,
+            merged,
+            note=note,
+        )
+    )
+    base = [
+        "cmake_minimum_required(VERSION 3.20)",
+        "project(triton CXX C)",
+        "",
+        "# Options",
+        'option(TRITON_BUILD_TUTORIALS "Build C++ Triton tutorials" ON)',
+        'option(TRITON_BUILD_PYTHON_MODULE "Build Python Triton bindings" OFF)',
+        'option(TRITON_BUILD_UT "Build C++ Triton Unit Tests" ON)',
+    ]
+    at = _find(base, "TRITON_BUILD_TUTORIALS")
+    proton = [
+        "if(WIN32)",
+        "  set(DEFAULT_BUILD_PROTON OFF)",
+        "else()",
+        "  set(DEFAULT_BUILD_PROTON ON)",
+        "endif()",
+        'option(TRITON_BUILD_PROTON "Build the Triton Proton profiler" ${DEFAULT_BUILD_PROTON})',
+    ]
+    ours, theirs = _edit(base, (at, at, proton)), _edit(base, (at, at + 1, []))
+    merged = _edit(base, (at, at, proton), (at, at + 1, []))
+    note = "upstream deleted the line the fork inserted before: one gap is left, so the fork's lines go there"
+    name = "mechanical/adjacent/insertion-beside-deleted-line"
+    out.append(_case(name, "CMakeLists.txt", base, ours, theirs, MECHANICAL, merged, note=note))
+    return out
+
+
 _FAMILIES: tuple[Callable[[], list[ConflictCase]], ...] = (
     _cmake_source_lists,
     _cmake_link_libs,
@@ -1716,5 +1914,6 @@ _FAMILIES: tuple[Callable[[], list[ConflictCase]], ...] = (
     _unknown_files,
     _unknown_code,
     _unknown_kinds,
+    _misplaced_anchors,
     _clean,
 )

@@ -29,6 +29,13 @@ that holds winning; a wrong automatic resolution is the worst outcome, so every 
      list items deduplicated and kept sorted when the list was; `// -----` between lit cases).
    - ADJACENT: line diffs base→ours and base→theirs inside the hunk change disjoint base ranges
      and never insert at the same spot (include-only hunks excluded: see INCLUDE_UNION): apply both.
+     Only where the edits' anchors are certain: never for a side's insertion beside a base line the
+     other side replaced, unless that side's lines still start (for an insertion before) or end (after)
+     with the line edited in place (same indentation, most of its text kept; comment lines above it
+     belong to it) or it deleted the lines (one gap is left), and
+     only when every equivalent alignment of the sides (difflib forward and backward, insertions and
+     deletions slid over identical lines) merges to the same text; otherwise the verdict's evidence
+     says why ("not merged as adjacent edits: …").
 2. API: as in 0, when the hunk merely mentions such a symbol or lies inside its definition.
 3. SEMANTIC: both sides changed lines inside one function/method/`tt.func` body (the innermost
    definition in `ours` strictly holding the hunk); or both changed the same base lines of a
@@ -432,13 +439,16 @@ def _classify_hunk(site: _Site, file: _File) -> HunkVerdict:
         if found is not None:
             lines, evidence = found
             return HunkVerdict(hunk, ConflictClass.MECHANICAL, rule, lines, None, evidence)
+    doubt = _anchor_doubt(hunk, file.lang) if _adjacent_candidate(hunk, file.lang) else None
+    note = f"; not merged as adjacent edits: {doubt}" if doubt else ""
     api = _api_hit(site, file, early=False)
     if api is not None:
-        return HunkVerdict(hunk, ConflictClass.API, None, None, *api)
+        return HunkVerdict(hunk, ConflictClass.API, None, None, api[0], api[1] + note)
     semantic = _semantic(site, file)
     if semantic is not None:
-        return HunkVerdict(hunk, ConflictClass.SEMANTIC, None, None, *semantic)
-    return HunkVerdict(hunk, ConflictClass.UNKNOWN, None, None, None, _unknown_evidence(site, file))
+        return HunkVerdict(hunk, ConflictClass.SEMANTIC, None, None, semantic[0], semantic[1] + note)
+    evidence = _unknown_evidence(site, file) + note
+    return HunkVerdict(hunk, ConflictClass.UNKNOWN, None, None, None, evidence)
 
 
 # --- tokens and line diffs --------------------------------------------------------------------------------
@@ -892,12 +902,17 @@ def _strip_blank(lines: Sequence[str], *, leading: bool) -> tuple[str, ...]:
 def _item_union(
     point: _Point, ours: Sequence[str], theirs: Sequence[str], lang: str | None
 ) -> tuple[str, ...]:
-    """List items: the fork's, then upstream's not already there; sorted when the list was."""
-    if not all(_is_item(line, point.kind, lang) for line in (*point.items, *ours, *theirs)):
+    """List items: the fork's, then upstream's not already there; sorted when the list was.
+
+    Lines before the additions that are not items themselves (a CMake `LINK_LIBS PUBLIC` keyword) do
+    not stop the union, only the sorting, which needs a list made of items alone.
+    """
+    if not all(_is_item(line, point.kind, lang) for line in (*ours, *theirs)):
         return (*ours, *theirs)
-    present = {_item_key(line) for line in (*point.items, *ours)}
+    items = [line for line in point.items if _is_item(line, point.kind, lang)]
+    present = {_item_key(line) for line in (*items, *ours)}
     new = [line for line in theirs if _item_key(line) not in present]
-    if len(point.items) >= 2:
+    if len(point.items) >= 2 and len(items) == len(point.items):
         for key in map(_by_item, _SORT_KEYS):
             if all(_is_sorted([*point.items, *side], key) for side in (ours, theirs)):
                 return tuple(sorted([*ours, *new], key=key))
@@ -922,13 +937,145 @@ def _is_item(line: str, kind: str, lang: str | None) -> bool:
 
 def _adjacent(site: _Site, file: _File) -> _Resolution | None:
     hunk = site.hunk
-    if _include_only(hunk, file.lang):
-        return None  # include blocks merge only by INCLUDE_UNION, which refuses removals
-    ours, theirs = _changes(hunk.base, hunk.ours), _changes(hunk.base, hunk.theirs)
-    if not ours or not theirs or not _disjoint(ours, theirs):
+    if not _adjacent_candidate(hunk, file.lang) or _anchor_doubt(hunk, file.lang) is not None:
         return None
+    ours, theirs = _changes(hunk.base, hunk.ours), _changes(hunk.base, hunk.theirs)
     evidence = "the sides changed different lines that merely touch: applied both"
     return _apply(hunk.base, [*ours, *theirs]), evidence
+
+
+def _adjacent_candidate(hunk: Hunk3, lang: str | None) -> bool:
+    """Whether the line diffs of the two sides, as difflib aligns them, change disjoint base ranges."""
+    if _include_only(hunk, lang):
+        return False  # include blocks merge only by INCLUDE_UNION, which refuses removals
+    ours, theirs = _changes(hunk.base, hunk.ours), _changes(hunk.base, hunk.theirs)
+    return bool(ours and theirs) and _disjoint(ours, theirs)
+
+
+def _anchor_doubt(hunk: Hunk3, lang: str | None) -> str | None:
+    """Why the sides' edits cannot be placed by their anchors alone, or None when only one placement fits.
+
+    diff3 positions the block, not the edits inside it: those are placed by the base lines around them.
+    An insertion next to a base line the other side replaced has lost that anchor; and when an edit's
+    edge lines repeat the lines beside it, it can be aligned in several ways, which must all merge alike.
+    """
+    base = hunk.base
+    ways = [(o, t) for o in _alignments(base, hunk.ours) for t in _alignments(base, hunk.theirs)]
+    for ours, theirs in ways:
+        replaced = _replaced_anchor(base, ours, theirs, lang)
+        if replaced is not None:
+            inserter, line = replaced
+            anchor = base[line].strip()
+            return f"{inserter} inserted lines beside base line `{anchor}`, which the other side replaced"
+    merges = {_apply(base, [*ours, *theirs]) if _disjoint(ours, theirs) else None for ours, theirs in ways}
+    if len(merges) > 1:
+        repeated = _repeated_edge(base, [change for way in ways for side in way for change in side])
+        quoted = f" (`{repeated.strip()}`)" if repeated else ""
+        return f"the lines around the edits repeat{quoted}, so they can be aligned in more than one way"
+    return None
+
+
+def _repeated_edge(base: Sequence[str], changes: Iterable[_Change]) -> str | None:
+    """A base line beside a change that equals the change's own edge line (what lets it slide)."""
+    for start, end, lines in changes:
+        if lines and start < len(base) and lines[0] == base[start] and start == end:
+            return base[start]
+        if lines and start > 0 and lines[-1] == base[start - 1]:
+            return base[start - 1]
+    return None
+
+
+def _replaced_anchor(
+    base: Sequence[str], ours: Sequence[_Change], theirs: Sequence[_Change], lang: str | None
+) -> tuple[str, int] | None:
+    """(who inserted, the base line) for an insertion beside a base line the other side replaced."""
+    for inserter, inserted, other in (("upstream", theirs, ours), ("the fork", ours, theirs)):
+        for point, end, _ in inserted:
+            if point != end:
+                continue
+            for start, stop, lines in other:
+                if start < stop and point in (start, stop):
+                    anchor = start if point == start else stop - 1
+                    if not _keeps_anchor(base[anchor], lines, after=point == stop, lang=lang):
+                        return inserter, anchor
+    return None
+
+
+_KEPT_SHARE = 0.6
+
+
+def _keeps_anchor(anchor: str, lines: Sequence[str], *, after: bool, lang: str | None) -> bool:
+    """Whether the other side's `lines`, which replace a range starting (or, `after`, ending) with the
+    `anchor` line, still hold it at that edge, edited in place; then an insertion beside it keeps its place.
+
+    A deletion leaves a single gap, so the insertion's place is certain too. Comment lines belong to the
+    line below them, so an insertion before them is still an insertion before that line.
+    """
+    if not lines:
+        return True
+    if after:
+        edge: str | None = lines[-1]
+    else:
+        code = lang in _COMMENT_MARKER
+        edge = next((line for line in lines if not (code and _is_comment(line, lang))), None)
+    return edge is not None and _edited_in_place(anchor, edge)
+
+
+def _edited_in_place(old: str, new: str) -> bool:
+    """Same indentation, and most of the old line's text kept."""
+    if _indent(old) != _indent(new):
+        return False
+    before, after = old.strip(), new.strip()
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    kept = sum(block.size for block in matcher.get_matching_blocks())
+    return bool(before) and kept >= _KEPT_SHARE * len(before)
+
+
+def _is_comment(line: str, lang: str | None) -> bool:
+    return bool(line.strip()) and not _code(line, lang).strip()
+
+
+def _alignments(base: Sequence[str], side: Sequence[str]) -> list[list[_Change]]:
+    """Equivalent line diffs base → side: difflib's forward and backward ones, each slid up and down."""
+    size = len(base)
+    forward = _changes(base, side)
+    backward = [
+        (size - end, size - start, tuple(reversed(lines)))
+        for start, end, lines in reversed(_changes(base[::-1], side[::-1]))
+    ]
+    found: list[list[_Change]] = []
+    for changes in (forward, backward):
+        for way in (changes, _slid(base, changes, down=False), _slid(base, changes, down=True)):
+            if way not in found:
+                found.append(way)
+    return found
+
+
+def _slid(base: Sequence[str], changes: Sequence[_Change], *, down: bool) -> list[_Change]:
+    """`changes` with every pure insertion and deletion moved as far as identical lines allow."""
+    out = list(changes)
+    order = range(len(out) - 1, -1, -1) if down else range(len(out))
+    for index in order:
+        start, end, lines = out[index]
+        if (start == end) == (not lines):
+            continue  # a replacement, or nothing: no slide
+        low = out[index - 1][1] if index > 0 else 0
+        high = out[index + 1][0] if index + 1 < len(out) else len(base)
+        out[index] = _slide(base, (start, end, lines), low, high, down=down)
+    return out
+
+
+def _slide(base: Sequence[str], change: _Change, low: int, high: int, *, down: bool) -> _Change:
+    start, end, lines = change
+    if down:
+        while end < high and (lines[0] if lines else base[start]) == base[end]:
+            lines = (*lines[1:], base[end]) if lines else lines
+            start, end = start + 1, end + 1
+    else:
+        while start > low and (lines[-1] if lines else base[end - 1]) == base[start - 1]:
+            lines = (base[start - 1], *lines[:-1]) if lines else lines
+            start, end = start - 1, end - 1
+    return start, end, lines
 
 
 _RULES = (

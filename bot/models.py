@@ -265,6 +265,7 @@ class PickStatus(enum.StrEnum):
     AUTO_RESOLVED = "auto_resolved"
     PROPOSED = "proposed"  # a resolver hook proposed a resolution: a code owner must approve it
     NEEDS_HUMAN = "needs_human"
+    ALREADY_APPLIED = "already_applied"  # the pick changes nothing: the fork has it; no commit is written
 
 
 class HunkReport(Frozen):

@@ -17,6 +17,7 @@ from pathlib import Path
 from bot import conflicts, rerere
 from bot.config import SluiceConfig, Strategy
 from bot.conflicts import ConflictClass, FileVerdict
+from bot.errors import SluiceError
 from bot.gitio import GitRepo, MergeResult, Plumbing, Stage
 from bot.models import (
     CommitInfo,
@@ -349,9 +350,40 @@ class PickRequest:
     branch_old: str | None  # where the branch is now (None: it does not exist), for a compare-and-swap
     now: int
 
+    def __post_init__(self) -> None:
+        shas = [c.sha for c in self.commits]
+        twice = next((sha for i, sha in enumerate(shas) if sha in shas[:i]), None)
+        if twice is not None:
+            raise SluiceError(
+                f"upstream commit {twice[:10]} is named twice in one pick", "name each upstream commit once"
+            )
+
+
+def check_branch(repo: GitRepo, branch: str, *, onto: str, trunk: str) -> None:
+    """Refuse a `--branch` that is the ref the pick builds on or fork trunk: a pick never moves those."""
+    target = f"refs/heads/{branch}"
+    out = repo.run("rev-parse", "--symbolic-full-name", "--end-of-options", onto, ok=(0, 128))
+    # git 2.39 echoes `--end-of-options` back; a SHA or a revision expression names no ref at all.
+    onto_ref = next((line for line in out.splitlines() if line.startswith("refs/")), None)
+    for what, ref in (("--onto's own ref", onto_ref), ("fork trunk", f"refs/heads/{trunk}")):
+        if target == ref:
+            raise SluiceError(
+                f"--branch {branch} is {what} ({ref}): a pick writes its own branch, never that one",
+                "name another --branch, or leave it out for sluice/pick-<sha>",
+            )
+
+
+def _changes_nothing(step: StepResult, tree: str, strategy: Strategy) -> bool:
+    """A cherry-pick whose tree is the tree it was applied to: the fork has the commit already.
+
+    A merge that leaves the tree alone still records that upstream was merged, so it is written."""
+    return strategy is Strategy.CHERRY_PICK and step.tree == tree
+
 
 def run_pick(picker: Picker, request: PickRequest) -> PickReport:
-    """Apply every commit; write the branch only when all of them applied (never half-written)."""
+    """Apply every commit; write the branch only when all of them applied (never half-written).
+
+    A commit whose pick would be empty is reported as already applied and gets no commit of its own."""
     git = picker.git
     head, tree = request.onto, picker.repo.tree_of(request.onto)
     blocked = False
@@ -362,11 +394,14 @@ def run_pick(picker: Picker, request: PickRequest) -> PickReport:
         if step.tree is None or blocked:
             reports.append(step.report)
             continue
+        if _changes_nothing(step, tree, request.strategy):
+            reports.append(step.report.model_copy(update={"status": PickStatus.ALREADY_APPLIED}))
+            continue
         tree = step.tree
         parents = [head, commit.sha] if request.strategy is Strategy.MERGE else [head]
         head = git.commit(tree, parents, commit_message(commit, step.rules), author=commit, at=request.now)
         reports.append(step.report.model_copy(update={"commit": None if request.dry_run else head}))
-    written = not blocked and not request.dry_run and request.branch is not None
+    written = not blocked and not request.dry_run and request.branch is not None and head != request.onto
     if written:
         assert request.branch is not None
         git.update_branch(request.branch, head, old=request.branch_old)

@@ -289,7 +289,13 @@ def to_json(model: Plan | StreamStatus) -> str:
     return json.dumps(model.model_dump(mode="json"), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-PICK_STYLE = {"clean": "green", "auto_resolved": "cyan", "proposed": "yellow", "needs_human": "bold red"}
+PICK_STYLE = {
+    "clean": "green",
+    "auto_resolved": "cyan",
+    "proposed": "yellow",
+    "needs_human": "bold red",
+    "already_applied": "dim",
+}
 
 
 def pick_renderable(report: PickReport) -> Group:

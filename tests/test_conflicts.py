@@ -388,3 +388,53 @@ def test_fork_uses_in_the_conflicted_file_itself_count_only_for_fork_lines(tmp_p
     uses = grep_uses(case, tmp_path)
     assert uses, "git grep finds the definition itself in the fork's copy"
     assert classify_case(case, tmp_path).cls is ConflictClass.MECHANICAL  # ... which is no fork use
+
+
+# --- anchors: edits inside a block are placed only where one placement fits -----------------------------
+
+MISPLACED = [c for c in CONFLICTS if "/misplaced-anchor/" in c.name]
+
+
+@by_name(MISPLACED)
+def test_misplaced_anchor_shapes_name_the_anchor_in_the_evidence(case: ConflictCase, tmp_path: Path) -> None:
+    verdict = classify_case(case, tmp_path)
+    assert verdict.resolved is None and verdict.cls is case.expected
+    assert "not merged as adjacent edits" in verdict.reason, verdict.reason
+    assert "which the other side replaced" in verdict.reason or "repeat (`" in verdict.reason
+
+
+def text(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def classify_lines(
+    tmp_path: Path, path: str, base: list[str], ours: list[str], theirs: list[str]
+) -> FileVerdict:
+    status, merged = merge_file(tmp_path, text(base), text(ours), text(theirs))
+    assert status >= 1
+    return classify_file(path, base=text(base), ours=text(ours), theirs=text(theirs), merged=merged)
+
+
+DOCS = "See the [docs](https://triton-lang.org)."
+NOTES = ["# Notes", "", "## Install", "", "Run `pip install triton`.", "", DOCS, "", "## Usage", "", DOCS, ""]
+SECTION = ["## Debugging", "", "Set `TRITON_INTERPRET=1`.", "", DOCS, ""]
+
+
+def test_an_insertion_beside_a_line_the_fork_only_edited_still_merges(tmp_path: Path) -> None:
+    at = NOTES.index("## Usage")
+    ours = [*NOTES[:at], "## Usage on Intel GPUs", *NOTES[at + 1 :]]
+    theirs = [*NOTES[:at], *SECTION, *NOTES[at:]]
+    verdict = classify_lines(tmp_path, "README.md", NOTES, ours, theirs)
+    assert verdict.rules == (Rule.ADJACENT,), verdict.reason
+    assert verdict.resolved == text([*NOTES[:at], *SECTION, "## Usage on Intel GPUs", *NOTES[at + 1 :]])
+
+
+def test_an_insertion_beside_a_line_the_fork_rewrote_needs_a_human(tmp_path: Path) -> None:
+    at = NOTES.index("## Usage")
+    ours = [*NOTES[:at], "## Running on XPU", "", "See docs/xpu.md.", *NOTES[at + 1 :]]
+    theirs = [*NOTES[:at], *SECTION, *NOTES[at:]]
+    verdict = classify_lines(tmp_path, "README.md", NOTES, ours, theirs)
+    assert verdict.cls is ConflictClass.UNKNOWN and verdict.resolved is None
+    assert (
+        "upstream inserted lines beside base line `## Usage`, which the other side replaced" in verdict.reason
+    )

@@ -345,3 +345,50 @@ def test_a_marker_like_line_in_the_file_does_not_crash_the_pick(
         )
         == 0
     )
+
+
+def test_the_same_commit_named_twice_is_refused(scenario: Scenario, capsys) -> None:
+    up = scenario.upstream("[DOCS] More (#20)", {"docs/a.md": "a\nb\n"})
+    before = scenario.git("for-each-ref")
+    code, _, err = pick(scenario, capsys, up, up[:12], extra=("--branch", "ingest/20"))
+    assert code == 2 and f"upstream commit {up[:10]} is named twice" in err
+    assert scenario.git("for-each-ref") == before
+
+
+def test_a_pick_that_changes_nothing_is_already_applied_and_writes_no_commit(
+    scenario: Scenario, capsys
+) -> None:
+    # The fork took upstream's fix inside a larger commit of its own, so no patch-id matches. Recognition does
+    # not call it already applied (an earlier pending commit changes the same file, so trunk is no witness);
+    # the pick itself finds it empty once the earlier commit is in.
+    scenario.fork("[FORK] Docs for XPU", {"docs/a.md": "a\nfixed\n", "docs/xpu.md": "xpu\n"})
+    title = scenario.upstream("[DOCS] Title (#20)", {"docs/a.md": "# A\na\n"})
+    same = scenario.upstream("[DOCS] Fix (#21)", {"docs/a.md": "# A\na\nfixed\n"})
+    code, report, _ = pick(scenario, capsys, title, same, extra=("--branch", "ingest/21"))
+    assert code == 0 and statuses(report) == ["clean", "already_applied"]
+    head = scenario.git("rev-parse", "ingest/21")
+    assert head == report["head"] == report["commits"][0]["commit"] and report["commits"][1]["commit"] is None
+    assert scenario.git("rev-parse", f"{head}^") == scenario.git("rev-parse", "main")  # one commit, not two
+    assert scenario.git("show", f"{head}:docs/a.md") == "# A\na\nfixed"
+
+
+@pytest.mark.parametrize(
+    ("onto", "branch", "what"),
+    [
+        ("main", "main", "--onto's own ref"),
+        ("release", "release", "--onto's own ref"),
+        ("release", "main", "fork trunk"),
+    ],
+)
+def test_the_branch_may_never_be_onto_or_fork_trunk(
+    scenario: Scenario, capsys, onto: str, branch: str, what: str
+) -> None:
+    up = scenario.upstream("[DOCS] More (#23)", {"docs/a.md": "a\nb\n"})
+    scenario.git("branch", "release", "main")
+    before = scenario.git("for-each-ref")
+    for extra in ((), ("--force",), ("--dry-run",)):
+        argv = ["pick", "--repo", str(scenario.path), "--onto", onto, "--upstream", "upstream/main"]
+        code = main([*argv, "--no-record", "--branch", branch, *extra, up])
+        _, err = capsys.readouterr()
+        assert code == 2 and f"--branch {branch} is {what}" in err, err
+    assert scenario.git("for-each-ref") == before
