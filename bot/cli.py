@@ -23,6 +23,7 @@ from bot import render
 from bot.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config, load_config
 from bot.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.errors import SluiceError
+from bot.facts import CommitFacts
 from bot.gitio import GitRepo, validate_ref
 from bot.mirror import Mirror
 from bot.models import CommitInfo, PickReport, PickStatus, Plan, RiskKind
@@ -125,10 +126,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     repo, config = _open_repo(args)
-    with ProgressReporter() as progress:
-        snapshot = take_snapshot(
-            repo, fork_ref=args.fork, upstream_ref=args.upstream, config=config, progress=progress
-        )
+    repo.resolve(args.upstream)  # bad refs fail before the store is opened
+    store = open_store(args.database)  # its per-commit facts spare re-reading known commits
+    try:
+        with ProgressReporter() as progress:
+            snapshot = take_snapshot(
+                repo,
+                fork_ref=args.fork,
+                upstream_ref=args.upstream,
+                config=config,
+                progress=progress,
+                facts=CommitFacts(repo, store),
+            )
+    finally:
+        store.close()
     if args.json:
         sys.stdout.write(render.to_json(snapshot.status))
     else:
@@ -260,15 +271,17 @@ def _upstream_commits(repo: GitRepo, snapshot: Snapshot, shas: Sequence[str]) ->
 def cmd_pick(args: argparse.Namespace) -> int:
     repo, config = _open_repo(args, fork=args.onto)
     upstream = args.upstream or f"upstream/{config.upstream.branch}"
-    snapshot = take_snapshot(repo, fork_ref=args.onto, upstream_ref=upstream, config=config)
-    commits = _upstream_commits(repo, snapshot, args.shas)
-    branch = args.branch or f"sluice/pick-{commits[0].sha[:10]}"
-    validate_ref(branch)
-    existing = repo.resolve_optional(f"refs/heads/{branch}")
-    if existing and not args.force and not args.dry_run:
-        raise SluiceError(f"branch {branch} exists", "pass --force to replace it, or another --branch")
+    repo.resolve(upstream)  # bad refs fail before the store is opened
     store = None if args.no_record else open_store(args.database)
     try:
+        facts = CommitFacts(repo, store)
+        snapshot = take_snapshot(repo, fork_ref=args.onto, upstream_ref=upstream, config=config, facts=facts)
+        commits = _upstream_commits(repo, snapshot, args.shas)
+        branch = args.branch or f"sluice/pick-{commits[0].sha[:10]}"
+        validate_ref(branch)
+        existing = repo.resolve_optional(f"refs/heads/{branch}")
+        if existing and not args.force and not args.dry_run:
+            raise SluiceError(f"branch {branch} exists", "pass --force to replace it, or another --branch")
         key = fork_key(config, repo, config.fork.branch)  # --onto may be any base; memory is per fork
         recall = (lambda keys: store.resolutions(key, keys)) if store else (lambda keys: {})
         picker = Picker(repo, config, recall=recall)
@@ -361,6 +374,10 @@ def parser() -> argparse.ArgumentParser:
     plan.set_defaults(run=cmd_plan)
     status = sub.add_parser("status", help="ingestion tip, Days Behind Upstream, Backlog Commits")
     _add_repo_options(status)
+    status.add_argument(
+        "--database",
+        help="store that caches per-commit facts (default: $SLUICE_DATABASE_URL, else a SQLite file)",
+    )
     status.set_defaults(run=cmd_status)
     demo = sub.add_parser("demo", help="plan a generated Triton-shaped sandbox (or the repos given)")
     _add_repo_options(demo, required=False)

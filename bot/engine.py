@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypedDict
 
-from bot import symbols
 from bot.analysis import distinctive, normalise_line
 from bot.config import SluiceConfig, Strategy, parse_config
+from bot.facts import CommitFacts, stack_touching
 from bot.gitio import GitRepo
 from bot.metrics import pending_shas, stream_status
 from bot.models import (
     CommitInfo,
     FileChange,
-    Hunk,
     PatchStackFootprint,
     Recognised,
     StreamStatus,
@@ -46,6 +45,7 @@ class Snapshot:
     fork_commits: tuple[CommitInfo, ...]  # reachable from fork trunk only
     recognised: Mapping[str, Recognised]
     status: StreamStatus
+    unreadable: Mapping[str, str] = field(default_factory=dict)  # commit -> a path whose blob is missing
 
     @property
     def pending(self) -> list[str]:
@@ -84,8 +84,16 @@ def load_repo_config(repo: GitRepo, fork_head: str, fork_ref: str) -> SluiceConf
 
 
 def take_snapshot(
-    repo: GitRepo, *, fork_ref: str, upstream_ref: str, config: SluiceConfig, progress: Progress = _quiet
+    repo: GitRepo,
+    *,
+    fork_ref: str,
+    upstream_ref: str,
+    config: SluiceConfig,
+    progress: Progress = _quiet,
+    facts: CommitFacts | None = None,
 ) -> Snapshot:
+    """Read both histories; `facts` (from the store) spares re-reading the patch-ids of known commits."""
+    facts = facts or CommitFacts(repo)
     fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
     progress("reading the upstream stream")
     stream = tuple(repo.first_parent_times(upstream_head))
@@ -94,16 +102,11 @@ def take_snapshot(
     progress(
         f"recognising ingested commits among {len(candidates)} upstream and {len(fork_commits)} fork commits"
     )
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the two patch-id pipelines run side by side
-        upstream_ids = pool.submit(repo.patch_ids, stdin_shas=[c.sha for c in candidates])
-        fork_ids = repo.patch_ids(fork_head, "--not", upstream_head)
-        recognised = recognise(
-            candidates,
-            fork_commits,
-            upstream_patch_ids=upstream_ids.result(),
-            fork_patch_ids=fork_ids,
-            config=config,
-        )
+    upstream_ids = facts.patch_ids([c.sha for c in candidates if len(c.parents) < 2])
+    fork_ids = facts.patch_ids([c.sha for c in fork_commits if len(c.parents) < 2])
+    recognised = recognise(
+        candidates, fork_commits, upstream_patch_ids=upstream_ids, fork_patch_ids=fork_ids, config=config
+    )
     missing = frozenset(c.sha for c in candidates)
     stack = len(patch_stack_of(fork_commits, recognised))
     status = stream_status(
@@ -120,64 +123,20 @@ def take_snapshot(
         fork_commits=fork_commits,
         recognised=recognised,
         status=status,
+        unreadable=dict(facts.unreadable),
     )
 
 
-def _symbol_lines(hunk: Hunk) -> tuple[list[int], list[int]]:
-    """Old-side and new-side lines whose enclosing definitions a hunk changes."""
-    old = list(range(hunk.old_start, hunk.old_start + hunk.old_count))
-    if hunk.old_count == 0:  # an insertion changes whatever encloses the lines around it
-        old = [hunk.old_start, hunk.old_start + 1]
-    return old, list(range(hunk.new_start, hunk.new_start + hunk.new_count))
-
-
-def annotate_symbols(
-    repo: GitRepo, changes: Mapping[str, Sequence[FileChange]]
-) -> dict[str, tuple[FileChange, ...]]:
-    """Fill in each file change's touched symbols from its old and new blobs."""
-
-    def parsable(change: FileChange) -> bool:
-        return not change.binary and symbols.language_of(change.path) is not None
-
-    every = [f for files in changes.values() for f in files if parsable(f)]
-    blobs = repo.blobs(b for f in every for b in (f.old_blob, f.new_blob) if b)
-    # A blob is the new side of one commit and the old side of the next: parse it once.
-    parsed = {
-        b: symbols.definitions(f.path, blobs[b])
-        for f in every
-        for b in (f.old_blob, f.new_blob)
-        if b in blobs
-    }
-    return {
-        sha: tuple(_with_symbols(f, parsed) if parsable(f) else f for f in files)
-        for sha, files in changes.items()
-    }
-
-
-def _with_symbols(change: FileChange, parsed: Mapping[str, Sequence[symbols.Definition]]) -> FileChange:
-    old_lines: list[int] = []
-    new_lines: list[int] = []
-    for hunk in change.hunks:
-        old, new = _symbol_lines(hunk)
-        old_lines += old
-        new_lines += new
-    found: set[str] = set()
-    for blob, lines in ((change.old_blob, old_lines), (change.new_blob, new_lines)):
-        if blob is not None and blob in parsed and lines:
-            found.update(symbols.innermost_names(parsed[blob], lines))
-    return change.model_copy(update={"symbols": tuple(sorted(found))})
-
-
-def patch_stack_footprint(repo: GitRepo, snapshot: Snapshot, paths: Iterable[str]) -> PatchStackFootprint:
+def patch_stack_footprint(
+    facts: CommitFacts, snapshot: Snapshot, paths: Iterable[str]
+) -> PatchStackFootprint:
     """What the patch stack changed in the given paths: files, the upstream lines it replaced, symbols."""
-    stack = {c.sha for c in snapshot.patch_stack}
+    stack = [c.sha for c in snapshot.patch_stack]
     wanted = set(paths)
     if not stack or not wanted:
         return PatchStackFootprint(commits=len(stack))
-    # Filtering here is several times faster than hundreds of pathspecs in `git log`.
-    patches = repo.range_patches(snapshot.fork_head, "--not", snapshot.upstream_head, no_merges=True)
-    relevant = {sha: [f for f in files if f.path in wanted] for sha, files in patches.items() if sha in stack}
-    annotated = annotate_symbols(repo, {sha: files for sha, files in relevant.items() if files})
+    patches = facts.patches(stack_touching(facts, stack, wanted), only=wanted)
+    annotated = facts.with_symbols({sha: files for sha, files in patches.items() if files})
     files: set[str] = set()
     replaced: dict[str, set[str]] = {}
     touched: dict[str, set[str]] = {}
@@ -212,29 +171,30 @@ def analyse_pending(
     config: SluiceConfig,
     skip: Iterable[str] = (),
     progress: Progress = _quiet,
+    facts: CommitFacts | None = None,
 ) -> PendingAnalysis:
+    facts = facts or CommitFacts(repo)
     skipped = set(skip)
     pending = [sha for sha in snapshot.pending if sha not in skipped]
     if not pending:
         return PendingAnalysis(commits=(), stream_patches=(), footprint=PatchStackFootprint())
     infos = {c.sha: c for c in snapshot.candidates}
     position = {sha: i for i, (sha, _) in enumerate(snapshot.stream)}
-    first = infos[pending[0]]
-    since = ("--not", first.parents[0]) if first.parents else ()
+    since_first = [sha for sha, _ in snapshot.stream[position[pending[0]] :]]
     # Conflict prediction mostly waits on `git merge-tree`; the diffs and symbols are Python work.
-    # Running them side by side uses both cores.
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    # Running them side by side uses both cores. Its probe objects go to a throwaway object directory.
+    with repo.quarantined() as probe, ThreadPoolExecutor(max_workers=1) as pool:
         predicted = pool.submit(
             predict_conflicts,
-            repo,
+            probe,
             snapshot.fork_head,
             [infos[s] for s in pending],
             config=config,
             progress=progress,
         )
-        stream_patches = repo.range_patches("--first-parent", "--reverse", snapshot.upstream_head, *since)
-        own = annotate_symbols(repo, {sha: stream_patches[sha] for sha in pending})
-        footprint = patch_stack_footprint(repo, snapshot, (f.path for files in own.values() for f in files))
+        stream_patches = facts.patches(since_first)
+        own = facts.with_symbols({sha: stream_patches[sha] for sha in pending})
+        footprint = patch_stack_footprint(facts, snapshot, (f.path for files in own.values() for f in files))
         conflicts = predicted.result()
     commits = tuple(
         UpstreamCommit(info=infos[sha], position=position[sha], files=own[sha], **conflicts[sha])
@@ -259,6 +219,8 @@ def predict_conflicts(
 ) -> dict[str, PredictedConflicts]:
     """Pick each commit onto fork trunk plus the earlier ones that applied, as `sluice pick` would:
     a conflict a mechanical rule resolves is not a reason for a human; one that needs a human is.
+
+    Probe objects are written into `repo`: give a quarantined view (`GitRepo.quarantined`).
     """
     picker = Picker(repo, config, use_resolver=False, evidence=False)
     tree = repo.tree_of(fork_head)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
+import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
 
-import git
 from gitdb.base import IStream
 from gitdb.db import LooseObjectDB
 
@@ -25,6 +28,9 @@ TZ_RE = re.compile(r"^[+-][0-9]{4}$")
 BAD_REF = re.compile(
     r"(^-)|(\.\.)|(@\{)|([\x00-\x20\x7f~^:?*\[\\$`;|&<>()'\"!])|(/\.)|(^\.)|(\.lock$)|(/$)|(\.$)|(//)"
 )
+# What opening a repository asks of it: where its objects are, whether it is shallow, whether the path is
+# its top (`--show-cdup` prints nothing there).
+REPO_FACTS = ("--absolute-git-dir", "--git-common-dir", "--is-shallow-repository", "--show-cdup")
 FIELD = "\x1f"
 META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%ad", "%ct", "%B"])  # with --date=raw: "<epoch> <tz>"
 COMMITTER = "Sluice <sluice@users.noreply.github.com>"
@@ -69,20 +75,73 @@ class GitRepo:
         self.path = Path(path).resolve()
         if not self.path.exists():
             raise GitError(f"{path} does not exist", "pass --repo the path of a clone or mirror")
-        try:
-            self._repo = git.Repo(self.path)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
-            raise GitError(
-                f"{path} is not a git repository", "pass --repo the path of a clone or mirror"
-            ) from exc
-        self.git_dir = Path(self._repo.git_dir)
-        # GitPython's own object database goes through a `git` process per write; gitdb's is in-process.
-        self._loose = LooseObjectDB(str(Path(self._repo.common_dir) / "objects"))
-        if (self.git_dir / "shallow").exists():
+        self.env = {**os.environ, **GIT_ENV}
+        proc = subprocess.run(
+            ["git", "rev-parse", *REPO_FACTS],
+            cwd=self.path,
+            capture_output=True,
+            env=self.env,
+        )
+        fields = proc.stdout.decode("utf-8", "surrogateescape").split("\n")
+        if proc.returncode or len(fields) < 4 or fields[3]:  # `--show-cdup` is empty at the top only
+            raise GitError(f"{path} is not a git repository", "pass --repo the path of a clone or mirror")
+        self.git_dir = Path(fields[0])
+        self.objects = (self.path / fields[1]).resolve() / "objects"
+        self.quarantine: Path | None = None  # where this view writes objects, when it is a probe view
+        # gitdb's loose-object writer is in-process; `git hash-object` would cost a process per object.
+        self._loose = LooseObjectDB(str(self.objects))
+        if fields[2] == "true":
             raise GitError(
                 f"{path} is a shallow clone; Sluice needs the whole history to recognise ingested commits",
                 "run `git fetch --unshallow` in it, or clone without --depth",
             )
+
+    @contextmanager
+    def quarantined(self) -> Iterator[GitRepo]:
+        """A view of this repository whose new objects go to a throwaway directory, removed on exit.
+
+        As git's own quarantine for incoming pushes: git reads the repository's objects as an alternate
+        and writes only into the temporary directory, so probes (plans, dry runs) leave nothing behind.
+        A view that is already quarantined is returned as it is.
+        """
+        if self.quarantine is not None:
+            yield self
+            return
+        tmp = Path(tempfile.mkdtemp(prefix="sluice-objects-"))
+        view = copy.copy(self)
+        inherited = self.env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+        view.env = {
+            **self.env,
+            "GIT_OBJECT_DIRECTORY": str(tmp),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.pathsep.join(filter(None, [str(self.objects), inherited])),
+        }
+        view.quarantine = tmp
+        view._loose = LooseObjectDB(str(tmp))
+        try:
+            yield view
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def adopt(self, view: GitRepo, head: str, *, have: Sequence[str]) -> int:
+        """Move the objects a quarantined view wrote that `head` needs into this repository, so a ref may
+        point at `head` once the view is gone; `have` are commits the repository has (`head`'s base and
+        the upstream commits picked), where the walk stops. Returns how many objects moved."""
+        if view.quarantine is None:
+            return 0
+        bases = [validate_sha(sha) for sha in have]
+        listing = view.run("rev-list", "--objects", validate_sha(head), "--not", *bases, "--")
+        moved = 0
+        for line in listing.splitlines():
+            sha = line[:40]
+            source = view.quarantine / sha[:2] / sha[2:]
+            target = self.objects / sha[:2] / sha[2:]
+            if source.exists() and not target.exists():
+                target.parent.mkdir(exist_ok=True)
+                temporary = target.with_name(f"tmp_sluice_{sha[2:]}")
+                shutil.copyfile(source, temporary)
+                os.replace(temporary, target)  # readers never see half an object
+                moved += 1
+        return moved
 
     # -- running git -------------------------------------------------------------------------------
 
@@ -90,9 +149,7 @@ class GitRepo:
         return self.run_bytes(*args, stdin=stdin, ok=ok).decode("utf-8", "replace")
 
     def run_bytes(self, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> bytes:
-        proc = subprocess.run(
-            ["git", *args], cwd=self.path, input=stdin, capture_output=True, env={**os.environ, **GIT_ENV}
-        )
+        proc = subprocess.run(["git", *args], cwd=self.path, input=stdin, capture_output=True, env=self.env)
         if proc.returncode not in ok:
             message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
             raise GitError(f"git {args[0]} failed: {message[-1] if message else proc.returncode}")
@@ -152,7 +209,7 @@ class GitRepo:
             data = None
         else:
             return {}
-        env = {**os.environ, **GIT_ENV}
+        env = self.env
         with subprocess.Popen(
             ["git", *args], cwd=self.path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
         ) as log:
@@ -168,13 +225,61 @@ class GitRepo:
         pairs = (line.split() for line in patch.stdout.decode().splitlines())
         return {commit: pid for pid, commit in pairs}
 
+    def patches_of(
+        self, shas: Sequence[str], *, paths: Sequence[str] = ()
+    ) -> dict[str, tuple[FileChange, ...]]:
+        """Raw + `-U0` patches of the listed commits (merges against their first parent), optionally
+        limited to some paths."""
+        if not shas:
+            return {}
+        out = self.run(
+            "log",
+            "--no-walk=unsorted",
+            "--stdin",
+            "--diff-merges=first-parent",
+            *DIFF_OPTIONS,
+            f"--format={COMMIT_MARK}%H",
+            "--",
+            *paths,
+            stdin=_sha_lines(shas),
+        )
+        return {sha: parse_patch_section(body) for sha, body in split_log(out)}
+
+    def changed_files(self, shas: Sequence[str]) -> dict[str, tuple[FileChange, ...]]:
+        """The files each listed commit changes against its first parent, without hunks.
+
+        Reads no blob, so it works where a blob is missing (partial clones, snapshots without large files).
+        """
+        if not shas:
+            return {}
+        out = self.run(
+            "log",
+            "--no-walk=unsorted",
+            "--stdin",
+            "--diff-merges=first-parent",
+            "--raw",
+            "--no-renames",
+            "--no-abbrev",
+            f"--format={COMMIT_MARK}%H",
+            stdin=_sha_lines(shas),
+        )
+        return {sha: parse_patch_section(body) for sha, body in split_log(out)}
+
+    def missing_objects(self, shas: Iterable[str]) -> set[str]:
+        """The objects among `shas` this repository cannot read."""
+        wanted = sorted({validate_sha(s) for s in shas})
+        if not wanted:
+            return set()
+        out = self.run("cat-file", "--batch-check=%(objectname)", stdin=("\n".join(wanted) + "\n").encode())
+        return {line.split()[0] for line in out.splitlines() if line.endswith(" missing")}
+
     def read_file(self, rev: str, path: str) -> bytes | None:
         """A file's content at a commit or tree, or None when it is not there."""
         proc = subprocess.run(
             ["git", "cat-file", "blob", f"{validate_sha(rev)}:{path}"],
             cwd=self.path,
             capture_output=True,
-            env={**os.environ, **GIT_ENV},
+            env=self.env,
         )
         return proc.stdout if proc.returncode == 0 else None
 
@@ -305,7 +410,7 @@ class Plumbing:
 
     def replace_in_tree(self, tree: str, entries: dict[str, Stage], *, workdir: Path) -> str:
         """A tree equal to `tree` with the given paths set to the given blobs (through a private index)."""
-        env = {**os.environ, **GIT_ENV, "GIT_INDEX_FILE": str(workdir / "index")}
+        env = {**self.repo.env, "GIT_INDEX_FILE": str(workdir / "index")}
 
         def git(*args: str, stdin: bytes | None = None) -> str:
             proc = subprocess.run(
@@ -361,6 +466,10 @@ class Plumbing:
             if len(fields) == 3:
                 hits.append((fields[0].removeprefix(f"{rev}:"), int(fields[1]), fields[2].strip()))
         return hits
+
+
+def _sha_lines(shas: Sequence[str]) -> bytes:
+    return "".join(f"{validate_sha(sha)}\n" for sha in shas).encode()
 
 
 def _commit_info(chunk: str) -> CommitInfo:

@@ -8,6 +8,7 @@ resolver hook; anything else needs a human, and then no ref is written at all.
 
 from __future__ import annotations
 
+import copy
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -77,6 +78,12 @@ class Picker:
         self.use_resolver = use_resolver and bool(config.resolver.command)
         # Planning only needs to know whether a human is needed: no blame, no search for API users.
         self.with_evidence = evidence
+
+    def through(self, repo: GitRepo) -> Picker:
+        """The same picker reading and writing through `repo` (a quarantined view of its repository)."""
+        other = copy.copy(self)
+        other.repo, other.git = repo, Plumbing(repo)
+        return other
 
     def step(self, head: str, tree: str, commit: CommitInfo, *, strategy: Strategy) -> StepResult:
         """Merge one upstream commit onto (`head`, `tree`); `head` is the commit whose history blame reads."""
@@ -351,8 +358,30 @@ class PickRequest:
 
 
 def run_pick(picker: Picker, request: PickRequest) -> PickReport:
-    """Apply every commit; write the branch only when all of them applied (never half-written)."""
-    git = picker.git
+    """Apply every commit; write the branch only when all of them applied (never half-written).
+
+    Probes go to a throwaway object directory; only the objects of a branch that is written stay.
+    """
+    with picker.repo.quarantined() as probe:
+        head, reports = _apply_all(picker.through(probe), request)
+        written = head is not None and not request.dry_run and request.branch is not None
+        if written:
+            assert request.branch is not None and head is not None
+            have = [request.onto, *(c.sha for c in request.commits)]
+            picker.repo.adopt(probe, head, have=have)
+            picker.git.update_branch(request.branch, head, old=request.branch_old)
+    return PickReport(
+        onto=request.onto,
+        strategy=request.strategy.value,
+        dry_run=request.dry_run,
+        branch=request.branch,
+        head=head if written else None,
+        commits=reports,
+    )
+
+
+def _apply_all(picker: Picker, request: PickRequest) -> tuple[str | None, tuple[CommitReport, ...]]:
+    """(the head with every commit applied, or None when one needs a human; every commit's report)."""
     head, tree = request.onto, picker.repo.tree_of(request.onto)
     blocked = False
     reports: list[CommitReport] = []
@@ -364,20 +393,10 @@ def run_pick(picker: Picker, request: PickRequest) -> PickReport:
             continue
         tree = step.tree
         parents = [head, commit.sha] if request.strategy is Strategy.MERGE else [head]
-        head = git.commit(tree, parents, commit_message(commit, step.rules), author=commit, at=request.now)
+        message = commit_message(commit, step.rules)
+        head = picker.git.commit(tree, parents, message, author=commit, at=request.now)
         reports.append(step.report.model_copy(update={"commit": None if request.dry_run else head}))
-    written = not blocked and not request.dry_run and request.branch is not None
-    if written:
-        assert request.branch is not None
-        git.update_branch(request.branch, head, old=request.branch_old)
-    return PickReport(
-        onto=request.onto,
-        strategy=request.strategy.value,
-        dry_run=request.dry_run,
-        branch=request.branch,
-        head=head if written else None,
-        commits=tuple(reports),
-    )
+    return (None if blocked else head), tuple(reports)
 
 
 def pick_in_order(
@@ -390,7 +409,21 @@ def pick_in_order(
 ) -> tuple[str | None, tuple[CommitReport, ...]]:
     """Apply commits onto `onto` until one needs a human: (head of what applied or None, their reports and
     the blocking one's). Commits are dated like their upstream commits, so the same inputs give the same
-    SHAs and a re-run pushes nothing new."""
+    SHAs and a re-run pushes nothing new. Only the objects of the commits that applied stay."""
+    with picker.repo.quarantined() as probe:
+        head, reports = _apply_until_blocked(picker.through(probe), onto, commits, strategy, trailers)
+        if head is not None:
+            picker.repo.adopt(probe, head, have=[onto, *(c.sha for c in commits)])
+    return head, reports
+
+
+def _apply_until_blocked(
+    picker: Picker,
+    onto: str,
+    commits: Sequence[CommitInfo],
+    strategy: Strategy,
+    trailers: Sequence[tuple[str, str]],
+) -> tuple[str | None, tuple[CommitReport, ...]]:
     git = picker.git
     head, tree = onto, picker.repo.tree_of(onto)
     reports: list[CommitReport] = []
@@ -413,8 +446,16 @@ def learn_resolutions(
 ) -> dict[str, tuple[str, tuple[str, ...]]]:
     """What a human's resolution commit teaches: {conflict key: (path, lines)} for each block it resolved.
 
-    `resolved` is the fork commit that carries `upstream` picked by hand onto its first parent.
+    `resolved` is the fork commit that carries `upstream` picked by hand onto its first parent. The probe
+    it merges is thrown away.
     """
+    with picker.repo.quarantined() as probe:
+        return _learn(picker.through(probe), upstream, resolved)
+
+
+def _learn(
+    picker: Picker, upstream: CommitInfo, resolved: CommitInfo
+) -> dict[str, tuple[str, tuple[str, ...]]]:
     onto = resolved.parents[0]
     ours = picker.repo.write_commit(
         picker.repo.tree_of(onto), [upstream.parents[0]], "sluice: learn", timestamp=upstream.committer_time
