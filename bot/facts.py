@@ -180,8 +180,9 @@ class CommitFacts:
         changed = self.repo.changed_files(shas)
         blobs = {b for files in changed.values() for f in files for b in (f.old_blob, f.new_blob) if b}
         missing = self.repo.missing_objects(blobs)
+        known = self._load(FactKind.PATHS, list(changed))  # unreadable commits come back every run
         paths = {(sha, ""): json.dumps([f.path for f in files]) for sha, files in changed.items()}
-        self._save(FactKind.PATHS, paths)
+        self._save(FactKind.PATHS, {key: value for key, value in paths.items() if key not in known})
         for sha, files in changed.items():
             lost = [f for f in files if {f.old_blob, f.new_blob} & missing]
             if lost:

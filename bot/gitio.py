@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from io import BytesIO
 from pathlib import Path
-
-from gitdb.base import IStream
-from gitdb.db import LooseObjectDB
 
 from bot.diffparse import COMMIT_MARK, parse_patch_section, split_log
 from bot.errors import GitError
@@ -31,6 +29,7 @@ BAD_REF = re.compile(
 # What opening a repository asks of it: where its objects are, whether it is shallow, whether the path is
 # its top (`--show-cdup` prints nothing there).
 REPO_FACTS = ("--absolute-git-dir", "--git-common-dir", "--is-shallow-repository", "--show-cdup")
+LOOSE_COMPRESSION = 1  # git's default for loose objects (core.looseCompression)
 FIELD = "\x1f"
 META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%ad", "%ct", "%B"])  # with --date=raw: "<epoch> <tz>"
 COMMITTER = "Sluice <sluice@users.noreply.github.com>"
@@ -88,8 +87,6 @@ class GitRepo:
         self.git_dir = Path(fields[0])
         self.objects = (self.path / fields[1]).resolve() / "objects"
         self.quarantine: Path | None = None  # where this view writes objects, when it is a probe view
-        # gitdb's loose-object writer is in-process; `git hash-object` would cost a process per object.
-        self._loose = LooseObjectDB(str(self.objects))
         if fields[2] == "true":
             raise GitError(
                 f"{path} is a shallow clone; Sluice needs the whole history to recognise ingested commits",
@@ -116,7 +113,6 @@ class GitRepo:
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.pathsep.join(filter(None, [str(self.objects), inherited])),
         }
         view.quarantine = tmp
-        view._loose = LooseObjectDB(str(tmp))
         try:
             yield view
         finally:
@@ -136,10 +132,7 @@ class GitRepo:
             source = view.quarantine / sha[:2] / sha[2:]
             target = self.objects / sha[:2] / sha[2:]
             if source.exists() and not target.exists():
-                target.parent.mkdir(exist_ok=True)
-                temporary = target.with_name(f"tmp_sluice_{sha[2:]}")
-                shutil.copyfile(source, temporary)
-                os.replace(temporary, target)  # readers never see half an object
+                _place(target, source.read_bytes())
                 moved += 1
         return moved
 
@@ -345,9 +338,16 @@ class GitRepo:
         return self.write_object(b"commit", data)
 
     def write_object(self, kind: bytes, data: bytes) -> str:
-        """Store a loose object in-process (gitdb), as `git hash-object -w` would, and return its SHA."""
-        stream = self._loose.store(IStream(kind, len(data), BytesIO(data)))
-        return str(stream.hexsha.decode() if isinstance(stream.hexsha, bytes) else stream.hexsha)
+        """Store a loose object in-process, as `git hash-object -w` would, and return its SHA.
+
+        A process per object would cost more than the merges it serves.
+        """
+        raw = b"%s %d\0%s" % (kind, len(data), data)
+        sha = hashlib.sha1(raw).hexdigest()
+        target = (self.quarantine or self.objects) / sha[:2] / sha[2:]
+        if not target.exists():
+            _place(target, zlib.compress(raw, LOOSE_COMPRESSION))
+        return sha
 
 
 @dataclass(frozen=True)
@@ -466,6 +466,16 @@ class Plumbing:
             if len(fields) == 3:
                 hits.append((fields[0].removeprefix(f"{rev}:"), int(fields[1]), fields[2].strip()))
         return hits
+
+
+def _place(target: Path, compressed: bytes) -> None:
+    """Write a loose object file so that readers never see half of it (and two writers do not clash)."""
+    target.parent.mkdir(exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix="tmp_obj_", dir=target.parent)
+    with os.fdopen(fd, "wb") as out:
+        out.write(compressed)
+    os.chmod(temporary, 0o444)  # as git leaves its objects
+    os.replace(temporary, target)
 
 
 def _sha_lines(shas: Sequence[str]) -> bytes:

@@ -40,7 +40,6 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
@@ -665,6 +664,9 @@ def _upsert(
     """
     if not rows:
         return
+    # Imported here: the PostgreSQL dialect package costs every command ~20 ms, and reads never need it.
+    from sqlalchemy.dialects import postgresql, sqlite
+
     dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     stmt = dialect_insert(table)
     stmt = stmt.on_conflict_do_update(
