@@ -96,9 +96,11 @@ def take_snapshot(
     facts = facts or CommitFacts(repo)
     fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
     progress("reading the upstream stream")
-    stream = tuple(repo.first_parent_times(upstream_head))
-    candidates = tuple(repo.commits(upstream_head, "--not", fork_head, first_parent=True))
-    fork_commits = tuple(repo.commits(fork_head, "--not", upstream_head))
+    with ThreadPoolExecutor(max_workers=2) as pool:  # three `git log`s: the waits overlap
+        stream_log = pool.submit(repo.first_parent_times, upstream_head)
+        candidates_log = pool.submit(repo.commits, upstream_head, "--not", fork_head, first_parent=True)
+        fork_commits = tuple(repo.commits(fork_head, "--not", upstream_head))
+        stream, candidates = tuple(stream_log.result()), tuple(candidates_log.result())
     progress(
         f"recognising ingested commits among {len(candidates)} upstream and {len(fork_commits)} fork commits"
     )

@@ -100,6 +100,7 @@ class CommitFacts:
         self.store: FactStore = store if store is not None else MemoryFacts()
         self.unreadable: dict[str, str] = {}
         self._stubs: dict[str, tuple[FileChange, ...]] = {}  # unreadable commit -> its files, no hunks
+        self._lost: dict[str, set[str]] = {}  # unreadable commit -> its missing blobs
 
     def patch_ids(self, shas: Sequence[str]) -> dict[str, str]:
         """`git patch-id --stable` of the listed non-merge commits that have one."""
@@ -131,14 +132,17 @@ class CommitFacts:
         readable = self._readable(todo)
         parsed = self.repo.patches_of(readable)
         by_file = {(sha, path): changes for sha in readable for path, changes in _by_path(parsed[sha])}
-        self._save(
-            FactKind.DIFF,
-            {key: _CHANGES.dump_json(v, exclude_defaults=True).decode() for key, v in by_file.items()},
-        )
-        by_file.update((key, _CHANGES.validate_json(value)) for key, value in stored.items())
         for sha in todo:
             if sha in self.unreadable:
-                by_file.update(((sha, path), changes) for path, changes in _by_path(self._partial_patch(sha)))
+                by_file.update(self._readable_part(sha, known=stored))
+        encoded = {key: _CHANGES.dump_json(v, exclude_defaults=True).decode() for key, v in by_file.items()}
+        self._save(FactKind.DIFF, encoded)
+        by_file.update((key, _CHANGES.validate_json(value)) for key, value in stored.items())
+        for sha in todo:
+            if sha in self.unreadable:  # its other files, without hunks: never stored
+                by_file.update(
+                    ((sha, f.path), (f,)) for f in self._stubs[sha] if (sha, f.path) not in by_file
+                )
         return {
             sha: tuple(change for path in paths for change in by_file.get((sha, path), ()))
             for sha, paths in wanted.items()
@@ -187,17 +191,22 @@ class CommitFacts:
             lost = [f for f in files if {f.old_blob, f.new_blob} & missing]
             if lost:
                 self._stubs[sha] = files
+                self._lost[sha] = {b for f in lost for b in (f.old_blob, f.new_blob) if b in missing}
                 self.unreadable[sha] = lost[0].path
         return changed
 
-    def _partial_patch(self, sha: str) -> tuple[FileChange, ...]:
-        """An unreadable commit's patch: its readable files in full, the others without hunks."""
-        stubs = self._stubs[sha]
-        lost = self.repo.missing_objects(b for f in stubs for b in (f.old_blob, f.new_blob) if b)
-        readable = [f.path for f in stubs if not {f.old_blob, f.new_blob} & lost]
-        patch = self.repo.patches_of([sha], paths=readable).get(sha, ()) if readable else ()
-        full = {f.path: f for f in patch}
-        return tuple(full.get(f.path, f) for f in stubs)
+    def _readable_part(
+        self, sha: str, *, known: Collection[FactKey]
+    ) -> dict[FactKey, tuple[FileChange, ...]]:
+        """The patches of an unreadable commit's readable files that are not `known` yet."""
+        lost = self._lost[sha]
+        need = [
+            f.path
+            for f in self._stubs[sha]
+            if not {f.old_blob, f.new_blob} & lost and (sha, f.path) not in known
+        ]
+        patch = self.repo.patches_of([sha], paths=need).get(sha, ()) if need else ()
+        return {(sha, path): changes for path, changes in _by_path(patch)}
 
     def _load(
         self, kind: FactKind, shas: Sequence[str], *, paths: Collection[str] | None = None

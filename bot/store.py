@@ -410,7 +410,8 @@ class Store:
                     )
                     if path_chunk is not None:
                         query = query.where(commit_facts.c.path.in_(path_chunk))
-                    found.update(((row.sha, row.path), row.value) for row in conn.execute(query))
+                    # fetchall, not row by row: a fork's history is thousands of rows
+                    found.update(((sha, path), value) for sha, path, value in conn.execute(query).all())
         return found
 
     def save_facts(self, kind: str, version: str, facts: Mapping[tuple[str, str], str]) -> None:
