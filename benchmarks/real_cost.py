@@ -33,10 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.cli import main as sluice_main
-from bot.config import SluiceConfig
+from bot.config import SluiceConfig, Strategy
 from bot.engine import load_repo_config, predict_conflicts, take_snapshot
 from bot.facts import CommitFacts
 from bot.gitio import GitRepo
+from bot.models import CommitInfo, PickStatus
+from bot.pick import Picker
 from bot.store import Store
 
 MERGED = re.compile(r"[Mm]erge (?:OpenAI |upstream )?(?:Triton )?commit [`']?([0-9a-f]{7,40})")
@@ -101,16 +103,24 @@ def median_of(runs: int, measure: Callable[[], float]) -> tuple[float, list[floa
     return statistics.median(times), times
 
 
-def per_commit(repo: GitRepo, window: Window, config: SluiceConfig, database: str) -> tuple[float, float]:
-    """(seconds per commit of the plan's conflict prediction, of one raw `git merge-tree` per commit)."""
+@dataclass(frozen=True)
+class PerCommit:
+    """Seconds per pending commit: the plan's conflict prediction and one raw `git merge-tree`."""
+
+    predicted: float
+    raw: float
+    clean: tuple[float, float, int]  # (prediction, raw, commits) for the commits that merged cleanly
+    conflicted: tuple[float, float, int]  # the same for the others (whose files are classified)
+
+
+def per_commit(repo: GitRepo, window: Window, config: SluiceConfig, database: str) -> PerCommit:
+    """Time `predict_conflicts` as the plan runs it, then each of its steps and one raw merge-tree of
+    the same commit onto fork trunk, in one quarantine (nothing stays in the repository)."""
     store = Store.open(database)
     try:
+        facts = CommitFacts(repo, store)
         snapshot = take_snapshot(
-            repo,
-            fork_ref=window.fork,
-            upstream_ref=window.upstream,
-            config=config,
-            facts=CommitFacts(repo, store),
+            repo, fork_ref=window.fork, upstream_ref=window.upstream, config=config, facts=facts
         )
     finally:
         store.close()
@@ -120,18 +130,44 @@ def per_commit(repo: GitRepo, window: Window, config: SluiceConfig, database: st
         started = time.perf_counter()
         predict_conflicts(probe, snapshot.fork_head, commits, config=config)
         predicted = time.perf_counter() - started
-        tree = probe.tree_of(snapshot.fork_head)
-        pairs = [
-            (probe.write_commit(tree, [c.parents[0]], "bench", timestamp=c.committer_time), c.sha)
-            for c in commits
-        ]
+        steps = _step_times(probe, snapshot.fork_head, commits, config)
+        raws = _raw_times(probe, snapshot.fork_head, commits)
+    n = len(commits)
+    split = {
+        clean: (sum(steps[i][0] for i in idx), sum(raws[i] for i in idx), len(idx))
+        for clean in (True, False)
+        for idx in [[i for i in range(n) if steps[i][1] is clean]]
+    }
+    return PerCommit(predicted / n, sum(raws) / n, split[True], split[False])
+
+
+def _step_times(
+    probe: GitRepo, fork_head: str, commits: Sequence[CommitInfo], config: SluiceConfig
+) -> list[tuple[float, bool]]:
+    """(seconds, merged cleanly) of each `Picker.step`, chained as predict_conflicts chains them."""
+    picker = Picker(probe, config, use_resolver=False, evidence=False)
+    tree = probe.tree_of(fork_head)
+    times = []
+    for commit in commits:
         started = time.perf_counter()
-        for ours, theirs in pairs:
-            probe.run(
-                "merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", ours, theirs, ok=(0, 1)
-            )
-        raw = time.perf_counter() - started
-    return predicted / len(commits), raw / len(commits)
+        step = picker.step(fork_head, tree, commit, strategy=Strategy.CHERRY_PICK)
+        times.append((time.perf_counter() - started, step.report.status is PickStatus.CLEAN))
+        tree = step.tree or tree
+    return times
+
+
+def _raw_times(probe: GitRepo, fork_head: str, commits: Sequence[CommitInfo]) -> list[float]:
+    """One `git merge-tree` per commit onto fork trunk, its probe commit made outside the timing."""
+    tree = probe.tree_of(fork_head)
+    times = []
+    for commit in commits:
+        ours = probe.write_commit(tree, [commit.parents[0]], "bench", timestamp=commit.committer_time)
+        started = time.perf_counter()
+        probe.run(
+            "merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", ours, commit.sha, ok=(0, 1)
+        )
+        times.append(time.perf_counter() - started)
+    return times
 
 
 def run(repo: Path, *, fork: str, upstream: str, window_size: int = 20, runs: int = 3) -> None:
@@ -176,10 +212,17 @@ def _report(git: GitRepo, window: Window, tmp: Path, *, runs: int) -> None:
     print(f"plan of {n} commits (cold): {cold_plan:.2f} s")
     print(f"plan of {n} commits (warm): {warm_plan:.2f} s  (median of {_listed(plans)}; aim ≤ 2)")
     print(f"plan of {n} commits (warm, in-process, after imports): {plan_inside:.2f} s")
-    predicted, raw = per_commit(git, window, config, cold_db)
-    print(f"conflict prediction per pending commit: {1000 * predicted:.1f} ms")
+    cost = per_commit(git, window, config, cold_db)
+    raw = cost.raw
+    print(f"conflict prediction per pending commit: {1000 * cost.predicted:.1f} ms")
     print(f"raw git merge-tree per pending commit: {1000 * raw:.1f} ms")
-    print(f"ratio prediction / raw merge-tree: {predicted / raw:.2f}  (aim ≤ 2)")
+    print(f"ratio prediction / raw merge-tree: {cost.predicted / raw:.2f}  (aim ≤ 2)")
+    for label, (steps, raws, count) in (("clean", cost.clean), ("conflicted", cost.conflicted)):
+        if count:
+            print(
+                f"  {label} commits ({count}): prediction {1000 * steps / count:.1f} ms, "
+                f"raw merge-tree {1000 * raws / count:.1f} ms, ratio {steps / raws:.2f}"
+            )
     print(
         f"ratio warm plan per commit / raw merge-tree: {warm_plan / n / raw:.2f}  "
         "(the whole command: start-up, reading, planning)"
