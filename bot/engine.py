@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypedDict
 
 from bot.analysis import distinctive, normalise_line
 from bot.config import SluiceConfig, Strategy, parse_config
-from bot.facts import CommitFacts, stack_touching
+from bot.facts import CommitFacts, FactKey, stack_touching
 from bot.gitio import GitRepo
 from bot.metrics import pending_shas, stream_status
 from bot.models import (
@@ -185,6 +185,8 @@ def analyse_pending(
     since_first = [sha for sha, _ in snapshot.stream[position[pending[0]] :]]
     # Conflict prediction mostly waits on `git merge-tree`; the diffs and symbols are Python work.
     # Running them side by side uses both cores. Its probe objects go to a throwaway object directory.
+    known = facts.verdicts(pending)
+    verdicts = dict(known)  # the worker thread reads and extends it; only this thread uses the store
     with repo.quarantined() as probe, ThreadPoolExecutor(max_workers=1) as pool:
         predicted = pool.submit(
             predict_conflicts,
@@ -193,11 +195,13 @@ def analyse_pending(
             [infos[s] for s in pending],
             config=config,
             progress=progress,
+            verdicts=verdicts,
         )
         stream_patches = facts.patches(since_first)
         own = facts.with_symbols({sha: stream_patches[sha] for sha in pending})
         footprint = patch_stack_footprint(facts, snapshot, (f.path for files in own.values() for f in files))
         conflicts = predicted.result()
+    facts.keep_verdicts({key: value for key, value in verdicts.items() if key not in known})
     commits = tuple(
         UpstreamCommit(info=infos[sha], position=position[sha], files=own[sha], **conflicts[sha])
         for sha in pending
@@ -218,13 +222,15 @@ def predict_conflicts(
     *,
     config: SluiceConfig,
     progress: Progress = _quiet,
+    verdicts: MutableMapping[FactKey, str] | None = None,
 ) -> dict[str, PredictedConflicts]:
     """Pick each commit onto fork trunk plus the earlier ones that applied, as `sluice pick` would:
     a conflict a mechanical rule resolves is not a reason for a human; one that needs a human is.
 
-    Probe objects are written into `repo`: give a quarantined view (`GitRepo.quarantined`).
+    Probe objects are written into `repo`: give a quarantined view (`GitRepo.quarantined`). `verdicts`
+    holds the outcomes of conflicted merges met before (it gains the new ones).
     """
-    picker = Picker(repo, config, use_resolver=False, evidence=False)
+    picker = Picker(repo, config, use_resolver=False, evidence=False, verdicts=verdicts)
     tree = repo.tree_of(fork_head)
     result: dict[str, PredictedConflicts] = {}
     for index, commit in enumerate(commits):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,8 @@ class FactKind(enum.StrEnum):
     PATHS = "paths"  # the paths a commit changes against its first parent (JSON list)
     DIFF = "diff"  # per (commit, path): its parsed `-U0` patch against the first parent (JSON), no symbols
     SYMBOLS = "symbols"  # per (commit, path): the symbols its hunks change (JSON list)
+    # per (commit, digest of a conflicted merge's content): planning's outcome (see bot.pick.Picker.step)
+    VERDICT = "verdict"
 
 
 def _digest(*parts: str | bytes) -> str:
@@ -37,6 +40,13 @@ def _digest(*parts: str | bytes) -> str:
 
 def _source(module: object) -> bytes:
     return Path(str(getattr(module, "__file__", ""))).read_bytes()
+
+
+def _source_of(name: str) -> bytes:
+    """A module's source without importing it (bot.pick imports this module)."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None, name
+    return Path(spec.origin).read_bytes()
 
 
 def _versions() -> dict[FactKind, str]:
@@ -52,11 +62,14 @@ def _versions() -> dict[FactKind, str]:
         FactKind.PATHS: diff,
         FactKind.DIFF: diff,
         FactKind.SYMBOLS: _digest(FORMAT, diff, _source(symbols), Path(__file__).read_bytes(), *grammars),
+        FactKind.VERDICT: _digest(FORMAT, *(_source_of(m) for m in VERDICT_MODULES), *grammars),
     }
 
 
 FORMAT = "1"
 GRAMMARS = ("tree-sitter", "tree-sitter-cpp", "tree-sitter-python")
+# What classifies and resolves conflicts (and so decides a conflicted merge's outcome).
+VERDICT_MODULES = ("bot.conflicts", "bot.pick", "bot.rerere", "bot.symbols", "bot.gitio")
 VERSIONS = _versions()
 
 
@@ -171,6 +184,13 @@ class CommitFacts:
             )
             for sha, files in changes.items()
         }
+
+    def verdicts(self, shas: Sequence[str]) -> dict[FactKey, str]:
+        """Planning's remembered outcomes of the conflicted merges of these commits (see bot.pick)."""
+        return self._load(FactKind.VERDICT, shas)
+
+    def keep_verdicts(self, verdicts: Mapping[FactKey, str]) -> None:
+        self._save(FactKind.VERDICT, verdicts)
 
     def _readable(self, shas: Sequence[str]) -> list[str]:
         """The commits among `shas` whose blobs are all here."""

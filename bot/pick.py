@@ -9,15 +9,18 @@ resolver hook; anything else needs a human, and then no ref is written at all.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot import conflicts, rerere
 from bot.config import SluiceConfig, Strategy
 from bot.conflicts import ConflictClass, FileVerdict
+from bot.facts import VERSIONS, FactKey, FactKind
 from bot.gitio import GitRepo, MergeResult, Plumbing, Stage
 from bot.models import (
     CommitInfo,
@@ -70,6 +73,7 @@ class Picker:
         recall: Recall = _nothing_remembered,
         use_resolver: bool = True,
         evidence: bool = True,
+        verdicts: MutableMapping[FactKey, str] | None = None,
     ) -> None:
         self.repo = repo
         self.git = Plumbing(repo)
@@ -78,6 +82,10 @@ class Picker:
         self.use_resolver = use_resolver and bool(config.resolver.command)
         # Planning only needs to know whether a human is needed: no blame, no search for API users.
         self.with_evidence = evidence
+        # Planning's outcomes of conflicted merges, kept by content (see `step`): a re-plan classifies
+        # only conflicts it has not met.
+        self.verdicts = verdicts
+        self._git_version: str | None = None
 
     def through(self, repo: GitRepo) -> Picker:
         """The same picker reading and writing through `repo` (a quarantined view of its repository)."""
@@ -98,12 +106,53 @@ class Picker:
                 ),
                 result.tree,
             )
+        key = self._verdict_key(commit, result)
         with tempfile.TemporaryDirectory(prefix="sluice-pick-") as tmp:
+            if key is not None and self.verdicts is not None and key in self.verdicts:
+                return self._replay(commit, result, self.verdicts[key], Path(tmp))
             outcomes = [
                 self._file(path, stages, commit, head, Path(tmp))
                 for path, stages in sorted(result.stages.items())
             ]
-            return self._finish(commit, result, outcomes, Path(tmp))
+            step = self._finish(commit, result, outcomes, Path(tmp))
+        if key is not None and self.verdicts is not None:
+            self.verdicts[key] = _remembered(step, outcomes)
+        return step
+
+    def _verdict_key(self, commit: CommitInfo, result: MergeResult) -> FactKey | None:
+        """What determines a conflicted merge's outcome in planning: the commit, the merged tree and its
+        index stages (so all three sides), the configuration and the code that classifies."""
+        if (
+            self.verdicts is None
+            or self.with_evidence
+            or self.use_resolver
+            or self.recall is not _nothing_remembered
+        ):
+            return None  # blame, memory and the resolver read more than the merge's own content
+        stages = sorted((path, n, s.mode, s.oid) for path, by in result.stages.items() for n, s in by.items())
+        if self._git_version is None:  # `git merge-file` writes the conflict blocks that are classified
+            self._git_version = self.repo.run("--version").strip()
+        content = [
+            VERSIONS[FactKind.VERDICT],
+            self._git_version,
+            result.tree,
+            stages,
+            self.config.model_dump_json(),
+        ]
+        return commit.sha, hashlib.sha256(json.dumps(content).encode()).hexdigest()
+
+    def _replay(self, commit: CommitInfo, result: MergeResult, remembered: str, tmp: Path) -> StepResult:
+        """A conflicted merge's outcome as planning found it before, its resolved files written again."""
+        known = json.loads(remembered)
+        report = CommitReport.model_validate_json(known["report"])
+        if known["resolved"] is None:
+            return StepResult(report, None)
+        entries = {
+            path: Stage(mode=mode, oid=self.git.write_blob(text.encode("utf-8", "surrogateescape")))
+            for path, (mode, text) in known["resolved"].items()
+        }
+        tree = self.git.replace_in_tree(result.tree, entries, workdir=tmp)
+        return StepResult(report.model_copy(update={"tree": tree}), tree, list(known["rules"]))
 
     def _pick_inputs(self, tree: str, commit: CommitInfo) -> tuple[str, str]:
         """(ours, theirs) whose merge base is the commit's parent: a cherry-pick as a merge of trees.
@@ -266,6 +315,19 @@ class Picker:
             component=component.name if component else None,
             symbol=symbol,
         )
+
+
+def _remembered(step: StepResult, outcomes: Sequence[_FileOutcome]) -> str:
+    """A conflicted step's outcome as `Picker._replay` reads it: the report, the resolved texts, rules."""
+    resolved = None
+    if step.tree is not None:
+        resolved = {
+            o.verdict.path: (o.stage.mode, o.text)
+            for o in outcomes
+            if o.stage is not None and o.text is not None
+        }
+    report = step.report.model_copy(update={"tree": None}).model_dump_json()
+    return json.dumps({"report": report, "resolved": resolved, "rules": step.rules})
 
 
 def _replay(merged: str, known: Mapping[str, tuple[str, ...]]) -> tuple[str | None, tuple[str, ...]]:

@@ -14,7 +14,8 @@ from bot.config import SluiceConfig
 from bot.engine import take_snapshot
 from bot.facts import VERSIONS, CommitFacts, FactKind
 from bot.gitio import GitRepo
-from bot.models import FileChange
+from bot.models import FileChange, Plan
+from bot.planning import build_plan
 from bot.store import Store
 from tests.scenarios import CPP_PASS, Scenario, numbered
 
@@ -216,3 +217,36 @@ def test_a_quarantined_view_writes_elsewhere_and_reads_both(scenario: Scenario) 
     assert not quarantine.exists()
     assert object_count(scenario) == before
     assert subprocess.run(["git", "cat-file", "-e", blob], cwd=scenario.path).returncode != 0
+
+
+# Planning's outcomes of conflicted merges, kept by content
+
+
+def reasons_of(plan: Plan) -> dict[str, list[str]]:
+    commits = [c for b in plan.bundles for c in b.commits] + [c for ch in plan.chains for c in ch.commits]
+    return {c.sha: sorted(r.kind.value for r in c.reasons) for c in commits}
+
+
+def test_a_replan_reuses_the_outcome_of_a_conflicted_merge(scenario: Scenario, opened: Store) -> None:
+    mechanical = conflicting_include(scenario)
+    repo = GitRepo(scenario.path)
+
+    def plan() -> Plan:
+        return build_plan(
+            repo, SluiceConfig(), fork="main", upstream="upstream/main", store=opened, progress=lambda _: None
+        )
+
+    first = plan()
+    assert "mechanical-conflict" in reasons_of(first)[mechanical]
+    kept = opened.load_facts(FactKind.VERDICT.value, VERSIONS[FactKind.VERDICT], [mechanical])
+    assert len(kept) == 1
+    assert reasons_of(plan()) == reasons_of(first)
+
+    # What is kept is what a re-plan believes: say the merge needs a human, and the plan says so too.
+    ((key, value),) = kept.items()
+    remembered = json.loads(value)
+    report = json.loads(remembered["report"])
+    report["status"], report["files"][0]["resolved"] = "needs_human", False
+    remembered["report"], remembered["resolved"] = json.dumps(report), None
+    opened.save_facts(FactKind.VERDICT.value, VERSIONS[FactKind.VERDICT], {key: json.dumps(remembered)})
+    assert "predicted-conflict" in reasons_of(plan())[mechanical]
