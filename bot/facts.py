@@ -14,6 +14,7 @@ from typing import Protocol
 from pydantic import TypeAdapter
 
 from bot import diffparse, symbols
+from bot.errors import GitError
 from bot.gitio import DIFF_OPTIONS, GitRepo
 from bot.models import FileChange, Hunk
 
@@ -119,8 +120,11 @@ class CommitFacts:
         """`git patch-id --stable` of the listed non-merge commits that have one."""
         known = self._load(FactKind.PATCH_ID, shas)
         todo = [sha for sha in dict.fromkeys(shas) if (sha, "") not in known]
-        readable = self._readable(todo)
-        computed = self.repo.patch_ids(stdin_shas=readable) if readable else {}
+        try:  # the usual case: every blob is here, and listing them first would cost a `git log` more
+            computed, readable = (self.repo.patch_ids(stdin_shas=todo) if todo else {}), todo
+        except GitError:
+            readable = self._readable(todo)
+            computed = self.repo.patch_ids(stdin_shas=readable) if readable else {}
         new = {(sha, ""): computed.get(sha, "") for sha in readable}
         self._save(FactKind.PATCH_ID, new)
         known.update(new)
@@ -137,29 +141,53 @@ class CommitFacts:
         self, shas: Sequence[str], *, only: Collection[str] | None = None
     ) -> dict[str, tuple[FileChange, ...]]:
         """The `-U0` patch of each listed commit against its first parent (without symbols), in order;
-        with `only`, just the changes of those paths (cached per file, so the rest is never read)."""
-        listed = self.paths(shas)
-        wanted = {sha: [p for p in dict.fromkeys(listed[sha]) if only is None or p in only] for sha in listed}
-        stored = self._load(FactKind.DIFF, [sha for sha, paths in wanted.items() if paths], paths=only)
-        todo = [sha for sha, paths in wanted.items() if any((sha, p) not in stored for p in paths)]
-        readable = self._readable(todo)
-        parsed = self.repo.patches_of(readable)
-        by_file = {(sha, path): changes for sha in readable for path, changes in _by_path(parsed[sha])}
-        for sha in todo:
-            if sha in self.unreadable:
-                by_file.update(self._readable_part(sha, known=stored))
-        encoded = {key: _CHANGES.dump_json(v, exclude_defaults=True).decode() for key, v in by_file.items()}
-        self._save(FactKind.DIFF, encoded)
+        with `only`, just the changes of those paths (kept per file, so the rest is never read)."""
+        order = list(dict.fromkeys(shas))
+        listed = {sha: tuple(json.loads(v)) for (sha, _), v in self._load(FactKind.PATHS, order).items()}
+        stored = self._load(FactKind.DIFF, [sha for sha in order if listed.get(sha)], paths=only)
+
+        def wanted(sha: str) -> list[str]:
+            return [p for p in dict.fromkeys(listed[sha]) if only is None or p in only]
+
+        todo = [sha for sha in order if sha not in listed or any((sha, p) not in stored for p in wanted(sha))]
+        by_file: dict[FactKey, tuple[FileChange, ...]] = {}
+        for sha, changes in self._read_patches(todo, known=stored.keys()).items():
+            listed[sha] = tuple(f.path for f in changes)
+            by_file.update(((sha, path), group) for path, group in _by_path(changes))
         by_file.update((key, _CHANGES.validate_json(value)) for key, value in stored.items())
-        for sha in todo:
-            if sha in self.unreadable:  # its other files, without hunks: never stored
-                by_file.update(
-                    ((sha, f.path), (f,)) for f in self._stubs[sha] if (sha, f.path) not in by_file
-                )
         return {
-            sha: tuple(change for path in paths for change in by_file.get((sha, path), ()))
-            for sha, paths in wanted.items()
+            sha: tuple(change for path in wanted(sha) for change in by_file.get((sha, path), ()))
+            for sha in order
+            if sha in listed
         }
+
+    def _read_patches(
+        self, shas: Sequence[str], *, known: Collection[FactKey]
+    ) -> dict[str, tuple[FileChange, ...]]:
+        """Read and keep the patches of `shas`; an unreadable commit's files that are `known` or whose
+        blobs are missing come back without hunks."""
+        if not shas:
+            return {}
+        try:  # the usual case: every blob is here
+            parsed, readable = self.repo.patches_of(shas), list(shas)
+        except GitError:
+            readable = self._readable(shas)
+            parsed = self.repo.patches_of(readable)
+        by_file = {
+            (sha, path): changes for sha in readable for path, changes in _by_path(parsed.get(sha, ()))
+        }
+        for sha in shas:
+            if sha in self.unreadable:
+                part = self._readable_part(sha, known=known)
+                by_file.update(part)
+                parsed[sha] = tuple(f for f in self._stubs[sha] for f in part.get((sha, f.path), (f,)))
+        paths = {(sha, ""): json.dumps([f.path for f in parsed[sha]]) for sha in readable if sha in parsed}
+        self._save(FactKind.PATHS, paths)
+        self._save(
+            FactKind.DIFF,
+            {key: _CHANGES.dump_json(v, exclude_defaults=True).decode() for key, v in by_file.items()},
+        )
+        return parsed
 
     def with_symbols(self, changes: Mapping[str, Sequence[FileChange]]) -> dict[str, tuple[FileChange, ...]]:
         """The file changes with the symbols their hunks change, parsed only where not known yet."""

@@ -203,9 +203,17 @@ class GitRepo:
         else:
             return {}
         env = self.env
-        with subprocess.Popen(
-            ["git", *args], cwd=self.path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
-        ) as log:
+        with (
+            tempfile.TemporaryFile() as errors,  # a pipe could fill up while nobody reads it
+            subprocess.Popen(
+                ["git", *args],
+                cwd=self.path,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=env,
+            ) as log,
+        ):
             assert log.stdin is not None
             # `log --stdin` reads every SHA before it writes anything, so this cannot block on our side.
             log.stdin.write(data or b"")
@@ -213,8 +221,14 @@ class GitRepo:
             patch = subprocess.run(
                 ["git", "patch-id", "--stable"], cwd=self.path, stdin=log.stdout, capture_output=True, env=env
             )
+            log.wait()
+            errors.seek(0)
+            said = errors.read().decode("utf-8", "replace").strip().splitlines()
         if log.returncode or patch.returncode:
-            raise GitError("git patch-id failed", "check that the repository is readable and not corrupt")
+            raise GitError(
+                f"git patch-id failed: {said[-1] if said else log.returncode or patch.returncode}",
+                "check that the repository is readable and not corrupt",
+            )
         pairs = (line.split() for line in patch.stdout.decode().splitlines())
         return {commit: pid for pid, commit in pairs}
 

@@ -145,9 +145,9 @@ def test_a_commit_with_a_missing_blob_is_listed_unreadable_and_the_rest_goes_on(
     assert {f.path: len(f.hunks) for f in patches[lost]} == {"big.bin": 0, "docs/a.md": 1}
     assert [len(f.hunks) for f in patches[fine]] == [1]
 
-    again = WatchedRepo(s.path)  # a later run: the readable part was kept, only the listing is read again
+    again = WatchedRepo(s.path)  # a later run tries the commit once; its readable part was kept
     assert CommitFacts(again, facts.store).patches([lost, fine]) == patches
-    assert again.asked == []
+    assert again.asked == [lost]
 
 
 # Probes leave nothing in the repository
