@@ -7,9 +7,9 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -18,6 +18,7 @@ from bot.errors import GitError
 from bot.gitio import DIFF_OPTIONS, GitRepo
 from bot.models import FileChange, Hunk
 
+T = TypeVar("T")
 FactKey = tuple[str, str]  # (commit SHA, path); the path is "" for a fact about the whole commit
 _CHANGES = TypeAdapter(tuple[FileChange, ...])
 
@@ -120,11 +121,7 @@ class CommitFacts:
         """`git patch-id --stable` of the listed non-merge commits that have one."""
         known = self._load(FactKind.PATCH_ID, shas)
         todo = [sha for sha in dict.fromkeys(shas) if (sha, "") not in known]
-        try:  # the usual case: every blob is here, and listing them first would cost a `git log` more
-            computed, readable = (self.repo.patch_ids(stdin_shas=todo) if todo else {}), todo
-        except GitError:
-            readable = self._readable(todo)
-            computed = self.repo.patch_ids(stdin_shas=readable) if readable else {}
+        computed, readable = self._attempt(todo, lambda some: self.repo.patch_ids(stdin_shas=some))
         new = {(sha, ""): computed.get(sha, "") for sha in readable}
         self._save(FactKind.PATCH_ID, new)
         known.update(new)
@@ -168,11 +165,7 @@ class CommitFacts:
         blobs are missing come back without hunks."""
         if not shas:
             return {}
-        try:  # the usual case: every blob is here
-            parsed, readable = self.repo.patches_of(shas), list(shas)
-        except GitError:
-            readable = self._readable(shas)
-            parsed = self.repo.patches_of(readable)
+        parsed, readable = self._attempt(shas, self.repo.patches_of)
         by_file = {
             (sha, path): changes for sha in readable for path, changes in _by_path(parsed.get(sha, ()))
         }
@@ -219,6 +212,18 @@ class CommitFacts:
 
     def keep_verdicts(self, verdicts: Mapping[FactKey, str]) -> None:
         self._save(FactKind.VERDICT, verdicts)
+
+    def _attempt(
+        self, shas: Sequence[str], read: Callable[[list[str]], dict[str, T]]
+    ) -> tuple[dict[str, T], list[str]]:
+        """`read` the commits not known to be unreadable, and which they were. The usual case is that every
+        blob is here; only when git cannot read one are the commits' blobs listed, to leave theirs out."""
+        readable = [sha for sha in shas if sha not in self.unreadable]
+        try:
+            return (read(readable) if readable else {}), readable
+        except GitError:
+            readable = self._readable(readable)
+            return (read(readable) if readable else {}), readable
 
     def _readable(self, shas: Sequence[str]) -> list[str]:
         """The commits among `shas` whose blobs are all here."""
