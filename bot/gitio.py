@@ -484,11 +484,14 @@ class Plumbing:
 
 def _place(target: Path, compressed: bytes) -> None:
     """Write a loose object file so that readers never see half of it (and two writers do not clash)."""
-    target.parent.mkdir(exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix="tmp_obj_", dir=target.parent)
+    try:
+        fd, temporary = tempfile.mkstemp(prefix="tmp_obj_", dir=target.parent)
+    except FileNotFoundError:  # the first object of its fan-out directory
+        target.parent.mkdir(exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix="tmp_obj_", dir=target.parent)
     with os.fdopen(fd, "wb") as out:
         out.write(compressed)
-    os.chmod(temporary, 0o444)  # as git leaves its objects
+        os.fchmod(out.fileno(), 0o444)  # as git leaves its objects
     os.replace(temporary, target)
 
 
