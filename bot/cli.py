@@ -26,6 +26,7 @@ from bot import render
 from bot.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config, load_config
 from bot.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.errors import GitError, SluiceError
+from bot.facts import CommitFacts
 from bot.gitio import GitRepo, validate_ref, validate_rev
 from bot.mirror import Mirror
 from bot.models import CommitInfo, Disposition, PickReport, PickStatus, Plan, RiskKind
@@ -153,12 +154,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    repo, config = _open_repo(args)
-    with ProgressReporter() as progress:
-        snapshot = take_snapshot(
-            repo, fork_ref=args.fork, upstream_ref=args.upstream, config=config, progress=progress
-        )
-    records = _recorded(args.database, fork_key(config, repo, args.fork))
+    repo, config = _open_repo(args)  # bad refs fail before the store is opened
+    store = _existing_store(args.database)  # never created here; one that exists spares re-reading commits
+    try:
+        with ProgressReporter() as progress:
+            snapshot = take_snapshot(
+                repo,
+                fork_ref=args.fork,
+                upstream_ref=args.upstream,
+                config=config,
+                progress=progress,
+                facts=CommitFacts(repo, store),
+            )
+        records = store.dispositions(fork_key(config, repo, args.fork)) if store else {}
+    finally:
+        if store is not None:
+            store.close()
     held = held_by_people(snapshot, records)
     status = with_dispositions(snapshot, held)
     if args.audit:
@@ -175,15 +186,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recorded(url: str | None, key: str) -> dict[str, DispositionRecord]:
-    """The dispositions in the store, when there is one; status never creates a store."""
+def _existing_store(url: str | None) -> Store | None:
+    """The store, when one is configured or the default file exists; status never creates one."""
     if not (url or os.environ.get(DEFAULT_URL_ENV) or default_sqlite_path().exists()):
-        return {}
-    store = open_store(url)
-    try:
-        return store.dispositions(key)
-    finally:
-        store.close()
+        return None
+    return open_store(url)
 
 
 HOLD_VERB = {Disposition.SKIPPED: "skipped", Disposition.DEFERRED: "deferred"}
@@ -435,17 +442,20 @@ def _how_ingested(snapshot: Snapshot, sha: str) -> str:
 
 
 def cmd_pick(args: argparse.Namespace) -> int:
-    repo, config = _open_repo(args, fork_option="--onto")
-    snapshot = take_snapshot(repo, fork_ref=args.onto, upstream_ref=args.upstream, config=config)
-    commits = _upstream_commits(repo, snapshot, args.shas)
-    branch = args.branch or f"sluice/pick-{commits[0].sha[:10]}"
-    validate_ref(branch)
-    check_branch(repo, branch, onto=args.onto, trunk=config.fork.branch)
-    existing = repo.resolve_optional(f"refs/heads/{branch}")
-    if existing and not args.force and not args.dry_run:
-        raise SluiceError(f"branch {branch} exists", "pass --force to replace it, or another --branch")
+    repo, config = _open_repo(args, fork_option="--onto")  # bad refs fail before the store is opened
     store = None if args.no_record else open_store(args.database)
     try:
+        facts = CommitFacts(repo, store)
+        snapshot = take_snapshot(
+            repo, fork_ref=args.onto, upstream_ref=args.upstream, config=config, facts=facts
+        )
+        commits = _upstream_commits(repo, snapshot, args.shas)
+        branch = args.branch or f"sluice/pick-{commits[0].sha[:10]}"
+        validate_ref(branch)
+        check_branch(repo, branch, onto=args.onto, trunk=config.fork.branch)
+        existing = repo.resolve_optional(f"refs/heads/{branch}")
+        if existing and not args.force and not args.dry_run:
+            raise SluiceError(f"branch {branch} exists", "pass --force to replace it, or another --branch")
         key = fork_key(config, repo, config.fork.branch)  # --onto may be any base; memory is per fork
         recall = (lambda keys: store.resolutions(key, keys)) if store else (lambda keys: {})
         picker = Picker(repo, config, recall=recall)
@@ -572,7 +582,9 @@ def parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="ingestion tip, Days Behind Upstream, Backlog Commits")
     _add_repo_options(status)
     status.add_argument(
-        "--database", help="store with skipped/deferred commits (default: $SLUICE_DATABASE_URL, if any)"
+        "--database",
+        help="store with per-commit facts and skipped/deferred commits (default: $SLUICE_DATABASE_URL, "
+        "else the default SQLite file when it exists; status never creates one)",
     )
     status.add_argument(
         "--audit",

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypedDict
 
-from bot import symbols
 from bot.analysis import distinctive, normalise_line
 from bot.applied import find_applied
 from bot.config import SluiceConfig, Strategy, parse_config
 from bot.errors import GitError
+from bot.facts import CommitFacts, FactKey, stack_touching
 from bot.gitio import MISSING_OBJECT, GitRepo
 from bot.metrics import pending_shas, stream_status
 from bot.models import (
     CommitInfo,
     FileChange,
-    Hunk,
     PatchStackFootprint,
     Recognised,
     StreamStatus,
@@ -48,6 +47,7 @@ class Snapshot:
     fork_commits: tuple[CommitInfo, ...]  # reachable from fork trunk only
     recognised: Mapping[str, Recognised]
     status: StreamStatus
+    unreadable: Mapping[str, str] = field(default_factory=dict)  # commit -> a path whose blob is missing
 
     @property
     def pending(self) -> list[str]:
@@ -91,26 +91,31 @@ def load_repo_config(
 
 
 def take_snapshot(
-    repo: GitRepo, *, fork_ref: str, upstream_ref: str, config: SluiceConfig, progress: Progress = _quiet
+    repo: GitRepo,
+    *,
+    fork_ref: str,
+    upstream_ref: str,
+    config: SluiceConfig,
+    progress: Progress = _quiet,
+    facts: CommitFacts | None = None,
 ) -> Snapshot:
+    """Read both histories; `facts` (from the store) spares re-reading the patch-ids of known commits."""
+    facts = facts or CommitFacts(repo)
     fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
     progress("reading the upstream stream")
-    stream = tuple(repo.first_parent_times(upstream_head))
-    candidates = tuple(repo.commits(upstream_head, "--not", fork_head, first_parent=True))
-    fork_commits = tuple(repo.commits(fork_head, "--not", upstream_head))
+    with ThreadPoolExecutor(max_workers=2) as pool:  # three `git log`s: the waits overlap
+        stream_log = pool.submit(repo.first_parent_times, upstream_head)
+        candidates_log = pool.submit(repo.commits, upstream_head, "--not", fork_head, first_parent=True)
+        fork_commits = tuple(repo.commits(fork_head, "--not", upstream_head))
+        stream, candidates = tuple(stream_log.result()), tuple(candidates_log.result())
     progress(
         f"recognising ingested commits among {len(candidates)} upstream and {len(fork_commits)} fork commits"
     )
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the two patch-id pipelines run side by side
-        upstream_ids = pool.submit(repo.patch_ids, stdin_shas=[c.sha for c in candidates])
-        fork_ids = repo.patch_ids(fork_head, "--not", upstream_head)
-        recognised = recognise(
-            candidates,
-            fork_commits,
-            upstream_patch_ids=upstream_ids.result(),
-            fork_patch_ids=fork_ids,
-            config=config,
-        )
+    upstream_ids = facts.patch_ids([c.sha for c in candidates if len(c.parents) < 2])
+    fork_ids = facts.patch_ids([c.sha for c in fork_commits if len(c.parents) < 2])
+    recognised = recognise(
+        candidates, fork_commits, upstream_patch_ids=upstream_ids, fork_patch_ids=fork_ids, config=config
+    )
     # Only what the explicit evidence and patch-ids left over: a pick that would change nothing.
     rest = [c for c in candidates if c.sha not in recognised]
     recognised |= find_applied(
@@ -119,6 +124,8 @@ def take_snapshot(
     missing = frozenset(c.sha for c in candidates)
     stack = len(patch_stack_of(fork_commits, recognised))
     read = missing | {c.sha for c in fork_commits}
+    # Both readers note what they could not read: the facts (patch-ids, diffs) and git's own log walks.
+    unreadable = {sha: path for sha, path in {**repo.unreadable, **facts.unreadable}.items() if sha in read}
     status = stream_status(
         stream,
         missing=set(missing),
@@ -126,7 +133,7 @@ def take_snapshot(
         fork_head=fork_head,
         patch_stack_commits=stack,
         picks_move_tip=config.strategy is Strategy.CHERRY_PICK,
-        unreadable={sha: path for sha, path in repo.unreadable.items() if sha in read},
+        unreadable=unreadable,
     )
     return Snapshot(
         fork_ref=fork_ref,
@@ -139,64 +146,20 @@ def take_snapshot(
         fork_commits=fork_commits,
         recognised=recognised,
         status=status,
+        unreadable=unreadable,
     )
 
 
-def _symbol_lines(hunk: Hunk) -> tuple[list[int], list[int]]:
-    """Old-side and new-side lines whose enclosing definitions a hunk changes."""
-    old = list(range(hunk.old_start, hunk.old_start + hunk.old_count))
-    if hunk.old_count == 0:  # an insertion changes whatever encloses the lines around it
-        old = [hunk.old_start, hunk.old_start + 1]
-    return old, list(range(hunk.new_start, hunk.new_start + hunk.new_count))
-
-
-def annotate_symbols(
-    repo: GitRepo, changes: Mapping[str, Sequence[FileChange]]
-) -> dict[str, tuple[FileChange, ...]]:
-    """Fill in each file change's touched symbols from its old and new blobs."""
-
-    def parsable(change: FileChange) -> bool:
-        return not change.binary and symbols.language_of(change.path) is not None
-
-    every = [f for files in changes.values() for f in files if parsable(f)]
-    blobs = repo.blobs(b for f in every for b in (f.old_blob, f.new_blob) if b)
-    # A blob is the new side of one commit and the old side of the next: parse it once.
-    parsed = {
-        b: symbols.definitions(f.path, blobs[b])
-        for f in every
-        for b in (f.old_blob, f.new_blob)
-        if b in blobs
-    }
-    return {
-        sha: tuple(_with_symbols(f, parsed) if parsable(f) else f for f in files)
-        for sha, files in changes.items()
-    }
-
-
-def _with_symbols(change: FileChange, parsed: Mapping[str, Sequence[symbols.Definition]]) -> FileChange:
-    old_lines: list[int] = []
-    new_lines: list[int] = []
-    for hunk in change.hunks:
-        old, new = _symbol_lines(hunk)
-        old_lines += old
-        new_lines += new
-    found: set[str] = set()
-    for blob, lines in ((change.old_blob, old_lines), (change.new_blob, new_lines)):
-        if blob is not None and blob in parsed and lines:
-            found.update(symbols.innermost_names(parsed[blob], lines))
-    return change.model_copy(update={"symbols": tuple(sorted(found))})
-
-
-def patch_stack_footprint(repo: GitRepo, snapshot: Snapshot, paths: Iterable[str]) -> PatchStackFootprint:
+def patch_stack_footprint(
+    facts: CommitFacts, snapshot: Snapshot, paths: Iterable[str]
+) -> PatchStackFootprint:
     """What the patch stack changed in the given paths: files, the upstream lines it replaced, symbols."""
-    stack = {c.sha for c in snapshot.patch_stack}
+    stack = [c.sha for c in snapshot.patch_stack]
     wanted = set(paths)
     if not stack or not wanted:
         return PatchStackFootprint(commits=len(stack))
-    # Filtering here is several times faster than hundreds of pathspecs in `git log`.
-    patches = repo.range_patches(snapshot.fork_head, "--not", snapshot.upstream_head, no_merges=True)
-    relevant = {sha: [f for f in files if f.path in wanted] for sha, files in patches.items() if sha in stack}
-    annotated = annotate_symbols(repo, {sha: files for sha, files in relevant.items() if files})
+    patches = facts.patches(stack_touching(facts, stack, wanted), only=wanted)
+    annotated = facts.with_symbols({sha: files for sha, files in patches.items() if files})
     files: set[str] = set()
     replaced: dict[str, set[str]] = {}
     touched: dict[str, set[str]] = {}
@@ -231,36 +194,41 @@ def analyse_pending(
     config: SluiceConfig,
     skip: Iterable[str] = (),
     progress: Progress = _quiet,
+    facts: CommitFacts | None = None,
 ) -> PendingAnalysis:
+    facts = facts or CommitFacts(repo)
     skipped = set(skip)
     pending = [sha for sha in snapshot.pending if sha not in skipped]
     if not pending:
         return PendingAnalysis(commits=(), stream_patches=(), footprint=PatchStackFootprint())
     infos = {c.sha: c for c in snapshot.candidates}
     position = {sha: i for i, (sha, _) in enumerate(snapshot.stream)}
-    first = infos[pending[0]]
-    since = ("--not", first.parents[0]) if first.parents else ()
+    since_first = [sha for sha, _ in snapshot.stream[position[pending[0]] :]]
     # Conflict prediction mostly waits on `git merge-tree`; the diffs and symbols are Python work.
-    # Running them side by side uses both cores.
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    # Running them side by side uses both cores. Its probe objects go to a throwaway object directory.
+    known = facts.verdicts(pending)
+    verdicts = dict(known)  # the worker thread reads and extends it; only this thread uses the store
+    with repo.quarantined() as probe, ThreadPoolExecutor(max_workers=1) as pool:
         predicted = pool.submit(
             predict_conflicts,
-            repo,
+            probe,
             snapshot.fork_head,
             [infos[s] for s in pending],
             config=config,
             progress=progress,
+            verdicts=verdicts,
         )
-        stream_patches = repo.range_patches("--first-parent", "--reverse", snapshot.upstream_head, *since)
-        own = annotate_symbols(repo, {sha: stream_patches[sha] for sha in pending})
-        footprint = patch_stack_footprint(repo, snapshot, (f.path for files in own.values() for f in files))
+        stream_patches = facts.patches(since_first)
+        own = facts.with_symbols({sha: stream_patches[sha] for sha in pending})
+        footprint = patch_stack_footprint(facts, snapshot, (f.path for files in own.values() for f in files))
         conflicts = predicted.result()
+    facts.keep_verdicts({key: value for key, value in verdicts.items() if key not in known})
     commits = tuple(
         UpstreamCommit(
             info=infos[sha],
             position=position[sha],
             files=own[sha],
-            unreadable=repo.unreadable.get(sha),
+            unreadable=repo.unreadable.get(sha) or facts.unreadable.get(sha),
             **conflicts[sha],
         )
         for sha in pending
@@ -293,11 +261,15 @@ def predict_conflicts(
     *,
     config: SluiceConfig,
     progress: Progress = _quiet,
+    verdicts: MutableMapping[FactKey, str] | None = None,
 ) -> dict[str, PredictedConflicts]:
     """Pick each commit onto fork trunk plus the earlier ones that applied, as `sluice pick` would:
     a conflict a mechanical rule resolves is not a reason for a human; one that needs a human is.
+
+    Probe objects are written into `repo`: give a quarantined view (`GitRepo.quarantined`). `verdicts`
+    holds the outcomes of conflicted merges met before (it gains the new ones).
     """
-    picker = Picker(repo, config, use_resolver=False, evidence=False)
+    picker = Picker(repo, config, use_resolver=False, evidence=False, verdicts=verdicts)
     tree = repo.tree_of(fork_head)
     result: dict[str, PredictedConflicts] = {}
     for index, commit in enumerate(commits):

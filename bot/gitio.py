@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
+import hashlib
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import unicodedata
-from collections.abc import Iterable, Sequence
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from io import BytesIO
 from pathlib import Path
-
-import git
-from gitdb.base import IStream
-from gitdb.db import LooseObjectDB
 
 from bot.diffparse import COMMIT_MARK, parse_patch_section, split_log
 from bot.errors import GitError
@@ -28,6 +29,10 @@ MAX_REF_LENGTH = 255
 # `git check-ref-format`'s forbidden characters, plus shell metacharacters that git allows but no real branch
 # uses (`$(id)`): refs reach logs, comments and commands people copy.
 REF_FORBIDDEN = frozenset("~^:?*[\\") | frozenset("$`;|&<>()'\"!")
+# What opening a repository asks of it: where its objects are, whether it is shallow, whether the path is
+# its top (`--show-cdup` prints nothing there).
+REPO_FACTS = ("--absolute-git-dir", "--git-common-dir", "--is-shallow-repository", "--show-cdup")
+LOOSE_COMPRESSION = 1  # git's default for loose objects (core.looseCompression)
 FIELD = "\x1f"
 META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%ad", "%ct", "%B"])  # with --date=raw: "<epoch> <tz>"
 COMMITTER = "Sluice <sluice@users.noreply.github.com>"
@@ -131,22 +136,69 @@ class GitRepo:
         self.path = Path(path).resolve()
         if not self.path.exists():
             raise GitError(f"{path} does not exist", "pass --repo the path of a clone or mirror")
-        try:
-            self._repo = git.Repo(self.path)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
-            raise GitError(
-                f"{path} is not a git repository", "pass --repo the path of a clone or mirror"
-            ) from exc
-        self.git_dir = Path(self._repo.git_dir)
-        # GitPython's own object database goes through a `git` process per write; gitdb's is in-process.
-        self._loose = LooseObjectDB(str(Path(self._repo.common_dir) / "objects"))
+        self.env = {**os.environ, **GIT_ENV}
+        proc = subprocess.run(
+            ["git", "rev-parse", *REPO_FACTS],
+            cwd=self.path,
+            capture_output=True,
+            env=self.env,
+        )
+        fields = proc.stdout.decode("utf-8", "surrogateescape").split("\n")
+        if proc.returncode or len(fields) < 4 or fields[3]:  # `--show-cdup` is empty at the top only
+            raise GitError(f"{path} is not a git repository", "pass --repo the path of a clone or mirror")
+        self.git_dir = Path(fields[0])
+        self.objects = (self.path / fields[1]).resolve() / "objects"
+        self.quarantine: Path | None = None  # where this view writes objects, when it is a probe view
         # Commits whose diff needs an object this repository lacks: SHA -> the path git could not read.
         self.unreadable: dict[str, str] = {}
-        if (self.git_dir / "shallow").exists():
+        if fields[2] == "true":
             raise GitError(
                 f"{path} is a shallow clone; Sluice needs the whole history to recognise ingested commits",
                 "run `git fetch --unshallow` in it, or clone without --depth",
             )
+
+    @contextmanager
+    def quarantined(self) -> Iterator[GitRepo]:
+        """A view of this repository whose new objects go to a throwaway directory, removed on exit.
+
+        As git's own quarantine for incoming pushes: git reads the repository's objects as an alternate
+        and writes only into the temporary directory, so probes (plans, dry runs) leave nothing behind.
+        A view that is already quarantined is returned as it is.
+        """
+        if self.quarantine is not None:
+            yield self
+            return
+        tmp = Path(tempfile.mkdtemp(prefix="sluice-objects-"))
+        view = copy.copy(self)
+        inherited = self.env.get("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+        view.env = {
+            **self.env,
+            "GIT_OBJECT_DIRECTORY": str(tmp),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.pathsep.join(filter(None, [str(self.objects), inherited])),
+        }
+        view.quarantine = tmp
+        try:
+            yield view
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def adopt(self, view: GitRepo, head: str, *, have: Sequence[str]) -> int:
+        """Move the objects a quarantined view wrote that `head` needs into this repository, so a ref may
+        point at `head` once the view is gone; `have` are commits the repository has (`head`'s base and
+        the upstream commits picked), where the walk stops. Returns how many objects moved."""
+        if view.quarantine is None:
+            return 0
+        bases = [validate_sha(sha) for sha in have]
+        listing = view.run("rev-list", "--objects", validate_sha(head), "--not", *bases, "--")
+        moved = 0
+        for line in listing.splitlines():
+            sha = line[:40]
+            source = view.quarantine / sha[:2] / sha[2:]
+            target = self.objects / sha[:2] / sha[2:]
+            if source.exists() and not target.exists():
+                _place(target, source.read_bytes())
+                moved += 1
+        return moved
 
     # -- running git -------------------------------------------------------------------------------
 
@@ -154,9 +206,7 @@ class GitRepo:
         return self.run_bytes(*args, stdin=stdin, ok=ok).decode("utf-8", "replace")
 
     def run_bytes(self, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> bytes:
-        proc = subprocess.run(
-            ["git", *args], cwd=self.path, input=stdin, capture_output=True, env={**os.environ, **GIT_ENV}
-        )
+        proc = subprocess.run(["git", *args], cwd=self.path, input=stdin, capture_output=True, env=self.env)
         if proc.returncode not in ok:
             message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
             raise GitError(f"git {args[0]} failed: {message[-1] if message else proc.returncode}")
@@ -231,32 +281,18 @@ class GitRepo:
             data = None
         else:
             return {}
-        try:
-            return self._piped_patch_ids(args, data)
-        except GitError:
-            shas = data.decode().split() if data else self.run("rev-list", "--no-merges", *revs, "--").split()
-            patches = self.log_each(PATCH_ID_LOG, shas, mark=b"commit ")
-            proc = subprocess.run(
-                ["git", "patch-id", "--stable"],
+        env = self.env
+        with (
+            tempfile.TemporaryFile() as errors,  # a pipe could fill up while nobody reads it
+            subprocess.Popen(
+                ["git", *args],
                 cwd=self.path,
-                input=patches,
-                capture_output=True,
-                env={**os.environ, **GIT_ENV},
-            )
-            if proc.returncode:
-                raise GitError("git patch-id failed", "check that the repository is readable") from None
-            return _patch_id_pairs(proc.stdout)
-
-    def _piped_patch_ids(self, args: Sequence[str], data: bytes | None) -> dict[str, str]:
-        env = {**os.environ, **GIT_ENV}
-        with subprocess.Popen(
-            ["git", *args],
-            cwd=self.path,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        ) as log:
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=env,
+            ) as log,
+        ):
             assert log.stdin is not None
             # `log --stdin` reads every SHA before it writes anything, so this cannot block on our side.
             log.stdin.write(data or b"")
@@ -264,16 +300,23 @@ class GitRepo:
             patch = subprocess.run(
                 ["git", "patch-id", "--stable"], cwd=self.path, stdin=log.stdout, capture_output=True, env=env
             )
+            log.wait()
+            errors.seek(0)
+            said = errors.read().decode("utf-8", "replace").strip().splitlines()
         if log.returncode or patch.returncode:
-            raise GitError("git patch-id failed", "check that the repository is readable and not corrupt")
-        return _patch_id_pairs(patch.stdout)
+            raise GitError(
+                f"git patch-id failed: {said[-1] if said else log.returncode or patch.returncode}",
+                "check that the repository is readable and not corrupt",
+            )
+        pairs = (line.split() for line in patch.stdout.decode().splitlines())
+        return {commit: pid for pid, commit in pairs}
 
     def log_each(self, options: Sequence[str], shas: Sequence[str], *, mark: bytes) -> bytes:
         """`git log OPTIONS` of the listed commits in order, going on past any whose diff needs a missing
         object: such a commit keeps only its `--raw` file list (when its trees can be read) and is noted in
         `unreadable`.
         """
-        env = {**os.environ, **GIT_ENV}
+        env = self.env
         out: list[bytes] = []
         remaining = list(shas)
         while remaining:
@@ -325,9 +368,55 @@ class GitRepo:
             ["git", *RAW_ONE, validate_sha(sha)],
             cwd=self.path,
             capture_output=True,
-            env={**os.environ, **GIT_ENV},
+            env=self.env,
         )
         return proc.stdout if proc.returncode == 0 else None
+
+    def patches_of(
+        self, shas: Sequence[str], *, paths: Sequence[str] = ()
+    ) -> dict[str, tuple[FileChange, ...]]:
+        """Raw + `-U0` patches of the listed commits (merges against their first parent), optionally
+        limited to some paths."""
+        if not shas:
+            return {}
+        out = self.run(
+            "log",
+            "--no-walk=unsorted",
+            "--stdin",
+            "--diff-merges=first-parent",
+            *DIFF_OPTIONS,
+            f"--format={COMMIT_MARK}%H",
+            "--",
+            *paths,
+            stdin=_sha_lines(shas),
+        )
+        return {sha: parse_patch_section(body) for sha, body in split_log(out)}
+
+    def changed_files(self, shas: Sequence[str]) -> dict[str, tuple[FileChange, ...]]:
+        """The files each listed commit changes against its first parent, without hunks.
+
+        Reads no blob, so it works where a blob is missing (partial clones, snapshots without large files);
+        a commit whose trees are missing too comes back without files and is noted in `unreadable`.
+        """
+        if not shas:
+            return {}
+        options = (
+            "--diff-merges=first-parent",
+            "--raw",
+            "--no-renames",
+            "--no-abbrev",
+            f"--format={COMMIT_MARK}%H",
+        )
+        out = self.log_each(options, shas, mark=COMMIT_MARK.encode()).decode("utf-8", "replace")
+        return {sha: parse_patch_section(body) for sha, body in split_log(out)}
+
+    def missing_objects(self, shas: Iterable[str]) -> set[str]:
+        """The objects among `shas` this repository cannot read."""
+        wanted = sorted({validate_sha(s) for s in shas})
+        if not wanted:
+            return set()
+        out = self.run("cat-file", "--batch-check=%(objectname)", stdin=("\n".join(wanted) + "\n").encode())
+        return {line.split()[0] for line in out.splitlines() if line.endswith(" missing")}
 
     def read_file(self, rev: str, path: str) -> bytes | None:
         """A file's content at a commit or tree, or None when it is not there."""
@@ -335,7 +424,7 @@ class GitRepo:
             ["git", "cat-file", "blob", f"{validate_sha(rev)}:{path}"],
             cwd=self.path,
             capture_output=True,
-            env={**os.environ, **GIT_ENV},
+            env=self.env,
         )
         return proc.stdout if proc.returncode == 0 else None
 
@@ -401,9 +490,16 @@ class GitRepo:
         return self.write_object(b"commit", data)
 
     def write_object(self, kind: bytes, data: bytes) -> str:
-        """Store a loose object in-process (gitdb), as `git hash-object -w` would, and return its SHA."""
-        stream = self._loose.store(IStream(kind, len(data), BytesIO(data)))
-        return str(stream.hexsha.decode() if isinstance(stream.hexsha, bytes) else stream.hexsha)
+        """Store a loose object in-process, as `git hash-object -w` would, and return its SHA.
+
+        A process per object would cost more than the merges it serves.
+        """
+        raw = b"%s %d\0%s" % (kind, len(data), data)
+        sha = hashlib.sha1(raw).hexdigest()
+        target = (self.quarantine or self.objects) / sha[:2] / sha[2:]
+        if not target.exists():
+            _place(target, zlib.compress(raw, LOOSE_COMPRESSION))
+        return sha
 
 
 @dataclass(frozen=True)
@@ -455,7 +551,7 @@ class Plumbing:
             ["git", "merge-file", "-p", "--diff3", "-L", "ours", "-L", "base", "-L", "theirs", "--", *names],
             cwd=workdir,
             capture_output=True,
-            env={**os.environ, **GIT_ENV},
+            env=self.repo.env,
         )
         if proc.returncode < 0 or proc.returncode > 127:
             raise GitError("git merge-file failed", proc.stderr.decode("utf-8", "replace")[-500:])
@@ -466,7 +562,7 @@ class Plumbing:
 
     def replace_in_tree(self, tree: str, entries: dict[str, Stage], *, workdir: Path) -> str:
         """A tree equal to `tree` with the given paths set to the given blobs (through a private index)."""
-        env = {**os.environ, **GIT_ENV, "GIT_INDEX_FILE": str(workdir / "index")}
+        env = {**self.repo.env, "GIT_INDEX_FILE": str(workdir / "index")}
 
         def git(*args: str, stdin: bytes | None = None) -> str:
             proc = subprocess.run(
@@ -524,11 +620,6 @@ class Plumbing:
         return hits
 
 
-def _patch_id_pairs(out: bytes) -> dict[str, str]:
-    pairs = (line.split() for line in out.decode().splitlines())
-    return {commit: pid for pid, commit in pairs}
-
-
 def _path_of(raw: bytes, oid: str) -> str:
     """The path whose old or new blob is `oid` in a commit's `--raw` lines."""
     for line in raw.decode("utf-8", "replace").splitlines():
@@ -536,6 +627,23 @@ def _path_of(raw: bytes, oid: str) -> str:
         if oid in meta.split()[2:4]:
             return path
     return f"object {oid}"
+
+
+def _place(target: Path, compressed: bytes) -> None:
+    """Write a loose object file so that readers never see half of it (and two writers do not clash)."""
+    try:
+        fd, temporary = tempfile.mkstemp(prefix="tmp_obj_", dir=target.parent)
+    except FileNotFoundError:  # the first object of its fan-out directory
+        target.parent.mkdir(exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix="tmp_obj_", dir=target.parent)
+    with os.fdopen(fd, "wb") as out:
+        out.write(compressed)
+        os.fchmod(out.fileno(), 0o444)  # as git leaves its objects
+    os.replace(temporary, target)
+
+
+def _sha_lines(shas: Sequence[str]) -> bytes:
+    return "".join(f"{validate_sha(sha)}\n" for sha in shas).encode()
 
 
 def _commit_info(chunk: str) -> CommitInfo:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.config import SluiceConfig
-from bot.engine import annotate_symbols
+from bot.facts import annotate_symbols
 from bot.gitio import GitRepo
 from bot.models import CommitInfo, FileChange
 from bot.render import plural

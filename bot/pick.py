@@ -8,9 +8,12 @@ resolver hook; anything else needs a human, and then no ref is written at all.
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from bot import conflicts, rerere
 from bot.config import SluiceConfig, Strategy
 from bot.conflicts import ConflictClass, FileVerdict
 from bot.errors import SluiceError
+from bot.facts import VERSIONS, FactKey, FactKind
 from bot.gitio import GitRepo, MergeResult, Plumbing, Stage
 from bot.models import (
     CommitInfo,
@@ -70,6 +74,7 @@ class Picker:
         recall: Recall = _nothing_remembered,
         use_resolver: bool = True,
         evidence: bool = True,
+        verdicts: MutableMapping[FactKey, str] | None = None,
     ) -> None:
         self.repo = repo
         self.git = Plumbing(repo)
@@ -78,6 +83,16 @@ class Picker:
         self.use_resolver = use_resolver and bool(config.resolver.command)
         # Planning only needs to know whether a human is needed: no blame, no search for API users.
         self.with_evidence = evidence
+        # Planning's outcomes of conflicted merges, kept by content (see `step`): a re-plan classifies
+        # only conflicts it has not met.
+        self.verdicts = verdicts
+        self._git_version: str | None = None
+
+    def through(self, repo: GitRepo) -> Picker:
+        """The same picker reading and writing through `repo` (a quarantined view of its repository)."""
+        other = copy.copy(self)
+        other.repo, other.git = repo, Plumbing(repo)
+        return other
 
     def step(self, head: str, tree: str, commit: CommitInfo, *, strategy: Strategy) -> StepResult:
         """Merge one upstream commit onto (`head`, `tree`); `head` is the commit whose history blame reads."""
@@ -92,12 +107,53 @@ class Picker:
                 ),
                 result.tree,
             )
+        key = self._verdict_key(commit, result)
         with tempfile.TemporaryDirectory(prefix="sluice-pick-") as tmp:
+            if key is not None and self.verdicts is not None and key in self.verdicts:
+                return self._replay(commit, result, self.verdicts[key], Path(tmp))
             outcomes = [
                 self._file(path, stages, commit, head, Path(tmp))
                 for path, stages in sorted(result.stages.items())
             ]
-            return self._finish(commit, result, outcomes, Path(tmp))
+            step = self._finish(commit, result, outcomes, Path(tmp))
+        if key is not None and self.verdicts is not None:
+            self.verdicts[key] = _remembered(step, outcomes)
+        return step
+
+    def _verdict_key(self, commit: CommitInfo, result: MergeResult) -> FactKey | None:
+        """What determines a conflicted merge's outcome in planning: the commit, the merged tree and its
+        index stages (so all three sides), the configuration and the code that classifies."""
+        if (
+            self.verdicts is None
+            or self.with_evidence
+            or self.use_resolver
+            or self.recall is not _nothing_remembered
+        ):
+            return None  # blame, memory and the resolver read more than the merge's own content
+        stages = sorted((path, n, s.mode, s.oid) for path, by in result.stages.items() for n, s in by.items())
+        if self._git_version is None:  # `git merge-file` writes the conflict blocks that are classified
+            self._git_version = self.repo.run("--version").strip()
+        content = [
+            VERSIONS[FactKind.VERDICT],
+            self._git_version,
+            result.tree,
+            stages,
+            self.config.model_dump_json(),
+        ]
+        return commit.sha, hashlib.sha256(json.dumps(content).encode()).hexdigest()
+
+    def _replay(self, commit: CommitInfo, result: MergeResult, remembered: str, tmp: Path) -> StepResult:
+        """A conflicted merge's outcome as planning found it before, its resolved files written again."""
+        known = json.loads(remembered)
+        report = CommitReport.model_validate_json(known["report"])
+        if known["resolved"] is None:
+            return StepResult(report, None)
+        entries = {
+            path: Stage(mode=mode, oid=self.git.write_blob(text.encode("utf-8", "surrogateescape")))
+            for path, (mode, text) in known["resolved"].items()
+        }
+        tree = self.git.replace_in_tree(result.tree, entries, workdir=tmp)
+        return StepResult(report.model_copy(update={"tree": tree}), tree, list(known["rules"]))
 
     def _pick_inputs(self, tree: str, commit: CommitInfo) -> tuple[str, str]:
         """(ours, theirs) whose merge base is the commit's parent: a cherry-pick as a merge of trees.
@@ -262,6 +318,19 @@ class Picker:
         )
 
 
+def _remembered(step: StepResult, outcomes: Sequence[_FileOutcome]) -> str:
+    """A conflicted step's outcome as `Picker._replay` reads it: the report, the resolved texts, rules."""
+    resolved = None
+    if step.tree is not None:
+        resolved = {
+            o.verdict.path: (o.stage.mode, o.text)
+            for o in outcomes
+            if o.stage is not None and o.text is not None
+        }
+    report = step.report.model_copy(update={"tree": None}).model_dump_json()
+    return json.dumps({"report": report, "resolved": resolved, "rules": step.rules})
+
+
 def _replay(merged: str, known: Mapping[str, tuple[str, ...]]) -> tuple[str | None, tuple[str, ...]]:
     """Remembered resolutions for a file, or none when the memory's parser cannot read it.
 
@@ -383,8 +452,31 @@ def _changes_nothing(step: StepResult, tree: str, strategy: Strategy) -> bool:
 def run_pick(picker: Picker, request: PickRequest) -> PickReport:
     """Apply every commit; write the branch only when all of them applied (never half-written).
 
-    A commit whose pick would be empty is reported as already applied and gets no commit of its own."""
-    git = picker.git
+    A commit whose pick would be empty is reported as already applied and gets no commit of its own.
+    Probes go to a throwaway object directory; only the objects of a branch that is written stay.
+    """
+    with picker.repo.quarantined() as probe:
+        head, reports = _apply_all(picker.through(probe), request)
+        written = (
+            head is not None and head != request.onto and not request.dry_run and request.branch is not None
+        )
+        if written:
+            assert request.branch is not None and head is not None
+            have = [request.onto, *(c.sha for c in request.commits)]
+            picker.repo.adopt(probe, head, have=have)
+            picker.git.update_branch(request.branch, head, old=request.branch_old)
+    return PickReport(
+        onto=request.onto,
+        strategy=request.strategy.value,
+        dry_run=request.dry_run,
+        branch=request.branch,
+        head=head if written else None,
+        commits=reports,
+    )
+
+
+def _apply_all(picker: Picker, request: PickRequest) -> tuple[str | None, tuple[CommitReport, ...]]:
+    """(the head with every commit applied, or None when one needs a human; every commit's report)."""
     head, tree = request.onto, picker.repo.tree_of(request.onto)
     blocked = False
     reports: list[CommitReport] = []
@@ -399,20 +491,10 @@ def run_pick(picker: Picker, request: PickRequest) -> PickReport:
             continue
         tree = step.tree
         parents = [head, commit.sha] if request.strategy is Strategy.MERGE else [head]
-        head = git.commit(tree, parents, commit_message(commit, step.rules), author=commit, at=request.now)
+        message = commit_message(commit, step.rules)
+        head = picker.git.commit(tree, parents, message, author=commit, at=request.now)
         reports.append(step.report.model_copy(update={"commit": None if request.dry_run else head}))
-    written = not blocked and not request.dry_run and request.branch is not None and head != request.onto
-    if written:
-        assert request.branch is not None
-        git.update_branch(request.branch, head, old=request.branch_old)
-    return PickReport(
-        onto=request.onto,
-        strategy=request.strategy.value,
-        dry_run=request.dry_run,
-        branch=request.branch,
-        head=head if written else None,
-        commits=tuple(reports),
-    )
+    return (None if blocked else head), tuple(reports)
 
 
 def pick_in_order(
@@ -425,7 +507,21 @@ def pick_in_order(
 ) -> tuple[str | None, tuple[CommitReport, ...]]:
     """Apply commits onto `onto` until one needs a human: (head of what applied or None, their reports and
     the blocking one's). Commits are dated like their upstream commits, so the same inputs give the same
-    SHAs and a re-run pushes nothing new."""
+    SHAs and a re-run pushes nothing new. Only the objects of the commits that applied stay."""
+    with picker.repo.quarantined() as probe:
+        head, reports = _apply_until_blocked(picker.through(probe), onto, commits, strategy, trailers)
+        if head is not None:
+            picker.repo.adopt(probe, head, have=[onto, *(c.sha for c in commits)])
+    return head, reports
+
+
+def _apply_until_blocked(
+    picker: Picker,
+    onto: str,
+    commits: Sequence[CommitInfo],
+    strategy: Strategy,
+    trailers: Sequence[tuple[str, str]],
+) -> tuple[str | None, tuple[CommitReport, ...]]:
     git = picker.git
     head, tree = onto, picker.repo.tree_of(onto)
     reports: list[CommitReport] = []
@@ -448,8 +544,16 @@ def learn_resolutions(
 ) -> dict[str, tuple[str, tuple[str, ...]]]:
     """What a human's resolution commit teaches: {conflict key: (path, lines)} for each block it resolved.
 
-    `resolved` is the fork commit that carries `upstream` picked by hand onto its first parent.
+    `resolved` is the fork commit that carries `upstream` picked by hand onto its first parent. The probe
+    it merges is thrown away.
     """
+    with picker.repo.quarantined() as probe:
+        return _learn(picker.through(probe), upstream, resolved)
+
+
+def _learn(
+    picker: Picker, upstream: CommitInfo, resolved: CommitInfo
+) -> dict[str, tuple[str, tuple[str, ...]]]:
     onto = resolved.parents[0]
     ours = picker.repo.write_commit(
         picker.repo.tree_of(onto), [upstream.parents[0]], "sluice: learn", timestamp=upstream.committer_time

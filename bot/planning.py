@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 
 from bot.config import SluiceConfig
 from bot.engine import Snapshot, analyse_pending, take_snapshot
+from bot.facts import CommitFacts
 from bot.gitio import GitRepo
 from bot.models import Disposition, Plan, StreamStatus
 from bot.planner import make_plan, prior_chains
@@ -51,11 +52,14 @@ def build_plan(
     progress: Callable[[str], None],
 ) -> Plan:
     """Read the repository, plan it against the stored chains and record the plan when a store is given."""
-    snapshot = take_snapshot(repo, fork_ref=fork, upstream_ref=upstream, config=config, progress=progress)
+    facts = CommitFacts(repo, store)  # what is known of a commit is not read again
+    snapshot = take_snapshot(
+        repo, fork_ref=fork, upstream_ref=upstream, config=config, progress=progress, facts=facts
+    )
     key = fork_key(config, repo, fork)
     dispositions = store.dispositions(key) if store else {}
     held = held_by_people(snapshot, dispositions)
-    analysis = analyse_pending(repo, snapshot, config=config, skip=held, progress=progress)
+    analysis = analyse_pending(repo, snapshot, config=config, skip=held, progress=progress, facts=facts)
     ingested = snapshot.ingested
     progress("planning")
     plan = make_plan(

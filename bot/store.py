@@ -7,7 +7,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,13 +33,13 @@ from sqlalchemy import (
     create_engine,
     event,
     insert,
+    inspect,
     literal_column,
     or_,
     select,
     text,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
@@ -51,6 +51,7 @@ from bot.models import Disposition, Plan
 
 DEFAULT_URL_ENV = "SLUICE_DATABASE_URL"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+HEAD_REVISION = "0006_commit_facts"  # the newest migration (a test checks it against Alembic's head)
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # pg_advisory_xact_lock keys: one for schema migrations, one namespace for per-fork plan recording.
 _MIGRATION_LOCK_KEY = 0x534C_5549_4345_0001
@@ -201,6 +202,21 @@ resolutions = Table(
     Column("created_at", UTCDateTime, nullable=False),
     PrimaryKeyConstraint("fork_key", "key", name="pk_resolutions"),
     CheckConstraint("source IN ('human', 'proposed')", name="ck_resolutions_source"),
+)
+
+
+# Facts about one commit that its SHA determines (see bot/facts.py): patch-ids, parsed diffs, symbols.
+# Not per fork: a SHA names the same content in every repository. One row per (kind, sha, path); a row of
+# another version is a stale cache entry, overwritten when the fact is computed again.
+commit_facts = Table(
+    "commit_facts",
+    metadata,
+    Column("kind", String(16), nullable=False),
+    Column("sha", String(64), nullable=False),
+    Column("path", Text, nullable=False),  # "" for a fact about the whole commit
+    Column("version", String(64), nullable=False),
+    Column("value", Text, nullable=False),
+    PrimaryKeyConstraint("kind", "sha", "path", name="pk_commit_facts"),
 )
 
 
@@ -382,6 +398,43 @@ class Store:
                 found.update((row.key, tuple(json.loads(row.lines))) for row in conn.execute(query))
         return found
 
+    def load_facts(
+        self, kind: str, version: str, shas: Sequence[str], *, paths: Collection[str] | None = None
+    ) -> dict[tuple[str, str], str]:
+        """{(sha, path): value} of the stored facts of one kind and version about the given commits (and
+        only the given paths, when some are given)."""
+        found: dict[tuple[str, str], str] = {}
+        path_chunks: list[Sequence[str] | None] = [None] if paths is None else list(_chunks(sorted(paths)))
+        with self._engine.connect() as conn:
+            for chunk in _chunks(sorted(set(shas))):
+                for path_chunk in path_chunks:
+                    query = select(commit_facts.c.sha, commit_facts.c.path, commit_facts.c.value).where(
+                        commit_facts.c.kind == kind,
+                        commit_facts.c.version == version,
+                        commit_facts.c.sha.in_(chunk),
+                    )
+                    if path_chunk is not None:
+                        query = query.where(commit_facts.c.path.in_(path_chunk))
+                    # fetchall, not row by row: a fork's history is thousands of rows
+                    found.update(((sha, path), value) for sha, path, value in conn.execute(query).all())
+        return found
+
+    def save_facts(self, kind: str, version: str, facts: Mapping[tuple[str, str], str]) -> None:
+        """Store facts ({(sha, path): value}); a fact stored before under another version is replaced."""
+        rows = [
+            {"kind": kind, "sha": sha, "path": path, "version": version, "value": value}
+            for (sha, path), value in sorted(facts.items())
+        ]
+        with self._engine.begin() as conn:
+            for start in range(0, len(rows), _CHUNK):
+                _upsert(
+                    conn,
+                    commit_facts,
+                    rows[start : start + _CHUNK],
+                    keys=("kind", "sha", "path"),
+                    changed=("version", "value"),
+                )
+
     def latest_plan(self, fork_key: str) -> Plan | None:
         query = select(plans.c.plan).where(plans.c.fork_key == fork_key).order_by(plans.c.id.desc()).limit(1)
         with self._engine.connect() as conn:
@@ -448,16 +501,25 @@ def _begin_immediate(conn: Connection) -> None:
 
 def _migrate(engine: Engine) -> None:
     """Upgrade to head inside one transaction that holds a lock, so concurrent openers take turns."""
-    from alembic import command  # imported here: Alembic costs every CLI start ~0.15 s otherwise
-    from alembic.config import Config
-
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+        if _revision(conn) == HEAD_REVISION:
+            return  # the usual case: importing and running Alembic would cost every command ~0.2 s
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS_DIR))
         config.attributes["connection"] = conn
         command.upgrade(config, "head")
+
+
+def _revision(conn: Connection) -> str | None:
+    """The schema revision Alembic recorded, or None in a database it has not migrated."""
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one_or_none()
 
 
 def _lock_fork(conn: Connection, fork_key: str) -> None:
@@ -608,6 +670,9 @@ def _upsert(
     """
     if not rows:
         return
+    # Imported here: the PostgreSQL dialect package costs every command ~20 ms, and reads never need it.
+    from sqlalchemy.dialects import postgresql, sqlite
+
     dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     stmt = dialect_insert(table)
     stmt = stmt.on_conflict_do_update(

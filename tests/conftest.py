@@ -22,6 +22,14 @@ def running_in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
+@pytest.fixture(autouse=True)
+def private_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands that fall back to the default store (`status`, `pick`) write under a test directory, never
+    under the home of whoever runs the tests."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.getbasetemp() / "state"))
+    monkeypatch.delenv("SLUICE_DATABASE_URL", raising=False)
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[Engine]:
     """An engine on the test PostgreSQL. Missing server: the test fails in CI, is skipped elsewhere."""

@@ -40,3 +40,39 @@ def test_plan_bench_prints_plan_raw_and_ratio() -> None:
     assert int(raw.group(2)) >= 40
     # The printed times are rounded to 10 ms, so the ratio recomputed from them is only close.
     assert float(plan.group(1)) / float(raw.group(1)) == pytest.approx(float(ratio.group(1)), rel=0.1)
+
+
+def test_real_cost_skips_without_a_repository() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "real_cost.py")], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and "skipped: no repository given" in proc.stdout
+
+
+def test_real_cost_prints_its_figures_on_a_merge_style_fork(tmp_path: Path) -> None:
+    from tests.scenarios import Scenario, numbered
+
+    s = Scenario(tmp_path)
+    s.upstream("Initial import (#1)", {"docs/a.md": numbered("a", 30)})
+    s.fork_here()
+    s.fork("[XPU] own docs", {"docs/xpu.md": "xpu\n"})
+    merged = s.upstream("[DOCS] one (#2)", {"docs/a.md": numbered("a", 31)})
+    s.git("checkout", "-q", "main")
+    s.git("merge", "-q", "--no-ff", "-m", f"Merge OpenAI Triton commit `{merged[:7]}` (#7)", merged)
+    for n in range(3, 6):
+        s.upstream(f"[DOCS] more (#{n})", {"docs/a.md": numbered("a", 30 + n)})
+    before = s.git("count-objects", "-v")
+
+    options = ["--upstream", "upstream/main", "--window", "3", "--runs", "1"]
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "real_cost.py"), str(s.path), *options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "3 pending upstream commits" in proc.stdout
+    for label in ("pick --dry-run (warm)", "plan of 3 commits (warm)", "ratio prediction / raw merge-tree"):
+        assert re.search(rf"{re.escape(label)}: [\d.]+", proc.stdout), proc.stdout
+    assert re.search(r"loose objects before: (\d+) .*\n.*after \d+ plans and dry runs: \1 ", proc.stdout)
+    assert s.git("count-objects", "-v") == before  # the scenario itself is only read

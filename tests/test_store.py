@@ -18,6 +18,7 @@ from sqlalchemy.pool import NullPool
 import bot.jobs
 import bot.leases
 import bot.registry
+import bot.store
 from bot.models import (
     Dependency,
     DependencyKind,
@@ -49,13 +50,14 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0005_leases"
+HEAD_REVISION = "0006_commit_facts"
 # Modules that define tables on the metadata the migrations are compared with.
 TABLE_MODULES = (bot.jobs, bot.registry)
 TABLES = [
     "alembic_version",
     "chain_members",
     "chains",
+    "commit_facts",
     "deliveries",
     "dispositions",
     "forks",
@@ -202,6 +204,33 @@ def test_concurrent_opens_migrate_once(database_url: str) -> None:
     assert errors == []
     with raw_connection(database_url) as conn:
         assert migrated_versions(conn) == [HEAD_REVISION]
+
+
+def test_head_revision_constant_is_alembics_head() -> None:
+    """Store.open skips Alembic when the database is at HEAD_REVISION: it must be the real head."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(bot.store.MIGRATIONS_DIR))
+    assert ScriptDirectory.from_config(config).get_current_head() == bot.store.HEAD_REVISION == HEAD_REVISION
+
+
+def test_a_database_at_an_older_revision_is_upgraded(database_url: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    engine = create_engine(normalise_url(database_url), poolclass=NullPool)
+    config = Config()
+    config.set_main_option("script_location", str(bot.store.MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0004_registry")
+    engine.dispose()
+    Store.open(database_url).close()
+    with raw_connection(database_url) as conn:
+        assert migrated_versions(conn) == [HEAD_REVISION]
+        assert "commit_facts" in inspect(conn).get_table_names()
 
 
 def test_migrations_match_the_tables_the_store_queries(store: Store, database_url: str) -> None:
@@ -514,3 +543,39 @@ def test_many_keys_are_looked_up_in_chunks(store: Store) -> None:
 def test_remember_resolution_rejects_naive_timestamps(store: Store) -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         remember(store, KEY, ("x",), at=datetime(2025, 3, 3, 9, 0))
+
+
+# Per-commit facts
+
+
+def test_facts_round_trip_by_kind_version_and_path(store: Store) -> None:
+    store.save_facts("diff", "v1", {(A, "lib/a.cpp"): '["a"]', (A, "lib/b.cpp"): '["b"]', (B, ""): "x"})
+    store.save_facts("paths", "v1", {(A, ""): '["lib/a.cpp"]'})
+
+    assert store.load_facts("diff", "v1", [A, B, C]) == {
+        (A, "lib/a.cpp"): '["a"]',
+        (A, "lib/b.cpp"): '["b"]',
+        (B, ""): "x",
+    }
+    assert store.load_facts("diff", "v1", [A], paths={"lib/b.cpp"}) == {(A, "lib/b.cpp"): '["b"]'}
+    assert store.load_facts("diff", "v2", [A, B]) == {}  # another version is a miss
+    assert store.load_facts("paths", "v1", [A, B]) == {(A, ""): '["lib/a.cpp"]'}
+
+
+def test_a_fact_computed_again_under_a_new_version_replaces_the_old_one(store: Store) -> None:
+    store.save_facts("patch-id", "v1", {(A, ""): "old"})
+    store.save_facts("patch-id", "v2", {(A, ""): "new"})
+    store.save_facts("patch-id", "v2", {(A, ""): "new"})  # saving twice is harmless (replicas race)
+
+    assert store.load_facts("patch-id", "v1", [A]) == {}
+    assert store.load_facts("patch-id", "v2", [A]) == {(A, ""): "new"}
+
+
+def test_facts_load_in_chunks_beyond_the_parameter_limit(store: Store) -> None:
+    shas = [f"{i:040x}" for i in range(1_200)]
+    store.save_facts("patch-id", "v1", {(sha, ""): sha[::-1] for sha in shas})
+    paths = [f"p{i}" for i in range(600)]
+    store.save_facts("diff", "v1", {(shas[0], p): p for p in paths})
+
+    assert len(store.load_facts("patch-id", "v1", shas)) == 1_200
+    assert len(store.load_facts("diff", "v1", shas[:1], paths=paths)) == 600
