@@ -155,12 +155,20 @@ def report(name: str, latencies: list[float], elapsed: float, extra: str = "") -
     )
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux), robust to what else the machine runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def process(argv: list[str], *, env: dict[str, str] | None = None, log: Path | None = None) -> Iterator[None]:
+def process(
+    argv: list[str], *, env: dict[str, str] | None = None, log: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     out = log.open("wb") if log else subprocess.DEVNULL
     proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
     try:
-        yield
+        yield proc
     finally:
         proc.terminate()
         try:
@@ -198,7 +206,7 @@ def postgres_schema(url: str) -> Iterator[str | None]:
         engine.dispose()
 
 
-def serve_env(tmp: Path, database: str, github_port: int, key: str) -> dict[str, str]:
+def serve_env(tmp: Path, database: str, github_port: int, key: str, workers: int | None) -> dict[str, str]:
     env = {
         **os.environ,
         "SLUICE_APP_ID": "1",
@@ -210,27 +218,35 @@ def serve_env(tmp: Path, database: str, github_port: int, key: str) -> dict[str,
     }
     for default in ("SLUICE_WORKERS", "SLUICE_POLL_INTERVAL"):  # the defaults, as a real start has them
         env.pop(default, None)
+    if workers is not None:
+        env["SLUICE_WORKERS"] = str(workers)
     return env
 
 
 def run_sluice(name: str, database: str, *, tmp: Path, github_port: int, key: str, args: object) -> None:
     port = free_port()
     sluice = str(Path(sys.executable).parent / "sluice")
-    env = serve_env(tmp, database, github_port, key)
-    with process([sluice, "serve", "--port", str(port)], env=env, log=tmp / f"{name}.log"):
+    env = serve_env(tmp, database, github_port, key, args.workers)  # type: ignore[attr-defined]
+    with process([sluice, "serve", "--port", str(port)], env=env, log=tmp / f"{name}.log") as proc:
         base = f"http://127.0.0.1:{port}"
+        before = cpu_seconds(proc.pid)
         latencies, elapsed = asyncio.run(
             load(base, deliveries=args.deliveries, concurrency=args.concurrency, sluice=True)  # type: ignore[attr-defined]
         )
-        report(name, latencies, elapsed, f", {asyncio.run(jobs_done(base))} jobs done by the workers")
+        cpu_ms = 1000 * (cpu_seconds(proc.pid) - before) / (len(latencies) + WARMUP)
+        done = asyncio.run(jobs_done(base))
+        report(name, latencies, elapsed, f", {cpu_ms:.2f} CPU ms each, {done} jobs done by the workers")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--deliveries", type=int, default=2000, help="measured deliveries per target")
     parser.add_argument("--concurrency", type=int, default=10, help="deliveries in flight at once")
     parser.add_argument("--postgres", default=os.environ.get("SLUICE_TEST_POSTGRES_URL") or DEFAULT_POSTGRES)
     parser.add_argument("--no-postgres", action="store_true", help="SQLite and the floor only")
+    parser.add_argument("--workers", type=int, help="job workers in sluice serve (default: its default)")
     args = parser.parse_args()
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()

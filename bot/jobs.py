@@ -265,8 +265,9 @@ def _insert_deliveries(conn: Connection, batch: Sequence[Delivery], *, now: date
     rows = [{"id": d.id, "event": d.event, "received_at": now, "body": d.body, "job_id": None} for d in batch]
     dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     # RETURNING, not rowcount: psycopg reports no row count for INSERT … ON CONFLICT DO NOTHING here.
-    stmt = dialect_insert(deliveries).values(rows).on_conflict_do_nothing().returning(deliveries.c.id)
-    return set(conn.execute(stmt).scalars())
+    # One statement for any batch size (SQLAlchemy batches the rows itself), so it is compiled once.
+    stmt = dialect_insert(deliveries).on_conflict_do_nothing().returning(deliveries.c.id)
+    return set(conn.execute(stmt, rows).scalars())
 
 
 def _failed_deliveries(conn: Connection, delivery_ids: list[str]) -> set[str]:
@@ -301,7 +302,7 @@ def _enqueue_deliveries(conn: Connection, batch: Sequence[Delivery], *, now: dat
         }
         for d in batch
     ]
-    created = conn.execute(insert(jobs).values(rows).returning(jobs.c.id, jobs.c.delivery_id)).all()
+    created = conn.execute(insert(jobs).returning(jobs.c.id, jobs.c.delivery_id), rows).all()
     link = update(deliveries).where(deliveries.c.id == bindparam("d_id")).values(job_id=bindparam("j_id"))
     conn.execute(link, [{"d_id": row.delivery_id, "j_id": row.id} for row in created])
 
