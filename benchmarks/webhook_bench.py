@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import hashlib
 import hmac
 import json
@@ -24,7 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -86,11 +88,11 @@ def signed(n: int) -> tuple[bytes, dict[str, str]]:
     return body, headers
 
 
-async def wait_until(check: object, what: str, timeout: float = 30.0) -> None:
+async def wait_until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if await check():  # type: ignore[operator]
+            if await check():
                 return
         except aiohttp.ClientError:
             pass
@@ -136,21 +138,26 @@ async def _answers(session: aiohttp.ClientSession, url: str) -> bool:
         return True
 
 
-async def _positive(value: object) -> bool:
-    return await value > 0  # type: ignore[operator, no-any-return]
+async def _positive(value: Awaitable[float]) -> bool:
+    return await value > 0
 
 
 async def jobs_done(base: str) -> int:
+    """Jobs the workers finished by now (waiting up to 10 s for the first: proof that they run)."""
+    done = r'sluice_jobs\{state="done"\} ([\d.]+)'
     async with aiohttp.ClientSession() as session:
-        return int(await metric(session, base, r'sluice_jobs\{state="done"\} ([\d.]+)'))
+        with contextlib.suppress(RuntimeError):
+            await wait_until(lambda: _positive(metric(session, base, done)), "a job done", timeout=10)
+        return int(await metric(session, base, done))
 
 
 def report(name: str, latencies: list[float], elapsed: float, extra: str = "") -> None:
     ordered = sorted(latencies)
-    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    p50, p99 = statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
     print(
-        f"{name:<18} {len(ordered) / elapsed:7.0f} deliveries/s   p50 {1000 * statistics.median(ordered):6.2f} ms"
-        f"   p99 {1000 * p99:6.2f} ms   max {1000 * ordered[-1]:7.2f} ms   ({len(ordered)} deliveries{extra})",
+        f"{name:<18} {len(ordered) / elapsed:7.0f} deliveries/s   p50 {1000 * p50:6.2f} ms"
+        f"   p99 {1000 * p99:6.2f} ms   max {1000 * ordered[-1]:7.2f} ms"
+        f"   ({len(ordered)} deliveries{extra})",
         flush=True,
     )
 
@@ -165,19 +172,18 @@ def cpu_seconds(pid: int) -> float:
 def process(
     argv: list[str], *, env: dict[str, str] | None = None, log: Path | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    out = log.open("wb") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(log.open("wb")) if log else subprocess.DEVNULL
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if log:
-            out.close()  # type: ignore[union-attr]
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 @contextmanager
@@ -223,15 +229,17 @@ def serve_env(tmp: Path, database: str, github_port: int, key: str, workers: int
     return env
 
 
-def run_sluice(name: str, database: str, *, tmp: Path, github_port: int, key: str, args: object) -> None:
+def run_sluice(
+    name: str, database: str, *, tmp: Path, github_port: int, key: str, args: argparse.Namespace
+) -> None:
     port = free_port()
     sluice = str(Path(sys.executable).parent / "sluice")
-    env = serve_env(tmp, database, github_port, key, args.workers)  # type: ignore[attr-defined]
+    env = serve_env(tmp, database, github_port, key, args.workers)
     with process([sluice, "serve", "--port", str(port)], env=env, log=tmp / f"{name}.log") as proc:
         base = f"http://127.0.0.1:{port}"
         before = cpu_seconds(proc.pid)
         latencies, elapsed = asyncio.run(
-            load(base, deliveries=args.deliveries, concurrency=args.concurrency, sluice=True)  # type: ignore[attr-defined]
+            load(base, deliveries=args.deliveries, concurrency=args.concurrency, sluice=True)
         )
         cpu_ms = 1000 * (cpu_seconds(proc.pid) - before) / (len(latencies) + WARMUP)
         done = asyncio.run(jobs_done(base))
@@ -264,12 +272,14 @@ def main() -> int:
             )
             report("bare aiohttp", latencies, elapsed)
         with process([sys.executable, "-c", GITHUB_STUB, str(github_port)]):
-            common = {"tmp": tmp, "github_port": github_port, "key": key.decode(), "args": args}
-            run_sluice("sluice sqlite", f"sqlite:///{tmp / 'bench.db'}", **common)
+            sluice = functools.partial(
+                run_sluice, tmp=tmp, github_port=github_port, key=key.decode(), args=args
+            )
+            sluice("sluice sqlite", f"sqlite:///{tmp / 'bench.db'}")
             if not args.no_postgres:
                 with postgres_schema(args.postgres) as url:
                     if url is not None:
-                        run_sluice("sluice postgresql", url, **common)
+                        sluice("sluice postgresql", url)
     return 0
 
 

@@ -40,3 +40,30 @@ def test_plan_bench_prints_plan_raw_and_ratio() -> None:
     assert int(raw.group(2)) >= 40
     # The printed times are rounded to 10 ms, so the ratio recomputed from them is only close.
     assert float(plan.group(1)) / float(raw.group(1)) == pytest.approx(float(ratio.group(1)), rel=0.1)
+
+
+def test_webhook_bench_prints_the_floor_and_both_backends_with_workers(
+    request: pytest.FixtureRequest,
+) -> None:
+    try:
+        request.getfixturevalue("postgres_server")  # skipped (or failed in CI) when PostgreSQL is missing
+    except pytest.skip.Exception:
+        backends = ["sqlite"]
+    else:
+        backends = ["sqlite", "postgresql"]
+    args = ["--deliveries", "100", *([] if "postgresql" in backends else ["--no-postgres"])]
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "webhook_bench.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    figures = r"deliveries/s\s+p50\s+[\d.]+ ms\s+p99\s+[\d.]+ ms\s+max\s+[\d.]+ ms\s+\(100 deliveries"
+    assert re.search(rf"bare aiohttp\s+[\d.]+ {figures}\)", proc.stdout), proc.stdout
+    for backend in backends:
+        line = re.search(
+            rf"sluice {backend}\s+[\d.]+ {figures}, [\d.]+ CPU ms each, (\d+) jobs done", proc.stdout
+        )
+        assert line, proc.stdout
+        assert int(line.group(1)) > 0  # the workers were running and took jobs off the queue
