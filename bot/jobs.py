@@ -34,7 +34,6 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql import Select
-from sqlalchemy.sql.elements import ColumnElement
 
 from bot.store import Store, UTCDateTime, _utc, metadata
 
@@ -336,6 +335,19 @@ def _insert_job(
 
 def _next_candidate(conn: Connection, now: datetime, skipped: list[int]) -> Any:
     """The oldest queued job due by now, or running one whose worker's lease ran out, locked for update."""
+    params = {"now": now, "skipped": skipped}
+    found = [conn.execute(query, params).first() for query in _CANDIDATES]
+    rows = [row for row in found if row is not None]
+    return min(rows, key=lambda row: row.id) if rows else None
+
+
+def _candidate_queries() -> tuple[Select[Any], ...]:
+    """Built once (workers claim many times a second); `now` and `skipped` are bound on each claim.
+
+    One query per state, each walking ix_jobs_state_id in id order and stopping at its first match: an OR
+    of the two would collect and sort every queued job on each claim (SQLite), under the write lock.
+    """
+    now = bindparam("now", type_=UTCDateTime())
     other = jobs.alias("other")
     live_on_same_key = (
         select(other.c.id)
@@ -347,28 +359,24 @@ def _next_candidate(conn: Connection, now: datetime, skipped: list[int]) -> Any:
         )
         .exists()
     )
-    free = (or_(jobs.c.key.is_(None), not_(live_on_same_key)), jobs.c.id.not_in(skipped))
-    # One query per state, each walking ix_jobs_state_id in id order and stopping at its first match: an OR
-    # of the two would collect and sort every queued job on each claim (SQLite), under the write lock.
-    found = [
-        conn.execute(_oldest(jobs.c.state == JobState.QUEUED.value, jobs.c.not_before <= now, *free)).first(),
-        conn.execute(
-            _oldest(jobs.c.state == JobState.RUNNING.value, jobs.c.lease_until < now, *free)
-        ).first(),
-    ]
-    rows = [row for row in found if row is not None]
-    return min(rows, key=lambda row: row.id) if rows else None
-
-
-def _oldest(*where: ColumnElement[bool]) -> Select[Any]:
-    return (
+    free = (
+        or_(jobs.c.key.is_(None), not_(live_on_same_key)),
+        jobs.c.id.not_in(bindparam("skipped", expanding=True)),
+    )
+    due = jobs.c.state == JobState.QUEUED.value, jobs.c.not_before <= now
+    expired = jobs.c.state == JobState.RUNNING.value, jobs.c.lease_until < now
+    return tuple(
         select(jobs)
-        .where(*where)
+        .where(*runnable, *free)
         .order_by(jobs.c.id)
         .limit(1)
         # PostgreSQL: replicas skip each other's candidates; NO KEY UPDATE lets deliveries reference the row.
         .with_for_update(skip_locked=True, key_share=True, of=jobs)
+        for runnable in (due, expired)
     )
+
+
+_CANDIDATES = _candidate_queries()
 
 
 def _take_key(conn: Connection, key: str, job_id: int, now: datetime) -> bool:
