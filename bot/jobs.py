@@ -301,9 +301,14 @@ def _enqueue_deliveries(conn: Connection, batch: Sequence[Delivery], *, now: dat
         }
         for d in batch
     ]
-    created = conn.execute(insert(jobs).returning(jobs.c.id, jobs.c.delivery_id), rows).all()
-    link = update(deliveries).where(deliveries.c.id == bindparam("d_id")).values(job_id=bindparam("j_id"))
-    conn.execute(link, [{"d_id": row.delivery_id, "j_id": row.id} for row in created])
+    created = conn.execute(insert(jobs).returning(jobs.c.id), rows).scalars().all()
+    # One UPDATE … FROM for the whole batch: each delivery points at the job just made for it.
+    link = (
+        update(deliveries)
+        .where(jobs.c.delivery_id == deliveries.c.id, jobs.c.id.in_(created))
+        .values(job_id=jobs.c.id)
+    )
+    conn.execute(link)
 
 
 def _insert_job(
