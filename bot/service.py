@@ -39,8 +39,9 @@ HEALTH = web.AppKey("health", Lane)  # /readyz and /metrics: their own threads a
 HEALTH_QUEUE = web.AppKey("health_queue", JobQueue)
 HEALTH_DEADLINE_S = 2.0
 # The event loop answering webhooks and the threads doing database work hand the GIL back and forth many
-# times per delivery; at Python's default 5 ms a thread busy in Python makes each handoff cost up to that.
-GIL_SWITCH_INTERVAL_S = 0.0005
+# times per delivery; at Python's default 5 ms a thread busy in Python (a worker claiming jobs) makes each
+# handoff cost up to that. 0.1 ms measured best with workers running (benchmarks/webhook_bench.py).
+GIL_SWITCH_INTERVAL_S = 0.0001
 SIGNATURE_PREFIX = "sha256="
 
 
