@@ -11,6 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
 from bot.errors import SluiceError
 from bot.jobs import Delivery, DeliveryOutcome, JobQueue
 
@@ -18,6 +21,7 @@ log = logging.getLogger("sluice.intake")
 T = TypeVar("T")
 RETRY_AFTER_S = 10  # what a 503 asks the sender to wait; GitHub itself never redelivers on its own
 MAX_BATCH = 64  # deliveries written in one transaction
+UNAVAILABLE = (OperationalError, PoolTimeout)  # the database did not answer: nothing to learn per delivery
 
 
 class DatabaseBusy(SluiceError):
@@ -109,24 +113,38 @@ class Intake:
                 await self._write(batch)
 
     async def _write(self, batch: list[_Waiting]) -> None:
-        loop = asyncio.get_running_loop()
-        self._writing, self._busy_since = len(batch), loop.time()
+        self._writing, self._busy_since = len(batch), asyncio.get_running_loop().time()
+        try:
+            await self._record(batch)
+        finally:
+            self._writing, self._busy_since = 0, None
+
+    async def _record(self, batch: list[_Waiting]) -> None:
         deliveries = [waiting.delivery for waiting in batch]
         try:
-            outcomes = await loop.run_in_executor(
+            outcomes = await asyncio.get_running_loop().run_in_executor(
                 self._executor, lambda: self._queue.accept_deliveries(deliveries, now=self._clock())
             )
-        except Exception as exc:  # a lock or statement timeout, a lost connection: each caller gets a 503
+        except UNAVAILABLE as exc:  # a lock or statement timeout, a lost connection: each caller gets a 503
             log.warning("could not record %d deliveries: %s", len(batch), _first_line(exc))
-            for waiting in batch:
-                if not waiting.answer.done():
-                    waiting.answer.set_exception(DatabaseBusy(f"the database refused it: {_first_line(exc)}"))
+            _refuse(batch, f"the database refused it: {_first_line(exc)}")
+        except Exception as exc:
+            if len(batch) > 1:  # one delivery the store cannot take must not fail the others with it
+                for waiting in batch:
+                    await self._record([waiting])
+                return
+            log.exception("could not record delivery %s", batch[0].delivery.id)
+            _refuse(batch, f"it could not be recorded ({type(exc).__name__})")
         else:
             for waiting, outcome in zip(batch, outcomes, strict=True):
                 if not waiting.answer.done():
                     waiting.answer.set_result(outcome)
-        finally:
-            self._writing, self._busy_since = 0, None
+
+
+def _refuse(batch: list[_Waiting], reason: str) -> None:
+    for waiting in batch:
+        if not waiting.answer.done():
+            waiting.answer.set_exception(DatabaseBusy(reason))
 
 
 class Lane:

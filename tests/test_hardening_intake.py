@@ -30,7 +30,8 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from bot.jobs import JobQueue, deliveries, jobs
+from bot.intake import DatabaseBusy, Intake
+from bot.jobs import Delivery, DeliveryOutcome, JobQueue, deliveries, jobs
 from bot.service import create_app
 from bot.settings import Settings
 from bot.store import Store, normalise_url
@@ -431,3 +432,24 @@ async def test_a_flood_beyond_the_store_gets_fast_503s_and_loses_nothing_it_acce
         again = [await bot.deliver(d, ids.index(d)) for d in refused]
         assert {a.status for a in again} == {202}
         assert bot.recorded() == set(ids)
+
+
+async def test_one_delivery_the_store_cannot_take_does_not_fail_its_batch(test_store: Store) -> None:
+    intake = Intake(JobQueue(test_store), capacity=10, deadline=4.0, clock=lambda: NOW)
+    intake.start()
+    try:
+        batch = [
+            Delivery(f"d-{i}", event="push", body=b"{}", kind="push", key=None, payload={"n": i})
+            for i in range(4)
+        ]
+        poison = Delivery(
+            "d-poison", event="push", body=b"{}", kind="push", key=None, payload={"x": object()}
+        )
+        results = await asyncio.gather(
+            *(intake.accept(d) for d in [*batch[:2], poison, *batch[2:]]), return_exceptions=True
+        )
+    finally:
+        await intake.close()
+    assert isinstance(results[2], DatabaseBusy)
+    assert [r for i, r in enumerate(results) if i != 2] == [DeliveryOutcome.NEW] * 4
+    assert JobQueue(test_store).deliveries() == 4
