@@ -374,10 +374,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run the webhook service; every missing setting is reported before anything starts."""
     from aiohttp import web
 
-    from bot.service import create_app
+    from bot.service import GIL_SWITCH_INTERVAL_S, create_app
     from bot.settings import Settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     settings = Settings()
     problems = settings.problems()
     if problems:

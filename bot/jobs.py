@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,7 +21,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    and_,
+    bindparam,
     case,
     func,
     insert,
@@ -31,6 +32,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.sql import Select
 
 from bot.store import Store, UTCDateTime, _utc, metadata
 
@@ -51,6 +54,18 @@ class JobState(enum.StrEnum):
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A webhook delivery to record, with the job it asks for."""
+
+    id: str  # X-GitHub-Delivery
+    event: str
+    body: bytes
+    kind: str
+    key: str | None
+    payload: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -117,19 +132,25 @@ class JobQueue:
         now: datetime,
     ) -> DeliveryOutcome:
         """Record the delivery and enqueue its job; a redelivery enqueues again only if its job failed."""
+        delivery = Delivery(delivery_id, event=event, body=body, kind=kind, key=key, payload=payload)
+        return self.accept_deliveries([delivery], now=now)[0]
+
+    def accept_deliveries(self, batch: Sequence[Delivery], *, now: datetime) -> list[DeliveryOutcome]:
+        """`accept_delivery` for each of `batch`, all in one transaction (one commit, one fsync, for all).
+
+        A delivery id repeated within the batch is a duplicate after its first occurrence.
+        """
         now = _utc(now)
-        row = {"id": delivery_id, "event": event, "received_at": now, "body": body, "job_id": None}
+        first = {delivery.id: delivery for delivery in reversed(batch)}  # the first occurrence wins
+        unique = sorted(first.values(), key=lambda d: d.id)  # one lock order for concurrent batches
         with self._engine.begin() as conn:
             # ON CONFLICT DO NOTHING waits for a replica inserting the same id, then yields to it.
-            if _insert_ignoring_conflict(conn, deliveries, row):
-                outcome = DeliveryOutcome.NEW
-            elif _job_state_of_delivery(conn, delivery_id) is JobState.FAILED:
-                outcome = DeliveryOutcome.RETRY
-            else:
-                return DeliveryOutcome.DUPLICATE
-            job_id = _insert_job(conn, kind, payload, key=key, delivery_id=delivery_id, now=now)
-            conn.execute(update(deliveries).where(deliveries.c.id == delivery_id).values(job_id=job_id))
-        return outcome
+            new = _insert_deliveries(conn, unique, now=now)
+            retry = _failed_deliveries(conn, [d.id for d in unique if d.id not in new])
+            _enqueue_deliveries(conn, [d for d in unique if d.id in new or d.id in retry], now=now)
+        outcomes = {d.id: DeliveryOutcome.DUPLICATE for d in unique}
+        outcomes.update({i: DeliveryOutcome.NEW for i in new} | {i: DeliveryOutcome.RETRY for i in retry})
+        return [outcomes.pop(d.id, DeliveryOutcome.DUPLICATE) for d in batch]
 
     def enqueue(self, kind: str, payload: dict[str, Any], *, key: str | None, now: datetime) -> int:
         with self._engine.begin() as conn:
@@ -216,6 +237,17 @@ class JobQueue:
             found: dict[str, int] = {state: count for state, count in conn.execute(query)}
         return {state.value: found.get(state.value, 0) for state in JobState}
 
+    def intake_problem(self) -> str | None:
+        """Why a delivery could not be recorded now (the database unreachable, its deliveries table locked),
+        or None: reads one row of the table under the engine's own timeouts."""
+        try:
+            with self._engine.connect() as conn:
+                conn.execute(select(deliveries.c.id).limit(1)).all()
+        except SQLAlchemyError as exc:
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+            return f"unreachable or locked: {reason[0][:300]}"
+        return None
+
     def deliveries(self) -> int:
         with self._engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(deliveries)).scalar_one()
@@ -234,20 +266,58 @@ class JobQueue:
             return conn.execute(update(jobs).where(*_owned_by(job_id, worker)).values(**values)).rowcount == 1
 
 
-def _insert_ignoring_conflict(conn: Connection, table: Table, row: dict[str, Any]) -> bool:
+def _insert_deliveries(conn: Connection, batch: Sequence[Delivery], *, now: datetime) -> set[str]:
+    """Insert the deliveries not recorded yet (job_id NULL until linked); returns the ids inserted."""
+    if not batch:
+        return set()
+    rows = [{"id": d.id, "event": d.event, "received_at": now, "body": d.body, "job_id": None} for d in batch]
     dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     # RETURNING, not rowcount: psycopg reports no row count for INSERT … ON CONFLICT DO NOTHING here.
-    stmt = dialect_insert(table).values(row).on_conflict_do_nothing().returning(*table.primary_key)
-    return conn.execute(stmt).first() is not None
+    # One statement for any batch size (SQLAlchemy batches the rows itself), so it is compiled once.
+    stmt = dialect_insert(deliveries).on_conflict_do_nothing().returning(deliveries.c.id)
+    return set(conn.execute(stmt, rows).scalars())
 
 
-def _job_state_of_delivery(conn: Connection, delivery_id: str) -> JobState | None:
-    # Lock the delivery: of two replicas retrying the same failed delivery, the second sees the new job.
-    query = select(deliveries.c.job_id).where(deliveries.c.id == delivery_id).with_for_update()
-    job_id = conn.execute(query).scalar_one()
-    if job_id is None:
-        return None
-    return JobState(conn.execute(select(jobs.c.state).where(jobs.c.id == job_id)).scalar_one())
+def _failed_deliveries(conn: Connection, delivery_ids: list[str]) -> set[str]:
+    """Of these recorded deliveries, those whose latest job failed (to be processed again)."""
+    if not delivery_ids:
+        return set()
+    # Lock the deliveries: of two replicas retrying the same failed delivery, the second sees the new job.
+    query = (
+        select(deliveries.c.id, jobs.c.state)
+        .select_from(deliveries.outerjoin(jobs, jobs.c.id == deliveries.c.job_id))
+        .where(deliveries.c.id.in_(delivery_ids))
+        .with_for_update(of=deliveries)
+    )
+    return {row.id for row in conn.execute(query) if row.state == JobState.FAILED.value}
+
+
+def _enqueue_deliveries(conn: Connection, batch: Sequence[Delivery], *, now: datetime) -> None:
+    """One queued job per delivery, and each delivery linked to its new job."""
+    if not batch:
+        return
+    rows = [
+        {
+            "kind": d.kind,
+            "key": d.key,
+            "payload": json.dumps(d.payload, ensure_ascii=False),
+            "state": JobState.QUEUED.value,
+            "attempts": 0,
+            "not_before": now,
+            "delivery_id": d.id,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for d in batch
+    ]
+    created = conn.execute(insert(jobs).returning(jobs.c.id), rows).scalars().all()
+    # One UPDATE … FROM for the whole batch: each delivery points at the job just made for it.
+    link = (
+        update(deliveries)
+        .where(jobs.c.delivery_id == deliveries.c.id, jobs.c.id.in_(created))
+        .values(job_id=jobs.c.id)
+    )
+    conn.execute(link)
 
 
 def _insert_job(
@@ -279,6 +349,19 @@ def _insert_job(
 
 def _next_candidate(conn: Connection, now: datetime, skipped: list[int]) -> Any:
     """The oldest queued job due by now, or running one whose worker's lease ran out, locked for update."""
+    params = {"now": now, "skipped": skipped}
+    found = [conn.execute(query, params).first() for query in _CANDIDATES]
+    rows = [row for row in found if row is not None]
+    return min(rows, key=lambda row: row.id) if rows else None
+
+
+def _candidate_queries() -> tuple[Select[Any], ...]:
+    """Built once (workers claim many times a second); `now` and `skipped` are bound on each claim.
+
+    One query per state, each walking ix_jobs_state_id in id order and stopping at its first match: an OR
+    of the two would collect and sort every queued job on each claim (SQLite), under the write lock.
+    """
+    now = bindparam("now", type_=UTCDateTime())
     other = jobs.alias("other")
     live_on_same_key = (
         select(other.c.id)
@@ -290,19 +373,24 @@ def _next_candidate(conn: Connection, now: datetime, skipped: list[int]) -> Any:
         )
         .exists()
     )
-    runnable = or_(
-        and_(jobs.c.state == JobState.QUEUED.value, jobs.c.not_before <= now),
-        and_(jobs.c.state == JobState.RUNNING.value, jobs.c.lease_until < now),
+    free = (
+        or_(jobs.c.key.is_(None), not_(live_on_same_key)),
+        jobs.c.id.not_in(bindparam("skipped", expanding=True)),
     )
-    query = (
+    due = jobs.c.state == JobState.QUEUED.value, jobs.c.not_before <= now
+    expired = jobs.c.state == JobState.RUNNING.value, jobs.c.lease_until < now
+    return tuple(
         select(jobs)
-        .where(runnable, or_(jobs.c.key.is_(None), not_(live_on_same_key)), jobs.c.id.not_in(skipped))
+        .where(*runnable, *free)
         .order_by(jobs.c.id)
         .limit(1)
         # PostgreSQL: replicas skip each other's candidates; NO KEY UPDATE lets deliveries reference the row.
         .with_for_update(skip_locked=True, key_share=True, of=jobs)
+        for runnable in (due, expired)
     )
-    return conn.execute(query).first()
+
+
+_CANDIDATES = _candidate_queries()
 
 
 def _take_key(conn: Connection, key: str, job_id: int, now: datetime) -> bool:

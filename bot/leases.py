@@ -7,10 +7,11 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Column, PrimaryKeyConstraint, String, Table, update
+from sqlalchemy import Column, Connection, PrimaryKeyConstraint, String, Table, update
+from sqlalchemy.dialects import postgresql, sqlite
 
-from bot.jobs import _insert_ignoring_conflict
 from bot.store import Store, UTCDateTime, _utc, metadata
 
 LEASE_CHECK_S = 30.0  # how often a replica looks whether a task with a longer interval is due
@@ -24,6 +25,13 @@ leases = Table(
     Column("until", UTCDateTime, nullable=False),  # no replica runs the task again before then
     PrimaryKeyConstraint("name", name="pk_leases"),
 )
+
+
+def _insert_ignoring_conflict(conn: Connection, table: Table, row: dict[str, Any]) -> bool:
+    dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    # RETURNING, not rowcount: psycopg reports no row count for INSERT … ON CONFLICT DO NOTHING here.
+    stmt = dialect_insert(table).values(row).on_conflict_do_nothing().returning(*table.primary_key)
+    return conn.execute(stmt).first() is not None
 
 
 class Leases:

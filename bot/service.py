@@ -16,11 +16,13 @@ from gidgethub import ValidationFailure
 from gidgethub.sansio import validate_event
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot import webhooks
 from bot.context import Context
 from bot.github import GitHubClient
-from bot.jobs import JobQueue, JobState
+from bot.intake import RETRY_AFTER_S, DatabaseBusy, Intake, Lane
+from bot.jobs import Delivery, JobQueue, JobState
 from bot.registry import Registry
 from bot.settings import MAX_WEBHOOK_BYTES, Settings
 from bot.store import Store
@@ -32,6 +34,14 @@ SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", Store)
 QUEUE = web.AppKey("queue", JobQueue)
 CLOCK: web.AppKey[Clock] = web.AppKey("clock")
+INTAKE = web.AppKey("intake", Intake)
+HEALTH = web.AppKey("health", Lane)  # /readyz and /metrics: their own threads and connections
+HEALTH_QUEUE = web.AppKey("health_queue", JobQueue)
+HEALTH_DEADLINE_S = 2.0
+# The event loop answering webhooks and the threads doing database work hand the GIL back and forth many
+# times per delivery; at Python's default 5 ms a thread busy in Python (a worker claiming jobs) makes each
+# handoff cost up to that. 0.1 ms measured best with workers running (benchmarks/webhook_bench.py).
+GIL_SWITCH_INTERVAL_S = 0.0001
 SIGNATURE_PREFIX = "sha256="
 
 
@@ -101,7 +111,9 @@ def signature_problem(headers: Mapping[str, str], body: bytes, secret: str) -> s
 async def webhook(request: web.Request) -> web.Response:
     app = request.app
     secret = app[SETTINGS].webhook_secret
-    body = await request.read()  # aiohttp answers 413 itself above client_max_size, before we read
+    body = await _read_body(request)
+    if body is None:
+        return await _body_timed_out(request)
     problem = signature_problem(request.headers, body, secret.get_secret_value() if secret else "")
     if problem is not None:
         log.warning("rejected delivery %s: %s", request.headers.get("X-GitHub-Delivery", "?"), problem)
@@ -121,18 +133,56 @@ async def webhook(request: web.Request) -> web.Response:
         log.warning("rejected delivery %s (%s): %s", delivery, event, exc)
         app[METRICS].deliveries.labels(event=event, outcome="rejected").inc()
         return _problem(exc.status, str(exc))
-    outcome = await asyncio.to_thread(
-        app[QUEUE].accept_delivery,
+    job = Delivery(
         delivery,
         event=event,
         body=body,
         kind=event,
         key=webhooks.job_key(payload),
         payload=payload.model_dump(mode="json"),
-        now=app[CLOCK](),
     )
-    app[METRICS].deliveries.labels(event=event, outcome=outcome.value).inc()
-    return web.json_response({"delivery": delivery, "outcome": outcome.value}, status=202)
+    return await _record(app, job)
+
+
+async def _read_body(request: web.Request) -> bytes | None:
+    """The whole body, or None when it did not arrive within the body timeout (a trickle, a stalled client).
+
+    aiohttp answers 413 itself above client_max_size, before we read.
+    """
+    try:
+        return await asyncio.wait_for(request.read(), request.app[SETTINGS].webhook_body_timeout)
+    except TimeoutError:
+        return None
+
+
+async def _body_timed_out(request: web.Request) -> web.Response:
+    timeout = request.app[SETTINGS].webhook_body_timeout
+    log.warning("delivery %s cut off: its body did not arrive within %g s", _delivery_id(request), timeout)
+    response = _problem(408, f"the request body did not arrive within {timeout:g} s")
+    response.force_close()
+    await response.prepare(request)
+    await response.write_eof()
+    if request.transport is not None:  # else aiohttp keeps reading ("lingering") the rest of the body
+        request.transport.close()
+    return response
+
+
+def _delivery_id(request: web.Request) -> str:
+    return request.headers.get("X-GitHub-Delivery", "?")[:100]
+
+
+async def _record(app: web.Application, delivery: Delivery) -> web.Response:
+    """202 once the delivery and its job are in the database; 503 with Retry-After if that failed in time."""
+    try:
+        outcome = await app[INTAKE].accept(delivery)
+    except DatabaseBusy as exc:
+        log.warning("delivery %s (%s) not recorded: %s", delivery.id, delivery.event, exc.message)
+        app[METRICS].deliveries.labels(event=delivery.event, outcome="refused").inc()
+        response = _problem(503, f"not recorded: {exc.message}; {exc.remedy}")
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
+    app[METRICS].deliveries.labels(event=delivery.event, outcome=outcome.value).inc()
+    return web.json_response({"delivery": delivery.id, "outcome": outcome.value}, status=202)
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -140,15 +190,26 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    ready = await asyncio.to_thread(request.app[STORE].ping)
-    return web.json_response({"database": "ok" if ready else "unreachable"}, status=200 if ready else 503)
+    """200 when the database answers in time and the intake takes deliveries; else 503 saying why."""
+    app = request.app
+    try:
+        problem = await app[HEALTH].run(app[HEALTH_QUEUE].intake_problem) or app[INTAKE].problem()
+    except DatabaseBusy as exc:
+        problem = f"unresponsive: {exc.message}"
+    if problem is None:
+        return web.json_response({"database": "ok"})
+    return web.json_response({"database": problem}, status=503)
 
 
 async def metrics(request: web.Request) -> web.Response:
     app = request.app
-    counts = await asyncio.to_thread(app[QUEUE].counts)
-    for state in JobState:
-        app[METRICS].jobs.labels(state=state.value).set(counts.get(state.value, 0))
+    try:
+        counts = await app[HEALTH].run(app[HEALTH_QUEUE].counts)
+    except (DatabaseBusy, SQLAlchemyError) as exc:  # the job gauges keep their last values; the rest matter
+        log.warning("/metrics: job counts not refreshed: %s", str(exc).splitlines()[0])
+    else:
+        for state in JobState:
+            app[METRICS].jobs.labels(state=state.value).set(counts.get(state.value, 0))
     body = generate_latest(app[METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -170,6 +231,7 @@ def create_app(
     app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
     app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
     app[METRICS] = Metrics()
+    _add_lanes(app, settings, store, clock)
     periodic = (settings.poll_interval, settings.redelivery_interval, settings.resync_interval)
     if background and (settings.workers > 0 or any(periodic)):
         app.cleanup_ctx.append(_background)
@@ -178,6 +240,31 @@ def create_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     return app
+
+
+def _add_lanes(app: web.Application, settings: Settings, store: Store, clock: Clock) -> None:
+    """The intake and the health checks each get their own threads and connections with bounded waits,
+    so neither they nor the jobs can starve one another."""
+    intake_store = store.lane(timeout=0.75 * settings.intake_deadline, connections=1)
+    health_store = store.lane(timeout=0.75 * HEALTH_DEADLINE_S, connections=2)
+    app[INTAKE] = Intake(
+        JobQueue(intake_store),
+        capacity=settings.intake_capacity,
+        deadline=settings.intake_deadline,
+        clock=clock,
+    )
+    app[HEALTH] = Lane("sluice-health", threads=2, deadline=HEALTH_DEADLINE_S)
+    app[HEALTH_QUEUE] = JobQueue(health_store)
+
+    async def lanes(app: web.Application) -> AsyncIterator[None]:
+        app[INTAKE].start()
+        yield
+        await app[INTAKE].close()
+        app[HEALTH].close()
+        for lane in {intake_store, health_store} - {store}:
+            lane.close()
+
+    app.cleanup_ctx.append(lanes)
 
 
 async def _background(app: web.Application) -> AsyncIterator[None]:

@@ -16,7 +16,12 @@ class Settings(BaseSettings):
     """`SLUICE_APP_ID`, `SLUICE_PRIVATE_KEY` or `SLUICE_PRIVATE_KEY_FILE`, `SLUICE_WEBHOOK_SECRET`,
     `SLUICE_DATABASE_URL`, `SLUICE_GITHUB_URL`, and the worker's `SLUICE_DATA_DIR`, `SLUICE_WORKERS`,
     `SLUICE_POLL_INTERVAL`, `SLUICE_GIT_URL`, `SLUICE_REDELIVERY_INTERVAL`, `SLUICE_RESYNC_INTERVAL`; the
-    upstreams forks may name: `SLUICE_ALLOWED_UPSTREAM_HOSTS`, `SLUICE_ALLOW_PRIVATE_UPSTREAMS`."""
+    upstreams forks may name: `SLUICE_ALLOWED_UPSTREAM_HOSTS`, `SLUICE_ALLOW_PRIVATE_UPSTREAMS`.
+
+    The intake's deadline: `SLUICE_WEBHOOK_BODY_TIMEOUT` (seconds to receive a body, default 10; then 408),
+    `SLUICE_INTAKE_DEADLINE` (seconds a delivery may wait for the database, default 4; then 503 with
+    `Retry-After`) and `SLUICE_INTAKE_CAPACITY` (deliveries waiting for the database at once, default 200;
+    more get 503 at once)."""
 
     model_config = SettingsConfigDict(env_prefix="SLUICE_", extra="ignore", frozen=True)
 
@@ -38,6 +43,13 @@ class Settings(BaseSettings):
     allowed_upstream_hosts: str = ""
     # Whether an upstream host may resolve to a loopback, link-local or private address (a GHES on the LAN).
     allow_private_upstreams: bool = False
+    # GitHub waits 10 s for an answer: a body still arriving after this is cut off (408)
+    webhook_body_timeout: float = Field(default=10.0, gt=0)
+    # a delivery the database has not recorded after this many seconds gets 503 (GitHub may redeliver it)
+    intake_deadline: float = Field(default=4.0, gt=0, le=9)
+    intake_capacity: int = Field(
+        default=200, ge=1
+    )  # deliveries waiting for the database; beyond: 503 at once
 
     def web_url(self) -> str:
         """The web/git host: https://github.com for api.github.com, https://host for GHES's /api/v3."""

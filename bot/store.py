@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import enum
+import functools
 import json
+import math
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,8 +43,9 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.base import ReadOnlyColumnCollection
 from sqlalchemy.sql.elements import ColumnElement
@@ -265,6 +269,16 @@ class Store:
     def close(self) -> None:
         self._engine.dispose()
 
+    def lane(self, *, timeout: float, connections: int) -> Store:
+        """Another handle on this database with its own pool of `connections` and every database-side wait
+        bounded by `timeout` s: for a caller that must answer in time whatever the rest of the process does
+        (the webhook intake, the health checks). An in-memory SQLite database has no second handle: itself.
+        """
+        url = self._engine.url
+        if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
+            return self
+        return Store(_create_engine(url, timeout=timeout, connections=connections))
+
     def ping(self) -> bool:
         try:
             with self._engine.connect() as conn:
@@ -448,28 +462,115 @@ def _utc(at: datetime) -> datetime:
     return at.astimezone(UTC)
 
 
-def _create_engine(url: str) -> Engine:
-    parsed = make_url(normalise_url(url))
+def _create_engine(url: str | URL, *, timeout: float | None = None, connections: int | None = None) -> Engine:
+    """An engine on `url`; with `timeout`, every wait on the database (a lock, a statement, a connection)
+    gives up after about that many seconds, and the pool holds at most `connections`."""
+    parsed = make_url(normalise_url(url)) if isinstance(url, str) else url
     backend = parsed.get_backend_name()
+    pool: dict[str, Any] = {}
+    if connections is not None:
+        pool = {"pool_size": connections, "max_overflow": 0, "pool_timeout": timeout or 30}
     if backend == "postgresql":
-        return create_engine(parsed, pool_pre_ping=True)
+        if timeout is None:
+            return create_engine(parsed, pool_pre_ping=True, **pool)
+        return create_engine(_bounded_postgres(parsed, timeout), pool_pre_ping=True, **pool)
     if backend != "sqlite":
         raise ValueError(f"unsupported database {backend!r} in {parsed!r}: use sqlite or postgresql")
+    wait_s = SQLITE_BUSY_TIMEOUT_MS / 1000 if timeout is None else timeout
     if parsed.database in (None, "", ":memory:"):
         # One shared connection, or every pooled connection would see its own empty database.
-        engine = create_engine(parsed, poolclass=StaticPool)
+        engine = create_engine(parsed, poolclass=StaticPool, connect_args={"factory": SerialisedConnection})
     else:
-        engine = create_engine(parsed)
-    event.listen(engine, "connect", _configure_sqlite_connection)
+        engine = create_engine(parsed, connect_args={"factory": SerialisedConnection}, **pool)
+    event.listen(engine, "connect", functools.partial(_configure_sqlite_connection, parsed.database, wait_s))
     event.listen(engine, "begin", _begin_immediate)
     return engine
 
 
-def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
+def _bounded_postgres(url: URL, timeout: float) -> URL:
+    """`url` with server-side lock and statement timeouts, a connect timeout and TCP keepalives added."""
+    ms = int(timeout * 1000)
+    given = url.query.get("options", "")
+    options = given if isinstance(given, str) else " ".join(given)
+    extra = f"-c lock_timeout={ms} -c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}"
+    return url.update_query_dict(
+        {
+            "options": f"{options} {extra}".strip(),
+            "connect_timeout": str(max(1, math.ceil(timeout))),
+            # A peer that vanished (a frozen host, a cut link) breaks the connection instead of hanging it.
+            "keepalives": "1",
+            "keepalives_idle": "5",
+            "keepalives_interval": "2",
+            "keepalives_count": "3",
+            "tcp_user_timeout": str(max(ms, 10_000)),
+        }
+    )
+
+
+# One lock per SQLite file, shared by every engine of this process on it (see SerialisedConnection).
+_WRITE_LOCKS: dict[str, threading.Lock] = {}
+_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+class SerialisedConnection(sqlite3.Connection):
+    """A pysqlite connection whose transactions first take its file's lock in this process.
+
+    Threads of one process then queue on a lock and wake the moment it is free, where SQLite's busy
+    handler would sleep and poll (up to 100 ms a time); other processes still meet SQLite's own lock.
+    """
+
+    write_lock: threading.Lock | None = None
+    lock_wait_s: float = SQLITE_BUSY_TIMEOUT_MS / 1000
+    holding = False
+
+    def begin_immediate(self) -> None:
+        if self.write_lock is not None:
+            if not self.write_lock.acquire(timeout=self.lock_wait_s):
+                raise sqlite3.OperationalError(
+                    f"database is locked: another transaction here held it for {self.lock_wait_s:g} s"
+                )
+            self.holding = True
+        try:
+            self.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._release()
+            raise
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        finally:
+            self._release()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            self._release()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self.holding and self.write_lock is not None:
+            self.holding = False
+            self.write_lock.release()
+
+
+def _configure_sqlite_connection(
+    path: str | None, wait_s: float, dbapi_connection: Any, _record: Any
+) -> None:
     # Let SQLAlchemy issue BEGIN itself (see _begin_immediate) instead of pysqlite's implicit, deferred one.
     dbapi_connection.isolation_level = None
+    if path not in (None, "", ":memory:"):
+        with _WRITE_LOCKS_GUARD:
+            dbapi_connection.write_lock = _WRITE_LOCKS.setdefault(os.path.realpath(path), threading.Lock())
+    dbapi_connection.lock_wait_s = wait_s
     cursor = dbapi_connection.cursor()
-    cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
     _enable_wal(cursor)
     cursor.execute("PRAGMA synchronous = NORMAL")
     cursor.execute("PRAGMA foreign_keys = ON")
@@ -496,7 +597,12 @@ def _enable_wal(cursor: Any) -> None:
 def _begin_immediate(conn: Connection) -> None:
     # Take the write lock up front: a deferred transaction that later writes gets SQLITE_BUSY in WAL mode
     # without waiting for busy_timeout, while BEGIN IMMEDIATE waits for it. Readers pay a short wait.
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    dbapi_connection = conn.connection.dbapi_connection
+    assert isinstance(dbapi_connection, SerialisedConnection)
+    try:
+        dbapi_connection.begin_immediate()
+    except sqlite3.Error as exc:  # as SQLAlchemy wraps it when it runs the statement itself
+        raise OperationalError("BEGIN IMMEDIATE", None, exc) from exc
 
 
 def _migrate(engine: Engine) -> None:
@@ -671,7 +777,6 @@ def _upsert(
     if not rows:
         return
     # Imported here: the PostgreSQL dialect package costs every command ~20 ms, and reads never need it.
-    from sqlalchemy.dialects import postgresql, sqlite
 
     dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     stmt = dialect_insert(table)

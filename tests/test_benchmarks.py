@@ -76,3 +76,30 @@ def test_real_cost_prints_its_figures_on_a_merge_style_fork(tmp_path: Path) -> N
         assert re.search(rf"{re.escape(label)}: [\d.]+", proc.stdout), proc.stdout
     assert re.search(r"loose objects before: (\d+) .*\n.*after \d+ plans and dry runs: \1 ", proc.stdout)
     assert s.git("count-objects", "-v") == before  # the scenario itself is only read
+
+
+def test_webhook_bench_prints_the_floor_and_both_backends_with_workers(
+    request: pytest.FixtureRequest,
+) -> None:
+    try:
+        request.getfixturevalue("postgres_server")  # skipped (or failed in CI) when PostgreSQL is missing
+    except pytest.skip.Exception:
+        backends = ["sqlite"]
+    else:
+        backends = ["sqlite", "postgresql"]
+    args = ["--deliveries", "100", *([] if "postgresql" in backends else ["--no-postgres"])]
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "webhook_bench.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    figures = r"deliveries/s\s+p50\s+[\d.]+ ms\s+p99\s+[\d.]+ ms\s+max\s+[\d.]+ ms\s+\(100 deliveries"
+    assert re.search(rf"bare aiohttp\s+[\d.]+ {figures}\)", proc.stdout), proc.stdout
+    for backend in backends:
+        line = re.search(
+            rf"sluice {backend}\s+[\d.]+ {figures}, [\d.]+ CPU ms each, (\d+) jobs done", proc.stdout
+        )
+        assert line, proc.stdout
+        assert int(line.group(1)) > 0  # the workers were running and took jobs off the queue

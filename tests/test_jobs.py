@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from bot.jobs import DeliveryOutcome, Job, JobQueue, JobState, deliveries, jobs
+from bot.jobs import Delivery, DeliveryOutcome, Job, JobQueue, JobState, deliveries, jobs
 from bot.store import Store
 
 NOW = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
@@ -104,6 +104,34 @@ def test_a_delivery_whose_job_cannot_be_queued_is_not_recorded(queue: JobQueue) 
 
     assert queue.deliveries() == 0
     assert accept(queue, "d-1") is DeliveryOutcome.NEW  # GitHub's redelivery gets through
+
+
+def test_a_batch_is_recorded_in_one_go_with_each_delivery_s_own_outcome(
+    queue: JobQueue, store: Store
+) -> None:
+    accept(queue, "failed")
+    job = claimed(queue, "w1")
+    queue.fail(job.id, "w1", "boom", now=NOW, retry_after=None, max_attempts=1)
+    accept(queue, "seen")
+    ids = ["new-1", "seen", "failed", "new-1", "new-2", "failed"]
+    batch = [Delivery(i, event="push", body=BODY, kind="ingest", key=FORK, payload={"d": i}) for i in ids]
+
+    outcomes = queue.accept_deliveries(batch, now=NOW)
+
+    new, dup, retry = DeliveryOutcome.NEW, DeliveryOutcome.DUPLICATE, DeliveryOutcome.RETRY
+    assert outcomes == [new, dup, retry, dup, new, dup]  # a repeat within the batch is a duplicate
+    with store._engine.connect() as conn:
+        linked = conn.execute(
+            select(deliveries.c.id, jobs.c.payload, jobs.c.state).join(jobs, jobs.c.id == deliveries.c.job_id)
+        ).all()
+    assert sorted((row.id, row.state) for row in linked) == [
+        ("failed", "queued"),  # its new job
+        ("new-1", "queued"),
+        ("new-2", "queued"),
+        ("seen", "queued"),
+    ]
+    assert all(f'"{row.id}"' in row.payload for row in linked if row.id.startswith("new"))
+    assert queue.counts() == {"queued": 4, "running": 0, "done": 0, "failed": 1}
 
 
 # Claims and leases
