@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Connection,
     Index,
@@ -22,10 +23,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.store import Store, UTCDateTime, _utc, metadata
 
+# GitHub's ids are 63-bit (webhooks.py accepts up to 2**63 - 1); PostgreSQL's INTEGER holds only 32 bits.
+# SQLite's INTEGER is 64-bit already.
+GitHubId = BigInteger().with_variant(Integer, "sqlite")
+
 installations = Table(
     "installations",
     metadata,
-    Column("id", Integer, autoincrement=False),
+    Column("id", GitHubId, autoincrement=False),
     Column("account", String(255), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     PrimaryKeyConstraint("id", name="pk_installations"),
@@ -35,7 +40,7 @@ installation_repos = Table(
     "installation_repos",
     metadata,
     Column("repo", String(255), nullable=False),  # owner/name
-    Column("installation_id", Integer, nullable=False),
+    Column("installation_id", GitHubId, nullable=False),
     PrimaryKeyConstraint("repo", name="pk_installation_repos"),
     Index("ix_installation_repos_installation_id", "installation_id"),
 )
@@ -44,7 +49,7 @@ forks = Table(
     "forks",
     metadata,
     Column("repo", String(255), nullable=False),  # owner/name of the fork
-    Column("installation_id", Integer, nullable=False),
+    Column("installation_id", GitHubId, nullable=False),
     Column("branch", String(255), nullable=False),  # fork trunk
     Column("upstream_url", Text, nullable=False),
     Column("upstream_branch", String(255), nullable=False),

@@ -50,7 +50,7 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0006_commit_facts"
+HEAD_REVISION = "0007_github_ids"
 # Modules that define tables on the metadata the migrations are compared with.
 TABLE_MODULES = (bot.jobs, bot.registry)
 TABLES = [
@@ -579,3 +579,13 @@ def test_facts_load_in_chunks_beyond_the_parameter_limit(store: Store) -> None:
 
     assert len(store.load_facts("patch-id", "v1", shas)) == 1_200
     assert len(store.load_facts("diff", "v1", shas[:1], paths=paths)) == 600
+
+
+def test_the_largest_github_id_the_intake_accepts_is_recorded(store: Store) -> None:
+    """webhooks.py accepts ids up to 2**63 - 1; the registry must hold them on PostgreSQL too (BIGINT)."""
+    from bot.registry import Registry
+
+    largest = 2**63 - 1
+    registry = Registry(store)
+    registry.record_installation(largest, "octo-org", ["octo-org/fork"], at=datetime(2026, 1, 1, tzinfo=UTC))
+    assert registry.installation_of("octo-org/fork") == largest
