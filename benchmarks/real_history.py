@@ -166,6 +166,7 @@ def run_sections(repo: Path, *, fork: str, upstream: str) -> None:
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the class is made
         spec.loader.exec_module(module)
         print(f"\n== {name} ==", flush=True)
         module.run(repo, fork=fork, upstream=upstream)

@@ -77,3 +77,11 @@ def test_a_path_that_is_no_repository_is_a_clear_error(tmp_path: Path) -> None:
     proc = run(str(tmp_path))
     assert proc.returncode == 2
     assert "is not a git repository" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_other_sections_run_after_the_recognition_figures(tmp_path: Path) -> None:
+    s = merge_fork(tmp_path)
+    proc = run(str(s.path), "--fork", "main", "--upstream", "upstream/main", "--merge-window", "1,0")
+    assert proc.returncode == 0, proc.stderr
+    for section in ("real_merges", "real_cost"):  # each imported by path and run on the same refs
+        assert f"\n== {section} ==" in proc.stdout, proc.stdout[-2000:]
