@@ -11,6 +11,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from gidgethub import BadRequest
 
@@ -36,6 +37,8 @@ from bot.upstream_access import (
 )
 
 Clock = Callable[[], dt.datetime]
+P = ParamSpec("P")
+T = TypeVar("T")
 log = logging.getLogger("sluice.context")
 
 
@@ -48,6 +51,11 @@ class Context:
     github: GitHubClient
     bot_login: str  # "<app slug>[bot]": the author of the App's comments and pushes
     clock: Clock
+
+    async def db(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """`call` (the registry's, the queue's, the store's) in a worker thread: a database round trip on the
+        event loop would stall everything else on it, the webhook intake's acknowledgements included."""
+        return await asyncio.to_thread(call, *args, **kwargs)
 
     @property
     def web_url(self) -> str:
@@ -88,13 +96,14 @@ class Context:
         await asyncio.to_thread(self.check_upstream_host, fork, upstream_url)
         upstream = owner_repo(upstream_url, web_base=self.web_url)
         public = await asyncio.to_thread(self.mirror(fork).readable_anonymously, upstream_url)
+        upstream_installation = await self.db(self.registry.installation_of, upstream) if upstream else None
         facts = UpstreamFacts(
             fork=fork,
             fork_installation=installation_id,
             upstream_url=redact(upstream_url),
             upstream=upstream,
             public=public,
-            upstream_installation=self.registry.installation_of(upstream) if upstream else None,
+            upstream_installation=upstream_installation,
         )
         if needs_consent(facts):
             assert facts.upstream is not None and facts.upstream_installation is not None

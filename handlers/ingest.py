@@ -43,9 +43,10 @@ MAX_BODY_CHARS = 60_000  # GitHub refuses PR bodies and comments over 65,536 cha
 log = logging.getLogger("sluice.ingest")
 
 
-def request(ctx: Context, fork: str, *, reason: str) -> None:
+async def request(ctx: Context, fork: str, *, reason: str) -> None:
     """Ask for an ingestion run of `fork`; a burst of requests coalesces into one queued job."""
-    if ctx.queue.enqueue_once(KIND, {"fork": fork, "reason": reason}, key=fork, now=ctx.clock()) is not None:
+    payload = {"fork": fork, "reason": reason}
+    if await ctx.db(ctx.queue.enqueue_once, KIND, payload, key=fork, now=ctx.clock()) is not None:
         log.info("ingestion of %s requested: %s", fork, reason)
 
 
@@ -63,7 +64,7 @@ class Built:
 
 
 async def handle(ctx: Context, job: Job) -> None:
-    fork = ctx.registry.fork(str(job.payload["fork"]))
+    fork = await ctx.db(ctx.registry.fork, str(job.payload["fork"]))
     if fork is None:
         log.info(
             "ingest job %d: %s is no longer a registered fork; nothing to do", job.id, job.payload["fork"]
@@ -81,7 +82,7 @@ async def handle(ctx: Context, job: Job) -> None:
     )
     for picked in built.units:
         record = await _publish(forge, picked, built=built, links=links, fork=fork)
-        ctx.registry.save_ingestion(record, at=ctx.clock())
+        await ctx.db(ctx.registry.save_ingestion, record, at=ctx.clock())
     await _close_stale(ctx, forge, fork, keep={p.unit.id for p in built.units} | set(built.human))
     log.info(
         "ingested %s: %d units, %d pushed, %d pending upstream commits",
@@ -213,7 +214,7 @@ async def _upsert_pull(forge: ForkGitHub, picked: PickedUnit, *, body: str) -> i
 
 async def _close_stale(ctx: Context, forge: ForkGitHub, fork: Fork, *, keep: set[str]) -> None:
     """Close ingestion PRs the plan no longer has (upstream or the fork's trunk changed under them)."""
-    records = {r.id: r for r in ctx.registry.ingestions(fork.repo, state="open")}
+    records = {r.id: r for r in await ctx.db(ctx.registry.ingestions, fork.repo, state="open")}
     for pull in await forge.open_pulls():
         branch = pull["head"]["ref"]
         if (
@@ -231,7 +232,7 @@ async def _close_stale(ctx: Context, forge: ForkGitHub, fork: Fork, *, keep: set
         await forge.close_pull(pull["number"], comment=note)
         if unit_id in records:
             closed = dataclasses.replace(records[unit_id], state="closed")
-            ctx.registry.save_ingestion(closed, at=ctx.clock())
+            await ctx.db(ctx.registry.save_ingestion, closed, at=ctx.clock())
 
 
 def _fit(text: str) -> str:

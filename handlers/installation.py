@@ -78,9 +78,9 @@ async def installation(ctx: Context, job: Job) -> None:
     claimed = [r.full_name for r in event.repositories]
     repos, refused = split(claimed, held) if claimed else (sorted(held), [])
     _drop(job, refused, f"installation {inst.id} on GitHub does not hold", "not recorded")
-    ctx.registry.record_installation(inst.id, found.account, repos, at=ctx.clock())
+    await ctx.db(ctx.registry.record_installation, inst.id, found.account, repos, at=ctx.clock())
     for repo in repos:
-        register.request(ctx, repo, installation_id=inst.id)
+        await register.request(ctx, repo, installation_id=inst.id)
 
 
 async def installation_repositories(ctx: Context, job: Job) -> None:
@@ -95,12 +95,12 @@ async def installation_repositories(ctx: Context, job: Job) -> None:
     _drop(job, kept, f"installation {inst.id} on GitHub still holds", "not forgotten")
     _drop(job, refused, f"installation {inst.id} on GitHub does not hold", "not recorded")
     if removed:
-        ctx.registry.remove_repos(inst.id, removed)
+        await ctx.db(ctx.registry.remove_repos, inst.id, removed)
         log.info("installation %d: forgot %s", inst.id, ", ".join(removed))
     if added:
-        ctx.registry.record_installation(inst.id, found.account, added, at=ctx.clock())
+        await ctx.db(ctx.registry.record_installation, inst.id, found.account, added, at=ctx.clock())
         for repo in added:
-            register.request(ctx, repo, installation_id=inst.id)
+            await register.request(ctx, repo, installation_id=inst.id)
 
 
 async def _confirmed(ctx: Context, job: Job, installation_id: int) -> GitHubInstallation | None:
@@ -126,7 +126,7 @@ async def _forget(ctx: Context, job: Job, installation_id: int) -> None:
             installation_id,
         )
         return
-    ctx.registry.forget_installation(installation_id)
+    await ctx.db(ctx.registry.forget_installation, installation_id)
     log.info("installation %d deleted: forgotten with its forks", installation_id)
 
 

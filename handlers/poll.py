@@ -18,8 +18,8 @@ log = logging.getLogger("sluice.poll")
 async def poll_once(ctx: Context) -> list[str]:
     """Request an ingestion for every fork whose polled upstream moved; the forks requested."""
     moved = []
-    for fork in await asyncio.to_thread(ctx.registry.all_forks):
-        if fork.upstream_repo and ctx.registry.installation_of(fork.upstream_repo) is not None:
+    for fork in await ctx.db(ctx.registry.all_forks):
+        if fork.upstream_repo and await ctx.db(ctx.registry.installation_of, fork.upstream_repo) is not None:
             continue  # the App is installed upstream: push webhooks arrive, no need to poll
         try:
             # Settings or DNS may have changed since the fork registered: the host is checked every time.
@@ -33,8 +33,8 @@ async def poll_once(ctx: Context) -> list[str]:
         if head is None or head == fork.upstream_seen:
             continue
         # Compare-and-set: of several replicas polling at once, one requests the ingestion.
-        if ctx.registry.mark_upstream_seen(fork.repo, old=fork.upstream_seen, new=head):
-            ingest.request(
+        if await ctx.db(ctx.registry.mark_upstream_seen, fork.repo, old=fork.upstream_seen, new=head):
+            await ingest.request(
                 ctx, fork.repo, reason=f"poll: upstream {fork.upstream_branch} moved to {head[:10]}"
             )
             moved.append(fork.repo)

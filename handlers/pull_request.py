@@ -22,7 +22,7 @@ log = logging.getLogger("sluice.pull_request")
 
 async def handle(ctx: Context, job: Job) -> None:
     event = PullRequestEvent.model_validate(job.payload)
-    fork = ctx.registry.fork(event.repository.full_name)
+    fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
     pull = event.pull_request
     if event.action not in ACTIONS or fork is None or pull.base.ref != fork.branch:
         return

@@ -27,28 +27,30 @@ async def handle(ctx: Context, job: Job) -> None:
     if branch.startswith(BRANCH_PREFIX):
         log.info("push to %s %s: an ingestion branch; ignored", repo, branch)
         return
-    fork = ctx.registry.fork(repo)
+    fork = await ctx.db(ctx.registry.fork, repo)
     trunk = fork is not None and branch == fork.branch
     if not trunk and event.sender is not None and event.sender.login == ctx.bot_login:
         log.info("push to %s %s is Sluice's own; ignored", repo, branch)
         return
     config_changed = event.touches(CONFIG_PATH)
     if trunk and config_changed:  # the upstream it tracks may have changed: register again, then ingest
-        register.request(ctx, repo, installation_id=event.installation.id)
+        await register.request(ctx, repo, installation_id=event.installation.id)
     elif trunk:
-        ingest.request(ctx, repo, reason=f"fork trunk {branch} moved to {event.after[:10]}")
+        await ingest.request(ctx, repo, reason=f"fork trunk {branch} moved to {event.after[:10]}")
     elif fork is None and branch == event.repository.default_branch:
         await _note_repo(ctx, job, event, config_changed=config_changed)
-    for tracking in ctx.registry.forks_tracking(repo, branch):
-        ingest.request(ctx, tracking.repo, reason=f"upstream {repo} {branch} moved to {event.after[:10]}")
+    for tracking in await ctx.db(ctx.registry.forks_tracking, repo, branch):
+        await ingest.request(
+            ctx, tracking.repo, reason=f"upstream {repo} {branch} moved to {event.after[:10]}"
+        )
 
 
 async def _note_repo(ctx: Context, job: Job, event: PushEvent, *, config_changed: bool) -> None:
     """Record an installed repository Sluice had not seen (is it a fork?), once GitHub confirms it."""
     repo, installation_id = event.repository.full_name, event.installation.id
-    if ctx.registry.installation_of(repo) == installation_id:
+    if await ctx.db(ctx.registry.installation_of, repo) == installation_id:
         if config_changed:
-            register.request(ctx, repo, installation_id=installation_id)
+            await register.request(ctx, repo, installation_id=installation_id)
         return
     if not await installation.holds(ctx, installation_id, repo):
         log.warning(
@@ -58,5 +60,5 @@ async def _note_repo(ctx: Context, job: Job, event: PushEvent, *, config_changed
             installation_id,
         )
         return
-    ctx.registry.add_repos(installation_id, [repo])
-    register.request(ctx, repo, installation_id=installation_id)
+    await ctx.db(ctx.registry.add_repos, installation_id, [repo])
+    await register.request(ctx, repo, installation_id=installation_id)

@@ -69,7 +69,7 @@ async def sweep_once(ctx: Context, metrics: ReconcileMetrics) -> SweepPlan:
     """Ask GitHub to redeliver, once each, the events it failed to deliver and Sluice never recorded."""
     api = ctx.github.app_api()
     attempts = await recent_attempts(api, ctx)
-    recorded = await asyncio.to_thread(ctx.queue.recorded, undelivered(attempts))
+    recorded = await ctx.db(ctx.queue.recorded, undelivered(attempts))
     plan = plan_redeliveries(attempts, recorded=recorded, now=ctx.clock())
     for redelivery in plan.redeliver:
         await _ask(api, redelivery, metrics)
@@ -103,15 +103,15 @@ async def _ask(api: InstallationAPI, redelivery: Redelivery, metrics: ReconcileM
     metrics.redeliveries.labels(outcome="asked").inc()
 
 
-def resync_once(ctx: Context, metrics: ReconcileMetrics) -> list[str]:
-    """Request an ingestion of every registered fork (blocking: run in a thread); the forks requested.
+async def resync_once(ctx: Context, metrics: ReconcileMetrics) -> list[str]:
+    """Request an ingestion of every registered fork; the forks requested.
 
     A queued, not yet started ingestion of a fork absorbs the request (`enqueue_once`), so the resync
     never piles jobs up.
     """
-    forks = [fork.repo for fork in ctx.registry.all_forks()]
+    forks = [fork.repo for fork in await ctx.db(ctx.registry.all_forks)]
     for repo in forks:
-        ingest.request(ctx, repo, reason="periodic resync")
+        await ingest.request(ctx, repo, reason="periodic resync")
     metrics.resyncs.inc()
     metrics.resynced_forks.inc(len(forks))
     log.info("resync: %d forks re-planned", len(forks))
@@ -133,6 +133,6 @@ def loops(
     if settings.redelivery_interval > 0:
         out.append(every(REDELIVERY, settings.redelivery_interval, lambda: sweep_once(ctx, metrics)))
     if settings.resync_interval > 0:
-        resync = every(RESYNC, settings.resync_interval, lambda: asyncio.to_thread(resync_once, ctx, metrics))
+        resync = every(RESYNC, settings.resync_interval, lambda: resync_once(ctx, metrics))
         out.append(resync)
     return out

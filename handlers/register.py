@@ -23,15 +23,14 @@ CONFIG_CHECK = upstream.CONFIG_CHECK
 log = logging.getLogger("sluice.register")
 
 
-def request(ctx: Context, repo: str, *, installation_id: int) -> None:
-    ctx.queue.enqueue_once(
-        KIND, {"repo": repo, "installation_id": installation_id}, key=repo, now=ctx.clock()
-    )
+async def request(ctx: Context, repo: str, *, installation_id: int) -> None:
+    payload = {"repo": repo, "installation_id": installation_id}
+    await ctx.db(ctx.queue.enqueue_once, KIND, payload, key=repo, now=ctx.clock())
 
 
 async def handle(ctx: Context, job: Job) -> None:
     repo, installation_id = str(job.payload["repo"]), int(job.payload["installation_id"])
-    if ctx.registry.installation_of(repo) != installation_id:
+    if await ctx.db(ctx.registry.installation_of, repo) != installation_id:
         log.info("%s is no longer in installation %d; not registering it", repo, installation_id)
         return
     api = ctx.github.for_installation(installation_id)
@@ -42,7 +41,7 @@ async def handle(ctx: Context, job: Job) -> None:
     text = await asyncio.to_thread(GitRepo(mirror.path).read_file, head, CONFIG_PATH)
     if text is None:
         log.info("%s has no %s on %s: not a fork Sluice keeps in sync", repo, CONFIG_PATH, default_branch)
-        ctx.registry.unregister_fork(repo)
+        await ctx.db(ctx.registry.unregister_fork, repo)
         return
     forge = ctx.forge(installation_id, repo)
     try:
@@ -79,16 +78,16 @@ async def handle(ctx: Context, job: Job) -> None:
         upstream_repo=owner_repo(config.upstream.url, web_base=ctx.web_url),
         upstream_seen=None,
     )
-    ctx.registry.register_fork(fork, at=ctx.clock())
+    await ctx.db(ctx.registry.register_fork, fork, at=ctx.clock())
     log.info(
         "%s registered: trunk %s, upstream %s %s", repo, fork.branch, fork.upstream_url, fork.upstream_branch
     )
-    ingest.request(ctx, repo, reason="registered")
+    await ingest.request(ctx, repo, reason="registered")
 
 
 async def _grants_only(ctx: Context, forge: ForkGitHub, head: str, config: SluiceConfig) -> None:
     """A config with `downstreams` and no `upstream` lets forks read this repository; it is no fork itself."""
-    ctx.registry.unregister_fork(forge.repo)
+    await ctx.db(ctx.registry.unregister_fork, forge.repo)
     listed = ", ".join(f"`{d}`" for d in config.downstreams)
     summary = f"Sluice lets {listed} read this repository as their upstream; it does not sync this one."
     await forge.report_check(head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=summary)
