@@ -74,6 +74,20 @@ def named_upstream(subject: str, parents: Sequence[str], stream: Mapping[str, in
     return parents[1] if len(parents) > 1 and parents[1] in stream else None
 
 
+def taken_upstream(
+    repo: GitRepo, merge: TrunkCommit, stream: Mapping[str, int], upstream_head: str
+) -> str | None:
+    """The upstream commit a first-parent merge took: named in its subject, else the newest upstream commit
+    its second parent has (a fork PR's merge has only what trunk had: it brings nothing, so is no window)."""
+    named = named_upstream(merge.subject, merge.parents, stream)
+    if named is not None:
+        return named
+    base = repo.run(
+        "merge-base", validate_sha(merge.parents[1]), validate_sha(upstream_head), ok=(0, 1)
+    ).strip()
+    return base if base in stream else None
+
+
 def soon_after(
     trunk: Sequence[TrunkCommit], time: int, *, days: float, until: int | None, skip: Iterable[str] = ()
 ) -> tuple[TrunkCommit, ...]:
@@ -98,9 +112,8 @@ def merge_windows(
 ) -> list[IngestionWindow]:
     """Every first-parent merge of an upstream commit on fork trunk (oldest first), with its fix commits:
     the PR branch's own commits and trunk's for `fix_days` after."""
-    ingestions = {
-        c.sha: x for c in trunk if len(c.parents) > 1 and (x := named_upstream(c.subject, c.parents, stream))
-    }
+    found = ((c.sha, taken_upstream(repo, c, stream, upstream_head)) for c in trunk if len(c.parents) > 1)
+    ingestions = {sha: took for sha, took in found if took is not None}
     windows = []
     for commit in reversed(trunk):
         took = ingestions.get(commit.sha)

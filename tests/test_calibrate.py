@@ -28,7 +28,9 @@ def at(hours: float) -> dict[str, str]:
     return {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
 
 
-def merge_pr(s: Scenario, upstream_sha: str, *, pr: int, fixes: list[str], hours: float) -> str:
+def merge_pr(
+    s: Scenario, upstream_sha: str, *, pr: int, fixes: list[str], hours: float, message: str | None = None
+) -> str:
     """Intel's way: a PR branch that starts with "Merge commit '<X>'" and carries fix commits, merged into
     fork trunk as "Merge OpenAI Triton commit `X` (#N)"."""
     branch = f"pr-{pr}"
@@ -39,7 +41,7 @@ def merge_pr(s: Scenario, upstream_sha: str, *, pr: int, fixes: list[str], hours
             branch, subject, {f"third_party/intel/fix_{pr}_{index}.cpp": "fix\n"}, hours + 0.1 * (index + 1)
         )
     s.git("checkout", "-q", "main")
-    message = f"Merge OpenAI Triton commit `{upstream_sha[:7]}` (#{pr})"
+    message = message or f"Merge OpenAI Triton commit `{upstream_sha[:7]}` (#{pr})"
     s.git("merge", "-q", "--no-ff", "-m", message, branch, env=at(hours + 1))
     return s.git("rev-parse", "HEAD")
 
@@ -67,7 +69,7 @@ def merge_history(root: Path) -> tuple[Scenario, dict[str, str]]:
     c["merge_a"] = merge_pr(s, c["a7"], pr=9001, fixes=fixes, hours=10)
     ours = numbered("f", 60).replace("f line 40\n", "f line 40 for XPU\n")
     s.fork("[intel] patch the analysis for XPU (#9002)", {"lib/Analysis/f.cpp": ours}, hours=11 + DAY_H)
-    # Its own PR number (the suffix a squash merge appends) happens to be an upstream PR of the window: no fix.
+    # Its own PR number (the suffix of a squash merge) happens to be an upstream PR of the window: no fix.
     s.fork("[intel] unrelated tidy (#106)", {"third_party/intel/t.cpp": "t\n"}, hours=11 + 1.5 * DAY_H)
     s.fork(
         f"Fix a perf regression from {c['a5'][:10]} (#9003)",
@@ -143,6 +145,23 @@ def test_merge_windows_find_reverts_named_shas_prs_and_trunk_fixes_soon_after(tm
     assert rows[c["a1"]].outcome == 0  # named 9 days later: past the 7-day window
     assert rows[c["a6"]].outcome == 0  # `(#106)` was only the fix commit's own PR number
     assert {rows[c["a1"]].window, rows[c["b1"]].window} == {c["merge_a"], c["merge_b"]}
+
+
+def test_a_merge_that_names_no_upstream_commit_is_found_by_what_it_brought(tmp_path: Path) -> None:
+    s = Scenario(tmp_path)
+    s.upstream("Initial import (#1)", {"a.py": "a\n"}, hours=0)
+    s.fork_here()
+    feature = merge_pr(
+        s, "main~0", pr=7, fixes=["[intel] our own feature"], hours=1, message="Our feature (#7)"
+    )
+    u2 = s.upstream("Change a (#2)", {"a.py": "a2\n"}, hours=3)
+    u3 = s.upstream("Add b (#3)", {"b.py": "b\n"}, hours=4)
+    merge = merge_pr(
+        s, u3, pr=8, fixes=[f"[intel] fix after '{u2[:7]}'"], hours=5, message="Update base (#8)"
+    )
+    rows = mined(s)
+    assert {r.window for r in rows.values()} == {merge} != {feature}  # the fork's own PR brought nothing
+    assert (rows[u2].outcome, rows[u3].outcome) == (1, 0)
 
 
 def test_a_longer_fix_window_counts_the_late_fix(tmp_path: Path) -> None:
