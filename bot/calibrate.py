@@ -8,7 +8,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import sklearn
@@ -208,16 +208,41 @@ def mine(
 
 
 @dataclass(frozen=True)
+class HeldOut:
+    """The time split: a model fitted on the earlier rows, judged (beside simple rankings) on the later."""
+
+    quality: Quality
+    baselines: dict[str, Quality]  # size alone, today's rules: on the same held-out rows
+    split_time: int  # the first held-out ingestion
+    train_commits: int
+
+    def metrics(self, options: CalibrateOptions) -> dict[str, float]:
+        q = self.quality
+        metrics = {
+            **({"auc": round(q.auc, 4)} if q.auc is not None else {}),
+            "bundled_share": options.bundled_share,
+            "recall_at_bundled_share": round(q.recall_at_bundled, 4),
+            "recall_target": options.recall_target,
+            "chained_share_for_recall_target": round(q.chained_for_recall, 4),
+            "train_commits": float(self.train_commits),
+            "test_commits": float(q.commits),
+            "test_culprits": float(q.culprits),
+            "split_time": float(self.split_time),
+        }
+        for name, base in self.baselines.items():
+            metrics[f"recall_at_bundled_share ({name})"] = round(base.recall_at_bundled, 4)
+        return metrics
+
+
+@dataclass(frozen=True)
 class Calibration:
     """What `sluice calibrate` found: the model, and the figures its report and curve show."""
 
     model: RiskModel
     windows: Sequence[IngestionWindow]
     rows: Sequence[Row]
-    held_out: Quality | None = None
+    held_out: HeldOut | None = None
     in_sample: Quality | None = None
-    baselines: dict[str, Quality] = field(default_factory=dict)  # on the held-out rows
-    split_time: int | None = None
     fallback: str = ""  # why the default model was used instead, when it was
 
 
@@ -230,9 +255,7 @@ def todays_rule_scores(rows: Sequence[Row]) -> list[float]:
     return [1.0 if r.risk in ("high", "critical") else 0.0 for r in rows]
 
 
-def judge_split(
-    rows: Sequence[Row], options: CalibrateOptions
-) -> tuple[Quality, dict[str, Quality], int] | None:
+def judge_split(rows: Sequence[Row], options: CalibrateOptions) -> HeldOut | None:
     """Fit on the earlier rows, judge on the later ones; None when either side lacks a culprit."""
     train, test = fitting.time_split(rows, options.train_share)
     if len({r.outcome for r in train}) < 2 or not test or not any(r.outcome for r in test):
@@ -240,31 +263,15 @@ def judge_split(
     model = fitting.fit(train, c=options.c)
     outcomes = [r.outcome for r in test]
     args = {"bundled_share": options.bundled_share, "target": options.recall_target}
-    held_out = fitting.judge(model.score(test), outcomes, **args)
-    baselines = {
-        "size alone": fitting.judge(size_scores(test), outcomes, **args),
-        "today's rules": fitting.judge(todays_rule_scores(test), outcomes, **args),
-    }
-    return held_out, baselines, test[0].time
-
-
-def held_out_metrics(
-    quality: Quality, baselines: dict[str, Quality], split: int, options: CalibrateOptions, train: int
-) -> dict[str, float]:
-    metrics = {
-        **({"auc": round(quality.auc, 4)} if quality.auc is not None else {}),
-        "bundled_share": options.bundled_share,
-        "recall_at_bundled_share": round(quality.recall_at_bundled, 4),
-        "recall_target": options.recall_target,
-        "chained_share_for_recall_target": round(quality.chained_for_recall, 4),
-        "train_commits": float(train),
-        "test_commits": float(quality.commits),
-        "test_culprits": float(quality.culprits),
-        "split_time": float(split),
-    }
-    for name, base in baselines.items():
-        metrics[f"recall_at_bundled_share ({name})"] = round(base.recall_at_bundled, 4)
-    return metrics
+    return HeldOut(
+        quality=fitting.judge(model.score(test), outcomes, **args),
+        baselines={
+            "size alone": fitting.judge(size_scores(test), outcomes, **args),
+            "today's rules": fitting.judge(todays_rule_scores(test), outcomes, **args),
+        },
+        split_time=test[0].time,
+        train_commits=len(train),
+    )
 
 
 def fallback(
@@ -294,6 +301,7 @@ def calibrate(
     cache: Path | None = None,
     progress: Progress = _quiet,
 ) -> Calibration:
+    """Mine, fit and judge; the default model (and why) when the history has nothing to learn from."""
     fork_head, upstream_head = repo.resolve(fork), repo.resolve(upstream)
     progress("finding past ingestions")
     windows = find_windows(repo, config, fork_head=fork_head, upstream_head=upstream_head, options=options)
@@ -301,51 +309,38 @@ def calibrate(
         return fallback(windows, [], "no past ingestion (upstream merge or pick) found", options)
     rows, failed = mine(repo, config, windows, cache=FeatureCache(cache, config=config), progress=progress)
     if not any(r.outcome for r in rows):
-        return fallback(
-            windows, rows, f"{len(rows)} upstream commits mined, none of them broke the fork", options
-        )
+        reason = f"{len(rows)} upstream commits mined, none of them broke the fork"
+        return fallback(windows, rows, reason, options)
     progress(f"fitting {len(rows)} rows")
-    judged = judge_split(rows, options)
+    held_out = judge_split(rows, options)
     final = fitting.fit(rows, c=options.c)
-    in_sample = fitting.judge(
-        final.score(rows),
-        [r.outcome for r in rows],
-        bundled_share=options.bundled_share,
-        target=options.recall_target,
+    outcomes = [r.outcome for r in rows]
+    provenance = Provenance(
+        source=options.source or str(repo.path),
+        fork_ref=fork,
+        upstream_ref=upstream,
+        since=iso(windows[0].time),
+        until=iso(windows[-1].time),
+        commits=len(rows),
+        positives=sum(outcomes),
+        method=_method(options),
+        held_out=held_out.metrics(options) if held_out else {},
+        notes=_notes(windows, failed, options, held_out is not None),
     )
-    held = (
-        held_out_metrics(judged[0], judged[1], judged[2], options, len(rows) - judged[0].commits)
-        if judged
-        else {}
-    )
-    notes = _notes(windows, failed, options, judged is not None)
     model = RiskModel(
-        schema=MODEL_SCHEMA,
-        intercept=final.intercept,
-        coefficients=final.coefficients,
-        provenance=Provenance(
-            source=options.source or str(repo.path),
-            fork_ref=fork,
-            upstream_ref=upstream,
-            since=iso(windows[0].time),
-            until=iso(windows[-1].time),
-            commits=len(rows),
-            positives=sum(r.outcome for r in rows),
-            method=f"scikit-learn {sklearn.__version__} LogisticRegression(C={options.c}, penalty='l2', "
-            f"solver='{fitting.SOLVER}'); held_out: fitted on the earlier {options.train_share:.0%} of rows, "
-            "judged on the later rest; shipped coefficients refitted on all rows",
-            held_out=held,
-            notes=notes,
-        ),
+        schema=MODEL_SCHEMA, intercept=final.intercept, coefficients=final.coefficients, provenance=provenance
     )
-    return Calibration(
-        model=model,
-        windows=windows,
-        rows=rows,
-        held_out=judged[0] if judged else None,
-        in_sample=in_sample,
-        baselines=judged[1] if judged else {},
-        split_time=judged[2] if judged else None,
+    in_sample = fitting.judge(
+        final.score(rows), outcomes, bundled_share=options.bundled_share, target=options.recall_target
+    )
+    return Calibration(model=model, windows=windows, rows=rows, held_out=held_out, in_sample=in_sample)
+
+
+def _method(options: CalibrateOptions) -> str:
+    return (
+        f"scikit-learn {sklearn.__version__} LogisticRegression(C={options.c}, penalty='l2', "
+        f"solver='{fitting.SOLVER}'); held_out: fitted on the earlier {options.train_share:.0%} of rows, "
+        "judged on the later rest; shipped coefficients refitted on all rows"
     )
 
 
@@ -393,10 +388,14 @@ def report(cal: Calibration, options: CalibrateOptions) -> list[str]:
     if cal.fallback:
         return [f"calibrate: {cal.fallback}", f"calibrate: the default model was fitted on {p.source}"]
     lines = [*_mined_lines(cal), *_feature_lines(cal)]
-    if cal.held_out is not None and cal.split_time is not None:
-        lines.append(f"held-out split: fitted on ingestions before {iso(cal.split_time)}, judged on the rest")
-        lines += _quality_lines("held-out", cal.held_out, options)
-        for name, base in cal.baselines.items():
+    if cal.held_out is not None:
+        held = cal.held_out
+        lines.append(
+            f"held-out split: fitted on the {held.train_commits} commits of ingestions before "
+            f"{iso(held.split_time)}, judged on the rest"
+        )
+        lines += _quality_lines("held-out", held.quality, options)
+        for name, base in held.baselines.items():
             lines += _quality_lines(f"held-out, {name}", base, options)
     if cal.in_sample is not None:
         lines += _quality_lines("all ingestions (refit, in sample)", cal.in_sample, options)
@@ -433,10 +432,10 @@ def curve_svg(cal: Calibration, options: CalibrateOptions) -> str | None:
     """The trade-off curve: held out (and its baselines) and all ingestions, marked at the bundled share."""
     curves, marks = [], []
     if cal.held_out is not None:
-        after = (iso(cal.split_time) or "")[:10]
-        curves.append(tradeoff_svg.Curve(f"held out (after {after})", cal.held_out.curve))
-        marks.append(("held out", cal.held_out.recall_at_bundled))
-        for name, base in cal.baselines.items():
+        after = (iso(cal.held_out.split_time) or "")[:10]
+        curves.append(tradeoff_svg.Curve(f"held out (after {after})", cal.held_out.quality.curve))
+        marks.append(("held out", cal.held_out.quality.recall_at_bundled))
+        for name, base in cal.held_out.baselines.items():
             curves.append(tradeoff_svg.Curve(f"held out, {name}", base.curve, dashed=True))
     if cal.in_sample is not None:
         curves.append(tradeoff_svg.Curve("all ingestions (refit, in sample)", cal.in_sample.curve))
@@ -445,8 +444,14 @@ def curve_svg(cal: Calibration, options: CalibrateOptions) -> str | None:
         return None
     p = cal.model.provenance
     span = f"{(p.since or '')[:10]} .. {(p.until or '')[:10]}"
-    title = f"Culprits in risky chains vs. commits bundled: {p.source}, {span}"
-    return tradeoff_svg.tradeoff_svg(curves, title=title, mark_bundled=options.bundled_share, mark=marks)
+    subtitle = f"{p.source}, ingestions {span}: {p.commits} upstream commits, {p.positives} culprits"
+    return tradeoff_svg.tradeoff_svg(
+        curves,
+        title="Culprits in risky chains vs. commits bundled",
+        subtitle=subtitle,
+        mark_bundled=options.bundled_share,
+        mark=marks,
+    )
 
 
 # -- the command ------------------------------------------------------------------------------------------

@@ -56,7 +56,12 @@ def _axes() -> list[str]:
 
 
 def tradeoff_svg(
-    curves: Sequence[Curve], *, title: str, mark_bundled: float, mark: Sequence[tuple[str, float]]
+    curves: Sequence[Curve],
+    *,
+    title: str,
+    subtitle: str = "",
+    mark_bundled: float,
+    mark: Sequence[tuple[str, float]],
 ) -> str:
     """The curves, a chance diagonal, and a marker at `mark_bundled` for each (label, recall) in `mark`."""
     parts = _axes()
@@ -69,7 +74,7 @@ def tradeoff_svg(
         parts.append(
             f'<path d="{_path(curve.points)}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>'
         )
-        y = TOP + 18 + 18 * index
+        y = HEIGHT - BOTTOM - 12 - 18 * (len(curves) - 1 - index)  # bottom left: the curves stay above it
         parts += [
             f'<line x1="{LEFT + 12}" y1="{y - 4}" x2="{LEFT + 40}" y2="{y - 4}" '
             f'stroke="{colour}" stroke-width="2"{dash}/>',
@@ -91,6 +96,7 @@ def tradeoff_svg(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">\n'
         f'  <rect width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>\n'
-        f'  <text x="{WIDTH / 2}" y="24" text-anchor="middle" font-size="14">{escape(title)}</text>\n'
+        f'  <text x="{WIDTH / 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>\n'
+        f'  <text x="{WIDTH / 2}" y="40" text-anchor="middle" font-size="10">{escape(subtitle)}</text>\n'
         f"  {body}\n</svg>\n"
     )
