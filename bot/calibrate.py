@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import math
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -411,8 +412,15 @@ def _mined_lines(cal: Calibration) -> list[str]:
         f"ingestions: {len(cal.windows)} ({merges} merges, {len(cal.windows) - merges} pick runs), "
         f"{p.since} .. {p.until}",
         f"upstream commits: {p.commits}, culprits: {p.positives} ({_pct(p.positives / max(p.commits, 1))})",
+        f"culprits by evidence: {_evidence_counts(cal.rows)}",
         f"method: {p.method}",
     ]
+
+
+def _evidence_counts(rows: Sequence[Row]) -> str:
+    kinds = {"reverted": "reverted", "named": "SHA named", "PR": "PR named", "pick": "[RESOLVED] pick"}
+    counts = Counter(kinds.get(r.evidence.split(" ", 1)[0], "other") for r in rows if r.outcome)
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "none"
 
 
 def _feature_lines(cal: Calibration) -> list[str]:

@@ -378,3 +378,12 @@ def test_make_default_model_runs_sluice_calibrate(tmp_path: Path) -> None:
         == 0
     )
     assert ours.read_bytes() == theirs.read_bytes()
+
+
+def test_the_shipped_default_model_says_where_it_came_from() -> None:
+    model = default_model()
+    assert model is not None
+    p = model.provenance
+    assert "intel" in p.source and p.until is not None and p.until < "2025-10-01"
+    assert p.commits > 1000 and 0 < p.positives < p.commits
+    assert 0.5 < p.held_out["auc"] < 1.0 and "recall_at_bundled_share" in p.held_out
