@@ -22,7 +22,7 @@ from rich.console import Console
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot import render
+from bot import calibrate, render
 from bot.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config, load_config
 from bot.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.errors import GitError, SluiceError
@@ -523,6 +523,11 @@ def _commit_arg(repo: GitRepo, arg: str) -> str:
 SCHEMAS: dict[str, type[Plan] | type[PickReport]] = {"plan": Plan, "pick": PickReport}
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    repo, config = _open_repo(args)
+    return calibrate.run_command(repo, config, args)
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     schema = SCHEMAS[args.output].model_json_schema(mode="serialization", by_alias=True)
     sys.stdout.write(json.dumps(schema, indent=2, sort_keys=True) + "\n")
@@ -655,6 +660,7 @@ def parser() -> argparse.ArgumentParser:
     mirror.add_argument("--upstream-branch", help="default: upstream.branch from the configuration")
     mirror.add_argument("--config", help="a sluice.yml to take the defaults from")
     mirror.set_defaults(run=cmd_mirror)
+    calibrate.add_parser(sub, _add_repo_options, run=cmd_calibrate)
     schema = sub.add_parser(
         "schema", help="print the JSON Schema of `sluice plan --json` or `sluice pick --json`"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,6 +13,9 @@ from bot.config import SluiceConfig, glob_match
 from bot.models import PlannedCommit, RiskKind
 
 MODEL_SCHEMA = "sluice.risk-model/1"
+DEFAULT_MODEL = (
+    "data/default_risk_model.json"  # in the `bot` package: fitted by benchmarks/make_default_model.py
+)
 FEATURES_VERSION = 1  # bump when commit_features changes meaning: a model fitted on other features is refused
 # Changed-line buckets (lower bounds); the first is the reference level, so it has no feature of its own.
 SIZE_BUCKETS: tuple[int, ...] = (0, 10, 50, 200, 500)
@@ -137,3 +141,9 @@ class RiskModel(BaseModel):
 
 def read_model(path: Path) -> RiskModel:
     return RiskModel.from_json(path.read_text())
+
+
+def default_model() -> RiskModel | None:
+    """The model Sluice ships (fitted on public Triton fork history), or None when this install lacks it."""
+    resource = importlib.resources.files("bot").joinpath(DEFAULT_MODEL)
+    return RiskModel.from_json(resource.read_text()) if resource.is_file() else None
