@@ -137,3 +137,11 @@ class RiskModel(BaseModel):
 
 def read_model(path: Path) -> RiskModel:
     return RiskModel.from_json(path.read_text())
+
+
+DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "data" / "default_risk_model.json"
+
+
+def default_model() -> RiskModel | None:
+    """The model Sluice ships (fitted on public Triton fork history), or None when it is not installed."""
+    return read_model(DEFAULT_MODEL_PATH) if DEFAULT_MODEL_PATH.is_file() else None
