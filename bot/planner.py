@@ -17,6 +17,7 @@ from bot.analysis import (
     symbol_keys,
 )
 from bot.calibrated import (
+    REVERT_PAIR,
     LoadedModel,
     Selection,
     calibrated_selection,
@@ -28,7 +29,6 @@ from bot.chain_split import split_chain
 from bot.config import SluiceConfig
 from bot.models import (
     Dependency,
-    DependencyKind,
     Disposition,
     FileChange,
     LowRiskBundle,
@@ -125,9 +125,9 @@ class _Chain:
         already-ingested members touched, never by a file or symbol pending members merely share."""
         if commit.sha in self.members:
             return f"a member of {self.id} in an earlier plan"
-        dep = next((d for d in commit.depends_on if d.sha in self.members), None)
-        if dep is not None:
-            return dependency_why(dep)
+        deps = [d for d in commit.depends_on if d.sha in self.members]
+        if deps:  # a revert or reland says most about why the commit is here
+            return dependency_why(min(deps, key=lambda d: d.kind not in REVERT_PAIR))
         files, symbols = (self.seed_files, self.seed_symbols) if real_only else (self.files, self.symbols)
         shared = sorted(files.intersection(commit.files)) or sorted(symbols.intersection(keys))
         return f"touches {shared[0]} as {self.id} did" if shared else None
@@ -189,7 +189,7 @@ def _resume(prior: Sequence[PriorChain], ingested: set[str]) -> list[_Chain]:
 
 def dependency_why(dep: Dependency) -> str:
     """`reverts <sha>`, `relands <sha>`, `depends on <sha> (lines)`."""
-    if dep.kind in (DependencyKind.REVERTS, DependencyKind.RELANDS):
+    if dep.kind in REVERT_PAIR:
         return f"{dep.kind} {short(dep.sha)}"
     return f"depends on {short(dep.sha)} ({dep.kind})"
 
