@@ -10,20 +10,23 @@ labelling of its own; `sluice calibrate`'s mining is the full one. Each window i
 (the features the planner computed then), then re-classified with a model: the one given, else Sluice's
 default, else one fitted here on the earlier 60 % of the windows (a time split: figures are given for the
 later 40 %, held out). Prints the share of commits bundled and of culprits chained, and the plan time with
-and without a model. Only reads the repository (planning writes merge-tree objects: use a clone). With no
-PATH it prints "skipped: no repository given" and exits 0.
+and without a model. PATH is only read: planning's merge-tree objects go to a `--shared` clone in a
+temporary directory. With no PATH it prints "skipped: no repository given" and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -270,19 +273,29 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     plan_time(repo, max((w for w in picked if w.merge in sizes), key=lambda w: sizes[w.merge]), model)
 
 
+@contextlib.contextmanager
+def shared_clone(source: Path) -> Iterator[GitRepo]:
+    """A bare `--shared` clone: objects are read from `source`, every write (merge-tree's) stays in it."""
+    with tempfile.TemporaryDirectory(prefix="sluice-real-risk-") as tmp:
+        target = Path(tmp) / "clone.git"
+        subprocess.run(
+            ["git", "clone", "--bare", "--shared", "--quiet", "--", str(source), str(target)], check=True
+        )
+        yield GitRepo(target)
+
+
 def run(repo: Path, *, fork: str, upstream: str) -> None:
     """The section of benchmarks/real_history.py: every window, no cache."""
     del upstream  # the windows come from fork trunk's merges
-    measure(GitRepo(repo), argparse.Namespace(fork=fork, limit=0, cache=None, model=None))
+    with shared_clone(repo) as clone:
+        measure(clone, argparse.Namespace(fork=fork, limit=0, cache=None, model=None))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "path", nargs="?", help="a clone holding fork trunk and upstream (planning writes objects)"
-    )
+    parser.add_argument("path", nargs="?", help="a repository holding fork trunk and upstream (only read)")
     parser.add_argument("--fork", default="main", help="fork trunk ref (default main)")
     parser.add_argument("--limit", type=int, default=0, help="plan only the newest N windows")
     parser.add_argument("--cache", help="JSON-lines file of planned windows, reused and extended")
@@ -292,7 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("skipped: no repository given")
         return 0
     try:
-        measure(GitRepo(Path(args.path)), args)
+        with shared_clone(Path(args.path)) as clone:
+            measure(clone, args)
     except SluiceError as exc:
         print(f"real_risk: error: {exc}", file=sys.stderr)
         return 2
