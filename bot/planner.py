@@ -120,17 +120,21 @@ class _Chain:
     symbols: set[str] = field(default_factory=set)
     why: dict[str, str] = field(default_factory=dict)
 
-    def link(self, commit: PlannedCommit, keys: frozenset[str], *, real_only: bool) -> str | None:
+    def link(
+        self, commit: PlannedCommit, keys: frozenset[str], *, real_only: bool, chosen: str | None
+    ) -> str | None:
         """Why the commit belongs to this chain, or None. `real_only`: by dependencies and by what the
-        already-ingested members touched, never by a file or symbol pending members merely share."""
-        if commit.sha in self.members:
-            return f"a member of {self.id} in an earlier plan"
+        already-ingested members touched, never by a file or symbol pending members merely share. A member
+        from an earlier plan keeps the why a first plan gives it (`chosen`), so replanning changes nothing.
+        """
         deps = [d for d in commit.depends_on if d.sha in self.members]
         if deps:  # a revert or reland says most about why the commit is here
             return dependency_why(min(deps, key=lambda d: d.kind not in REVERT_PAIR))
         files, symbols = (self.seed_files, self.seed_symbols) if real_only else (self.files, self.symbols)
         shared = sorted(files.intersection(commit.files)) or sorted(symbols.intersection(keys))
-        return f"touches {shared[0]} as {self.id} did" if shared else None
+        if shared:
+            return f"touches {shared[0]} as {self.id} did"
+        return (chosen or f"a member of {self.id} in an earlier plan") if commit.sha in self.members else None
 
     def add(self, commit: PlannedCommit, keys: frozenset[str], *, why: str) -> None:
         self.why[commit.sha] = why
@@ -220,7 +224,12 @@ def classify(
     low_risk: list[PlannedCommit] = []
     for commit in commits:
         keys = symbol_keys.get(commit.sha, frozenset())
-        linked = [(c, why) for c in chains if (why := c.link(commit, keys, real_only=selection.calibrated))]
+        chosen = selection.chosen.get(commit.sha)
+        linked = [
+            (c, why)
+            for c in chains
+            if (why := c.link(commit, keys, real_only=selection.calibrated, chosen=chosen))
+        ]
         if linked:
             target = linked[0][0]
             for other, _ in linked[1:]:
