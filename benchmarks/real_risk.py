@@ -254,6 +254,9 @@ def choose_model(args: argparse.Namespace, train: Sequence[Row]) -> tuple[RiskMo
 def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     every = windows(repo, args.fork)
     picked = every[-args.limit :] if args.limit else every
+    if args.cached_only and args.cache and Path(args.cache).exists():  # iterate on what is mined so far
+        mined = {json.loads(line)["merge"] for line in Path(args.cache).read_text().splitlines()}
+        picked = [w for w in picked if w.merge in mined]
     print(f"merge windows: {len(every)}, planned: {len(picked)}")
     rows = [r for r in mine(repo, picked, Path(args.cache) if args.cache else None) if r.commits]
     split = max(1, math.floor(len(rows) * TRAIN_SHARE))
@@ -288,7 +291,7 @@ def run(repo: Path, *, fork: str, upstream: str) -> None:
     """The section of benchmarks/real_history.py: every window, no cache."""
     del upstream  # the windows come from fork trunk's merges
     with shared_clone(repo) as clone:
-        measure(clone, argparse.Namespace(fork=fork, limit=0, cache=None, model=None))
+        measure(clone, argparse.Namespace(fork=fork, limit=0, cache=None, model=None, cached_only=False))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -300,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="plan only the newest N windows")
     parser.add_argument("--cache", help="JSON-lines file of planned windows, reused and extended")
     parser.add_argument("--model", help="a risk model file (default: Sluice's default, else a quick fit)")
+    parser.add_argument("--cached-only", action="store_true", help="only the windows --cache already holds")
     args = parser.parse_args(argv)
     if not args.path:
         print("skipped: no repository given")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from bot.analysis import short
 from bot.config import SluiceConfig
 from bot.models import DependencyKind, PlannedCommit, RiskDecision, RiskKind, RiskLevel, RiskWeight
-from bot.risk_cost import BundleCaps, Candidate, choose_threshold, plan_runs, share_count
+from bot.risk_cost import BundleCaps, Candidate, choose_threshold, plan_runs, share_mask
 from bot.risk_model import RiskModel, commit_features
 
 SHOWN_WEIGHTS = 6  # features kept per commit, strongest first
@@ -116,35 +116,71 @@ def rules_selection(commits: Sequence[PlannedCommit], *, risky_from: RiskLevel) 
     return Selection(chosen=chosen)
 
 
+@dataclass(frozen=True)
+class Dependents:
+    """For each commit (by index, upstream order), the later ones that depend on it: they join its chain."""
+
+    later: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, commits: Sequence[PlannedCommit]) -> Dependents:
+        index = {c.sha: i for i, c in enumerate(commits)}
+        later: list[list[int]] = [[] for _ in commits]
+        for j, c in enumerate(commits):
+            for i in sorted({index[d.sha] for d in c.depends_on if d.sha in index}):
+                later[i].append(j)
+        return cls(tuple(tuple(x) for x in later))
+
+    def close(self, mask: list[bool]) -> list[bool]:
+        out = list(mask)
+        for i, chained in enumerate(out):  # dependents come later: one pass in order reaches them all
+            if chained:
+                for j in self.later[i]:
+                    out[j] = True
+        return out
+
+    def grow(self, mask: list[bool], start: int, room: float) -> bool:
+        """Chain `start` and its dependents in `mask` when that adds at most `room` commits."""
+        found, todo = {start}, [start]
+        while todo:
+            for j in self.later[todo.pop()]:
+                if not mask[j] and j not in found:
+                    found.add(j)
+                    todo.append(j)
+        if len(found) > room:
+            return False
+        for j in found:
+            mask[j] = True
+        return True
+
+
 def calibrated_selection(commits: Sequence[PlannedCommit], config: SluiceConfig) -> Selection:
-    """Structural rules first; then the threshold with the fewest expected tier runs, or `chain_share`."""
+    """Structural rules first; then the threshold with the fewest expected tier runs, or `chain_share`.
+    Both count the commits that will join a chain through their dependencies."""
     structural = {c.sha: why for c in commits if (why := structural_why(c)) is not None}
-    rest = [c for c in commits if c.sha not in structural]
-    candidates = [Candidate(c.probability or 0.0, c.changed_lines) for c in rest]
-    caps = caps_for(config, calibrated=True)
+    candidates = [Candidate(c.probability or 0.0, c.changed_lines, c.sha in structural) for c in commits]
+    caps, dependents = caps_for(config, calibrated=True), Dependents.of(commits)
     share = config.risk.chain_share
     if share is None:
-        choice = choose_threshold(candidates, caps)
-        threshold, chosen_by = choice.threshold, "expected-runs"
-        mask = [c.probability >= threshold for c in candidates]
-        label = f"≥ threshold {threshold:.3f} (fewest expected tier runs)"
+        threshold = choose_threshold(candidates, caps, close=dependents.close).threshold
+        roots = [not c.forced and c.probability >= threshold for c in candidates]
+        chosen_by, label = "expected-runs", f"≥ threshold {threshold:.3f} (fewest expected tier runs)"
     else:
-        k = share_count(share=share, candidates=len(rest), total=len(commits))
-        ranked = sorted(range(len(rest)), key=lambda i: (-candidates[i].probability, i))[:k]
-        picked = set(ranked)
-        mask = [i in picked for i in range(len(rest))]
-        threshold = min((candidates[i].probability for i in ranked), default=1.0)
+        grown = share_mask(candidates, share=share, grow=dependents.grow)
+        roots = [m and not c.forced for m, c in zip(grown, candidates, strict=True)]
+        threshold = min((c.probability for c, r in zip(candidates, roots, strict=True) if r), default=1.0)
         chosen_by, label = "chain-share", f"among the {share:.0%} most likely to break"
     chosen = dict(structural)
     chosen.update(
-        {c.sha: f"p {c.probability or 0:.3f} {label}" for c, m in zip(rest, mask, strict=True) if m}
+        {c.sha: f"p {c.probability or 0:.3f} {label}" for c, r in zip(commits, roots, strict=True) if r}
     )
+    mask = dependents.close([c.forced or r for c, r in zip(candidates, roots, strict=True)])
     return Selection(
         chosen=chosen,
         calibrated=True,
         threshold=round(threshold, 6),
         chosen_by=chosen_by,
-        expected_runs=round(plan_runs(candidates, mask, caps) + len(structural), 3),
+        expected_runs=round(plan_runs(candidates, mask, caps), 3),
         caps=caps,
         structural=frozenset(structural),
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 # Thresholds tried when choosing one: every distinct probability for small plans, evenly spaced ranks of them
@@ -18,6 +18,14 @@ class Candidate:
 
     probability: float
     lines: int
+    forced: bool = False  # chained whatever the threshold (a structural rule)
+
+
+Close = Callable[[list[bool]], list[bool]]  # a chained set with what must follow it (dependents) added
+
+
+def unchanged(mask: list[bool]) -> list[bool]:
+    return mask
 
 
 @dataclass(frozen=True)
@@ -72,9 +80,16 @@ def plan_runs(candidates: Sequence[Candidate], chained: Sequence[bool], caps: Bu
     return sum(chained) + sum(bundle_runs([bundled[i].probability for i in g]) for g in groups)
 
 
-def expected_runs(candidates: Sequence[Candidate], *, threshold: float, caps: BundleCaps) -> float:
+def chained_at(candidates: Sequence[Candidate], threshold: float, close: Close = unchanged) -> list[bool]:
+    """The candidates chained at `threshold`: forced ones, those at or above it, and what `close` adds."""
+    return close([c.forced or c.probability >= threshold for c in candidates])
+
+
+def expected_runs(
+    candidates: Sequence[Candidate], *, threshold: float, caps: BundleCaps, close: Close = unchanged
+) -> float:
     """The runs of the plan that chains the candidates at or above `threshold` and bundles the rest."""
-    return plan_runs(candidates, [c.probability >= threshold for c in candidates], caps)
+    return plan_runs(candidates, chained_at(candidates, threshold, close), caps)
 
 
 def thresholds(candidates: Sequence[Candidate], caps: BundleCaps) -> list[float]:
@@ -88,17 +103,34 @@ def thresholds(candidates: Sequence[Candidate], caps: BundleCaps) -> list[float]
     return [top, *values]
 
 
-def choose_threshold(candidates: Sequence[Candidate], caps: BundleCaps) -> Choice:
+def choose_threshold(
+    candidates: Sequence[Candidate], caps: BundleCaps, *, close: Close = unchanged
+) -> Choice:
     """The threshold with the fewest expected runs; on a tie the higher one (fewer commits chained)."""
     best: Choice | None = None
-    for threshold in thresholds(candidates, caps):
-        runs = expected_runs(candidates, threshold=threshold, caps=caps)
+    for threshold in thresholds([c for c in candidates if not c.forced], caps):
+        runs = expected_runs(candidates, threshold=threshold, caps=caps, close=close)
         if best is None or runs < best.expected_runs - 1e-9:
             best = Choice(threshold=threshold, expected_runs=runs)
     assert best is not None  # the cap is always tried
     return best
 
 
-def share_count(*, share: float, candidates: int, total: int) -> int:
-    """How many candidates `risk.chain_share` chains: that share of all `total` commits, at most all."""
-    return min(candidates, math.floor(share * total + 0.5))
+def share_mask(candidates: Sequence[Candidate], *, share: float, grow: Grow) -> list[bool]:
+    """`risk.chain_share`: the forced candidates, then the most likely first, each with what `grow` says
+    must follow it, while the chained stay within that share of all candidates."""
+    target = math.floor(share * len(candidates) + 0.5)
+    mask = [False] * len(candidates)
+    for i in (i for i, c in enumerate(candidates) if c.forced):
+        grow(mask, i, math.inf)
+    ranked = sorted(
+        (i for i, c in enumerate(candidates) if not c.forced), key=lambda i: (-candidates[i].probability, i)
+    )
+    for i in ranked:  # one that would overflow the share with its dependents is passed over
+        if not mask[i]:
+            grow(mask, i, target - sum(mask))
+    return mask
+
+
+# Chain candidate `index` in `mask` with what must follow it, if that adds at most `room`; whether it did.
+Grow = Callable[[list[bool], int, float], bool]

@@ -184,6 +184,31 @@ def test_chain_share_chains_the_most_likely_first(share: float, chained: list[li
         assert chains[0].why[chains[0].root].endswith(f"among the {share:.0%} most likely to break")
 
 
+def test_chain_share_counts_the_dependents_that_join() -> None:
+    sizes = {1: 40, 2: 2, 3: 900, 4: 1, 5: 30, 6: 3, 7: 800, 8: 2, 9: 20, 10: 1}
+    after = {4: ((3, LINES),), 5: ((4, SYMBOL),)}
+    commits = [commit(n, lines=lines, after=after.get(n, ())) for n, lines in sizes.items()]
+    # 30 %: 3 commits. 3 is the most likely and brings 4 and 5 along; 7 no longer fits.
+    _, chains, _ = plan(commits, model(log2_lines=0.5), "risk:\n  chain_share: 0.3\n")
+    assert numbers(chains) == [[3, 4, 5]]
+    # 40 %: room for one more, so the next most likely (7) follows.
+    _, chains, _ = plan(commits, model(log2_lines=0.5), "risk:\n  chain_share: 0.4\n")
+    assert numbers(chains) == [[3, 4, 5], [7]]
+
+
+def test_expected_runs_count_the_dependents_that_join() -> None:
+    """A likely culprit that drags many dependents into its chain costs their runs too."""
+    hot = reason(RiskKind.PATCH_STACK_SYMBOL)
+    commits = [commit(1, reasons=(hot,))] + [commit(n, after=((n - 1, LINES),)) for n in range(2, 9)]
+    commits += [commit(n) for n in range(9, 17)]
+    _, chains, _ = plan(commits, model(reason__patch_stack_symbol=2.6))  # p(1) ≈ 0.4
+    assert numbers(chains) == []  # chaining 1 would chain 2-8 with it: 8 runs instead of a bisection
+    _, chains, _ = plan(
+        commits[:1] + [commit(n) for n in range(2, 17)], model(reason__patch_stack_symbol=2.6)
+    )
+    assert numbers(chains) == [[1]]
+
+
 def test_structural_rules_are_absolute() -> None:
     """A critical pin, a revert pair and whatever depends on a chain member are chained at any probability."""
     pin = reason(RiskKind.COMPONENT, "llvm-pin: cmake/llvm-hash.txt", RiskLevel.CRITICAL)
