@@ -215,14 +215,17 @@ def report(label: str, rows: Sequence[Row], chained: Sequence[frozenset[str]]) -
     print(f"{label}: {bundled:.1f} % of {total} commits bundled, {recall:.1f} % of {bad} culprits chained")
 
 
-def plan_time(repo: GitRepo, window: Window, model: RiskModel, *, repeat: int = 5) -> None:
-    """make_plan on one window's analysis, with and without the model (the git work before it is the same)."""
+def plan_time(repo: GitRepo, window: Window, model: RiskModel, *, repeat: int = 21) -> None:
+    """make_plan on one window's analysis, with and without the model, interleaved (the git work before it,
+    snapshot and analysis, is the same code either way and is timed once)."""
+    started = time.perf_counter()
     snapshot = take_snapshot(repo, fork_ref=window.fork, upstream_ref=window.upstream, config=CONFIG)
     analysis = analyse_pending(repo, snapshot, config=CONFIG)
+    print(f"snapshot and analysis of window {window.merge[:10]}: {time.perf_counter() - started:.1f} s")
     loaded = LoadedModel("benchmark", model)
-    for label, arg in (("without a model", None), ("with a model", loaded), ("without a model", None)):
-        times = []
-        for _ in range(repeat):
+    times: dict[str, list[float]] = {"without a model": [], "with a model": []}
+    for _ in range(repeat):
+        for label, arg in (("without a model", None), ("with a model", loaded)):
             started = time.perf_counter()
             make_plan(
                 status=snapshot.status,
@@ -234,11 +237,12 @@ def plan_time(repo: GitRepo, window: Window, model: RiskModel, *, repeat: int = 
                 footprint=analysis.footprint,
                 model=arg,
             )
-            times.append(time.perf_counter() - started)
-        print(
-            f"make_plan {label} ({len(analysis.commits)} commits): "
-            f"median {statistics.median(times) * 1000:.1f} ms"
-        )
+            times[label].append(time.perf_counter() - started)
+    for label, samples in times.items():
+        low, high = statistics.quantiles(samples, n=4)[0], statistics.quantiles(samples, n=4)[2]
+        iqr = f"IQR {low * 1000:.2f}–{high * 1000:.2f} ms, {repeat} runs"
+        median = statistics.median(samples) * 1000
+        print(f"make_plan {label} ({len(analysis.commits)} commits): median {median:.2f} ms ({iqr})")
 
 
 def choose_model(args: argparse.Namespace, train: Sequence[Row]) -> tuple[RiskModel, str]:
