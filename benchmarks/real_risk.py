@@ -276,6 +276,17 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     for label, risk in settings:
         config = SluiceConfig.model_validate({"risk": {"model": "none", **risk}})
         report(f"held out, model, {label}", test, [chained_with(r, model, config) for r in test])
+    # A baseline for the model's features: the probability rises with the changed lines, nothing else.
+    by_size = RiskModel(
+        intercept=-4.0, coefficients={"log2-lines": 0.3}, provenance=Provenance(source="size")
+    )
+    for share in SHARES:
+        config = SluiceConfig.model_validate({"risk": {"model": "none", "chain_share": share}})
+        report(
+            f"held out, size alone, chain_share {share}",
+            test,
+            [chained_with(r, by_size, config) for r in test],
+        )
     sizes = {r.merge: len(r.commits) for r in rows[-10:]}  # the largest of the newest windows
     plan_time(repo, max((w for w in picked if w.merge in sizes), key=lambda w: sizes[w.merge]), model)
 
