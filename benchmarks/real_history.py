@@ -1,5 +1,5 @@
 """Sluice on a real fork's history: recognition counts, ingestion tip and both lag metrics, then the other
-real-history sections (`real_merges.py`, `real_cost.py`) when they are present.
+real-history sections (`real_merges.py`, `real_cost.py`, `real_risk.py`) when they are present.
 
     python benchmarks/real_history.py PATH [--fork REF] [--upstream REF] [--window FORK:UPSTREAM ...]
 
@@ -33,7 +33,7 @@ from bot.metrics import stream_status
 MERGE_SUBJECT = re.compile(r"^Merge OpenAI (?:Triton )?commit `([0-9a-f]{7,40})`")
 # (fork trunk as of the Nth-newest upstream merge, upstream as of the commit the Mth-newest merge took)
 DEFAULT_WINDOWS = ((10, 0), (25, 11), (45, 35))
-SECTIONS = ("real_merges", "real_cost")
+SECTIONS = ("real_merges", "real_cost", "real_risk")
 DAY = 86400
 
 

@@ -374,10 +374,27 @@ class BundleLimits(Frozen):
     max_changed_lines: Count = 3000
 
 
+def _check_model_name(value: str) -> str:
+    if not value.strip() or "\n" in value or "\x00" in value:
+        raise ValueError("expected `default`, `none`, or the path of a model `sluice calibrate` wrote")
+    return value
+
+
 class RiskPolicy(Frozen):
     # Measured on a real Triton fork: 500+ line commits were 14% of upstream but 37% of fork breakages.
     large_commit_lines: Count = 500
     file_overlap_is_risky: StrictBool = False
+    # The calibrated risk model: `none` (the rules), `default` (the one Sluice ships; the rules when it is not
+    # installed), or a path: absolute on the machine that plans, else in fork trunk's tree. Opt-in for now:
+    # the shipped model does not yet chain 80 % of the culprits at 70 % bundled, and no tier bisects yet.
+    model: Annotated[str, AfterValidator(_check_model_name)] = "none"
+    # With a model: chain this share of the commits, most likely to break first, instead of the share that
+    # minimises expected tier runs.
+    chain_share: Annotated[float, Field(ge=0, le=1)] | None = None
+    # A chain longer than this is split where the fewest and weakest dependencies cross.
+    max_chain: Count | None = None
+    # With a model: a bundle closes before its summed probability (its expected culprits) passes this.
+    bundle_culprits: Annotated[float, Field(gt=0)] = 0.5
 
 
 class ResolverConfig(Frozen):

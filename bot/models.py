@@ -210,6 +210,14 @@ class Dependency(Frozen):
     detail: str
 
 
+class RiskWeight(Frozen):
+    """One feature of the risk model in a commit's probability: ×2.1 doubles the odds that it breaks."""
+
+    feature: str
+    odds_ratio: float
+    detail: str  # what in the commit the feature stands for, e.g. "612 changed lines"
+
+
 class PlannedCommit(Frozen):
     sha: str
     subject: str
@@ -221,6 +229,9 @@ class PlannedCommit(Frozen):
     risk: RiskLevel
     reasons: tuple[RiskReason, ...]
     depends_on: tuple[Dependency, ...]
+    # With a calibrated risk model: P(it breaks the fork), and the features that weigh most, strongest first.
+    probability: float | None = None
+    weights: tuple[RiskWeight, ...] = ()
 
 
 class LowRiskBundle(Frozen):
@@ -244,6 +255,21 @@ class RiskyChain(Frozen):
     # What the already-ingested members touched: carried from plan to plan so follow-ups still link.
     ingested_files: tuple[str, ...] = ()
     ingested_symbols: tuple[str, ...] = ()
+    # Why each pending member is in the chain: "critical pin", "depends on <sha> (lines)", "p 0.31 ≥ 0.12" …
+    why: dict[str, str] = Field(default_factory=dict)
+    # Chains this one was split from (`risk.max_chain`) that hold commits its members depend on: first those.
+    after: tuple[str, ...] = ()
+
+
+class RiskDecision(Frozen):
+    """How the plan chose what to chain with a calibrated risk model."""
+
+    model: str  # `default` or the configured path
+    source: str  # the model's provenance: what history it was fitted on
+    threshold: float  # commits above this probability are chained on their own
+    chosen_by: str  # "expected-runs", or "chain-share" when `risk.chain_share` is configured
+    expected_runs: float  # tier runs the plan is expected to take, bisections of failed bundles included
+    bundle_culprits: float  # the cap on a bundle's summed probability
 
 
 class Plan(Frozen):
@@ -258,6 +284,7 @@ class Plan(Frozen):
     chains: tuple[RiskyChain, ...]
     # Pending upstream commits left out of the plan, with the disposition that holds them (deferred, skipped).
     held: dict[str, Disposition] = Field(default_factory=dict)
+    risk_decision: RiskDecision | None = None  # None: today's rules (no model configured or installed)
 
 
 class PickStatus(enum.StrEnum):

@@ -16,6 +16,16 @@ from bot.analysis import (
     short,
     symbol_keys,
 )
+from bot.calibrated import (
+    REVERT_PAIR,
+    LoadedModel,
+    Selection,
+    calibrated_selection,
+    caps_for,
+    rules_selection,
+    with_probability,
+)
+from bot.chain_split import split_chain
 from bot.config import SluiceConfig
 from bot.models import (
     Dependency,
@@ -31,6 +41,7 @@ from bot.models import (
     StreamStatus,
     UpstreamCommit,
 )
+from bot.risk_cost import BundleCaps, Candidate, fill
 
 RISKY_FROM = RiskLevel.HIGH
 
@@ -107,16 +118,26 @@ class _Chain:
     # depend on how many times the same state was planned before).
     files: set[str] = field(default_factory=set)
     symbols: set[str] = field(default_factory=set)
+    why: dict[str, str] = field(default_factory=dict)
 
-    def links(self, commit: PlannedCommit, keys: frozenset[str]) -> bool:
-        return (
-            commit.sha in self.members
-            or any(d.sha in self.members for d in commit.depends_on)
-            or not self.files.isdisjoint(commit.files)
-            or not self.symbols.isdisjoint(keys)
-        )
+    def link(
+        self, commit: PlannedCommit, keys: frozenset[str], *, real_only: bool, chosen: str | None
+    ) -> str | None:
+        """Why the commit belongs to this chain, or None. `real_only`: by dependencies and by what the
+        already-ingested members touched, never by a file or symbol pending members merely share. A member
+        from an earlier plan keeps the why a first plan gives it (`chosen`), so replanning changes nothing.
+        """
+        deps = [d for d in commit.depends_on if d.sha in self.members]
+        if deps:  # a revert or reland says most about why the commit is here
+            return dependency_why(min(deps, key=lambda d: d.kind not in REVERT_PAIR))
+        files, symbols = (self.seed_files, self.seed_symbols) if real_only else (self.files, self.symbols)
+        shared = sorted(files.intersection(commit.files)) or sorted(symbols.intersection(keys))
+        if shared:
+            return f"touches {shared[0]} as {self.id} did"
+        return (chosen or f"a member of {self.id} in an earlier plan") if commit.sha in self.members else None
 
-    def add(self, commit: PlannedCommit, keys: frozenset[str]) -> None:
+    def add(self, commit: PlannedCommit, keys: frozenset[str], *, why: str) -> None:
+        self.why[commit.sha] = why
         self.commits.append(commit)
         self.members.add(commit.sha)
         self.files.update(commit.files)
@@ -126,6 +147,7 @@ class _Chain:
         self.members |= other.members
         self.ingested += [sha for sha in other.ingested if sha not in self.ingested]
         self.commits.extend(other.commits)
+        self.why.update(other.why)
         self.files |= other.files
         self.symbols |= other.symbols
         self.seed_files |= other.seed_files
@@ -144,6 +166,7 @@ class _Chain:
             linked_symbols=tuple(sorted(self.symbols)),
             ingested_files=tuple(sorted(self.seed_files)),
             ingested_symbols=tuple(sorted(self.seed_symbols)),
+            why={c.sha: self.why[c.sha] for c in commits},
         )
 
 
@@ -168,20 +191,17 @@ def _resume(prior: Sequence[PriorChain], ingested: set[str]) -> list[_Chain]:
     return chains
 
 
-def _bundle(commits: Sequence[PlannedCommit], config: SluiceConfig) -> tuple[LowRiskBundle, ...]:
-    """Fill bundles in upstream order up to the configured commit and line limits."""
-    groups: list[list[PlannedCommit]] = []
-    lines = 0
-    for commit in commits:
-        full = groups and (
-            len(groups[-1]) >= config.bundles.max_commits
-            or lines + commit.changed_lines > config.bundles.max_changed_lines
-        )
-        if not groups or full:
-            groups.append([])
-            lines = 0
-        groups[-1].append(commit)
-        lines += commit.changed_lines
+def dependency_why(dep: Dependency) -> str:
+    """`reverts <sha>`, `relands <sha>`, `depends on <sha> (lines)`."""
+    if dep.kind in REVERT_PAIR:
+        return f"{dep.kind} {short(dep.sha)}"
+    return f"depends on {short(dep.sha)} ({dep.kind})"
+
+
+def _bundle(commits: Sequence[PlannedCommit], caps: BundleCaps) -> tuple[LowRiskBundle, ...]:
+    """Fill bundles in upstream order up to the commit, line and (with a model) summed-probability caps."""
+    sizes = [Candidate(c.probability or 0.0, c.changed_lines) for c in commits]
+    groups = [[commits[i] for i in group] for group in fill(sizes, caps)]
     return tuple(LowRiskBundle(id=f"bundle-{short(g[0].sha)}", commits=tuple(g)) for g in groups)
 
 
@@ -192,31 +212,41 @@ def classify(
     prior: Sequence[PriorChain],
     ingested: set[str],
     config: SluiceConfig,
+    selection: Selection | None = None,
 ) -> tuple[tuple[LowRiskBundle, ...], tuple[RiskyChain, ...]]:
-    """Chains first: a commit linked to a chain (member, dependency, file or symbol) joins it, keeping order;
-    a risky commit with no chain starts one; everything else is bundled. Commits must be in upstream order.
+    """Chains first: a commit linked to a chain (member, dependency; by today's rules also a shared file or
+    symbol) joins it, keeping order; a selected commit with no chain starts one (today's rules select the
+    risky ones; a model, `calibrated_selection`); everything else is bundled. Commits in upstream order.
     """
+    selection = selection or rules_selection(commits, risky_from=RISKY_FROM)
     position = {c.sha: i for i, c in enumerate(commits)}
     chains = _resume(prior, ingested)
     low_risk: list[PlannedCommit] = []
     for commit in commits:
         keys = symbol_keys.get(commit.sha, frozenset())
-        linked = [chain for chain in chains if chain.links(commit, keys)]
+        chosen = selection.chosen.get(commit.sha)
+        linked = [
+            (c, why)
+            for c in chains
+            if (why := c.link(commit, keys, real_only=selection.calibrated, chosen=chosen))
+        ]
         if linked:
-            target = linked[0]
-            for other in linked[1:]:
+            target = linked[0][0]
+            for other, _ in linked[1:]:
                 target.absorb(other)
                 chains.remove(other)
-            target.add(commit, keys)
-        elif is_risky(commit):
+            target.add(commit, keys, why=linked[0][1])
+        elif commit.sha in selection.chosen:
             chain = _Chain(id=f"chain-{short(commit.sha)}", root=commit.sha, members=set())
-            chain.add(commit, keys)
+            chain.add(commit, keys, why=selection.chosen[commit.sha])
             chains.append(chain)
         else:
             low_risk.append(commit)
     frozen = [chain.freeze(position) for chain in chains if chain.commits]
     frozen.sort(key=lambda c: position[c.commits[0].sha])
-    return _bundle(low_risk, config), tuple(frozen)
+    pieces = tuple(p for chain in frozen for p in split_chain(chain, limit=config.risk.max_chain))
+    caps = selection.caps or caps_for(config, calibrated=selection.calibrated)
+    return _bundle(low_risk, caps), pieces
 
 
 def planned_commit(
@@ -249,6 +279,7 @@ def make_plan(
     prior: Sequence[PriorChain] = (),
     held: Mapping[str, Disposition] | None = None,
     ingested: set[str] | None = None,
+    model: LoadedModel | None = None,
 ) -> Plan:
     """The whole plan for one repository state: deterministic for the same inputs."""
     line_deps = line_and_symbol_dependencies(stream_patches, commits)
@@ -262,9 +293,14 @@ def make_plan(
         )
         for c in commits
     ]
+    selection, decision = None, None
+    if model is not None:
+        planned = [with_probability(c, model.model, config) for c in planned]
+        selection = calibrated_selection(planned, config)
+        decision = model.decision(selection, bundle_culprits=config.risk.bundle_culprits)
     keys = {c.sha: frozenset(k for f in c.files for k in symbol_keys(f)) for c in commits}
     bundles, chains = classify(
-        planned, symbol_keys=keys, prior=prior, ingested=ingested or set(), config=config
+        planned, symbol_keys=keys, prior=prior, ingested=ingested or set(), config=config, selection=selection
     )
     return Plan(
         fork_ref=fork_ref,
@@ -276,4 +312,5 @@ def make_plan(
         bundles=bundles,
         chains=chains,
         held=dict(sorted((held or {}).items())),
+        risk_decision=decision,
     )

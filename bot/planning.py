@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
+from bot.calibrated import LoadedModel
 from bot.config import SluiceConfig
 from bot.engine import Snapshot, analyse_pending, take_snapshot
+from bot.errors import SluiceError
 from bot.facts import CommitFacts
 from bot.gitio import GitRepo
 from bot.models import Disposition, Plan, StreamStatus
 from bot.planner import make_plan, prior_chains
+from bot.risk_model import RiskModel, default_model
 from bot.store import DispositionRecord, Store
 
 HELD = {Disposition.DEFERRED, Disposition.SKIPPED}
@@ -40,6 +44,34 @@ def with_dispositions(snapshot: Snapshot, held: Mapping[str, Disposition]) -> St
         "deferred_commits": len(held) - len(skipped),
     }
     return status.model_copy(update=update)
+
+
+def load_risk_model(repo: GitRepo, config: SluiceConfig, *, fork_head: str) -> LoadedModel | None:
+    """The model `risk.model` names: None for `none`, and for `default` when Sluice ships none; a path is
+    read from this machine when absolute, else from fork trunk's tree (where `sluice calibrate --out` went).
+    """
+    name = config.risk.model
+    if name == "none":
+        return None
+    if name == "default":
+        model = default_model()
+        return LoadedModel(name, model) if model else None
+    path = Path(name)
+    text = path.read_bytes() if path.is_absolute() and path.is_file() else None
+    if not path.is_absolute():
+        text = repo.read_file(fork_head, name.removeprefix("./"))
+    if text is None:
+        where = "on this machine" if path.is_absolute() else "in fork trunk's tree"
+        raise SluiceError(
+            f"risk.model names {name}, which is not there {where}",
+            "write it with `sluice calibrate --out`, or set risk.model to `default` or `none`",
+        )
+    try:
+        return LoadedModel(name, RiskModel.from_json(text.decode("utf-8", "replace")))
+    except ValueError as err:
+        raise SluiceError(
+            f"risk.model {name} is not a usable risk model: {err}", "run `sluice calibrate` again"
+        ) from None
 
 
 def build_plan(
@@ -73,6 +105,7 @@ def build_plan(
         prior=prior_chains(store.latest_plan(key), store.open_chains(key), ingested) if store else (),
         held=held,
         ingested=ingested,
+        model=load_risk_model(repo, config, fork_head=snapshot.fork_head),
     )
     if store is not None:
         now = dt.datetime.now(dt.UTC)

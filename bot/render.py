@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rich import box
@@ -92,7 +92,26 @@ def _oldest_missing(status: StreamStatus) -> str:
     return f"{status.oldest_missing[:10]}  ({status.oldest_missing_days:.2f} days older than upstream head)"
 
 
-def _commit_table(title: str, commits: Sequence[PlannedCommit]) -> Table:
+def weight_text(c: PlannedCommit) -> str:
+    """`p 0.312`, then `large: 612 lines ×2.1` per weight, strongest first."""
+    lines = [f"p {c.probability:.3f}"] + [
+        f"{w.feature}: {w.detail} ×{w.odds_ratio:.2f}" if w.detail else f"{w.feature} ×{w.odds_ratio:.2f}"
+        for w in c.weights
+    ]
+    return "\n".join(lines)
+
+
+def _why(c: PlannedCommit, chained: str | None) -> str:
+    head = [f"chained: {chained}"] if chained else []
+    if c.probability is not None:
+        return "\n".join([*head, weight_text(c)])
+    reasons = [f"{r.kind}: {r.detail}" for r in c.reasons if r.level != "low"]
+    return "\n".join([*head, *reasons]) or "—"
+
+
+def _commit_table(
+    title: str, commits: Sequence[PlannedCommit], *, why: Mapping[str, str] | None = None
+) -> Table:
     table = Table(title=title, title_justify="left", expand=False)
     table.add_column("#", justify="right")
     table.add_column("commit", no_wrap=True)
@@ -103,18 +122,20 @@ def _commit_table(title: str, commits: Sequence[PlannedCommit]) -> Table:
     table.add_column("why", min_width=12)
     table.add_column("after", min_width=8)
     for index, c in enumerate(commits, 1):
-        why = "\n".join(f"{r.kind}: {r.detail}" for r in c.reasons if r.level != "low") or "—"
+        reasons = _why(c, (why or {}).get(c.sha))
         after = "\n".join(f"{d.sha[:10]} ({d.kind})" for d in c.depends_on) or "—"
         # Text, not str: a subject such as "[backend] ..." must not be read as rich markup.
         cells = (str(index), c.sha[:10], c.subject, str(c.changed_lines))
         risk = Text(c.risk, RISK_STYLE[c.risk])
-        table.add_row(*map(Text, cells), risk, Text(why, overflow="fold"), Text(after, overflow="fold"))
+        table.add_row(*map(Text, cells), risk, Text(reasons, overflow="fold"), Text(after, overflow="fold"))
     return table
 
 
 def _chain_title(chain: RiskyChain) -> str:
     done = f", {len(chain.ingested)} already ingested" if chain.ingested else ""
-    return f"Risky chain {chain.id} · {chain.risk} · {plural(len(chain.commits), 'commit')} in order{done}"
+    after = f", after {', '.join(chain.after)}" if chain.after else ""
+    count = plural(len(chain.commits), "commit")
+    return f"Risky chain {chain.id} · {chain.risk} · {count} in order{done}{after}"
 
 
 def _bundle_title(bundle: LowRiskBundle) -> str:
@@ -144,6 +165,10 @@ def _components(commits: Sequence[PlannedCommit], component_of: ComponentOf | No
 
 
 def _top_reasons(commits: Sequence[PlannedCommit]) -> str:
+    """The reasons most members share; with a model, the features that raise their odds."""
+    if any(c.probability is not None for c in commits):
+        kinds = Counter(w.feature for c in commits for w in c.weights if w.odds_ratio > 1)
+        return _counted(kinds, limit=SUMMARY_ITEMS)
     kinds = Counter(str(r.kind) for c in commits for r in c.reasons if r.level != RiskLevel.LOW)
     return _counted(kinds, limit=SUMMARY_ITEMS)
 
@@ -265,6 +290,8 @@ def plan_renderable(plan: Plan, *, full: bool = False, component_of: ComponentOf
             style="bold",
         )
     )
+    if plan.risk_decision is not None:
+        parts.append(Text(_decision_line(plan)))
     if plan.chains:
         parts.append(_chains_summary(plan.chains, component_of))
     if plan.bundles:
@@ -273,10 +300,20 @@ def plan_renderable(plan: Plan, *, full: bool = False, component_of: ComponentOf
         parts.append(Text("Held: " + ", ".join(f"{s[:10]} ({d})" for s, d in plan.held.items())))
     if full:
         parts.extend(_commit_table(_bundle_title(bundle), bundle.commits) for bundle in plan.bundles)
-        parts.extend(_commit_table(_chain_title(chain), chain.commits) for chain in plan.chains)
+        parts.extend(_commit_table(_chain_title(c), c.commits, why=c.why) for c in plan.chains)
     elif plan.bundles or plan.chains:
         parts.append(Text("Every commit with its reasons and dependencies: sluice plan --full", style="dim"))
     return Group(*parts)
+
+
+def _decision_line(plan: Plan) -> str:
+    d = plan.risk_decision
+    assert d is not None
+    how = "fewest expected tier runs" if d.chosen_by == "expected-runs" else "risk.chain_share"
+    return (
+        f"Risk model {d.model} ({d.source}): chained from p {d.threshold:.3f} ({how}), "
+        f"bundles up to {d.bundle_culprits:g} expected culprits; expected tier runs {d.expected_runs:.1f}."
+    )
 
 
 def print_renderable(renderable: object, *, console: Console | None = None) -> None:

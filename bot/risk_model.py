@@ -143,6 +143,9 @@ def read_model(path: Path) -> RiskModel:
     return RiskModel.from_json(path.read_text())
 
 
+DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / DEFAULT_MODEL  # package data, beside this module
+
+
 def default_model() -> RiskModel | None:
     """The model Sluice ships (fitted on public Triton fork history), or None when this install lacks it."""
     resource = importlib.resources.files("bot").joinpath(DEFAULT_MODEL)
