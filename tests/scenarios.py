@@ -126,3 +126,18 @@ int unrelatedHelper(int x) {
 def numbered(prefix: str, count: int) -> str:
     """A plain text file of distinct lines, for edits at known places."""
     return "".join(f"{prefix} line {i}\n" for i in range(1, count + 1))
+
+
+PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
+
+
+def pipeliner_fork(path: Path) -> Scenario:
+    """Upstream with a core pass, docs and an LLVM pin; the fork deepens the pass's pipelines (TLX)."""
+    s = Scenario(path)
+    s.upstream(
+        "Initial import (#1)",
+        {PASS_PATH: CPP_PASS, "docs/a.md": numbered("a", 20), "cmake/llvm-hash.txt": "a\n"},
+    )
+    s.fork_here()
+    s.fork("[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2;")})
+    return s

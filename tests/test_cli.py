@@ -13,22 +13,14 @@ import pytest
 from bot.cli import main
 from bot.models import Disposition
 from bot.store import Store
-from tests.scenarios import CPP_PASS, Scenario, numbered
+from tests.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
 
-PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture
 def scenario(tmp_path: Path) -> Scenario:
-    s = Scenario(tmp_path)
-    s.upstream(
-        "Initial import (#1)",
-        {PASS_PATH: CPP_PASS, "docs/a.md": numbered("a", 20), "cmake/llvm-hash.txt": "a\n"},
-    )
-    s.fork_here()
-    s.fork("[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2;")})
-    return s
+    return pipeliner_fork(tmp_path)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

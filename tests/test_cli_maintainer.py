@@ -18,21 +18,12 @@ from bot.config import SluiceConfig
 from bot.sandbox import DEMO, Sandbox, build_sandbox
 from bot.store import Store
 from bot.swapped import Evidence, SideCommit, ingestion_like, looks_swapped
-from tests.scenarios import CPP_PASS, Scenario, numbered
-
-PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
+from tests.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
 
 
 @pytest.fixture
 def scenario(tmp_path: Path) -> Scenario:
-    s = Scenario(tmp_path)
-    s.upstream(
-        "Initial import (#1)",
-        {PASS_PATH: CPP_PASS, "docs/a.md": numbered("a", 20), "cmake/llvm-hash.txt": "a\n"},
-    )
-    s.fork_here()
-    s.fork("[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2;")})
-    return s
+    return pipeliner_fork(tmp_path)
 
 
 @pytest.fixture(scope="module")
