@@ -275,7 +275,7 @@ class GitRepo:
         """
         if stdin_shas:
             args = ["log", "--no-walk=unsorted", "--stdin", *PATCH_ID_LOG]
-            data = "\n".join(validate_sha(s) for s in stdin_shas).encode() + b"\n"
+            data = _sha_lines(stdin_shas)
         elif revs:
             args = ["log", *PATCH_ID_LOG, *revs, "--"]
             data = None
@@ -323,7 +323,7 @@ class GitRepo:
             proc = subprocess.run(
                 ["git", "log", "--no-walk=unsorted", "--stdin", *options],
                 cwd=self.path,
-                input=("\n".join(validate_sha(s) for s in remaining) + "\n").encode(),
+                input=_sha_lines(remaining),
                 capture_output=True,
                 env=env,
             )

@@ -10,7 +10,6 @@ import asyncio
 import datetime as dt
 import inspect
 import re
-import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -32,19 +31,13 @@ from bot.service import create_app
 from bot.settings import Settings
 from bot.store import Store
 from tests.github_sim import GitHubSim
+from tests.net import free_port
 
 SECRET = "reconcile-secret"
 UPSTREAM = "triton-lang/triton"
 FORK = "meta/triton"
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 TIMEOUT_S = 90.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -32,19 +32,13 @@ from bot.jobs import JobQueue, deliveries, jobs
 from bot.registry import Registry
 from bot.store import Store
 from tests.github_sim import GitHubSim
+from tests.net import free_port
 
 T = TypeVar("T")
 SECRET = "replica-secret"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
