@@ -233,9 +233,20 @@ async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIt
     sim.commit(
         FORK, "main", {".github/sluice.yml": config, "third_party/tlx/tlx.py": "x = 1\n"}, message="fork"
     )
-    rig = Rig(sim, sim_url, database_url, tmp_path, aiohttp_server)
+    servers: list[Any] = []
+
+    async def serve(app: web.Application, **options: Any) -> Any:
+        server = await aiohttp_server(app, **options)
+        servers.append(server)
+        return server
+
+    rig = Rig(sim, sim_url, database_url, tmp_path, serve)
     sim.hook(rig.hook_url, SECRET)
     yield rig
+    # The apps' workers use the database: stop them before their stores close and the schema is dropped
+    # (aiohttp_server's own teardown comes after database_url's).
+    for server in reversed(servers):
+        await server.close()
     for store in rig.stores:
         store.close()
 
