@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.cli import main as sluice  # noqa: E402
+from bot.app.cli import main as sluice  # noqa: E402
 
 SOURCE = "intel/intel-xpu-backend-for-triton main, upstream triton-lang/triton (public history)"
 CACHE = Path(tempfile.gettempdir()) / "sluice-calibrate" / "intel-features.jsonl"

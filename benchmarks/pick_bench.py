@@ -20,13 +20,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bot.case_repo import CaseOutcome, build_case_repos, pick_case
-from bot.config import SluiceConfig, Strategy
-from bot.conflict_cases import cases
-from bot.gitio import GitRepo
-from bot.models import PickStatus
-from bot.pick import Picker, PickRequest, run_pick
-from bot.sandbox import BENCH, SandboxSize, build_sandbox
+from bot.core.config import SluiceConfig, Strategy
+from bot.core.models import PickStatus
+from bot.demo.sandbox import BENCH, SandboxSize, build_sandbox
+from bot.flows.pick import Picker, PickRequest, run_pick
+from bot.git.repo import GitRepo
+from tests.support.case_repo import CaseOutcome, build_case_repos, pick_case
+from tests.support.conflict_cases import cases
 
 CLASSES = ["clean", "mechanical", "api", "semantic", "unknown"]
 

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bot.gitio import GitRepo
-from bot.sandbox import BENCH, SandboxSize, build_sandbox
+from bot.demo.sandbox import BENCH, SandboxSize, build_sandbox
+from bot.git.repo import GitRepo
 
 
 def raw_merge_tree_seconds(repo: GitRepo, fork_ref: str, pending: list[str]) -> float:

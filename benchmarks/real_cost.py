@@ -32,14 +32,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.cli import main as sluice_main
-from bot.config import SluiceConfig, Strategy
-from bot.engine import load_repo_config, predict_conflicts, take_snapshot
-from bot.facts import CommitFacts, FactKey
-from bot.gitio import GitRepo
-from bot.models import CommitInfo, PickStatus
-from bot.pick import Picker
-from bot.store import Store
+from bot.app.cli import main as sluice_main
+from bot.core.config import SluiceConfig, Strategy
+from bot.core.models import CommitInfo, PickStatus
+from bot.db.store import Store
+from bot.flows.engine import load_repo_config, predict_conflicts, take_snapshot
+from bot.flows.pick import Picker
+from bot.git.facts import CommitFacts, FactKey
+from bot.git.repo import GitRepo
 
 MERGED = re.compile(r"[Mm]erge (?:OpenAI |upstream )?(?:Triton )?commit [`']?([0-9a-f]{7,40})")
 
@@ -81,7 +81,7 @@ def loose_objects(path: Path) -> tuple[int, int]:
 def wall(argv: Sequence[str]) -> float:
     """Wall time of one `sluice` command as a person runs it (a new interpreter)."""
     script = Path(sys.executable).parent / "sluice"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "bot.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "bot.app.cli"]
     started = time.perf_counter()
     proc = subprocess.run([*command, *argv], capture_output=True, text=True)
     took = time.perf_counter() - started

@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.config import SluiceConfig
-from bot.engine import Snapshot, take_snapshot
-from bot.errors import SluiceError
-from bot.gitio import GitRepo
-from bot.metrics import stream_status
+from bot.core.config import SluiceConfig
+from bot.core.errors import SluiceError
+from bot.core.metrics import stream_status
+from bot.flows.engine import Snapshot, take_snapshot
+from bot.git.repo import GitRepo
 
 MERGE_SUBJECT = re.compile(r"^Merge OpenAI (?:Triton )?commit `([0-9a-f]{7,40})`")
 # (fork trunk as of the Nth-newest upstream merge, upstream as of the commit the Mth-newest merge took)

@@ -28,12 +28,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import SluiceConfig
-from bot.conflicts import Hunk3
-from bot.errors import SluiceError
-from bot.gitio import GitRepo
-from bot.models import CommitInfo
-from bot.pick import Picker
+from bot.core.config import SluiceConfig
+from bot.core.conflicts import Hunk3
+from bot.core.errors import SluiceError
+from bot.core.models import CommitInfo
+from bot.flows.pick import Picker
+from bot.git.repo import GitRepo
 
 MERGE_GREP = "Merge OpenAI Triton commit"
 MERGE_COMMIT = re.compile(r"^Merge commit '([0-9a-f]{40})'")

@@ -32,14 +32,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.calibrated import LoadedModel, calibrated_selection, with_probability
-from bot.config import SluiceConfig
-from bot.engine import analyse_pending, take_snapshot
-from bot.errors import SluiceError
-from bot.gitio import GitRepo
-from bot.models import PlannedCommit
-from bot.planner import classify, make_plan
-from bot.risk_model import Provenance, RiskModel, commit_features, default_model, read_model
+from bot.core.calibrated import LoadedModel, calibrated_selection, with_probability
+from bot.core.config import SluiceConfig
+from bot.core.errors import SluiceError
+from bot.core.models import PlannedCommit
+from bot.core.planner import classify, make_plan
+from bot.core.risk_model import Provenance, RiskModel, commit_features
+from bot.flows.engine import analyse_pending, take_snapshot
+from bot.flows.risk_files import default_model, read_model
+from bot.git.repo import GitRepo
 
 MERGE_SUBJECT = re.compile(r"^Merge OpenAI (?:Triton )?commit `([0-9a-f]{7,40})`")
 REVERT = re.compile(r'^Revert "(?P<title>.+)"')

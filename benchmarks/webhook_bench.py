@@ -193,7 +193,7 @@ def postgres_schema(url: str) -> Iterator[str | None]:
     from sqlalchemy.exc import SQLAlchemyError
     from sqlalchemy.pool import NullPool
 
-    from bot.store import normalise_url
+    from bot.db.store import normalise_url
 
     schema = f"sluice_bench_{uuid.uuid4().hex[:12]}"
     engine = create_engine(normalise_url(url), poolclass=NullPool, connect_args={"connect_timeout": 5})

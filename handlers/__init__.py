@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.worker import Handler
+from bot.app.worker import Handler
 from handlers import ingest, installation, pull_request, push, recorded, register
 
 HANDLERS: dict[str, Handler] = {

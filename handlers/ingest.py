@@ -7,12 +7,10 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from bot.config import ConfigError, SluiceConfig
-from bot.context import Context
-from bot.engine import CONFIG_PATH, load_repo_config
-from bot.forge import ForkGitHub
-from bot.gitio import GitRepo
-from bot.ingestion import (
+from bot.app.context import Context
+from bot.app.worker import Rejected
+from bot.core.config import ConfigError, SluiceConfig
+from bot.core.ingestion import (
     BRANCH_PREFIX,
     CLASSIFICATION_MARKER,
     MAX_OPEN_UNITS,
@@ -28,13 +26,15 @@ from bot.ingestion import (
     units_of,
     upstream_web_url,
 )
-from bot.jobs import Job
-from bot.mirror import BranchUpdate, SyncResult
-from bot.models import Plan
-from bot.pick import Picker, pick_in_order
-from bot.planning import build_plan
-from bot.registry import Fork, IngestionRecord
-from bot.worker import Rejected
+from bot.core.models import Plan
+from bot.db.jobs import Job
+from bot.db.registry import Fork, IngestionRecord
+from bot.flows.engine import CONFIG_PATH, load_repo_config
+from bot.flows.pick import Picker, pick_in_order
+from bot.flows.planning import build_plan
+from bot.git.mirror import BranchUpdate, SyncResult
+from bot.git.repo import GitRepo
+from bot.github.forge import ForkGitHub
 from handlers import upstream
 
 KIND = "ingest"

@@ -14,9 +14,9 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.context import Context
-from bot.jobs import Job
-from bot.webhooks import InstallationEvent, InstallationRepositoriesEvent
+from bot.app.context import Context
+from bot.core.webhooks import InstallationEvent, InstallationRepositoriesEvent
+from bot.db.jobs import Job
 from handlers import register
 
 log = logging.getLogger("sluice.installation")

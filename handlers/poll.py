@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 import logging
 
-from bot.context import Context
-from bot.errors import GitError
-from bot.mirror import redact
-from bot.upstream_access import UpstreamRefused
+from bot.app.context import Context
+from bot.core.errors import GitError
+from bot.core.upstream_access import UpstreamRefused
+from bot.git.mirror import redact
 from handlers import ingest
 
 log = logging.getLogger("sluice.poll")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from bot import patch_stack
-from bot.context import Context
-from bot.engine import take_snapshot
-from bot.gitio import GitRepo
-from bot.ingestion import BRANCH_PREFIX
-from bot.jobs import Job
-from bot.registry import Fork
-from bot.webhooks import PullRequestEvent
+from bot.app.context import Context
+from bot.core.ingestion import BRANCH_PREFIX
+from bot.core.webhooks import PullRequestEvent
+from bot.db.jobs import Job
+from bot.db.registry import Fork
+from bot.flows import patch_stack
+from bot.flows.engine import take_snapshot
+from bot.git.repo import GitRepo
 from handlers import ingest, upstream
 
 KIND = "pull_request"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import logging
 
-from bot.context import Context
-from bot.engine import CONFIG_PATH
-from bot.ingestion import BRANCH_PREFIX
-from bot.jobs import Job
-from bot.webhooks import PushEvent
+from bot.app.context import Context
+from bot.core.ingestion import BRANCH_PREFIX
+from bot.core.webhooks import PushEvent
+from bot.db.jobs import Job
+from bot.flows.engine import CONFIG_PATH
 from handlers import ingest, installation, register
 
 KIND = "push"

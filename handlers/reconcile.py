@@ -11,11 +11,9 @@ from typing import Any
 from gidgethub import HTTPException
 from prometheus_client import CollectorRegistry, Counter
 
-from bot.context import Context
-from bot.errors import SluiceError
-from bot.github import InstallationAPI
-from bot.leases import Leases, periodically
-from bot.redelivery import (
+from bot.app.context import Context
+from bot.core.errors import SluiceError
+from bot.core.redelivery import (
     REDELIVERY_WINDOW,
     HookAttempt,
     Redelivery,
@@ -23,6 +21,8 @@ from bot.redelivery import (
     plan_redeliveries,
     undelivered,
 )
+from bot.db.leases import Leases, periodically
+from bot.github.client import InstallationAPI
 from handlers import ingest
 
 REDELIVERY, RESYNC = "redelivery", "resync"  # the leases' names

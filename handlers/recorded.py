@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from bot.context import Context
-from bot.jobs import Job
+from bot.app.context import Context
+from bot.db.jobs import Job
 
 log = logging.getLogger("sluice.recorded")
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from bot.config import ConfigError, SluiceConfig, parse_config
-from bot.context import Context
-from bot.engine import CONFIG_PATH
-from bot.forge import ForkGitHub
-from bot.gitio import GitRepo
-from bot.ingestion import owner_repo
-from bot.jobs import Job
-from bot.mirror import redact, validate_url
-from bot.registry import Fork
-from bot.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
-from bot.worker import Rejected
+from bot.app.context import Context
+from bot.app.worker import Rejected
+from bot.core.config import ConfigError, SluiceConfig, parse_config
+from bot.core.ingestion import owner_repo
+from bot.core.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
+from bot.db.jobs import Job
+from bot.db.registry import Fork
+from bot.flows.engine import CONFIG_PATH
+from bot.git.mirror import redact, validate_url
+from bot.git.repo import GitRepo
+from bot.github.forge import ForkGitHub
 from handlers import ingest, upstream
 
 KIND = "register"

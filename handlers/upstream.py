@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from bot.context import Context
-from bot.registry import Fork
-from bot.upstream_access import UpstreamRefused
-from bot.worker import Rejected
+from bot.app.context import Context
+from bot.app.worker import Rejected
+from bot.core.upstream_access import UpstreamRefused
+from bot.db.registry import Fork
 
 CONFIG_CHECK = "sluice/config"
 REFUSED_TITLE = "Sluice may not read the upstream"

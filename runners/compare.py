@@ -19,9 +19,9 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
-from bot.config import ConfigError, PerformanceConfig, load_config
-from bot.errors import SluiceError
-from bot.render import plural
+from bot.core.config import ConfigError, PerformanceConfig, load_config
+from bot.core.errors import SluiceError
+from bot.core.render import plural
 from runners import stats
 from runners.environment import MOMENTARY_CLOCKS
 from runners.report import Benchmark, Environment, Report

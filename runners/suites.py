@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bot.config import BenchCase, BenchConfig, BenchKernel, BuiltinSuite, DType, SluiceConfig, Tolerance
+from bot.core.config import BenchCase, BenchConfig, BenchKernel, BuiltinSuite, DType, SluiceConfig, Tolerance
 from runners import backend, kernels
 from runners.report import Benchmark, KernelFacts, Outcome, TestResult
 

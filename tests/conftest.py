@@ -12,7 +12,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from bot.store import Store, normalise_url
+from bot.db.store import Store, normalise_url
 
 POSTGRES_URL_ENV = "SLUICE_TEST_POSTGRES_URL"
 DEFAULT_TEST_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

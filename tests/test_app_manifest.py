@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from bot.webhooks import MODELS
+from bot.core.webhooks import MODELS
 
 MANIFEST = yaml.safe_load((Path(__file__).parent.parent / "app.yml").read_text())
 

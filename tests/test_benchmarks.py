@@ -50,7 +50,7 @@ def test_real_cost_skips_without_a_repository() -> None:
 
 
 def test_real_cost_prints_its_figures_on_a_merge_style_fork(tmp_path: Path) -> None:
-    from tests.scenarios import Scenario, numbered
+    from tests.support.scenarios import Scenario, numbered
 
     s = Scenario(tmp_path)
     s.upstream("Initial import (#1)", {"docs/a.md": numbered("a", 30)})

@@ -11,14 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bot import calibrate, fitting
-from bot.calibrate import CalibrateOptions, FeatureCache
-from bot.cli import main
-from bot.config import SluiceConfig
-from bot.fitting import Row
-from bot.gitio import GitRepo
-from bot.risk_model import RiskModel, default_model
-from tests.scenarios import EPOCH, HOUR, Scenario, numbered
+from bot.app.cli import main
+from bot.core import fitting
+from bot.core.config import SluiceConfig
+from bot.core.fitting import Row
+from bot.core.risk_model import RiskModel
+from bot.flows import calibrate
+from bot.flows.calibrate import CalibrateOptions, FeatureCache
+from bot.flows.risk_files import default_model
+from bot.git.repo import GitRepo
+from tests.support.scenarios import EPOCH, HOUR, Scenario, numbered
 
 DAY_H = 24
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.models import Disposition
-from bot.store import Store
-from tests.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
+from bot.app.cli import main
+from bot.core.models import Disposition
+from bot.db.store import Store
+from tests.support.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.config import SluiceConfig
-from bot.sandbox import DEMO, Sandbox, build_sandbox
-from bot.store import Store
-from bot.swapped import Evidence, SideCommit, ingestion_like, looks_swapped
-from tests.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
+from bot.app.cli import main
+from bot.core.config import SluiceConfig
+from bot.db.store import Store
+from bot.demo.sandbox import DEMO, Sandbox, build_sandbox
+from bot.flows.swapped import Evidence, SideCommit, ingestion_like, looks_swapped
+from tests.support.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
 
 
 @pytest.fixture

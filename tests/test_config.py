@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from bot.config import (
+from bot.core.config import (
     ConfigError,
     ConfigProblem,
     SluiceConfig,
@@ -19,7 +19,7 @@ from bot.config import (
     load_config,
     parse_config,
 )
-from bot.models import RiskLevel
+from bot.core.models import RiskLevel
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 

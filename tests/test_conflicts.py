@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.conflict_cases import KINDS, ConflictCase, cases
-from bot.conflicts import (
+from bot.core.conflicts import (
     ConflictClass,
     Diff3Error,
     FileVerdict,
@@ -25,7 +24,8 @@ from bot.conflicts import (
     split_diff3,
     unmergeable,
 )
-from bot.rerere import conflict_key
+from bot.core.rerere import conflict_key
+from tests.support.conflict_cases import KINDS, ConflictCase, cases
 
 CASES = cases()
 CONFLICTS = [c for c in CASES if c.kind == "content" and c.expected is not None]

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.cli import parser
-from bot.settings import Settings
+from bot.app.cli import parser
+from bot.app.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -144,7 +144,7 @@ def test_every_sluice_variable_is_a_setting() -> None:
     names = [k for k in env if k.startswith("SLUICE_")]
     assert names
     unknown = [k for k in names if k.removeprefix("SLUICE_").lower() not in Settings.model_fields]
-    assert unknown == [], f"not fields of bot.settings.Settings: {unknown}"
+    assert unknown == [], f"not fields of bot.app.settings.Settings: {unknown}"
     for needed in (
         "SLUICE_APP_ID",
         "SLUICE_WEBHOOK_SECRET",

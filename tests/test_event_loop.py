@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from bot.context import Context
+from bot.app.context import Context
 from handlers import poll, reconcile
 from tests.test_handlers import ctx, fork_record
 from tests.test_ingest_e2e import (

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.config import SluiceConfig
-from bot.engine import take_snapshot
-from bot.facts import VERSIONS, CommitFacts, FactKind
-from bot.gitio import GitRepo
-from bot.models import FileChange, Plan
-from bot.planning import build_plan
-from bot.store import Store
-from tests.scenarios import CPP_PASS, Scenario, numbered
+from bot.app.cli import main
+from bot.core.config import SluiceConfig
+from bot.core.models import FileChange, Plan
+from bot.db.store import Store
+from bot.flows.engine import take_snapshot
+from bot.flows.planning import build_plan
+from bot.git.facts import VERSIONS, CommitFacts, FactKind
+from bot.git.repo import GitRepo
+from tests.support.scenarios import CPP_PASS, Scenario, numbered
 
 PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
 INCLUDES = '#include "a.h"\n#include "c.h"\n\nint main() { return 0; }\n'

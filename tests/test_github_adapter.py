@@ -18,7 +18,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bot.github import GitHubClient, GitHubError, InstallationAPI, app_jwt
+from bot.github.client import GitHubClient, GitHubError, InstallationAPI, app_jwt
 
 APP_ID = 4242
 INSTALLATION = 77

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 from yarl import URL
 
-from tests.github_sim import ZERO_SHA, GitHubSim
+from tests.support.github_sim import ZERO_SHA, GitHubSim
 
 FORK = "triton-fork/triton"
 

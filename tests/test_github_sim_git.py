@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tests.github_sim import ZERO_SHA, GitHubSim
+from tests.support.github_sim import ZERO_SHA, GitHubSim
 
 FORK = "triton-fork/triton"
 SECRET = "s3cret"

@@ -12,15 +12,15 @@ import aiohttp
 import pytest
 from pydantic import SecretStr
 
-from bot.context import Context
-from bot.github import GitHubClient
-from bot.jobs import Job, JobQueue, JobState
-from bot.registry import Fork, Registry
-from bot.settings import Settings
-from bot.store import Store
-from bot.worker import Rejected, Worker
+from bot.app.context import Context
+from bot.app.settings import Settings
+from bot.app.worker import Rejected, Worker
+from bot.db.jobs import Job, JobQueue, JobState
+from bot.db.registry import Fork, Registry
+from bot.db.store import Store
+from bot.github.client import GitHubClient
 from handlers import HANDLERS, installation, poll, push, register
-from tests.github_sim import ZERO_SHA, GitHubSim
+from tests.support.github_sim import ZERO_SHA, GitHubSim
 
 UPSTREAM = "triton-lang/triton"
 FORK = "meta/triton"

@@ -25,14 +25,14 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import select
 
-from bot.gitio import ref_problem
-from bot.jobs import JobQueue
-from bot.registry import Registry, installation_repos, installations
-from bot.service import create_app
-from bot.settings import Settings
-from bot.store import Store
-from bot.webhooks import MAX_JSON_DEPTH
-from tests.github_sim import GitHubSim
+from bot.app.service import create_app
+from bot.app.settings import Settings
+from bot.core.refs import ref_problem
+from bot.core.webhooks import MAX_JSON_DEPTH
+from bot.db.jobs import JobQueue
+from bot.db.registry import Registry, installation_repos, installations
+from bot.db.store import Store
+from tests.support.github_sim import GitHubSim
 
 SECRET = "hardening-secret"
 NOW = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)

@@ -30,12 +30,12 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from bot.intake import DatabaseBusy, Intake
-from bot.jobs import Delivery, DeliveryOutcome, JobQueue, deliveries, jobs
-from bot.service import create_app
-from bot.settings import Settings
-from bot.store import Store, normalise_url
-from tests.github_sim import GitHubSim
+from bot.app.intake import DatabaseBusy, Intake
+from bot.app.service import create_app
+from bot.app.settings import Settings
+from bot.db.jobs import Delivery, DeliveryOutcome, JobQueue, deliveries, jobs
+from bot.db.store import Store, normalise_url
+from tests.support.github_sim import GitHubSim
 
 SECRET = "intake-secret"
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -327,7 +327,7 @@ async def test_the_intake_answers_while_jobs_take_every_thread_and_connection(
 ) -> None:
     async with serve(aiohttp_server, database_url, test_store) as bot:
         await bot.deliver("warm")
-        with job_side_saturated(bot.store):
+        with job_side_saturated(bot.db.store):
             answers = await asyncio.gather(*(bot.deliver(f"busy-{i}") for i in range(10)))
             ready = await bot.request("GET", "/readyz")
         assert [a.status for a in answers] == [202] * 10
@@ -348,7 +348,7 @@ async def test_a_stuck_intake_starves_neither_readyz_metrics_nor_the_jobs(
                 await asyncio.sleep(0.5)
                 metrics = await bot.request("GET", "/metrics")
                 started = time.monotonic()
-                job = await asyncio.wait_for(asyncio.to_thread(_enqueue_and_wait_done, bot.store), 10)
+                job = await asyncio.wait_for(asyncio.to_thread(_enqueue_and_wait_done, bot.db.store), 10)
                 job_seconds = time.monotonic() - started
                 answers = await asyncio.gather(*flood)
         assert metrics.status == 200 and metrics.seconds < 1.0, metrics

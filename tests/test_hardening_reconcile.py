@@ -22,16 +22,16 @@ from aiohttp import web
 from pydantic import SecretStr
 from sqlalchemy import func, select
 
-from bot.ingestion import CLASSIFICATION_MARKER
-from bot.jobs import JobQueue, deliveries, jobs
-from bot.leases import Leases
-from bot.redelivery import HookAttempt, Skip, plan_redeliveries
-from bot.registry import Registry
-from bot.service import create_app
-from bot.settings import Settings
-from bot.store import Store
-from tests.github_sim import GitHubSim
-from tests.net import free_port
+from bot.app.service import create_app
+from bot.app.settings import Settings
+from bot.core.ingestion import CLASSIFICATION_MARKER
+from bot.core.redelivery import HookAttempt, Skip, plan_redeliveries
+from bot.db.jobs import JobQueue, deliveries, jobs
+from bot.db.leases import Leases
+from bot.db.registry import Registry
+from bot.db.store import Store
+from tests.support.github_sim import GitHubSim
+from tests.support.net import free_port
 
 SECRET = "reconcile-secret"
 UPSTREAM = "triton-lang/triton"

@@ -21,15 +21,15 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import select
 
-from bot import cli
-from bot.ingestion import BRANCH_PREFIX
-from bot.jobs import JobQueue, jobs
-from bot.registry import Registry
-from bot.service import create_app
-from bot.settings import Settings
-from bot.store import Store
-from bot.upstream_access import AccessKind, UpstreamFacts, UpstreamRefused, address_refusal, decide
-from tests.github_sim import GitHubSim
+from bot.app import cli
+from bot.app.service import create_app
+from bot.app.settings import Settings
+from bot.core.ingestion import BRANCH_PREFIX
+from bot.core.upstream_access import AccessKind, UpstreamFacts, UpstreamRefused, address_refusal, decide
+from bot.db.jobs import JobQueue, jobs
+from bot.db.registry import Registry
+from bot.db.store import Store
+from tests.support.github_sim import GitHubSim
 
 SECRET = "security-secret"
 CONFIG = ".github/sluice.yml"
@@ -494,7 +494,7 @@ async def test_a_hostile_retry_after_is_capped(make_sqlite_rig: MakeRig) -> None
             if waited:
                 break
             await asyncio.sleep(0.1)
-    assert waited == 15 * 60  # bot.github.RETRY_AFTER_MAX_S
+    assert waited == 15 * 60  # bot.github.client.RETRY_AFTER_MAX_S
 
 
 # ------------------------------------------------------------------ the pure decisions, as tables

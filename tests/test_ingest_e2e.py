@@ -13,13 +13,13 @@ import aiohttp
 import pytest
 from pydantic import SecretStr
 
-from bot.ingestion import BRANCH_PREFIX, CLASSIFICATION_MARKER
-from bot.jobs import JobQueue
-from bot.registry import Registry
-from bot.service import create_app
-from bot.settings import Settings
-from bot.store import Store
-from tests.github_sim import GitHubSim
+from bot.app.service import create_app
+from bot.app.settings import Settings
+from bot.core.ingestion import BRANCH_PREFIX, CLASSIFICATION_MARKER
+from bot.db.jobs import JobQueue
+from bot.db.registry import Registry
+from bot.db.store import Store
+from tests.support.github_sim import GitHubSim
 
 SECRET = "e2e-secret"
 UPSTREAM = "triton-lang/triton"
@@ -57,7 +57,7 @@ class Rig:
     def job_errors(self) -> list[tuple[str, str, str]]:
         from sqlalchemy import select
 
-        from bot.jobs import jobs
+        from bot.db.jobs import jobs
 
         with self.store._engine.connect() as conn:
             rows = conn.execute(

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from bot.jobs import Delivery, DeliveryOutcome, Job, JobQueue, JobState, deliveries, jobs
-from bot.store import Store
+from bot.db.jobs import Delivery, DeliveryOutcome, Job, JobQueue, JobState, deliveries, jobs
+from bot.db.store import Store
 
 NOW = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=5)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.lines import Region, advance, owners_touched
-from bot.models import Hunk
+from bot.core.lines import Region, advance, owners_touched
+from bot.core.models import Hunk
 
 
 def h(old_start: int, old_count: int, new_start: int, new_count: int) -> Hunk:

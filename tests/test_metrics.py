@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.metrics import stream_status
-from bot.models import Recognised, RecognitionMethod
+from bot.core.metrics import stream_status
+from bot.core.models import Recognised, RecognitionMethod
 
 DAY = 86400
 T0 = 1_767_225_600

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.sandbox import MIN_SIZE, Sandbox, build_sandbox
+from bot.app.cli import main
+from bot.demo.sandbox import MIN_SIZE, Sandbox, build_sandbox
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from tests.scenarios import Scenario
+from bot.app.cli import main
+from tests.support.scenarios import Scenario
 
 INCLUDES = '#include "a.h"\n#include "c.h"\n\nint main() { return 0; }\n'
 PY = "def load(ptr):\n    x = ptr + 1\n    return x\n"

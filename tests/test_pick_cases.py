@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bot.case_repo import CaseOutcome, build_case_repos, pick_case
-from bot.conflict_cases import ConflictCase, cases
-from bot.conflicts import ConflictClass
-from bot.models import PickStatus
+from bot.core.conflicts import ConflictClass
+from bot.core.models import PickStatus
+from tests.support.case_repo import CaseOutcome, build_case_repos, pick_case
+from tests.support.conflict_cases import ConflictCase, cases
 
 CASES = cases()
 

@@ -9,9 +9,10 @@ from collections import Counter
 
 import pytest
 
-from bot.cli import main
-from bot.risk_model import DEFAULT_MODEL_PATH, Provenance, RiskModel
-from bot.sandbox import DEMO, SLUICE_YML, Sandbox, build_sandbox
+from bot.app.cli import main
+from bot.core.risk_model import Provenance, RiskModel
+from bot.demo.sandbox import DEMO, SLUICE_YML, Sandbox, build_sandbox
+from bot.flows.risk_files import DEFAULT_MODEL_PATH
 
 # A fixed model for the sandbox: commits that touch what the patch stack changed are likely to break, the
 # rest are not (the sandbox marks its independent commits low-risk and its overlaps dependent on the stack).

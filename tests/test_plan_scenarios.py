@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from tests.scenarios import CPP_PASS, Scenario, numbered
+from bot.app.cli import main
+from tests.support.scenarios import CPP_PASS, Scenario, numbered
 
 PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
 LANG_PATH = "python/triton/language/core.py"

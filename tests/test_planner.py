@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.config import parse_config
-from bot.models import Dependency, DependencyKind, PlannedCommit, RiskKind, RiskLevel, RiskReason
-from bot.planner import PriorChain, classify
+from bot.core.config import parse_config
+from bot.core.models import Dependency, DependencyKind, PlannedCommit, RiskKind, RiskLevel, RiskReason
+from bot.core.planner import PriorChain, classify
 
 
 def commit(

@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from bot.calibrated import LoadedModel, calibrated_selection, with_probability
-from bot.chain_split import weakest_cut
-from bot.config import ConfigError, parse_config
-from bot.models import Dependency, DependencyKind, PlannedCommit, RiskKind, RiskLevel, RiskReason
-from bot.planner import classify
-from bot.render import weight_text
-from bot.risk_cost import NO_CHAIN, BundleCaps, Candidate, bundle_runs, choose_threshold, expected_runs
-from bot.risk_model import Provenance, RiskModel
+from bot.core.calibrated import LoadedModel, calibrated_selection, with_probability
+from bot.core.chain_split import weakest_cut
+from bot.core.config import ConfigError, parse_config
+from bot.core.models import Dependency, DependencyKind, PlannedCommit, RiskKind, RiskLevel, RiskReason
+from bot.core.planner import classify
+from bot.core.render import weight_text
+from bot.core.risk_cost import NO_CHAIN, BundleCaps, Candidate, bundle_runs, choose_threshold, expected_runs
+from bot.core.risk_model import Provenance, RiskModel
 
 INF = float("inf")
 

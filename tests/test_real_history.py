@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.scenarios import Scenario, numbered
+from tests.support.scenarios import Scenario, numbered
 
 SCRIPT = Path(__file__).parent.parent / "benchmarks" / "real_history.py"
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from bot.models import PlannedCommit, RiskKind, RiskLevel, RiskReason
+from bot.core.models import PlannedCommit, RiskKind, RiskLevel, RiskReason
 
 SCRIPT = Path(__file__).parent.parent / "benchmarks" / "real_risk.py"
 

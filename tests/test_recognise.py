@@ -6,9 +6,9 @@ import hashlib
 
 import pytest
 
-from bot.config import SluiceConfig, parse_config
-from bot.models import CommitInfo, RecognitionMethod
-from bot.recognise import ingestion_commits, normalise_title, recognise, unmatched_picks
+from bot.core.config import SluiceConfig, parse_config
+from bot.core.models import CommitInfo, RecognitionMethod
+from bot.core.recognise import ingestion_commits, normalise_title, recognise, unmatched_picks
 
 UP = [
     CommitInfo(

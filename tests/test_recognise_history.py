@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.applied import FileState, file_state, net_zero_pairs
-from bot.cli import main
-from bot.models import FileChange
-from tests.scenarios import Scenario, numbered
+from bot.app.cli import main
+from bot.core.models import FileChange
+from bot.flows.applied import FileState, file_state, net_zero_pairs
+from tests.support.scenarios import Scenario, numbered
 
 PIN = "cmake/llvm-hash.txt"
 CORE = "python/triton/language/core.py"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot import rerere
-from bot.rerere import Diff3Error, apply, conflict_blocks, conflict_key, learn
-from bot.store import Store
+from bot.core import rerere
+from bot.core.rerere import Diff3Error, apply, conflict_blocks, conflict_key, learn
+from bot.db.store import Store
 
 FORK = "acme/triton"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.resolver_hook import (
+from bot.flows.resolver_hook import (
     MAX_OUTPUT_BYTES,
     STDERR_TAIL_BYTES,
     ResolverOutcome,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from bot.config import PerformanceConfig
+from bot.core.config import PerformanceConfig
 from runners import compare as cmp
 from runners.compare import Metric, Verdict
 from runners.report import Benchmark, Environment, Report, RunInfo

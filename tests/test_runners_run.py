@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, SluiceConfig, SuiteConfig, check_config, parse_config
+from bot.core.config import ConfigError, SluiceConfig, SuiteConfig, check_config, parse_config
 from runners import commands, environment
 from runners import report as model  # not `import TestResult`: pytest would try to collect it
 from runners.report import Environment, Outcome, Report, RunInfo, SuiteResult, Tier
 from runners.run import BadInput, Expectation, RunRequest, SuiteRun, exit_code, judge, run_tier, select_suites
-from tests.runner_reports import round_trip
+from tests.support.runner_reports import round_trip
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

@@ -23,7 +23,7 @@ from runners.report import (
     Tier,
     json_schema,
 )
-from tests.runner_reports import round_trip
+from tests.support.runner_reports import round_trip
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = ROOT / "docs" / "report.schema.json"

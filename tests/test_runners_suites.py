@@ -9,12 +9,20 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from bot.config import BenchConfig, BuiltinSuite, DType, NumericsConfig, SluiceConfig, Tolerance, parse_config
+from bot.core.config import (
+    BenchConfig,
+    BuiltinSuite,
+    DType,
+    NumericsConfig,
+    SluiceConfig,
+    Tolerance,
+    parse_config,
+)
 from runners import kernels, suites
 from runners.report import Outcome, Tier
 from runners.run import RunRequest, exit_code, run_tier
-from tests.broken_kernels import add_reading_the_next, add_skipping_the_last
-from tests.runner_reports import round_trip
+from tests.support.broken_kernels import add_reading_the_next, add_skipping_the_last
+from tests.support.runner_reports import round_trip
 
 # --- deliberately broken kernels (tests/broken_kernels.py): the suites must catch them ------------------
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.sandbox import (
+from bot.demo.sandbox import (
     CHERRY_PICK_X,
     PATCH_ID,
     SUBJECT_PATTERN,

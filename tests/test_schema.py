@@ -8,8 +8,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from bot.cli import main
-from tests.scenarios import CPP_PASS, Scenario
+from bot.app.cli import main
+from tests.support.scenarios import CPP_PASS, Scenario
 
 SCHEMA = Path(__file__).parent.parent / "docs" / "plan.schema.json"
 

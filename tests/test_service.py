@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from bot.jobs import JobQueue
-from bot.service import create_app
-from bot.settings import Settings
-from bot.store import Store
+from bot.app.service import create_app
+from bot.app.settings import Settings
+from bot.db.jobs import JobQueue
+from bot.db.store import Store
 
 SECRET = "it's a secret to everybody"
 FIXTURES = Path(__file__).parent / "fixtures"

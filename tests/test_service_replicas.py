@@ -28,11 +28,11 @@ import aiohttp
 import pytest
 from sqlalchemy import select
 
-from bot.jobs import JobQueue, deliveries, jobs
-from bot.registry import Registry
-from bot.store import Store
-from tests.github_sim import GitHubSim
-from tests.net import free_port
+from bot.db.jobs import JobQueue, deliveries, jobs
+from bot.db.registry import Registry
+from bot.db.store import Store
+from tests.support.github_sim import GitHubSim
+from tests.support.net import free_port
 
 T = TypeVar("T")
 SECRET = "replica-secret"
@@ -100,7 +100,7 @@ class Replicas:
         )
         log_path = self.root / f"{name}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        command = [sys.executable, "-m", "bot.app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
         with log_path.open("wb") as log_file:
             proc = subprocess.Popen(
                 command, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file

@@ -15,11 +15,11 @@ from sqlalchemy import Connection, create_engine, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
-import bot.jobs
-import bot.leases
-import bot.registry
-import bot.store
-from bot.models import (
+import bot.db.jobs
+import bot.db.leases
+import bot.db.registry
+import bot.db.store
+from bot.core.models import (
     Dependency,
     DependencyKind,
     Disposition,
@@ -32,7 +32,7 @@ from bot.models import (
     RiskyChain,
     StreamStatus,
 )
-from bot.store import (
+from bot.db.store import (
     DEFAULT_URL_ENV,
     DispositionRecord,
     ResolutionSource,
@@ -52,7 +52,7 @@ AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
 HEAD_REVISION = "0007_github_ids"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (bot.jobs, bot.registry)
+TABLE_MODULES = (bot.db.jobs, bot.db.registry)
 TABLES = [
     "alembic_version",
     "chain_members",
@@ -212,8 +212,9 @@ def test_head_revision_constant_is_alembics_head() -> None:
     from alembic.script import ScriptDirectory
 
     config = Config()
-    config.set_main_option("script_location", str(bot.store.MIGRATIONS_DIR))
-    assert ScriptDirectory.from_config(config).get_current_head() == bot.store.HEAD_REVISION == HEAD_REVISION
+    config.set_main_option("script_location", str(bot.db.store.MIGRATIONS_DIR))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head == bot.db.store.HEAD_REVISION == HEAD_REVISION
 
 
 def test_a_database_at_an_older_revision_is_upgraded(database_url: str) -> None:
@@ -222,7 +223,7 @@ def test_a_database_at_an_older_revision_is_upgraded(database_url: str) -> None:
 
     engine = create_engine(normalise_url(database_url), poolclass=NullPool)
     config = Config()
-    config.set_main_option("script_location", str(bot.store.MIGRATIONS_DIR))
+    config.set_main_option("script_location", str(bot.db.store.MIGRATIONS_DIR))
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, "0004_registry")
@@ -583,7 +584,7 @@ def test_facts_load_in_chunks_beyond_the_parameter_limit(store: Store) -> None:
 
 def test_the_largest_github_id_the_intake_accepts_is_recorded(store: Store) -> None:
     """webhooks.py accepts ids up to 2**63 - 1; the registry must hold them on PostgreSQL too (BIGINT)."""
-    from bot.registry import Registry
+    from bot.db.registry import Registry
 
     largest = 2**63 - 1
     registry = Registry(store)

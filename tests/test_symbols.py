@@ -2,7 +2,7 @@
 
 import pytest
 
-from bot.symbols import Definition, definitions, enclosing_symbols, innermost_names, language_of
+from bot.core.symbols import Definition, definitions, enclosing_symbols, innermost_names, language_of
 
 CPP = b"""\
 #include "triton/Dialect/TritonGPU/IR/Dialect.h"

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from bot import webhooks
-from bot.jobs import JobQueue
-from bot.service import create_app
-from bot.settings import Settings
-from bot.store import Store
+from bot.app.service import create_app
+from bot.app.settings import Settings
+from bot.core import webhooks
+from bot.db.jobs import JobQueue
+from bot.db.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "octokit"
 SECRET = "fixture-secret"

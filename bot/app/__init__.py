@@ -1,0 +1,1 @@
+"""The application: the aiohttp service, the workers, settings, the CLI."""

@@ -1,0 +1,687 @@
+"""The `sluice` command line: plan, status, demo and config check."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import json
+import logging
+import os
+import re
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.core import render
+from bot.core.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config, load_config
+from bot.core.errors import GitError, SluiceError
+from bot.core.models import CommitInfo, Disposition, PickReport, PickStatus, Plan, RiskKind
+from bot.core.recognise import unmatched_picks
+from bot.core.refs import validate_ref, validate_rev
+from bot.db.store import DEFAULT_URL_ENV, DispositionRecord, Store, default_database_url, default_sqlite_path
+from bot.flows import calibrate
+from bot.flows.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
+from bot.flows.pick import Picker, PickRequest, check_branch, learn_resolutions, run_pick
+from bot.flows.planning import build_plan, fork_key, held_by_people, with_dispositions
+from bot.flows.swapped import check_not_swapped
+from bot.git.facts import CommitFacts
+from bot.git.mirror import Mirror
+from bot.git.repo import GitRepo
+
+SLOW_AFTER_S = 2.0
+
+
+class ProgressReporter(AbstractContextManager["ProgressReporter"]):
+    """A spinner on a terminal; elsewhere, stage lines once a run has taken more than a moment."""
+
+    def __init__(self) -> None:
+        self.console = Console(stderr=True)
+        self.started = time.monotonic()
+        self._status = self.console.status("starting") if self.console.is_terminal else None
+
+    def __enter__(self) -> ProgressReporter:
+        if self._status is not None:
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+    def __call__(self, message: str) -> None:
+        if self._status is not None:
+            self._status.update(message)
+        elif time.monotonic() - self.started > SLOW_AFTER_S:
+            print(f"sluice: {message} …", file=sys.stderr, flush=True)
+
+
+def _open_repo(args: argparse.Namespace, *, fork_option: str = "--fork") -> tuple[GitRepo, SluiceConfig]:
+    """The repository and its configuration, with the refs left to their defaults filled in and checked."""
+    repo = GitRepo(Path(args.repo))
+    operator = load_config(Path(args.config)) if args.config else None
+    attr = fork_option.removeprefix("--")
+    fork_sha = _resolve_option(repo, args, attr, default=(operator or SluiceConfig()).fork.branch)
+    fork = getattr(args, attr)
+    config = operator or _fork_config(repo, fork_sha, fork)
+    if hasattr(args, "upstream"):
+        _resolve_option(repo, args, "upstream", default=f"upstream/{config.upstream.branch}")
+        options = (fork_option, "--upstream")
+        check_not_swapped(repo, fork=fork, upstream=args.upstream, config=config, options=options)
+    return repo, config
+
+
+def _resolve_option(repo: GitRepo, args: argparse.Namespace, attr: str, *, default: str) -> str:
+    """Resolve `--<attr>`; when it was not given, its default, which the message names if it is missing."""
+    given = getattr(args, attr)
+    if given is None:
+        setattr(args, attr, default)  # the commands read the ref by name (it keys the store)
+    return repo.resolve(getattr(args, attr), default_for=None if given else f"--{attr}")
+
+
+def _fork_config(repo: GitRepo, fork_sha: str, fork: str) -> SluiceConfig:
+    config = load_repo_config(repo, fork_sha, fork)
+    if config.resolver.command:
+        # Whoever can push to fork trunk writes that file: it must not choose what runs on this machine.
+        print(
+            f"sluice: ignoring resolver.command from {fork}:{CONFIG_PATH}; "
+            "the operator's --config can name a resolver",
+            file=sys.stderr,
+        )
+        config = config.model_copy(update={"resolver": ResolverConfig()})
+    return config
+
+
+def _emit(plan: Plan, config: SluiceConfig, *, as_json: bool, full: bool = False) -> None:
+    if as_json:
+        sys.stdout.write(render.to_json(plan))
+        return
+
+    def component_of(path: str) -> str | None:
+        component = config.component_for(path)
+        return component.name if component else None
+
+    render.print_renderable(render.plan_renderable(plan, full=full, component_of=component_of))
+
+
+def open_store(url: str | None) -> Store:
+    """The store, or a clear error that names the database without its password."""
+    try:
+        return Store.open(url)
+    except (SQLAlchemyError, ValueError, OSError, sqlite3.Error) as exc:
+        try:
+            shown = make_url(url or default_database_url()).render_as_string(hide_password=True)
+        except (SQLAlchemyError, ValueError):
+            shown = "the given database URL"
+        raise SluiceError(
+            f"cannot open the store at {shown}: {type(exc).__name__}: {str(exc).splitlines()[0]}",
+            "check --database or SLUICE_DATABASE_URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB)",
+        ) from exc
+
+
+def _with_store(args: argparse.Namespace, run: Callable[[Store | None], Plan]) -> Plan:
+    store = None if args.no_record else open_store(args.database)
+    try:
+        return run(store)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _plan(args: argparse.Namespace) -> tuple[Plan, SluiceConfig]:
+    repo, config = _open_repo(args)  # bad refs fail before the store is opened
+
+    def run(store: Store | None) -> Plan:
+        with ProgressReporter() as progress:
+            return build_plan(
+                repo, config, fork=args.fork, upstream=args.upstream, store=store, progress=progress
+            )
+
+    return _with_store(args, run), config
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    plan, config = _plan(args)
+    _emit(plan, config, as_json=args.json, full=args.full)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    repo, config = _open_repo(args)  # bad refs fail before the store is opened
+    store = _existing_store(args.database)  # never created here; one that exists spares re-reading commits
+    try:
+        with ProgressReporter() as progress:
+            snapshot = take_snapshot(
+                repo,
+                fork_ref=args.fork,
+                upstream_ref=args.upstream,
+                config=config,
+                progress=progress,
+                facts=CommitFacts(repo, store),
+            )
+        records = store.dispositions(fork_key(config, repo, args.fork)) if store else {}
+    finally:
+        if store is not None:
+            store.close()
+    held = held_by_people(snapshot, records)
+    status = with_dispositions(snapshot, held)
+    if args.audit:
+        audit = recognition_audit(repo, snapshot, config)
+        sys.stdout.write(
+            json.dumps(audit, indent=2, sort_keys=True) + "\n" if args.json else audit_text(audit)
+        )
+    elif args.json:
+        sys.stdout.write(render.to_json(status))
+    else:
+        subjects = {c.sha: c.subject for c in snapshot.candidates}
+        rows = [(records[sha], subjects[sha]) for sha in snapshot.pending if sha in held]
+        render.print_renderable(render.status_renderable(status, held=rows))
+    return 0
+
+
+def _existing_store(url: str | None) -> Store | None:
+    """The store, when one is configured or the default file exists; status never creates one."""
+    if not (url or os.environ.get(DEFAULT_URL_ENV) or default_sqlite_path().exists()):
+        return None
+    return open_store(url)
+
+
+HOLD_VERB = {Disposition.SKIPPED: "skipped", Disposition.DEFERRED: "deferred"}
+
+
+def cmd_hold(args: argparse.Namespace) -> int:
+    """`skip` / `defer`: a person's decision about upstream commits, recorded in the store."""
+    held = Disposition(args.disposition)
+    reason = (args.reason or "").strip() or None
+    if held == Disposition.SKIPPED and not args.undo and reason is None:
+        raise SluiceError("skipping needs a reason", 'say why it will not be ported: --reason "…"')
+    repo, config = _open_repo(args)
+    snapshot = take_snapshot(repo, fork_ref=args.fork, upstream_ref=args.upstream, config=config)
+    commits = _pending_commits(repo, snapshot, args.shas)
+    approver = args.by or _git_user(repo)
+    store = open_store(args.database)
+    try:
+        key = fork_key(config, repo, args.fork)
+        if args.undo:
+            _check_held(store.dispositions(key), commits, held)
+        now, wanted = dt.datetime.now(dt.UTC), Disposition.PENDING if args.undo else held
+        for commit in commits:
+            store.set_disposition(key, commit.sha, wanted, reason=reason, approver=approver, at=now)
+    finally:
+        store.close()
+    done = f"no longer {HOLD_VERB[held]}" if args.undo else HOLD_VERB[held]
+    for commit in commits:
+        print(f"{commit.sha[:10]} {done} by {approver}: {commit.subject}")
+    return 0
+
+
+def _pending_commits(repo: GitRepo, snapshot: Snapshot, args: Sequence[str]) -> list[CommitInfo]:
+    """The named upstream commits, each once; anything not pending on the upstream stream is refused."""
+    stream, pending = {sha for sha, _ in snapshot.stream}, set(snapshot.pending)
+    infos = {c.sha: c for c in snapshot.candidates}
+    chosen: dict[str, CommitInfo] = {}
+    for arg in args:
+        sha = _commit_arg(repo, arg)
+        if sha not in stream:
+            raise SluiceError(f"{arg} is not an upstream commit", f"name commits of {snapshot.upstream_ref}")
+        if sha not in pending:
+            raise SluiceError(f"{arg} is already in the fork; there is nothing to hold")
+        chosen[sha] = infos[sha]
+    return list(chosen.values())
+
+
+def _check_held(
+    records: dict[str, DispositionRecord], commits: Sequence[CommitInfo], held: Disposition
+) -> None:
+    for commit in commits:
+        record = records.get(commit.sha)
+        if record is None or record.disposition != held:
+            now = record.disposition if record else "not recorded"
+            raise SluiceError(f"{commit.sha[:10]} is not {HOLD_VERB[held]} ({now}); nothing to undo")
+
+
+def _git_user(repo: GitRepo) -> str:
+    try:
+        name = repo.run("config", "user.name").strip()
+    except GitError:
+        name = ""
+    if not name:
+        raise SluiceError("who decided this? git has no user.name here", "pass --by LOGIN")
+    return name
+
+
+def recognition_audit(repo: GitRepo, snapshot: Snapshot, config: SluiceConfig) -> dict[str, Any]:
+    """Which fork commit matched which upstream commit, by method; and the picks that matched nothing."""
+    subjects = {c.sha: c.subject for c in snapshot.candidates}
+    position = {sha: i for i, (sha, _) in enumerate(snapshot.stream)}
+    methods: dict[str, list[dict[str, str | None]]] = {}
+    for sha, rec in sorted(snapshot.recognised.items(), key=lambda item: position[item[0]]):
+        entry = {"upstream": sha, "fork": rec.fork_sha, "subject": subjects[sha], "detail": rec.detail}
+        methods.setdefault(rec.method.value, []).append(
+            entry | ({"emergency": "yes"} if rec.emergency else {})
+        )
+    stream = repo.commits(snapshot.upstream_head, first_parent=True)
+    reached = [c for c in stream if c.sha not in snapshot.missing]
+    unmatched, superseded = unmatched_picks(
+        snapshot.fork_commits, snapshot.recognised, ancestors=reached, config=config
+    )
+    return {
+        "ancestry": len(snapshot.stream) - len(snapshot.missing),
+        "methods": methods,
+        "unmatched_picks": [
+            {"fork": u.fork_sha, "subject": u.subject, "evidence": u.evidence} for u in unmatched
+        ],
+        "picks_reached_by_ancestry": superseded,
+    }
+
+
+def audit_text(audit: dict[str, Any]) -> str:
+    lines = [f"ancestry: {audit['ancestry']} upstream commits are ancestors of fork trunk"]
+    for method, entries in audit["methods"].items():
+        lines.append(f"{method}: {render.plural(len(entries), 'commit')}")
+        for e in entries:
+            fork = (e["fork"] or "—")[:10]
+            detail = f"  ({e['detail']})" if e["detail"] else ""
+            lines.append(f"  {fork:10} → {e['upstream'][:10]}  {e['subject']}{detail}")
+    unmatched = audit["unmatched_picks"]
+    lines.append(f"look like picks but matched nothing: {render.plural(len(unmatched), 'fork commit')}")
+    lines += [f"  {u['fork'][:10]}  {u['subject']}  (by {u['evidence']})" for u in unmatched]
+    lines.append(
+        f"picks of upstream commits fork trunk has since merged: {audit['picks_reached_by_ancestry']}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Build a Triton-shaped sandbox (unless repos are given), plan it, dry-run a conflicting chain."""
+    if args.repo:
+        return _demo_run(args)
+    if args.dir:
+        return _demo_in(Path(args.dir), args)
+    # Nothing of a throwaway sandbox outlives the run; --dir keeps one to look at.
+    with tempfile.TemporaryDirectory(prefix="sluice-demo-") as tmp:
+        return _demo_in(Path(tmp), args)
+
+
+def _demo_in(root: Path, args: argparse.Namespace) -> int:
+    from bot.demo.sandbox import DEMO, build_sandbox
+
+    root.mkdir(parents=True, exist_ok=True)
+    with ProgressReporter() as progress:
+        progress("building the sandbox")
+        sandbox = build_sandbox(root / "sandbox", DEMO, progress=progress)
+    kept = "" if args.dir else " (removed at exit; --dir DIR keeps it)"
+    print(f"Sandbox: upstream {sandbox.upstream}, fork {sandbox.fork}{kept}", file=sys.stderr)
+    args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
+    args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
+    return _demo_run(args)
+
+
+def _demo_run(args: argparse.Namespace) -> int:
+    plan, config = _plan(args)
+    _emit(plan, config, as_json=args.json, full=args.full)
+    if not args.json:
+        _demo_pick(args, plan)
+    return 0
+
+
+def _demo_pick(args: argparse.Namespace, plan: Plan) -> None:
+    """Show what `sluice pick --dry-run` says of the first chain that meets a conflict."""
+    conflict = {RiskKind.PREDICTED_CONFLICT, RiskKind.MECHANICAL_CONFLICT}
+    chain = next(
+        (c for c in plan.chains if any(r.kind in conflict for p in c.commits for r in p.reasons)), None
+    )
+    if chain is None:
+        return
+    repo, config = _open_repo(args)
+    infos = {c.sha: c for c in repo.commits(plan.upstream_head, "--not", plan.fork_head, first_parent=True)}
+    request = PickRequest(
+        onto=plan.fork_head,
+        commits=tuple(infos[c.sha] for c in chain.commits),
+        strategy=config.strategy,
+        dry_run=True,
+        branch=None,
+        branch_old=None,
+        now=int(time.time()),
+    )
+    print(f"\n$ sluice pick --dry-run --onto {args.fork} " + " ".join(c.sha[:10] for c in chain.commits))
+    render.print_renderable(render.pick_renderable(run_pick(Picker(repo, config), request)))
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SluiceError(f"cannot read {path}: {exc}", "give the path of a .github/sluice.yml") from exc
+    problems = check_config(text, filename=str(path))
+    for problem in problems:
+        print(problem.render(str(path)))
+    if problems:
+        return 2
+    print(f"{path}: ok")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the webhook service; every missing setting is reported before anything starts."""
+    from aiohttp import web
+
+    from bot.app.service import GIL_SWITCH_INTERVAL_S, create_app
+    from bot.app.settings import Settings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    settings = Settings()
+    problems = settings.problems()
+    if problems:
+        for problem in problems:
+            print(f"sluice serve: {problem}", file=sys.stderr)
+        return 2
+    store = open_store(settings.database_url)
+    try:
+        web.run_app(
+            create_app(settings, store=store, background=True), host=args.host, port=args.port, print=None
+        )
+    finally:
+        store.close()
+    return 0
+
+
+def cmd_mirror(args: argparse.Namespace) -> int:
+    """Create or update the local mirror that `plan` and `status` then read."""
+    config = load_config(Path(args.config)) if args.config else SluiceConfig()
+    result = Mirror(Path(args.dir)).sync(
+        fork_url=args.fork_url,
+        fork_branch=args.fork_branch or config.fork.branch,
+        upstream_url=args.upstream_url or config.upstream.url,
+        upstream_branch=args.upstream_branch or config.upstream.branch,
+    )
+    for ref, head, moved in (
+        (result.fork_ref, result.fork_head, result.fork_moved),
+        (result.upstream_ref, result.upstream_head, result.upstream_moved),
+    ):
+        print(f"{ref}: {head[:10]}{'' if moved else ' (unchanged)'}")
+    print(f"next: sluice plan --repo {args.dir} --fork {result.fork_ref} --upstream {result.upstream_ref}")
+    return 0
+
+
+SHA_ARG = re.compile(r"^[0-9a-fA-F]{7,40}$")
+
+
+def _upstream_commits(repo: GitRepo, snapshot: Snapshot, shas: Sequence[str]) -> tuple[CommitInfo, ...]:
+    """The named upstream commits, refusing anything that is not a pending commit of the upstream stream."""
+    stream = {sha for sha, _ in snapshot.stream}
+    ingested, emergency = snapshot.ingested, snapshot.emergency
+    infos = {c.sha: c for c in snapshot.candidates}
+    chosen = []
+    for arg in shas:
+        sha = _commit_arg(repo, arg)
+        if sha not in stream:
+            raise SluiceError(f"{arg} is not an upstream commit", f"pick commits of {snapshot.upstream_ref}")
+        if sha in ingested or sha in emergency:
+            how = _how_ingested(snapshot, sha)
+            raise SluiceError(f"{arg} is already ingested{how}; not picking it again")
+        chosen.append(infos[sha])
+    return tuple(chosen)
+
+
+def _how_ingested(snapshot: Snapshot, sha: str) -> str:
+    how = snapshot.recognised.get(sha)
+    if how is None:
+        return " (an ancestor)"
+    if how.fork_sha:
+        return f" ({how.method} in {how.fork_sha[:10]})"
+    return f" ({how.method}: {how.detail})"
+
+
+def cmd_pick(args: argparse.Namespace) -> int:
+    repo, config = _open_repo(args, fork_option="--onto")  # bad refs fail before the store is opened
+    store = None if args.no_record else open_store(args.database)
+    try:
+        facts = CommitFacts(repo, store)
+        snapshot = take_snapshot(
+            repo, fork_ref=args.onto, upstream_ref=args.upstream, config=config, facts=facts
+        )
+        commits = _upstream_commits(repo, snapshot, args.shas)
+        branch = args.branch or f"sluice/pick-{commits[0].sha[:10]}"
+        validate_ref(branch)
+        check_branch(repo, branch, onto=args.onto, trunk=config.fork.branch)
+        existing = repo.resolve_optional(f"refs/heads/{branch}")
+        if existing and not args.force and not args.dry_run:
+            raise SluiceError(f"branch {branch} exists", "pass --force to replace it, or another --branch")
+        key = fork_key(config, repo, config.fork.branch)  # --onto may be any base; memory is per fork
+        recall = (lambda keys: store.resolutions(key, keys)) if store else (lambda keys: {})
+        picker = Picker(repo, config, recall=recall)
+        request = PickRequest(
+            onto=snapshot.fork_head,
+            commits=commits,
+            strategy=Strategy(args.strategy or config.strategy),
+            dry_run=args.dry_run,
+            branch=branch,
+            branch_old=existing,
+            now=int(time.time()),
+        )
+        report = run_pick(picker, request)
+    finally:
+        if store is not None:
+            store.close()
+    if args.json:
+        sys.stdout.write(render.pick_json(report))
+    else:
+        render.print_renderable(render.pick_renderable(report))
+    return 1 if any(c.status == PickStatus.NEEDS_HUMAN for c in report.commits) else 0
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    """Learn how a human resolved a pick's conflicts, so the same conflicts resolve by themselves later."""
+    repo, config = _open_repo(args)
+    upstream_sha, resolved_sha = (_commit_arg(repo, a) for a in (args.upstream_commit, args.resolution))
+    upstream, resolved = (repo.commits(sha, "-1")[-1] for sha in (upstream_sha, resolved_sha))
+    if not resolved.parents or not upstream.parents:
+        raise SluiceError("both commits need a parent", "give the pick commit a human made on fork trunk")
+    learned = learn_resolutions(Picker(repo, config), upstream, resolved)
+    store = open_store(args.database)
+    try:
+        key, now = fork_key(config, repo, args.fork), dt.datetime.now(dt.UTC)
+        for conflict, (path, lines) in sorted(learned.items()):
+            store.remember_resolution(
+                key,
+                conflict,
+                lines,
+                path=path,
+                recorded_by=args.by,
+                upstream_sha=upstream_sha,
+                fork_sha=resolved_sha,
+                at=now,
+            )
+    finally:
+        store.close()
+    print(f"remembered {render.plural(len(learned), 'resolved conflict')} from {resolved_sha[:10]}")
+    return 0
+
+
+def _commit_arg(repo: GitRepo, arg: str) -> str:
+    """The commit a SHA argument names: a SHA (7 to 40 hex digits) or a revision (`upstream/main~2`)."""
+    try:
+        validate_rev(arg)
+    except GitError:
+        raise SluiceError(
+            f"not a commit SHA or revision: {arg!r}",
+            "give 7 to 40 hex digits, or a revision such as upstream/main~2 (no ranges or options)",
+        ) from None
+    return repo.resolve(arg.lower() if SHA_ARG.match(arg) else arg)
+
+
+SCHEMAS: dict[str, type[Plan] | type[PickReport]] = {"plan": Plan, "pick": PickReport}
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    repo, config = _open_repo(args)
+    return calibrate.run_command(repo, config, args)
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    schema = SCHEMAS[args.output].model_json_schema(mode="serialization", by_alias=True)
+    sys.stdout.write(json.dumps(schema, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("sluice")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _add_repo_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    parser.add_argument("--repo", required=required, help="path of a clone or mirror holding both refs")
+    parser.add_argument("--fork", help="fork trunk: a ref or revision (default: fork.branch, i.e. main)")
+    parser.add_argument(
+        "--upstream", help="upstream: a ref or revision (default: upstream/<upstream.branch>)"
+    )
+    parser.add_argument(
+        "--config", help="a sluice.yml (default: .github/sluice.yml at fork trunk, else defaults)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the versioned JSON form")
+
+
+def _add_hold_command(sub: argparse._SubParsersAction, held: Disposition, summary: str) -> None:
+    name = {Disposition.SKIPPED: "skip", Disposition.DEFERRED: "defer"}[held]
+    command = sub.add_parser(name, help=summary)
+    _add_repo_options(command)
+    command.add_argument(
+        "--reason", help="why (required for skip)" if held == Disposition.SKIPPED else "why (optional)"
+    )
+    command.add_argument("--by", help="who decided (default: git's user.name)")
+    command.add_argument("--undo", action="store_true", help=f"make {HOLD_VERB[held]} commits pending again")
+    command.add_argument(
+        "--database", help="SQLAlchemy URL (default: $SLUICE_DATABASE_URL, else a SQLite file)"
+    )
+    command.add_argument("shas", nargs="+", metavar="UPSTREAM_SHA")
+    command.set_defaults(run=cmd_hold, disposition=held.value)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="sluice", description="Keep a long-lived fork flowing with its upstream."
+    )
+    top.add_argument("--version", action="version", version=f"sluice {_version()}")
+    sub = top.add_subparsers(dest="command", required=True)
+    plan = sub.add_parser(
+        "plan", help="split pending upstream commits into low-risk bundles and risky chains"
+    )
+    _add_repo_options(plan)
+    plan.add_argument("--database", help="SQLAlchemy URL (default: $SLUICE_DATABASE_URL, else a SQLite file)")
+    plan.add_argument(
+        "--no-record", action="store_true", help="do not store the plan, chains or dispositions"
+    )
+    plan.add_argument("--full", action="store_true", help="after the summary, list every commit")
+    plan.set_defaults(run=cmd_plan)
+    status = sub.add_parser("status", help="ingestion tip, Days Behind Upstream, Backlog Commits")
+    _add_repo_options(status)
+    status.add_argument(
+        "--database",
+        help="store with per-commit facts and skipped/deferred commits (default: $SLUICE_DATABASE_URL, "
+        "else the default SQLite file when it exists; status never creates one)",
+    )
+    status.add_argument(
+        "--audit",
+        action="store_true",
+        help="list which fork commit matched which upstream commit, and picks that matched nothing",
+    )
+    status.set_defaults(run=cmd_status)
+    for held, summary in (
+        (Disposition.SKIPPED, "mark upstream commits as won't-port (they stop counting as pending)"),
+        (Disposition.DEFERRED, "hold upstream commits out of plans for now (they stay pending work)"),
+    ):
+        _add_hold_command(sub, held, summary)
+    demo = sub.add_parser("demo", help="plan a generated Triton-shaped sandbox (or the repos given)")
+    _add_repo_options(demo, required=False)
+    demo.add_argument("--dir", help="where to build the sandbox (default: a new temporary directory)")
+    demo.add_argument("--database", help="SQLAlchemy URL (default: a SQLite file beside the sandbox)")
+    demo.add_argument("--no-record", action="store_true", help=argparse.SUPPRESS)
+    demo.add_argument("--full", action="store_true", help="after the summary, list every commit")
+    demo.set_defaults(run=cmd_demo)
+    config = sub.add_parser("config", help="repository configuration")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser(
+        "check", help="report every problem in a sluice.yml with its field and line"
+    )
+    check.add_argument("file")
+    check.set_defaults(run=cmd_config_check)
+    pick = sub.add_parser(
+        "pick", help="apply upstream commits onto a ref, resolving only mechanical conflicts"
+    )
+    pick.add_argument("--repo", required=True, help="path of a clone or mirror holding both refs")
+    pick.add_argument("--onto", required=True, help="the ref to build on, e.g. main")
+    pick.add_argument("--upstream", help="upstream ref (default: upstream/<upstream.branch>)")
+    pick.add_argument(
+        "--strategy", choices=[s.value for s in Strategy], help="default: strategy from the config"
+    )
+    pick.add_argument("--dry-run", action="store_true", help="report only; write no ref")
+    pick.add_argument("--branch", help="branch to write (default: sluice/pick-<first sha>)")
+    pick.add_argument("--force", action="store_true", help="replace an existing --branch")
+    pick.add_argument("--config", help="a sluice.yml (default: .github/sluice.yml at --onto, else defaults)")
+    pick.add_argument("--json", action="store_true", help="print the versioned JSON report")
+    pick.add_argument("--database", help="store with remembered resolutions (default: $SLUICE_DATABASE_URL)")
+    pick.add_argument("--no-record", action="store_true", help="do not consult remembered resolutions")
+    pick.add_argument("shas", nargs="+", metavar="UPSTREAM_SHA")
+    pick.set_defaults(run=cmd_pick)
+    remember = sub.add_parser("remember", help="remember how a human resolved a pick's conflicts")
+    remember.add_argument("--repo", required=True, help="path of a clone or mirror")
+    remember.add_argument("--fork", required=True, help="fork trunk ref (names the fork in the store)")
+    remember.add_argument("--upstream-commit", required=True, help="the upstream commit that was picked")
+    remember.add_argument("--resolution", required=True, help="the fork commit with the human's resolution")
+    remember.add_argument("--by", required=True, help="who resolved it (GitHub login)")
+    remember.add_argument("--config", help="a sluice.yml (default: .github/sluice.yml at --fork)")
+    remember.add_argument(
+        "--database", help="SQLAlchemy URL (default: $SLUICE_DATABASE_URL, else a SQLite file)"
+    )
+    remember.set_defaults(run=cmd_remember)
+    serve = sub.add_parser(
+        "serve", help="run the GitHub App webhook service (settings from SLUICE_* variables)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    serve.set_defaults(run=cmd_serve)
+    mirror = sub.add_parser("mirror", help="create or update a local mirror of fork trunk and upstream")
+    mirror.add_argument("--dir", required=True, help="the mirror (a bare repository; created on first use)")
+    mirror.add_argument("--fork-url", required=True, help="the fork: URL or absolute path")
+    mirror.add_argument("--upstream-url", help="default: upstream.url from the configuration")
+    mirror.add_argument("--fork-branch", help="default: fork.branch from the configuration")
+    mirror.add_argument("--upstream-branch", help="default: upstream.branch from the configuration")
+    mirror.add_argument("--config", help="a sluice.yml to take the defaults from")
+    mirror.set_defaults(run=cmd_mirror)
+    calibrate.add_parser(sub, _add_repo_options, run=cmd_calibrate)
+    schema = sub.add_parser(
+        "schema", help="print the JSON Schema of `sluice plan --json` or `sluice pick --json`"
+    )
+    schema.add_argument("output", nargs="?", choices=sorted(SCHEMAS), default="plan")
+    schema.set_defaults(run=cmd_schema)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except ConfigError as exc:
+        print(f"sluice: invalid configuration\n{exc}", file=sys.stderr)
+        return 2
+    except SluiceError as exc:
+        print(f"sluice: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Job workers: claim a job, run its handler under a heartbeat-extended lease, record how it ended."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+from bot.app.context import Context
+from bot.core.errors import GitAuthRejected, GitError, SluiceError
+from bot.db.jobs import Job, JobState
+
+log = logging.getLogger("sluice.worker")
+Handler = Callable[[Context, Job], Awaitable[None]]
+MAX_ATTEMPTS = 5
+IDLE_WAIT_S = 0.5
+
+
+class Rejected(SluiceError):
+    """A job that can never succeed as given (a broken config, an unknown repository): not retried."""
+
+
+def retry_delay(attempts: int) -> dt.timedelta:
+    """5 s, 20 s, 80 s, 320 s: transient failures (GitHub, the network, a lost lease) get time to pass."""
+    return dt.timedelta(seconds=5 * 4 ** (attempts - 1))
+
+
+class Worker:
+    def __init__(self, ctx: Context, handlers: Mapping[str, Handler], *, name: str) -> None:
+        self.ctx = ctx
+        self.handlers = handlers
+        self.name = name
+        self.lease = dt.timedelta(seconds=ctx.settings.lease_seconds)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            job = await asyncio.to_thread(
+                self.ctx.queue.claim,
+                self.name,
+                lease=self.lease,
+                now=self.ctx.clock(),
+                max_attempts=MAX_ATTEMPTS,
+            )
+            if job is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), IDLE_WAIT_S)
+                continue
+            await self.run_job(job)
+
+    async def run_job(self, job: Job) -> None:
+        handler = self.handlers.get(job.kind)
+        heartbeat = asyncio.create_task(self._heartbeat(job))
+        try:
+            if handler is None:
+                raise Rejected(f"no handler for job kind {job.kind!r}")
+            await handler(self.ctx, job)
+        except asyncio.CancelledError:  # shutting down mid-job: hand it back now, not when the lease ends
+            release = asyncio.to_thread(
+                self.ctx.queue.fail,
+                job.id,
+                self.name,
+                "the worker shut down mid-job",
+                now=self.ctx.clock(),
+                retry_after=None,
+                max_attempts=job.attempts + 1,  # a shutdown is not the job's fault
+            )
+            await asyncio.shield(release)
+            log.warning("job %d (%s) handed back: the worker is shutting down", job.id, job.kind)
+            raise
+        except Exception as exc:  # every failure is recorded on the job; none is lost
+            await self._failed(job, exc)
+        else:
+            await asyncio.to_thread(self.ctx.queue.complete, job.id, self.name, now=self.ctx.clock())
+            log.info("job %d (%s, %s) done", job.id, job.kind, job.key)
+        finally:
+            heartbeat.cancel()
+
+    async def _failed(self, job: Job, exc: Exception) -> None:
+        if isinstance(exc, GitAuthRejected):  # the retry mints new tokens; a removed installation then fails
+            self.ctx.github.forget_tokens()
+        permanent = isinstance(exc, SluiceError) and not isinstance(exc, GitError)
+        if permanent:
+            log.error("job %d (%s, delivery %s) rejected: %s", job.id, job.kind, job.delivery_id, exc)
+        else:
+            log.exception(
+                "job %d (%s, delivery %s) failed, attempt %d", job.id, job.kind, job.delivery_id, job.attempts
+            )
+        state = await asyncio.to_thread(
+            self.ctx.queue.fail,
+            job.id,
+            self.name,
+            f"{type(exc).__name__}: {exc}",
+            now=self.ctx.clock(),
+            retry_after=retry_delay(job.attempts),
+            max_attempts=job.attempts if permanent else MAX_ATTEMPTS,
+        )
+        if state is JobState.FAILED:
+            log.error("job %d (%s) failed for good after %d attempts", job.id, job.kind, job.attempts)
+
+    async def _heartbeat(self, job: Job) -> None:
+        while True:
+            await asyncio.sleep(self.lease.total_seconds() / 3)
+            mine = await asyncio.to_thread(
+                self.ctx.queue.heartbeat, job.id, self.name, lease=self.lease, now=self.ctx.clock()
+            )
+            if not mine:
+                log.warning("job %d: lease lost to another worker; its result will not be recorded", job.id)
+                return

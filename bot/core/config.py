@@ -1,0 +1,1129 @@
+"""The repo configuration `.github/sluice.yml`: its model, the Triton defaults, path globs and validation."""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import functools
+import hashlib
+import importlib
+import json
+import re
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
+
+from bot.core.models import Frozen, RiskLevel
+
+CONFIG_PATH = ".github/sluice.yml"
+
+
+# --- path globs -------------------------------------------------------------------------------------------
+
+
+def glob_match(pattern: str, path: str) -> bool:
+    """Whether the repo-relative POSIX `path` matches the glob `pattern` (rules in docs/configuration.md)."""
+    return _globs_regex((pattern,)).fullmatch(path) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _globs_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One compiled regex matching a path when any of `patterns` does; cached, configs are reused."""
+    return re.compile("|".join(f"(?:{_glob_to_regex(p)})" for p in patterns))
+
+
+def _glob_to_regex(pattern: str) -> str:
+    anchored = pattern.startswith("/")
+    body = pattern.removeprefix("/")
+    if body.endswith("/"):  # `dir/` means everything under dir
+        body += "**"
+    if not anchored and "/" not in body:  # `*.md` matches the basename anywhere
+        body = "**/" + body
+    segments: list[str] = []
+    for segment in body.split("/"):
+        if not (segment == "**" and segments and segments[-1] == "**"):
+            segments.append(segment)
+    regex = ""
+    for i, segment in enumerate(segments):
+        after_globstar = i > 0 and segments[i - 1] == "**"
+        separator = "/" if i > 0 and not after_globstar else ""
+        if segment != "**":
+            regex += separator + _segment_regex(segment)
+        elif i == len(segments) - 1:  # trailing `**`: zero or more further segments
+            regex += "(?:/[^/]+)*" if i > 0 else "[^/]+(?:/[^/]+)*"
+        else:  # leading or inner `**/`: zero or more whole segments
+            regex += separator + "(?:[^/]+/)*"
+    return regex
+
+
+def _segment_regex(segment: str) -> str:
+    """Regex for one path segment: `*`, `?` and `[...]` never cross a `/`."""
+    out: list[str] = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        i += 1
+        if char == "*":
+            if not out or out[-1] != "[^/]*":  # `**` inside a segment is a plain `*`
+                out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and (end := _class_end(segment, i)) is not None:
+            out.append(_class_regex(segment[i:end]))
+            i = end + 1
+        else:
+            out.append(re.escape(char))
+    return "".join(out)
+
+
+def _class_end(segment: str, start: int) -> int | None:
+    """Index of the `]` closing a class opened just before `start` (a leading `]` is literal), or None."""
+    j = start
+    if j < len(segment) and segment[j] in "!^":
+        j += 1
+    if j < len(segment) and segment[j] == "]":
+        j += 1
+    end = segment.find("]", j)
+    return None if end < 0 else end
+
+
+def _class_regex(body: str) -> str:
+    negate = body[:1] in ("!", "^")
+    if negate:
+        body = body[1:]
+    escaped = "".join("\\" + c if c in "\\[]^&~|" else c for c in body)
+    return "(?!/)[" + ("^" if negate else "") + escaped + "]"
+
+
+# --- field checks (each raises ValueError with the message an operator reads) -----------------------------
+
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_OWNER_RE = re.compile(r"@[A-Za-z0-9](?:[A-Za-z0-9-]*)(?:/[A-Za-z0-9_.-]+)?")
+_REPO_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+")
+# `scheme://user[:password]@host`: credentials in a URL (ssh's `ssh://git@host` names a user only).
+_URL_USERINFO = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)(?P<userinfo>[^/?#]*)@")
+_BRANCH_FORBIDDEN = " ~^:?*[\\"
+
+
+def _check_glob(pattern: str) -> str:
+    body = pattern.removeprefix("/").removesuffix("/")
+    if not body:
+        raise ValueError("empty path pattern")
+    if "\\" in pattern:
+        raise ValueError(f"{pattern!r}: paths use '/', not '\\'")
+    if any(segment in ("", ".", "..") for segment in body.split("/")):
+        raise ValueError(
+            f"{pattern!r}: paths are relative to the repository root, without '', '.' or '..' segments"
+        )
+    try:
+        re.compile(_glob_to_regex(pattern))
+    except re.error as err:
+        raise ValueError(f"{pattern!r}: invalid character class ({err.msg})") from None
+    return pattern
+
+
+def _compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, flags)
+    except re.error as err:
+        raise ValueError(f"invalid regular expression: {err}") from None
+
+
+def _check_regex(pattern: str) -> str:
+    _compile(pattern, re.MULTILINE)
+    return pattern
+
+
+SUBJECT_GROUPS = ("pr", "prs", "title")
+# The regex parser of the standard library: the one way to see what a group can match. Untyped, so Any.
+_SRE_PARSER: Any = importlib.import_module("re._parser")
+_DIGIT_OPS = {"LITERAL", "IN", "RANGE", "CATEGORY", "MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
+_DIGIT_OPS |= {"SUBPATTERN", "BRANCH", "ATOMIC_GROUP", "AT"}
+
+
+def _check_subject_pattern(pattern: str) -> str:
+    groups = _compile(pattern).groupindex
+    if not set(SUBJECT_GROUPS) & set(groups):
+        raise ValueError("a subject pattern needs a named group `pr`, `prs` or `title`, e.g. (?P<pr>\\d+)")
+    if "pr" in groups and not _matches_digits_only(pattern, groups["pr"]):
+        raise ValueError(
+            "the group `pr` must match digits only, e.g. (?P<pr>\\d+): it is looked up as an upstream "
+            "PR number (for several numbers such as '#12 #34' use a group `prs`)"
+        )
+    return pattern
+
+
+def _matches_digits_only(pattern: str, group: int) -> bool:
+    """Whether group number `group` of `pattern` can match nothing but the digits 0-9."""
+    found = _find_group(list(_SRE_PARSER.parse(pattern)), group)
+    return found is not None and _digits_only(found)
+
+
+def _find_group(items: list[Any], group: int) -> list[Any] | None:
+    for op, arg in items:
+        subs = _sub_sequences(op.name, arg)
+        if op.name == "SUBPATTERN" and arg[0] == group:
+            return list(arg[3])
+        for sub in subs:
+            found = _find_group(sub, group)
+            if found is not None:
+                return found
+    return None
+
+
+def _sub_sequences(op: str, arg: Any) -> list[list[Any]]:
+    if op == "SUBPATTERN":
+        return [list(arg[3])]
+    if op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+        return [list(arg[2])]
+    if op == "BRANCH":
+        return [list(b) for b in arg[1]]
+    if op == "ATOMIC_GROUP":
+        return [list(arg)]
+    return []
+
+
+def _digits_only(items: list[Any]) -> bool:
+    for op, arg in items:
+        name = op.name
+        if name not in _DIGIT_OPS:
+            return False
+        if name == "LITERAL" and not 0x30 <= arg <= 0x39:
+            return False
+        if name == "IN" and not all(_digit_class_item(o.name, a) for o, a in arg):
+            return False
+        if not all(_digits_only(sub) for sub in _sub_sequences(name, arg)):
+            return False
+    return True
+
+
+def _digit_class_item(op: str, arg: Any) -> bool:
+    """One member of a `[...]` class that holds only digits: `\\d`, `0-9` or a digit."""
+    if op == "CATEGORY":
+        return bool(arg.name == "CATEGORY_DIGIT")
+    if op == "RANGE":
+        return bool(arg[0] >= 0x30 and arg[1] <= 0x39)
+    return op == "LITERAL" and 0x30 <= arg <= 0x39
+
+
+def _check_name(name: str) -> str:
+    if not _NAME_RE.fullmatch(name):
+        raise ValueError(f"{name!r}: use letters, digits, '.', '_' and '-', starting with a letter or digit")
+    return name
+
+
+def _check_owner(owner: str) -> str:
+    if not _OWNER_RE.fullmatch(owner):
+        raise ValueError(f"{owner!r}: expected '@login' or '@org/team'")
+    return owner
+
+
+def _check_repo(repo: str) -> str:
+    if repo and (not _REPO_RE.fullmatch(repo) or repo.split("/")[1] in (".", "..")):
+        raise ValueError(f"{repo!r}: expected 'owner/name'")
+    return repo
+
+
+def _check_url(url: str) -> str:
+    if not url.strip():
+        raise ValueError("the upstream URL or path is empty")
+    if _has_credentials(url):
+        # The message never repeats the URL: it holds a secret that must not reach a log or a check run.
+        raise ValueError(
+            "the upstream URL carries credentials (a user, password or token before '@'); Sluice never "
+            "stores or sends them: remove them. A private upstream on GitHub is read with the App's "
+            "installation token (see `downstreams:`), a public one anonymously"
+        )
+    return url
+
+
+def _has_credentials(url: str) -> bool:
+    match = _URL_USERINFO.match(url)
+    if match is None:
+        return False
+    ssh_user = match["scheme"].lower() == "ssh" and ":" not in match["userinfo"]
+    return not ssh_user
+
+
+def _check_downstream(repo: str) -> str:
+    if not repo:
+        raise ValueError("expected 'owner/name', got an empty string")
+    return _check_repo(repo)
+
+
+# Validation context key: URL prefixes besides https:// that the reader trusts (the service: its own GitHub).
+TRUSTED_URL_PREFIXES = "trusted_url_prefixes"
+# `scheme://user:token@host`: what a message must not repeat (as bot.git.mirror.redact, which needs git).
+_CREDENTIALS = re.compile(r"//[^/@\s]*@")
+
+
+def _check_https(url: str, info: ValidationInfo) -> str:
+    """The App fetches upstreams over https only: a fork's config must not make it read the server's own
+    files (`file://`, a path) or run another transport (ssh); `sluice mirror --upstream-url` takes those."""
+    trusted: tuple[str, ...] = tuple((info.context or {}).get(TRUSTED_URL_PREFIXES, ()))
+    if url.startswith(("https://", *trusted)):
+        return url
+    raise ValueError(
+        f"{_CREDENTIALS.sub('//', url)!r} is not an https:// URL; Sluice fetches upstreams over https only "
+        "(for a local mirror or ssh, give `sluice mirror --upstream-url`)"
+    )
+
+
+def _check_branch(branch: str) -> str:
+    """`git check-ref-format --branch` rules, so a bad name fails here rather than at the first fetch."""
+    problem = _branch_problem(branch)
+    if problem:
+        raise ValueError(f"{branch!r} is not a valid git branch name: {problem}")
+    return branch
+
+
+def _branch_problem(branch: str) -> str | None:
+    checks = (
+        (not branch, "it is empty"),
+        (branch.startswith("-"), "it starts with '-'"),
+        (branch in ("@", "HEAD"), f"'{branch}' is reserved"),
+        (any(ord(c) < 0x20 or ord(c) == 0x7F for c in branch), "it contains a control character"),
+        (any(c in _BRANCH_FORBIDDEN for c in branch), f"it contains one of {_BRANCH_FORBIDDEN!r}"),
+        (".." in branch, "it contains '..'"),
+        ("@{" in branch, "it contains '@{'"),
+        (branch.startswith("/") or branch.endswith("/") or "//" in branch, "it has an empty '/' component"),
+        (branch.endswith("."), "it ends with '.'"),
+        (any(part.startswith(".") for part in branch.split("/")), "a '/' component starts with '.'"),
+        (any(part.endswith(".lock") for part in branch.split("/")), "a '/' component ends with '.lock'"),
+    )
+    return next((reason for failed, reason in checks if failed), None)
+
+
+Glob = Annotated[str, AfterValidator(_check_glob)]
+Paths = Annotated[tuple[Glob, ...], Field(min_length=1)]
+Count = Annotated[StrictInt, Field(ge=1)]
+Branch = Annotated[str, AfterValidator(_check_branch)]
+Downstream = Annotated[str, AfterValidator(_check_downstream)]
+Name = Annotated[str, AfterValidator(_check_name)]
+Owner = Annotated[str, AfterValidator(_check_owner)]
+MessagePattern = Annotated[str, AfterValidator(_check_regex)]
+SubjectPattern = Annotated[str, AfterValidator(_check_subject_pattern)]
+
+
+# --- the model --------------------------------------------------------------------------------------------
+
+
+class Strategy(enum.StrEnum):
+    CHERRY_PICK = "cherry-pick"  # one fork commit per upstream commit (FBTriton)
+    MERGE = "merge"  # merge an upstream commit (Intel XPU backend)
+
+
+class UpstreamConfig(Frozen):
+    url: Annotated[str, AfterValidator(_check_url), AfterValidator(_check_https)] = (
+        "https://github.com/triton-lang/triton.git"
+    )
+    branch: Branch = "main"
+
+
+class ForkConfig(Frozen):
+    repo: Annotated[str, AfterValidator(_check_repo)] = ""  # "owner/name"; the store key when set
+    branch: Branch = "main"
+
+
+class Component(Frozen):
+    """A named area of the tree with a risk level; an upstream change there carries that risk."""
+
+    name: Name
+    paths: Paths
+    risk: RiskLevel
+    owners: tuple[Owner, ...] = ()
+
+    def matches(self, path: str) -> bool:
+        return _globs_regex(self.paths).fullmatch(path) is not None
+
+
+class Extension(Frozen):
+    """One of the fork's internal extensions: its own code, the upstream paths it builds on, its suites."""
+
+    name: Name
+    paths: Paths
+    interfaces: tuple[Glob, ...] = ()
+    suites: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+
+    def owns(self, path: str) -> bool:
+        return _globs_regex(self.paths).fullmatch(path) is not None
+
+    def depends_on(self, path: str) -> bool:
+        return bool(self.interfaces) and _globs_regex(self.interfaces).fullmatch(path) is not None
+
+
+class BundleLimits(Frozen):
+    max_commits: Count = 30
+    max_changed_lines: Count = 3000
+
+
+def _check_model_name(value: str) -> str:
+    if not value.strip() or "\n" in value or "\x00" in value:
+        raise ValueError("expected `default`, `none`, or the path of a model `sluice calibrate` wrote")
+    return value
+
+
+class RiskPolicy(Frozen):
+    # Measured on a real Triton fork: 500+ line commits were 14% of upstream but 37% of fork breakages.
+    large_commit_lines: Count = 500
+    file_overlap_is_risky: StrictBool = False
+    # The calibrated risk model: `none` (the rules), `default` (the one Sluice ships; the rules when it is not
+    # installed), or a path: absolute on the machine that plans, else in fork trunk's tree. Opt-in for now:
+    # the shipped model does not yet chain 80 % of the culprits at 70 % bundled, and no tier bisects yet.
+    model: Annotated[str, AfterValidator(_check_model_name)] = "none"
+    # With a model: chain this share of the commits, most likely to break first, instead of the share that
+    # minimises expected tier runs.
+    chain_share: Annotated[float, Field(ge=0, le=1)] | None = None
+    # A chain longer than this is split where the fewest and weakest dependencies cross.
+    max_chain: Count | None = None
+    # With a model: a bundle closes before its summed probability (its expected culprits) passes this.
+    bundle_culprits: Annotated[float, Field(gt=0)] = 0.5
+
+
+class ResolverConfig(Frozen):
+    """An external command (e.g. an agent) asked to propose a resolution; a code owner approves it."""
+
+    command: tuple[Annotated[str, Field(min_length=1)], ...] = ()  # argv, never run through a shell
+    timeout_seconds: Annotated[StrictInt, Field(ge=1, le=3600)] = 120
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _argv_not_a_command_line(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError("expected a list of arguments, e.g. [my-agent, --json] (no shell runs it)")
+        return value
+
+
+class AutoResolve(Frozen):
+    exclude: tuple[Glob, ...] = ()  # paths whose mechanical conflicts always go to a person
+
+    def allowed(self, path: str) -> bool:
+        return not self.exclude or _globs_regex(self.exclude).fullmatch(path) is None
+
+
+Fraction = Annotated[float, Field(gt=0, lt=1)]
+
+
+class KernelThreshold(Frozen):
+    """Per-kernel overrides of the performance thresholds (`performance.kernels.<name>`)."""
+
+    floor: Fraction | None = None
+    k: Annotated[float, Field(gt=0)] | None = None
+    critical: StrictBool | None = None
+
+
+class PerformanceConfig(Frozen):
+    """How L3 benchmark results are judged (`python -m runners compare`).
+
+    A benchmark regressed when its median slowed by more than max(floor, k x its measured noise), the
+    bootstrap interval of the median ratio excludes no change, and the rank test holds after the
+    false-discovery-rate correction across all benchmarks compared (docs/compare.md).
+    """
+
+    floor: Fraction = 0.02  # importance floor: a change smaller than this never matters
+    k: Annotated[float, Field(gt=0)] = 3.0  # threshold in units of the measured noise (relative IQR/2)
+    fdr: Fraction = 0.05  # false discovery rate across all benchmarks (Benjamini-Hochberg)
+    confidence: Fraction = 0.95  # of the bootstrap interval of the median ratio
+    critical: tuple[Annotated[str, Field(min_length=1)], ...] = ()  # kernels whose regression fails the run
+    kernels: dict[Annotated[str, Field(min_length=1)], KernelThreshold] = Field(default_factory=dict)
+
+    def threshold_for(self, kernel: str, noise: float) -> float:
+        """The relative change that matters for `kernel` given its measured relative noise."""
+        override = self.kernels.get(kernel, KernelThreshold())
+        floor = override.floor if override.floor is not None else self.floor
+        k = override.k if override.k is not None else self.k
+        return max(floor, k * noise)
+
+    def is_critical(self, kernel: str) -> bool:
+        override = self.kernels.get(kernel)
+        if override is not None and override.critical is not None:
+            return override.critical
+        return kernel in self.critical
+
+
+def _unique_names(value: Any, handler: ValidatorFunctionWrapHandler, *, field: str) -> Any:
+    """Report duplicate names at the duplicate's `name`, alongside any other errors in the list."""
+    duplicates = _duplicate_names(value, kind=field.removesuffix("_extra").removesuffix("s"))
+    if not duplicates:
+        return handler(value)
+    item_errors: list[InitErrorDetails] = []
+    try:
+        handler(value)
+    except ValidationError as err:
+        item_errors = [_reraisable(e) for e in err.errors()]
+    raise ValidationError.from_exception_data(field, item_errors + duplicates)
+
+
+def _duplicate_names(items: object, *, kind: str) -> list[InitErrorDetails]:
+    if not isinstance(items, list | tuple):
+        return []
+    first: dict[str, int] = {}
+    duplicates: list[InitErrorDetails] = []
+    for index, item in enumerate(items):
+        name = item.get("name") if isinstance(item, dict) else getattr(item, "name", None)
+        if not isinstance(name, str):
+            continue
+        if name in first:
+            error = PydanticCustomError(
+                "duplicate_name",
+                "duplicate {kind} name '{name}' (first used by item {first})",
+                {"kind": kind, "name": name, "first": first[name]},
+            )
+            duplicates.append(InitErrorDetails(type=error, loc=(index, "name"), input=name))
+        else:
+            first[name] = index
+    return duplicates
+
+
+def _reraisable(error: ErrorDetails) -> InitErrorDetails:
+    return InitErrorDetails(
+        type=error["type"], loc=error["loc"], input=error["input"], ctx=error.get("ctx", {})
+    )
+
+
+# --- tiers: the suites each tier runs, and the built-in Triton suites' settings -----------------------------
+
+
+class BuiltinSuite(enum.StrEnum):
+    SMOKE = "smoke"  # L1: each kernel once, checked against torch
+    NUMERICS = "numerics"  # L2: matmul over shapes, dtypes and block configs
+    BENCH = "bench"  # L3: timings with warmup and repetitions, raw samples kept
+
+
+class DType(enum.StrEnum):
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+
+
+class BenchKernel(enum.StrEnum):
+    VECTOR_ADD = "vector_add"
+    SOFTMAX = "softmax"
+    LAYER_NORM = "layer_norm"
+    SUM = "sum"
+    MATMUL = "matmul"
+
+
+# The shape each benchmark kernel takes, in words for the error message.
+BENCH_SHAPES: dict[BenchKernel, tuple[str, ...]] = {
+    BenchKernel.VECTOR_ADD: ("n",),
+    BenchKernel.SOFTMAX: ("rows", "cols"),
+    BenchKernel.LAYER_NORM: ("rows", "cols"),
+    BenchKernel.SUM: ("n",),
+    BenchKernel.MATMUL: ("M", "N", "K"),
+}
+MAX_ROW = 65536  # softmax and layer norm keep a row in one block
+
+
+def _check_matmul_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shape) != 3:
+        raise ValueError(f"a matmul shape is [M, N, K], got {len(shape)} numbers")
+    return shape
+
+
+def _check_block(block: tuple[int, ...]) -> tuple[int, ...]:
+    if len(block) != 3:
+        raise ValueError(f"a block is [BLOCK_M, BLOCK_N, BLOCK_K], got {len(block)} numbers")
+    bad = [size for size in block if size < 16 or size & (size - 1)]
+    if bad:
+        raise ValueError(f"block sizes are powers of two, at least 16 (tl.dot needs 16), got {bad[0]}")
+    return block
+
+
+def _check_power_of_two(value: int) -> int:
+    if value & (value - 1):
+        raise ValueError(f"must be a power of two, got {value}")
+    return value
+
+
+Argument = Annotated[str, Field(min_length=1)]
+MatmulShape = Annotated[tuple[Count, ...], AfterValidator(_check_matmul_shape)]
+Block = Annotated[tuple[StrictInt, ...], AfterValidator(_check_block)]
+Milliseconds = Annotated[StrictInt, Field(ge=1, le=60_000)]
+
+
+def _no_command_line(value: Any) -> Any:
+    if isinstance(value, str):
+        raise ValueError("expected a list of arguments, e.g. [pytest, python/test/unit] (no shell runs it)")
+    return value
+
+
+DEFAULT_SUITE_TIMEOUT = 3600
+
+
+class SuiteConfig(Frozen):
+    """One suite of a tier: a built-in Triton suite, or a command whose JUnit XML or exit code is read."""
+
+    name: Name
+    builtin: BuiltinSuite | None = None
+    command: tuple[Argument, ...] = ()  # argv, never run through a shell; `{junit}` becomes the XML's path
+    expected_tests: Count | None = None  # fewer executed tests than this fails the suite
+    timeout_seconds: Annotated[StrictInt, Field(ge=1, le=7 * 24 * 3600)] | None = None  # commands only
+
+    _argv_not_a_command_line = field_validator("command", mode="before")(_no_command_line)
+
+    @model_validator(mode="after")
+    def _builtin_or_command(self) -> SuiteConfig:
+        if self.builtin is None and not self.command:
+            raise ValueError("a suite needs `builtin` (smoke, numerics or bench) or `command` (an argv list)")
+        if self.builtin is not None and self.command:
+            raise ValueError("a suite has `builtin` or `command`, not both")
+        if self.builtin is not None and self.timeout_seconds is not None:
+            raise ValueError("`timeout_seconds` applies to command suites only")
+        return self
+
+    @property
+    def timeout(self) -> int:
+        return self.timeout_seconds or DEFAULT_SUITE_TIMEOUT
+
+
+class TierConfig(Frozen):
+    suites: Annotated[tuple[SuiteConfig, ...], Field(min_length=1)]
+
+    @field_validator("suites", mode="wrap")
+    @classmethod
+    def _names_are_unique(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        return _unique_names(value, handler, field=str(info.field_name))
+
+
+def _tier(name: str, builtin: BuiltinSuite) -> TierConfig:
+    return TierConfig(suites=(SuiteConfig(name=name, builtin=builtin),))
+
+
+class Tiers(Frozen):
+    l1: TierConfig = _tier("smoke", BuiltinSuite.SMOKE)
+    l2: TierConfig = _tier("numerics", BuiltinSuite.NUMERICS)
+    l3: TierConfig = _tier("bench", BuiltinSuite.BENCH)
+
+
+class Tolerance(Frozen):
+    """An element passes when |got - expected| <= atol + rtol * |expected| (torch.isclose's rule)."""
+
+    atol: Annotated[float, Field(ge=0)]
+    rtol: Annotated[float, Field(ge=0)]
+
+
+class Tolerances(Frozen):
+    # The inputs are scaled so every output element has unit variance whatever K is. fp32 allows for TF32,
+    # which tl.dot uses for fp32 inputs on NVIDIA GPUs by default; fp16 and bf16 for rounding the output.
+    float32: Tolerance = Tolerance(atol=0.01, rtol=0.01)
+    float16: Tolerance = Tolerance(atol=0.01, rtol=0.01)
+    bfloat16: Tolerance = Tolerance(atol=0.02, rtol=0.02)
+
+    def for_dtype(self, dtype: DType) -> Tolerance:
+        tolerance: Tolerance = getattr(self, dtype.value)
+        return tolerance
+
+
+def _shapes(*shapes: tuple[int, int, int]) -> tuple[tuple[int, ...], ...]:
+    return shapes
+
+
+class NumericsConfig(Frozen):
+    """The L2 matmul sweep: every shape x dtype x block, each checked against torch."""
+
+    shapes: Annotated[tuple[MatmulShape, ...], Field(min_length=1)] = _shapes(
+        (128, 128, 128), (100, 70, 50), (1, 96, 130), (257, 33, 64), (130, 260, 390),
+        (512, 512, 512), (1000, 1000, 1000), (2048, 1536, 4096), (4096, 4096, 4096),
+    )  # fmt: skip
+    # Used instead of `shapes` when the kernels run in the interpreter (no GPU), which is far slower.
+    interpreter_shapes: Annotated[tuple[MatmulShape, ...], Field(min_length=1)] = _shapes(
+        (128, 128, 128), (100, 70, 50), (1, 96, 130), (257, 33, 64), (130, 260, 390),
+    )  # fmt: skip
+    dtypes: Annotated[tuple[DType, ...], Field(min_length=1)] = (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
+    blocks: Annotated[tuple[Block, ...], Field(min_length=1)] = ((32, 32, 32), (64, 64, 32), (16, 64, 128))
+    tolerances: Tolerances = Tolerances()
+
+
+class BenchCase(Frozen):
+    """One benchmark: a kernel at one shape and dtype (and, for matmul, one block config)."""
+
+    kernel: BenchKernel
+    shape: tuple[Count, ...]
+    dtype: DType = DType.FLOAT16
+    block: Block | None = None  # matmul only; default [64, 64, 32]
+    num_warps: Annotated[StrictInt, Field(ge=1, le=32), AfterValidator(_check_power_of_two)] | None = None
+    num_stages: Annotated[StrictInt, Field(ge=1, le=8)] | None = None
+
+    @model_validator(mode="after")
+    def _fits_the_kernel(self) -> BenchCase:
+        dims = BENCH_SHAPES[self.kernel]
+        if len(self.shape) != len(dims):
+            raise ValueError(f"a {self.kernel} shape is [{', '.join(dims)}], got {len(self.shape)} numbers")
+        if dims[-1] == "cols" and self.shape[-1] > MAX_ROW:
+            raise ValueError(f"{self.kernel} keeps a row in one block: at most {MAX_ROW} cols")
+        tuning = [key for key in ("block", "num_warps", "num_stages") if getattr(self, key) is not None]
+        if tuning and self.kernel != BenchKernel.MATMUL:
+            raise ValueError(f"only matmul takes `{tuning[0]}`")
+        return self
+
+
+def _case(kernel: BenchKernel, *shape: int, **options: Any) -> BenchCase:
+    return BenchCase(kernel=kernel, shape=shape, **options)
+
+
+class BenchConfig(Frozen):
+    """The L3 benchmarks: `cases` on a GPU, `interpreter_cases` when the kernels run in the interpreter."""
+
+    warmup_ms: Milliseconds = 25  # triton.testing.do_bench's warmup budget
+    rep_ms: Milliseconds = 100  # and its measurement budget
+    interpreter_warmup_iters: Annotated[StrictInt, Field(ge=0, le=1000)] = 1
+    interpreter_iters: Annotated[StrictInt, Field(ge=1, le=1000)] = 5
+    cases: Annotated[tuple[BenchCase, ...], Field(min_length=1)] = (
+        _case(BenchKernel.VECTOR_ADD, 1 << 24, dtype=DType.FLOAT32),
+        _case(BenchKernel.SOFTMAX, 4096, 4096),
+        _case(BenchKernel.LAYER_NORM, 4096, 4096),
+        _case(BenchKernel.SUM, 1 << 24, dtype=DType.FLOAT32),
+        _case(BenchKernel.MATMUL, 4096, 4096, 4096, block=(128, 128, 64), num_warps=4, num_stages=3),
+    )
+    interpreter_cases: Annotated[tuple[BenchCase, ...], Field(min_length=1)] = (
+        _case(BenchKernel.VECTOR_ADD, 4096, dtype=DType.FLOAT32),
+        _case(BenchKernel.SOFTMAX, 64, 128, dtype=DType.FLOAT32),
+        _case(BenchKernel.LAYER_NORM, 64, 128, dtype=DType.FLOAT32),
+        _case(BenchKernel.SUM, 8192, dtype=DType.FLOAT32),
+        _case(BenchKernel.MATMUL, 64, 64, 64, block=(32, 32, 32)),
+    )
+
+
+@dataclass(frozen=True)
+class PickedSubject:
+    """What a subject pattern recognised in a fork commit's subject."""
+
+    pr: str | None
+    title: str | None
+    prs: tuple[str, ...] = ()  # the PR numbers of a bundle pick, in subject order
+
+    @classmethod
+    def of(cls, found: re.Match[str]) -> PickedSubject:
+        groups = found.groupdict()
+        prs = tuple(re.findall(r"\d+", groups.get("prs") or ""))
+        return cls(pr=groups.get("pr"), title=groups.get("title"), prs=prs)
+
+
+# FBTriton's pick subjects: any tags, then `[Cherry-pick]` and its own tags (`[RESOLVED]`), the upstream
+# subject, and the fork PR's own `(#M)` that GitHub's squash merge appends (never the upstream PR).
+_PICK = r"^(?:\[[^\]]*\]\s*)*\[(?i:cherry-pick)\](?:\[(?!BUNDLE\])[^\]]*\])*\s*"
+_FORK_PR = r"(?:\s*\(#\d+\))?$"
+_BUNDLE = r"\[BUNDLE\][^(]*\((?P<prs>#\d+(?:[\s,]+#\d+)*)[^)]*\)"
+DEFAULT_SUBJECT_PATTERNS: tuple[str, ...] = (
+    # [Cherry-pick][BUNDLE] Cherry-pick 15 upstream(#10702 #10689 …) (#2877): one fork commit, many picks
+    r"^(?:\[[^\]]*\]\s*)*\[(?i:cherry-pick)\]" + _BUNDLE + _FORK_PR,
+    # [triton][beta] [Cherry-pick] '<title> (#N)' (#M), [Cherry-pick][RESOLVED] '<title> (#N)'
+    _PICK + r"'(?P<title>.+) \(#(?P<pr>\d+)\)'" + _FORK_PR,
+    _PICK + r"(?![\s']|\[BUNDLE\])(?P<title>.+?) \(#(?P<pr>\d+)\)" + _FORK_PR,  # the same without quotes
+    _PICK + r"'(?P<title>.+)'" + _FORK_PR,  # a quoted upstream subject without its PR number
+)
+# Files holding one toolchain version: a fork whose pin has a later upstream value has passed the older ones.
+DEFAULT_PINS: tuple[str, ...] = ("cmake/llvm-hash.txt",)
+
+
+class Recognition(Frozen):
+    subject_patterns: tuple[SubjectPattern, ...] = DEFAULT_SUBJECT_PATTERNS
+    emergency_patterns: tuple[MessagePattern, ...] = ()
+    pins: tuple[Glob, ...] = DEFAULT_PINS
+
+    def match_subject(self, subject: str) -> PickedSubject | None:
+        """The first subject pattern that matches (`re.search`), as its `pr`, `prs` and `title` groups."""
+        return next(iter(self.subject_matches(subject)), None)
+
+    def subject_matches(self, subject: str) -> list[PickedSubject]:
+        """What each subject pattern that matches says, in pattern order."""
+        found = (_cached_regex(p, 0).search(subject) for p in self.subject_patterns)
+        return [PickedSubject.of(m) for m in found if m]
+
+    def is_pin(self, path: str) -> bool:
+        return bool(self.pins) and _globs_regex(self.pins).fullmatch(path) is not None
+
+    def is_emergency(self, message: str) -> bool:
+        """Whether a fork commit's full message matches an emergency pattern (`re.search`, multi-line)."""
+        return any(_cached_regex(p, re.MULTILINE).search(message) for p in self.emergency_patterns)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_regex(pattern: str, flags: int) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
+def _component(name: str, risk: RiskLevel, *paths: str) -> Component:
+    return Component(name=name, paths=paths, risk=risk)
+
+
+# First match wins, so the narrow, riskier areas come before the broad ones.
+DEFAULT_COMPONENTS: tuple[Component, ...] = (
+    _component("llvm-pin", RiskLevel.CRITICAL, "cmake/llvm-hash.txt", "cmake/llvm-info.json"),
+    _component(
+        "toolchain-pin",
+        RiskLevel.CRITICAL,
+        "cmake/nvidia-toolchain-version.json",
+        "cmake/*-toolchain-version.json",
+    ),
+    _component("core-passes", RiskLevel.HIGH, "lib/Dialect/*/Transforms/**", "lib/Analysis/**"),
+    _component(
+        "codegen", RiskLevel.HIGH, "lib/Conversion/**", "third_party/nvidia/lib/**", "third_party/amd/lib/**"
+    ),
+    _component("bindings", RiskLevel.HIGH, "python/src/**"),
+    _component("runtime-abi", RiskLevel.HIGH, "python/triton/runtime/**", "third_party/*/backend/driver.*"),
+    _component("dialect-ir", RiskLevel.MEDIUM, "include/triton/Dialect/**", "lib/Dialect/*/IR/**"),
+    _component("frontend", RiskLevel.LOW, "python/triton/language/**", "python/triton/compiler/**"),
+    _component("tests", RiskLevel.LOW, "test/**", "python/test/**"),
+    _component("docs", RiskLevel.LOW, "docs/**", "*.md"),
+)
+
+
+class SluiceConfig(Frozen):
+    """`.github/sluice.yml`; every key is optional and the defaults suit a Triton fork."""
+
+    upstream: UpstreamConfig = UpstreamConfig()
+    fork: ForkConfig = ForkConfig()
+    strategy: Strategy = Strategy.CHERRY_PICK
+    components: tuple[Component, ...] = DEFAULT_COMPONENTS
+    # Added to `components` rather than replacing them: see `all_components`.
+    components_extra: tuple[Component, ...] = ()
+    extensions: tuple[Extension, ...] = ()
+    bundles: BundleLimits = BundleLimits()
+    risk: RiskPolicy = RiskPolicy()
+    recognition: Recognition = Recognition()
+    resolver: ResolverConfig = ResolverConfig()
+    auto_resolve: AutoResolve = AutoResolve()
+    tiers: Tiers = Tiers()
+    numerics: NumericsConfig = NumericsConfig()
+    bench: BenchConfig = BenchConfig()
+    performance: PerformanceConfig = PerformanceConfig()
+    # Forks in other installations of the App that may read this repository (it is their upstream).
+    downstreams: tuple[Downstream, ...] = ()
+
+    @field_validator("components", "components_extra", "extensions", mode="wrap")
+    @classmethod
+    def _names_are_unique(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        return _unique_names(value, handler, field=str(info.field_name))
+
+    @functools.cached_property
+    def all_components(self) -> tuple[Component, ...]:
+        """`components_extra` over `components`: an extra component with a component's name replaces it
+        where it stands; the others come first (the first match wins, and a fork's own areas are usually
+        narrower than the defaults, e.g. `third_party/intel/**` before nothing, or a TLX pass in a
+        `core-passes` directory)."""
+        extra = {c.name: c for c in self.components_extra}
+        kept = tuple(extra.pop(c.name, c) for c in self.components)
+        return (*extra.values(), *kept)
+
+    def component_for(self, path: str) -> Component | None:
+        """The first component whose paths match `path`, or None."""
+        return next((c for c in self.all_components if c.matches(path)), None)
+
+    def extensions_for_interface(self, path: str) -> tuple[Extension, ...]:
+        """Extensions that depend on the upstream `path` through their `interfaces`."""
+        return tuple(e for e in self.extensions if e.depends_on(path))
+
+    def extensions_for_path(self, path: str) -> tuple[Extension, ...]:
+        """Extensions whose own code (`paths`) includes `path`."""
+        return tuple(e for e in self.extensions if e.owns(path))
+
+    def auto_resolve_allowed(self, path: str) -> bool:
+        """Whether a mechanical conflict in `path` may be resolved without a person (not excluded)."""
+        return self.auto_resolve.allowed(path)
+
+    def allows_downstream(self, fork: str) -> bool:
+        """Whether `downstreams` names `fork` (GitHub's names are case-insensitive)."""
+        return fork.lower() in {repo.lower() for repo in self.downstreams}
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON dump: equal configs (defaults spelled out or not) share a digest."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# --- problems ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    field: str  # dotted path, e.g. "components.2.risk"; "" for the file as a whole
+    line: int | None  # 1-based line in the file
+    message: str
+
+    def render(self, filename: str) -> str:
+        """`FILE:LINE: field: message`, the form `sluice config check` prints."""
+        where = filename if self.line is None else f"{filename}:{self.line}"
+        return ": ".join(part for part in (where, self.field, self.message) if part)
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; `problems` lists every reason."""
+
+    def __init__(self, problems: tuple[ConfigProblem, ...], *, filename: str = CONFIG_PATH) -> None:
+        self.problems = problems
+        self.filename = filename
+        super().__init__("\n".join(p.render(filename) for p in problems))
+
+
+def check_config(
+    text: str, *, filename: str = CONFIG_PATH, trusted_url_prefixes: Sequence[str] = ()
+) -> tuple[ConfigProblem, ...]:
+    """Every problem in the configuration `text`, in file order; empty when it is valid."""
+    return _validate(text, trusted_url_prefixes)[1]
+
+
+def parse_config(
+    text: str, *, filename: str = CONFIG_PATH, trusted_url_prefixes: Sequence[str] = ()
+) -> SluiceConfig:
+    """The configuration in `text`; raises ConfigError listing every problem.
+
+    `upstream.url` must be https://, or start with one of `trusted_url_prefixes` (the service's own
+    GitHub, which may be plain http on a test bench).
+    """
+    config, problems = _validate(text, trusted_url_prefixes)
+    if config is None or problems:
+        raise ConfigError(problems, filename=filename)
+    return config
+
+
+def load_config(path: Path | None) -> SluiceConfig:
+    """The configuration at `path`, or the defaults when `path` is None; raises ConfigError."""
+    if path is None:
+        return SluiceConfig()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError((ConfigProblem("", None, "no such file"),), filename=str(path)) from None
+    except OSError as err:
+        raise ConfigError(
+            (ConfigProblem("", None, f"cannot read: {err.strerror}"),), filename=str(path)
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        problem = ConfigProblem(
+            "", line, f"not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start})"
+        )
+        raise ConfigError((problem,), filename=str(path)) from None
+    return parse_config(text, filename=str(path))
+
+
+# --- validation -------------------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that keeps dates as strings: `branch: 2026-01-01` names a branch."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _validate(
+    text: str, trusted_url_prefixes: Sequence[str] = ()
+) -> tuple[SluiceConfig | None, tuple[ConfigProblem, ...]]:
+    loaded = _load_yaml(text)
+    if isinstance(loaded, ConfigProblem):
+        return None, (loaded,)
+    root, data, problems = loaded
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        line = root.start_mark.line + 1 if root else 1
+        return None, (ConfigProblem("", line, f"the top level must be a mapping, got {_kind(data)}"),)
+    try:
+        context = {TRUSTED_URL_PREFIXES: tuple(trusted_url_prefixes)}
+        config: SluiceConfig | None = SluiceConfig.model_validate(data, context=context)
+    except ValidationError as err:
+        config = None
+        problems += [_problem(e, root) for e in err.errors() if not _counts_failed_items(e)]
+    except RecursionError:
+        config = None
+        problems.append(ConfigProblem("", None, "the document is nested too deeply or refers to itself"))
+    return config, tuple(sorted(problems, key=lambda p: (p.line or 0, p.field)))
+
+
+def _load_yaml(text: str) -> tuple[yaml.Node | None, object, list[ConfigProblem]] | ConfigProblem:
+    """The node tree (for line numbers), the data and duplicate keys; or why the YAML is unreadable."""
+    try:
+        return _compose(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        reason = ", ".join(str(part) for part in (err.context, err.problem) if part)
+        return ConfigProblem("", mark.line + 1 if mark else None, f"invalid YAML: {reason}")
+    except yaml.reader.ReaderError as err:
+        line = text.count("\n", 0, err.position) + 1
+        return ConfigProblem("", line, f"invalid YAML: character U+{err.character:04X} is not allowed")
+    except (yaml.YAMLError, ValueError) as err:
+        return ConfigProblem("", None, f"invalid YAML: {err}")
+    except RecursionError:
+        return ConfigProblem("", None, "invalid YAML: nested too deeply")
+
+
+def _compose(text: str) -> tuple[yaml.Node | None, object, list[ConfigProblem]]:
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        duplicates = _duplicate_keys(root, (), set())
+        return root, loader.construct_document(root) if root else None, duplicates
+    finally:
+        loader.dispose()
+
+
+def _duplicate_keys(node: yaml.Node | None, path: tuple[str, ...], seen: set[int]) -> list[ConfigProblem]:
+    """PyYAML keeps the last of two equal keys silently; a repeated section is almost always a mistake."""
+    if node is None or id(node) in seen:
+        return []
+    seen.add(id(node))
+    problems: list[ConfigProblem] = []
+    if isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            problems += _duplicate_keys(item, (*path, str(index)), seen)
+    elif isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else None
+            if name is None or name == "<<":
+                continue
+            line = key.start_mark.line + 1
+            if name in first:
+                problems.append(
+                    ConfigProblem(
+                        ".".join((*path, name)), line, f"duplicate key (first at line {first[name]})"
+                    )
+                )
+            first.setdefault(name, line)
+            problems += _duplicate_keys(value, (*path, name), seen)
+    return problems
+
+
+def _counts_failed_items(error: ErrorDetails) -> bool:
+    """Pydantic also calls a non-empty list whose items all failed "too short"; the item errors say why."""
+    value, ctx = error["input"], error.get("ctx", {})
+    return (
+        error["type"] == "too_short"
+        and isinstance(value, list | tuple)
+        and len(value) >= ctx.get("min_length", len(value) + 1)
+    )
+
+
+def _problem(error: ErrorDetails, root: yaml.Node | None) -> ConfigProblem:
+    loc = error["loc"]
+    line = _line_of(root, loc, key=error["type"] == "extra_forbidden")
+    return ConfigProblem(".".join(str(part) for part in loc), line, _message(error))
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...], *, key: bool) -> int | None:
+    """The line of the node at `loc` (of its key when `key`); of the nearest parent when it is missing."""
+    if root is None:
+        return None
+    node = root
+    for depth, part in enumerate(loc):
+        child: tuple[yaml.Node, yaml.Node] | None = None
+        if isinstance(node, yaml.MappingNode):
+            matches = [
+                (k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)
+            ]
+            child = matches[-1] if matches else None  # the last of equal keys wins, as in PyYAML
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            child = (node.value[part], node.value[part])
+        if child is None:
+            break
+        if key and depth == len(loc) - 1:
+            return int(child[0].start_mark.line) + 1
+        node = child[1]
+    return int(node.start_mark.line) + 1
+
+
+_YAML_KINDS: dict[type, str] = {
+    dict: "a mapping",
+    list: "a list",
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    type(None): "null",
+}
+
+
+def _kind(value: object) -> str:
+    return _YAML_KINDS.get(type(value), type(value).__name__)
+
+
+def _message(error: ErrorDetails) -> str:
+    kind, ctx, value, loc = error["type"], error.get("ctx", {}), error["input"], error["loc"]
+    match kind:
+        case "missing":
+            return f"missing required key '{loc[-1]}'"
+        case "extra_forbidden":
+            return _unknown_key(loc)
+        case "value_error":
+            return str(ctx["error"])
+        case "model_type" | "model_attributes_type" | "dict_type":
+            return f"expected a mapping, got {_kind(value)}"
+        case "tuple_type" | "list_type":
+            return f"expected a list, got {_kind(value)}"
+        case "string_type":
+            quote = " (quote it)" if isinstance(value, int | float | bool) else ""
+            return f"expected a string, got {_kind(value)}{quote}"
+        case "int_type":
+            return f"expected an integer, got {_kind(value)}"
+        case "bool_type":
+            return f"expected true or false, got {_kind(value)}"
+        case "enum":
+            return f"expected one of {ctx['expected']}, got {value!r}"
+        case "invalid_key":
+            return "keys must be strings"
+        case "too_short" | "string_too_short":
+            return "must not be empty"
+        case "greater_than_equal":
+            return f"must be at least {ctx['ge']}, got {value!r}"
+        case "less_than_equal":
+            return f"must be at most {ctx['le']}, got {value!r}"
+        case "greater_than":
+            return f"must be more than {ctx['gt']}, got {value!r}"
+        case "less_than":
+            return f"must be less than {ctx['lt']}, got {value!r}"
+        case "float_type" | "float_parsing":
+            return f"expected a number, got {_kind(value)}"
+    return str(error["msg"])
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    known = _keys_at(loc[:-1])
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    if close:
+        return f"unknown key '{loc[-1]}'; did you mean '{close[0]}'?"
+    return f"unknown key '{loc[-1]}'; expected one of: {', '.join(known)}"
+
+
+def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the model allows in the mapping at `loc`."""
+    model: type[BaseModel] | None = SluiceConfig
+    for part in loc:
+        if model is not None and isinstance(part, str):
+            field = model.model_fields.get(part)
+            model = _nested_model(field.annotation) if field else None
+    return list(model.model_fields) if model else []
+
+
+def _nested_model(annotation: object) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next(filter(None, (_nested_model(arg) for arg in typing.get_args(annotation))), None)

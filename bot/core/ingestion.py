@@ -1,0 +1,286 @@
+"""Ingestion PRs as data: which units a plan opens, and their titles, bodies, labels and sticky comments."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from bot.core.config import SluiceConfig
+from bot.core.models import CommitReport, FileReport, PickStatus, Plan, PlannedCommit, RiskLevel, RiskyChain
+from bot.core.render import plural
+
+BRANCH_PREFIX = "sluice/ingest/"
+CLASSIFICATION_MARKER = "<!-- sluice:classification -->"
+# Ingestion PRs Sluice keeps open at once; the next ones open as these merge (each builds on the last).
+MAX_OPEN_UNITS = 8
+
+
+class UnitKind(enum.StrEnum):
+    BUNDLE = "bundle"
+    CHAIN = "chain"
+
+
+class Label(enum.StrEnum):
+    BUNDLE = "sluice:bundle"
+    RISKY_CHAIN = "sluice:risky-chain"
+    NEEDS_HUMAN = "sluice:needs-human"
+
+
+class Tier(enum.StrEnum):
+    L1 = "sluice/L1"
+    L2 = "sluice/L2"
+    L3 = "sluice/L3"
+    GATE = "sluice/gate"
+
+
+TIER_TITLES = {
+    Tier.L1: "L1: build, lit and unit tests, kernel smoke (hosted runners)",
+    Tier.L2: "L2: numerics sweeps (self-hosted GPU runners)",
+    Tier.L3: "L3: benchmarks (self-hosted GPU runners, on request or by policy)",
+    Tier.GATE: "Gate: tiers green, conflicts approved by code owners, no hold",
+}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One ingestion PR's worth of upstream commits: a low-risk bundle or a risky chain."""
+
+    id: str
+    kind: UnitKind
+    commits: tuple[PlannedCommit, ...]
+    chain: RiskyChain | None = None
+
+    @property
+    def branch(self) -> str:
+        return BRANCH_PREFIX + self.id
+
+
+@dataclass(frozen=True)
+class PickedUnit:
+    """What picking a unit gave: the commits that applied, and the one that needs a human, if any."""
+
+    unit: Unit
+    base_branch: str  # the PR's base: fork trunk, or the previous unit's branch
+    head: str | None  # the branch head to push; None when not one commit applied
+    reports: tuple[CommitReport, ...]  # the applied commits, then the blocking one (if any)
+
+    @property
+    def blocked(self) -> CommitReport | None:
+        last = self.reports[-1] if self.reports else None
+        return last if last is not None and last.status is PickStatus.NEEDS_HUMAN else None
+
+    @property
+    def applied(self) -> tuple[CommitReport, ...]:
+        return tuple(r for r in self.reports if r.status is not PickStatus.NEEDS_HUMAN)
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where a reader can look at upstream commits; plain SHAs when upstream is not on a known web host."""
+
+    upstream_web: str | None  # e.g. https://github.com/triton-lang/triton
+    fork_clone_url: str  # what `git fetch` takes in the local commands (no credentials)
+    fork_branch: str
+
+    def commit(self, sha: str) -> str:
+        return f"[`{sha[:10]}`]({self.upstream_web}/commit/{sha})" if self.upstream_web else f"`{sha[:10]}`"
+
+    def compare(self, base: str, head: str) -> str:
+        text = f"{base[:10]}..{head[:10]}"
+        return (
+            f"[`{text}`]({self.upstream_web}/compare/{base}...{head})" if self.upstream_web else f"`{text}`"
+        )
+
+
+def units_of(plan: Plan) -> list[Unit]:
+    """Bundles, then risky chains, in the plan's order: each unit builds on the ones before it."""
+    bundles = [Unit(b.id, UnitKind.BUNDLE, b.commits) for b in plan.bundles]
+    chains = [Unit(c.id, UnitKind.CHAIN, c.commits, chain=c) for c in plan.chains if c.commits]
+    return bundles + chains
+
+
+def title(unit: Unit) -> str:
+    first, last = unit.commits[0].sha, unit.commits[-1].sha
+    count = len(unit.commits)
+    noun = "upstream commit" if count == 1 else "upstream commits"
+    what = "bundle" if unit.kind is UnitKind.BUNDLE else f"risky chain ({_chain_risk(unit)})"
+    return f"[sluice] {what}: {count} {noun} ({first[:7]}..{last[:7]})"
+
+
+def _chain_risk(unit: Unit) -> str:
+    return unit.chain.risk.value if unit.chain is not None else RiskLevel.HIGH.value
+
+
+def labels(picked: PickedUnit) -> list[str]:
+    kind = Label.BUNDLE if picked.unit.kind is UnitKind.BUNDLE else Label.RISKY_CHAIN
+    return [kind.value] + ([Label.NEEDS_HUMAN.value] if picked.blocked else [])
+
+
+def _reasons(commit: PlannedCommit) -> str:
+    return "; ".join(f"{r.kind.value} ({r.level.value}): {r.detail}" for r in commit.reasons) or "low risk"
+
+
+def _outcome(report: CommitReport | None) -> str:
+    if report is None:
+        return "not picked yet (waits for the commit above)"
+    if report.status is PickStatus.CLEAN:
+        return "applies cleanly"
+    resolved = ", ".join(f"`{f.path}` ({f.rule})" for f in report.files if f.resolved)
+    if report.status is PickStatus.NEEDS_HUMAN:
+        return "**needs a human**: " + ", ".join(
+            f"`{f.path}` ({f.cls}: {f.reason})" for f in report.files if not f.resolved
+        )
+    if report.status is PickStatus.PROPOSED:
+        return f"resolution proposed, a code owner must approve: {resolved}"
+    return f"conflict resolved mechanically: {resolved}"
+
+
+def pr_body(picked: PickedUnit, *, links: Links, upstream_parent: str | None) -> str:
+    unit = picked.unit
+    reports = {r.upstream: r for r in picked.reports}
+    first, last = unit.commits[0].sha, unit.commits[-1].sha
+    what = "a low-risk bundle" if unit.kind is UnitKind.BUNDLE else "a risky chain, in upstream order"
+    span = links.compare(upstream_parent, last) if upstream_parent else links.commit(first)
+    lines = [
+        f"Sluice ingests {plural(len(unit.commits), 'upstream commit')}, {what}.",
+        "",
+        f"- Upstream range: {span} (first {links.commit(first)}, last {links.commit(last)})",
+        f"- Builds on: `{picked.base_branch}`",
+        f"- Ingestion id: `{unit.id}` (branch `{unit.branch}`)",
+        "",
+        "| # | upstream commit | subject | risk | pick |",
+        "|---|---|---|---|---|",
+    ]
+    for index, commit in enumerate(unit.commits, 1):
+        lines.append(
+            f"| {index} | {links.commit(commit.sha)} | {_cell(commit.subject)} | {_cell(_reasons(commit))} | "
+            f"{_cell(_outcome(reports.get(commit.sha)))} |"
+        )
+    if picked.blocked is not None:
+        lines += ["", *needs_human_section(picked, links=links)]
+    lines += [
+        "",
+        "### How to revert",
+        f"Every commit of this ingestion carries the trailer `Sluice-Ingestion: {unit.id}`. After it merged:",
+        "```sh",
+        f"git log --format=%H --grep='^Sluice-Ingestion: {unit.id}$' {links.fork_branch} \\",
+        "  | xargs git revert --no-edit",
+        "```",
+        "(or, when it was merged with a merge commit: `git revert -m 1 <merge sha>`).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def needs_human_section(picked: PickedUnit, *, links: Links) -> list[str]:
+    """What to resolve, and the exact local commands; Sluice never pushes conflict markers."""
+    blocked = picked.blocked
+    assert blocked is not None
+    unresolved = [f for f in blocked.files if not f.resolved]
+    start = picked.unit.branch if picked.head else picked.base_branch
+    return [
+        f"### Needs a human: {links.commit(blocked.upstream)} {_cell(blocked.subject)}",
+        "Sluice applied the commits above it and stopped here. Resolve these files:",
+        "",
+        *(f"- `{f.path}`: {f.cls} — {f.reason}" for f in unresolved),
+        "",
+        f"Then push the result to `{picked.unit.branch}` (and open a PR from it if there is none). Sluice "
+        "leaves a branch a person pushed to alone, and builds the next units once it is merged:",
+        "```sh",
+        f"git fetch {links.fork_clone_url} {start}",
+        f"git switch --create {picked.unit.branch} FETCH_HEAD",
+        f"git cherry-pick -x {blocked.upstream}",
+        "# resolve the conflicts, then: git add <files> && git cherry-pick --continue",
+        f"git push origin HEAD:refs/heads/{picked.unit.branch}",
+        "```",
+    ]
+
+
+def classification_comment(
+    picked: PickedUnit, *, config: SluiceConfig, links: Links, tiers: Mapping[Tier, str]
+) -> str:
+    """The sticky comment: per commit and per conflict, what it is, where, why, and what is still open."""
+    lines = [CLASSIFICATION_MARKER, f"## Sluice classification: `{picked.unit.id}`", ""]
+    done = [t.value for t, state in tiers.items() if state == "success" and t is not Tier.GATE]
+    pending = [
+        f"{t.value} {state}" for t, state in tiers.items() if state != "success" and t is not Tier.GATE
+    ]
+    lines.append(
+        f"**Validation:** {', '.join(done) if done else 'no tier completed yet'}"
+        + (f" ({', '.join(pending)})" if pending else "")
+    )
+    lines += ["", "| upstream commit | component | risk | conflicts |", "|---|---|---|---|"]
+    reports = {r.upstream: r for r in picked.reports}
+    for commit in picked.unit.commits:
+        components = sorted({c.name for f in commit.files if (c := config.component_for(f)) is not None})
+        report = reports.get(commit.sha)
+        lines.append(
+            f"| {links.commit(commit.sha)} {_cell(commit.subject)} | {', '.join(components) or '—'} | "
+            f"{commit.risk.value} | {_conflict_summary(report)} |"
+        )
+    conflicts = [(r, f) for r in picked.reports for f in r.files]
+    if conflicts:
+        lines += [
+            "",
+            "### Conflicts",
+            "",
+            "| upstream commit | file | class | symbol | fork commits on the other side | outcome |",
+            "|---|---|---|---|---|---|",
+        ]
+        for report, file in conflicts:
+            lines.append(_conflict_row(report, file, links=links))
+    lines += ["", "### Unresolved risks", ""]
+    lines += _unresolved(picked) or ["None: every commit applied cleanly or was resolved mechanically."]
+    return "\n".join(lines) + "\n"
+
+
+def _conflict_summary(report: CommitReport | None) -> str:
+    if report is None:
+        return "not picked yet"
+    if not report.files:
+        return "none"
+    return ", ".join(f"{f.cls}{'' if f.resolved else ' (unresolved)'}" for f in report.files)
+
+
+def _conflict_row(report: CommitReport, file: FileReport, *, links: Links) -> str:
+    symbol = file.evidence.symbol or next((h.symbol for h in file.hunks if h.symbol), None)
+    blame = sorted({sha for h in file.hunks for sha in h.blame} | set(file.evidence.blame))
+    outcome = f"resolved ({file.rule})" if file.resolved else f"needs a human: {file.reason}"
+    component = f" ({file.evidence.component})" if file.evidence.component else ""
+    return (
+        f"| {links.commit(report.upstream)} | `{file.path}`{component} | {file.cls} | "
+        f"{f'`{symbol}`' if symbol else '—'} | {', '.join(f'`{s[:10]}`' for s in blame) or '—'} | "
+        f"{_cell(outcome)} |"
+    )
+
+
+def _unresolved(picked: PickedUnit) -> list[str]:
+    found = []
+    for commit in picked.unit.commits:
+        risky = [r for r in commit.reasons if r.level in (RiskLevel.HIGH, RiskLevel.CRITICAL)]
+        found += [f"- `{commit.sha[:10]}` {r.kind.value} ({r.level.value}): {r.detail}" for r in risky]
+    for report in picked.reports:
+        if report.status is PickStatus.PROPOSED:
+            found.append(f"- `{report.upstream[:10]}`: a proposed resolution awaits a code owner's approval")
+        if report.status is PickStatus.NEEDS_HUMAN:
+            found.append(f"- `{report.upstream[:10]}`: conflicts need a human (see the PR description)")
+    return found
+
+
+def _cell(text: str) -> str:
+    """Text that stays inside one Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def upstream_web_url(url: str, *, web_base: str) -> str | None:
+    """`https://github.com/o/r` for an upstream on the same GitHub as the App, else None."""
+    base = web_base.rstrip("/") + "/"
+    if not url.startswith(base):
+        return None
+    path = url.removeprefix(base).removesuffix("/").removesuffix(".git")
+    return base + path if path.count("/") == 1 else None
+
+
+def owner_repo(url: str, *, web_base: str) -> str | None:
+    web = upstream_web_url(url, web_base=web_base)
+    return web.removeprefix(web_base.rstrip("/") + "/") if web else None

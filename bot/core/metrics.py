@@ -1,0 +1,88 @@
+"""Days Behind Upstream, the oldest missing commit, Backlog Commits and the ingestion tip (DESIGN.md)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from bot.core.models import Recognised, RecognitionMethod, StreamStatus
+
+SECONDS_PER_DAY = 86400
+
+
+def moves_tip(rec: Recognised, *, picks_move_tip: bool = True) -> bool:
+    """Whether a recognised commit is a regular ingestion: a pick, not an emergency one, and the fork
+    ingests by picking (a `merge` fork's tip comes from ancestry alone)."""
+    return picks_move_tip and rec.method.is_pick and not rec.emergency
+
+
+def ingestion_tip_index(
+    stream: Sequence[str],
+    missing: set[str],
+    recognised: Mapping[str, Recognised],
+    *,
+    picks_move_tip: bool = True,
+) -> int | None:
+    """Index of the newest upstream commit the fork has through regular ingestion (not an emergency pick)."""
+    for index in range(len(stream) - 1, -1, -1):
+        sha = stream[index]
+        if sha not in missing:
+            return index
+        rec = recognised.get(sha)
+        if rec is not None and moves_tip(rec, picks_move_tip=picks_move_tip):
+            return index
+    return None
+
+
+def oldest_missing(stream: Sequence[tuple[str, int]], pending: Sequence[str]) -> tuple[str, int] | None:
+    """The pending upstream commit committed first, with its committer time."""
+    times = dict(stream)
+    return min(((sha, times[sha]) for sha in pending), key=lambda st: st[1], default=None)
+
+
+def _days(seconds: int) -> float:
+    return round(seconds / SECONDS_PER_DAY, 3)
+
+
+def pending_shas(stream: Sequence[str], missing: set[str], recognised: Mapping[str, Recognised]) -> list[str]:
+    """Upstream commits the fork does not have, oldest first."""
+    return [sha for sha in stream if sha in missing and sha not in recognised]
+
+
+def stream_status(
+    stream: Sequence[tuple[str, int]],
+    *,
+    missing: set[str],
+    recognised: Mapping[str, Recognised],
+    fork_head: str,
+    patch_stack_commits: int,
+    picks_move_tip: bool = True,
+    unreadable: Mapping[str, str] | None = None,
+) -> StreamStatus:
+    shas = [sha for sha, _ in stream]
+    head_sha, head_time = stream[-1]
+    tip = ingestion_tip_index(shas, missing, recognised, picks_move_tip=picks_move_tip)
+    pending = pending_shas(shas, missing, recognised)
+    oldest = oldest_missing(stream, pending)
+    on_stream = [recognised[s] for s in shas if s in recognised]
+    by_method = Counter(r.method.value for r in on_stream if not r.emergency)
+    by_method[RecognitionMethod.ANCESTRY.value] = len(shas) - len(missing)
+    tip_sha, tip_time = (stream[tip][0], stream[tip][1]) if tip is not None else (None, None)
+    position = {sha: i for i, sha in enumerate(shas)}
+    return StreamStatus(
+        upstream_head=head_sha,
+        upstream_head_time=head_time,
+        fork_head=fork_head,
+        ingestion_tip=tip_sha,
+        ingestion_tip_time=tip_time,
+        days_behind=None if tip_time is None else _days(head_time - tip_time),
+        backlog_commits=sum(1 for s in pending if tip is not None and position[s] < tip),
+        pending_commits=len(pending),
+        ingested_commits=sum(by_method.values()),
+        emergency_commits=sum(1 for r in on_stream if r.emergency),
+        patch_stack_commits=patch_stack_commits,
+        recognised_by=dict(sorted(by_method.items())),
+        oldest_missing=oldest[0] if oldest else None,
+        oldest_missing_days=_days(head_time - oldest[1]) if oldest else None,
+        unreadable=dict(sorted((unreadable or {}).items())),
+    )

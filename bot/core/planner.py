@@ -1,0 +1,316 @@
+"""Path selection: pending upstream commits become ordered risky chains and capped low-risk bundles."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from bot.core.analysis import (
+    keys_for,
+    line_and_symbol_dependencies,
+    merge_dependencies,
+    overall_risk,
+    revert_links,
+    risk_reasons,
+    short,
+    symbol_keys,
+)
+from bot.core.calibrated import (
+    REVERT_PAIR,
+    LoadedModel,
+    Selection,
+    calibrated_selection,
+    caps_for,
+    rules_selection,
+    with_probability,
+)
+from bot.core.chain_split import split_chain
+from bot.core.config import SluiceConfig
+from bot.core.models import (
+    Dependency,
+    Disposition,
+    FileChange,
+    LowRiskBundle,
+    PatchStackFootprint,
+    Plan,
+    PlannedCommit,
+    RiskLevel,
+    RiskReason,
+    RiskyChain,
+    StreamStatus,
+    UpstreamCommit,
+)
+from bot.core.risk_cost import BundleCaps, Candidate, fill
+
+RISKY_FROM = RiskLevel.HIGH
+
+
+def is_risky(commit: PlannedCommit) -> bool:
+    return commit.risk.rank >= RISKY_FROM.rank
+
+
+@dataclass(frozen=True)
+class PriorChain:
+    """A chain from an earlier plan: its members, and what its already-ingested members touched."""
+
+    id: str
+    root: str
+    members: tuple[str, ...]
+    ingested_files: frozenset[str] = frozenset()
+    ingested_symbols: frozenset[str] = frozenset()
+
+
+class ChainRecord(Protocol):
+    """An open chain as the store keeps it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def root(self) -> str: ...
+    @property
+    def members(self) -> tuple[str, ...]: ...
+
+
+def _planned_keys(commit: PlannedCommit) -> frozenset[str]:
+    keys: set[str] = set()
+    for symbol in commit.symbols:
+        path, _, name = symbol.partition("::")
+        keys |= keys_for(path, [name])
+    return frozenset(keys)
+
+
+def prior_chains(
+    previous: Plan | None, stored: Sequence[ChainRecord], ingested: set[str]
+) -> list[PriorChain]:
+    """Stored open chains, seeded with what their ingested members touched (as the last plan saw them)."""
+    seeds: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    for chain in previous.chains if previous else ():
+        seeds[chain.id] = (frozenset(chain.ingested_files), frozenset(chain.ingested_symbols))
+        for commit in chain.commits:
+            if commit.sha in ingested:
+                files, keys = seeds[chain.id]
+                seeds[chain.id] = (files | set(commit.files), keys | _planned_keys(commit))
+    empty: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    return [
+        PriorChain(
+            id=chain.id,
+            root=chain.root,
+            members=chain.members,
+            ingested_files=seeds.get(chain.id, empty)[0],
+            ingested_symbols=seeds.get(chain.id, empty)[1],
+        )
+        for chain in stored
+    ]
+
+
+@dataclass
+class _Chain:
+    id: str
+    root: str
+    members: set[str]
+    ingested: list[str] = field(default_factory=list)
+    commits: list[PlannedCommit] = field(default_factory=list)
+    seed_files: frozenset[str] = frozenset()
+    seed_symbols: frozenset[str] = frozenset()
+    # What members touched: seeded with the already-ingested members of a resumed chain, then grown by
+    # each commit that joins in upstream order (never by members not reached yet, so a plan does not
+    # depend on how many times the same state was planned before).
+    files: set[str] = field(default_factory=set)
+    symbols: set[str] = field(default_factory=set)
+    why: dict[str, str] = field(default_factory=dict)
+
+    def link(
+        self, commit: PlannedCommit, keys: frozenset[str], *, real_only: bool, chosen: str | None
+    ) -> str | None:
+        """Why the commit belongs to this chain, or None. `real_only`: by dependencies and by what the
+        already-ingested members touched, never by a file or symbol pending members merely share. A member
+        from an earlier plan keeps the why a first plan gives it (`chosen`), so replanning changes nothing.
+        """
+        deps = [d for d in commit.depends_on if d.sha in self.members]
+        if deps:  # a revert or reland says most about why the commit is here
+            return dependency_why(min(deps, key=lambda d: d.kind not in REVERT_PAIR))
+        files, symbols = (self.seed_files, self.seed_symbols) if real_only else (self.files, self.symbols)
+        shared = sorted(files.intersection(commit.files)) or sorted(symbols.intersection(keys))
+        if shared:
+            return f"touches {shared[0]} as {self.id} did"
+        return (chosen or f"a member of {self.id} in an earlier plan") if commit.sha in self.members else None
+
+    def add(self, commit: PlannedCommit, keys: frozenset[str], *, why: str) -> None:
+        self.why[commit.sha] = why
+        self.commits.append(commit)
+        self.members.add(commit.sha)
+        self.files.update(commit.files)
+        self.symbols.update(keys)
+
+    def absorb(self, other: _Chain) -> None:
+        self.members |= other.members
+        self.ingested += [sha for sha in other.ingested if sha not in self.ingested]
+        self.commits.extend(other.commits)
+        self.why.update(other.why)
+        self.files |= other.files
+        self.symbols |= other.symbols
+        self.seed_files |= other.seed_files
+        self.seed_symbols |= other.seed_symbols
+
+    def freeze(self, position: Mapping[str, int]) -> RiskyChain:
+        commits = sorted(self.commits, key=lambda c: position[c.sha])
+        risk = max((c.risk for c in commits), key=lambda level: level.rank, default=RiskLevel.LOW)
+        return RiskyChain(
+            id=self.id,
+            root=self.root,
+            risk=risk,
+            ingested=tuple(self.ingested),
+            commits=tuple(commits),
+            linked_files=tuple(sorted(self.files)),
+            linked_symbols=tuple(sorted(self.symbols)),
+            ingested_files=tuple(sorted(self.seed_files)),
+            ingested_symbols=tuple(sorted(self.seed_symbols)),
+            why={c.sha: self.why[c.sha] for c in commits},
+        )
+
+
+def _resume(prior: Sequence[PriorChain], ingested: set[str]) -> list[_Chain]:
+    """Stored open chains. One whose members are all ingested still takes follow-ups (a fix-up after an LLVM
+    bump); when nothing joins it, it is left out of the plan and so closed.
+    """
+    chains = []
+    for chain in prior:
+        chains.append(
+            _Chain(
+                id=chain.id,
+                root=chain.root,
+                members=set(chain.members),
+                ingested=[s for s in chain.members if s in ingested],
+                files=set(chain.ingested_files),
+                symbols=set(chain.ingested_symbols),
+                seed_files=chain.ingested_files,
+                seed_symbols=chain.ingested_symbols,
+            )
+        )
+    return chains
+
+
+def dependency_why(dep: Dependency) -> str:
+    """`reverts <sha>`, `relands <sha>`, `depends on <sha> (lines)`."""
+    if dep.kind in REVERT_PAIR:
+        return f"{dep.kind} {short(dep.sha)}"
+    return f"depends on {short(dep.sha)} ({dep.kind})"
+
+
+def _bundle(commits: Sequence[PlannedCommit], caps: BundleCaps) -> tuple[LowRiskBundle, ...]:
+    """Fill bundles in upstream order up to the commit, line and (with a model) summed-probability caps."""
+    sizes = [Candidate(c.probability or 0.0, c.changed_lines) for c in commits]
+    groups = [[commits[i] for i in group] for group in fill(sizes, caps)]
+    return tuple(LowRiskBundle(id=f"bundle-{short(g[0].sha)}", commits=tuple(g)) for g in groups)
+
+
+def classify(
+    commits: Sequence[PlannedCommit],
+    *,
+    symbol_keys: Mapping[str, frozenset[str]],
+    prior: Sequence[PriorChain],
+    ingested: set[str],
+    config: SluiceConfig,
+    selection: Selection | None = None,
+) -> tuple[tuple[LowRiskBundle, ...], tuple[RiskyChain, ...]]:
+    """Chains first: a commit linked to a chain (member, dependency; by today's rules also a shared file or
+    symbol) joins it, keeping order; a selected commit with no chain starts one (today's rules select the
+    risky ones; a model, `calibrated_selection`); everything else is bundled. Commits in upstream order.
+    """
+    selection = selection or rules_selection(commits, risky_from=RISKY_FROM)
+    position = {c.sha: i for i, c in enumerate(commits)}
+    chains = _resume(prior, ingested)
+    low_risk: list[PlannedCommit] = []
+    for commit in commits:
+        keys = symbol_keys.get(commit.sha, frozenset())
+        chosen = selection.chosen.get(commit.sha)
+        linked = [
+            (c, why)
+            for c in chains
+            if (why := c.link(commit, keys, real_only=selection.calibrated, chosen=chosen))
+        ]
+        if linked:
+            target = linked[0][0]
+            for other, _ in linked[1:]:
+                target.absorb(other)
+                chains.remove(other)
+            target.add(commit, keys, why=linked[0][1])
+        elif commit.sha in selection.chosen:
+            chain = _Chain(id=f"chain-{short(commit.sha)}", root=commit.sha, members=set())
+            chain.add(commit, keys, why=selection.chosen[commit.sha])
+            chains.append(chain)
+        else:
+            low_risk.append(commit)
+    frozen = [chain.freeze(position) for chain in chains if chain.commits]
+    frozen.sort(key=lambda c: position[c.commits[0].sha])
+    pieces = tuple(p for chain in frozen for p in split_chain(chain, limit=config.risk.max_chain))
+    caps = selection.caps or caps_for(config, calibrated=selection.calibrated)
+    return _bundle(low_risk, caps), pieces
+
+
+def planned_commit(
+    commit: UpstreamCommit, *, reasons: Sequence[RiskReason], deps: Sequence[Dependency]
+) -> PlannedCommit:
+    symbols = sorted({f"{f.path}::{s}" for f in commit.files for s in f.symbols})
+    return PlannedCommit(
+        sha=commit.sha,
+        subject=commit.info.subject,
+        author=commit.info.author_name,
+        committer_time=commit.info.committer_time,
+        changed_lines=commit.changed_lines,
+        files=commit.paths,
+        symbols=tuple(symbols),
+        risk=overall_risk(reasons),
+        reasons=tuple(sorted(reasons, key=lambda r: (-r.level.rank, r.kind.value, r.detail))),
+        depends_on=tuple(deps),
+    )
+
+
+def make_plan(
+    *,
+    status: StreamStatus,
+    fork_ref: str,
+    upstream_ref: str,
+    config: SluiceConfig,
+    commits: Sequence[UpstreamCommit],
+    stream_patches: Sequence[tuple[str, Sequence[FileChange]]],
+    footprint: PatchStackFootprint,
+    prior: Sequence[PriorChain] = (),
+    held: Mapping[str, Disposition] | None = None,
+    ingested: set[str] | None = None,
+    model: LoadedModel | None = None,
+) -> Plan:
+    """The whole plan for one repository state: deterministic for the same inputs."""
+    line_deps = line_and_symbol_dependencies(stream_patches, commits)
+    revert_deps, revert_reasons = revert_links(commits)
+    deps = merge_dependencies(line_deps, revert_deps)
+    planned = [
+        planned_commit(
+            c,
+            reasons=[*risk_reasons(c, footprint=footprint, config=config), *revert_reasons.get(c.sha, [])],
+            deps=deps.get(c.sha, ()),
+        )
+        for c in commits
+    ]
+    selection, decision = None, None
+    if model is not None:
+        planned = [with_probability(c, model.model, config) for c in planned]
+        selection = calibrated_selection(planned, config)
+        decision = model.decision(selection, bundle_culprits=config.risk.bundle_culprits)
+    keys = {c.sha: frozenset(k for f in c.files for k in symbol_keys(f)) for c in commits}
+    bundles, chains = classify(
+        planned, symbol_keys=keys, prior=prior, ingested=ingested or set(), config=config, selection=selection
+    )
+    return Plan(
+        fork_ref=fork_ref,
+        fork_head=status.fork_head,
+        upstream_ref=upstream_ref,
+        upstream_head=status.upstream_head,
+        config_digest=config.digest(),
+        status=status,
+        bundles=bundles,
+        chains=chains,
+        held=dict(sorted((held or {}).items())),
+        risk_decision=decision,
+    )

@@ -1,0 +1,193 @@
+"""Recognise the upstream commits the fork already has: trailers, `-x` lines, subject patterns, patch-ids."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from bot.core.config import PickedSubject, SluiceConfig
+from bot.core.models import CommitInfo, Recognised, RecognitionMethod
+
+UPSTREAM_TRAILER = re.compile(r"^Upstream-Commit:\s*([0-9a-f]{40})\s*$", re.MULTILINE)
+CHERRY_PICKED = re.compile(r"\(cherry picked from commit ([0-9a-f]{7,40})\)")
+EMERGENCY_TRAILER = re.compile(r"^Sluice-Kind:\s*emergency\s*$", re.MULTILINE | re.IGNORECASE)
+PR_SUFFIX = re.compile(r"\s*\(#(\d+)\)\s*$")
+
+
+def normalise_title(subject: str) -> str:
+    """A subject without its `(#N)` suffixes, quotes and case, for matching picks and reverts."""
+    title, previous = subject, None
+    while title != previous:
+        previous = title
+        title = PR_SUFFIX.sub("", title).strip().strip("'\"")
+    return " ".join(title.split()).lower()
+
+
+def pr_number(subject: str) -> str | None:
+    m = PR_SUFFIX.search(subject)
+    return m.group(1) if m else None
+
+
+def is_emergency(message: str, config: SluiceConfig) -> bool:
+    if EMERGENCY_TRAILER.search(message):
+        return True
+    return any(re.search(p, message, re.MULTILINE) for p in config.recognition.emergency_patterns)
+
+
+class _Candidates:
+    """Upstream commits the fork may have picked, indexed every way a pick can name them."""
+
+    def __init__(self, upstream: Sequence[CommitInfo]) -> None:
+        self.by_sha = {c.sha: c for c in upstream}
+        self.by_pr: dict[str, str] = {}
+        self.by_title: dict[str, list[str]] = {}
+        for c in upstream:
+            pr = pr_number(c.subject)
+            if pr is not None:
+                self.by_pr.setdefault(pr, c.sha)
+            self.by_title.setdefault(normalise_title(c.subject), []).append(c.sha)
+
+    def expand(self, abbrev: str) -> str | None:
+        if abbrev in self.by_sha:
+            return abbrev
+        hits = [s for s in self.by_sha if s.startswith(abbrev)]
+        return hits[0] if len(hits) == 1 else None
+
+    def named_by(self, picked: PickedSubject) -> list[str]:
+        """The upstream commits a pick subject names: every PR of a bundle, else one commit."""
+        if picked.prs:
+            return list(dict.fromkeys(self.by_pr[n] for n in picked.prs if n in self.by_pr))
+        by_pr = self.by_pr.get(picked.pr) if picked.pr else None
+        titles = self.by_title.get(normalise_title(picked.title), []) if picked.title else []
+        by_title = titles[0] if len(titles) == 1 else None
+        # A unique title beats a number: an unquoted subject's only `(#N)` may be the fork PR's own.
+        sha = by_title or by_pr
+        return [sha] if sha else []
+
+
+def _explicit_picks(
+    fork: CommitInfo, cands: _Candidates, config: SluiceConfig
+) -> list[tuple[str, RecognitionMethod]]:
+    """What one fork commit says it picked, strongest evidence first."""
+    found = [
+        (s, RecognitionMethod.TRAILER) for s in UPSTREAM_TRAILER.findall(fork.message) if s in cands.by_sha
+    ]
+    for abbrev in CHERRY_PICKED.findall(fork.message):
+        sha = cands.expand(abbrev)
+        if sha is not None:
+            found.append((sha, RecognitionMethod.CHERRY_PICK_X))
+    if found:
+        return found
+    for picked in config.recognition.subject_matches(fork.subject):
+        shas = cands.named_by(picked)
+        if shas:
+            return [(sha, RecognitionMethod.SUBJECT_PATTERN) for sha in shas]
+    return []
+
+
+def recognise(
+    upstream: Sequence[CommitInfo],
+    fork: Sequence[CommitInfo],
+    *,
+    upstream_patch_ids: Mapping[str, str],
+    fork_patch_ids: Mapping[str, str],
+    config: SluiceConfig,
+) -> dict[str, Recognised]:
+    """Upstream SHA -> how the fork has it, for upstream commits not reachable from fork trunk.
+
+    Explicit evidence (trailers, `-x` lines, subject patterns) wins; patch-ids then pair the remaining
+    commits one to one in stream order, so a reland whose diff equals the original is not taken for it.
+    """
+    cands = _Candidates(upstream)
+    found: dict[str, Recognised] = {}
+    claimed: set[str] = set()
+    for commit in fork:
+        emergency = is_emergency(commit.message, config)
+        for sha, method in _explicit_picks(commit, cands, config):
+            claimed.add(commit.sha)
+            if sha not in found or (found[sha].emergency and not emergency):
+                found[sha] = Recognised(
+                    upstream_sha=sha, method=method, fork_sha=commit.sha, emergency=emergency
+                )
+    by_patch_id: dict[str, list[CommitInfo]] = {}
+    for commit in fork:
+        pid = fork_patch_ids.get(commit.sha)
+        if pid is not None and commit.sha not in claimed:
+            by_patch_id.setdefault(pid, []).append(commit)
+    for up in upstream:
+        pool = by_patch_id.get(upstream_patch_ids.get(up.sha, ""), [])
+        if up.sha in found or not pool:
+            continue
+        pick = pool.pop(0)
+        found[up.sha] = _patch_id_match(up, pick, config)
+        claimed.add(pick.sha)
+    return found
+
+
+def _patch_id_match(up: CommitInfo, fork: CommitInfo, config: SluiceConfig) -> Recognised:
+    """A fork commit older than its upstream twin is the fork's own patch that went upstream, not a pick."""
+    if fork.committer_time < up.committer_time:
+        return Recognised(upstream_sha=up.sha, method=RecognitionMethod.UPSTREAMED, fork_sha=fork.sha)
+    return Recognised(
+        upstream_sha=up.sha,
+        method=RecognitionMethod.PATCH_ID,
+        fork_sha=fork.sha,
+        emergency=is_emergency(fork.message, config),
+    )
+
+
+def ingestion_commits(recognised: Mapping[str, Recognised]) -> frozenset[str]:
+    """Fork commits that are picks of upstream commits, so not part of the patch stack.
+
+    An upstreamed fork patch stays in the patch stack until the fork ingests its upstream twin.
+    """
+    return frozenset(r.fork_sha for r in recognised.values() if r.fork_sha is not None and r.method.is_pick)
+
+
+# A subject that reads like a pick even when no configured pattern matches it.
+LOOKS_LIKE_PICK = re.compile(r"cherry[- ]?pick|\bback-?port|\[pick\]", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class UnmatchedPick:
+    """A fork commit that reads like a pick, but whose upstream commit Sluice could not find."""
+
+    fork_sha: str
+    subject: str
+    evidence: str  # what made it look like a pick
+
+
+def pick_evidence(commit: CommitInfo, config: SluiceConfig) -> str | None:
+    """Why a fork commit reads like a pick (strongest first), or None."""
+    if UPSTREAM_TRAILER.search(commit.message):
+        return "an Upstream-Commit trailer"
+    if CHERRY_PICKED.search(commit.message):
+        return "a `cherry picked from commit` line"
+    if config.recognition.subject_matches(commit.subject):
+        return "a subject pattern"
+    return "its subject" if LOOKS_LIKE_PICK.search(commit.subject) else None
+
+
+def unmatched_picks(
+    fork: Sequence[CommitInfo],
+    recognised: Mapping[str, Recognised],
+    *,
+    ancestors: Sequence[CommitInfo],
+    config: SluiceConfig,
+) -> tuple[list[UnmatchedPick], int]:
+    """Fork commits that read like picks and matched nothing, and how many others picked a commit the
+    fork has since reached by ancestry (`ancestors`: the upstream stream commits fork trunk contains)."""
+    matched = {r.fork_sha for r in recognised.values() if r.fork_sha is not None}
+    reached = _Candidates(ancestors)
+    unmatched: list[UnmatchedPick] = []
+    superseded = 0
+    for commit in fork:
+        evidence = None if commit.sha in matched or len(commit.parents) > 1 else pick_evidence(commit, config)
+        if evidence is None:
+            continue
+        if _explicit_picks(commit, reached, config):
+            superseded += 1
+        else:
+            unmatched.append(UnmatchedPick(fork_sha=commit.sha, subject=commit.subject, evidence=evidence))
+    return unmatched, superseded

@@ -1,0 +1,218 @@
+"""Webhook payloads parsed once at the edge: only the fields Sluice uses, refs and SHAs validated."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bot.core.errors import GitError
+from bot.core.refs import non_ascii_problem, validate_ref
+
+SHA = re.compile(r"^[0-9a-f]{40}$")
+REPO_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
+MAX_JSON_DEPTH = 64  # GitHub's payloads nest 7 deep (tests/fixtures/octokit); json.loads recurses in C
+# Installation, repository and PR ids: JSON integers (not "123", true or 1.0), positive, within 63 bits.
+GitHubId = Annotated[int, Field(strict=True, gt=0, le=2**63 - 1)]
+
+
+class Payload(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Repository(Payload):
+    full_name: str
+    default_branch: str | None = None
+
+    @field_validator("full_name")
+    @classmethod
+    def _owner_slash_name(cls, value: str) -> str:
+        if (problem := non_ascii_problem(value)) is not None:
+            raise ValueError(f"not an owner/name repository: {value!a}: {problem}")
+        if not REPO_NAME.fullmatch(value) or any(part in (".", "..") for part in value.split("/")):
+            raise ValueError(f"not an owner/name repository: {value!r}")
+        return value
+
+
+class Account(Payload):
+    login: str
+
+
+class Installation(Payload):
+    id: GitHubId
+    account: Account | None = None  # present in installation events, absent from the stubs in others
+
+
+class PushCommit(Payload):
+    added: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+
+class PushEvent(Payload):
+    ref: str
+    after: str
+    deleted: bool = False
+    commits: tuple[PushCommit, ...] = ()  # GitHub lists at most 20
+
+    def touches(self, path: str) -> bool:
+        return any(path in (*c.added, *c.modified, *c.removed) for c in self.commits)
+
+    repository: Repository
+    installation: Installation  # every App delivery about a repository names its installation
+    sender: Account | None = None
+
+    @field_validator("ref")
+    @classmethod
+    def _branch_or_tag(cls, value: str) -> str:
+        name = value.removeprefix("refs/heads/").removeprefix("refs/tags/")
+        if name == value:
+            raise ValueError(f"not a branch or tag ref: {value!r}")
+        try:
+            validate_ref(name)
+        except GitError as exc:
+            raise ValueError(exc.message) from exc
+        return value
+
+    @field_validator("after")
+    @classmethod
+    def _sha(cls, value: str) -> str:
+        if not SHA.match(value):
+            raise ValueError(f"not a commit SHA: {value!r}")
+        return value
+
+
+class PullRequestEnd(Payload):
+    sha: str
+    ref: str
+    repo: Repository | None = None  # None when the head's fork was deleted
+
+    @field_validator("sha")
+    @classmethod
+    def _sha(cls, value: str) -> str:
+        if not SHA.match(value):
+            raise ValueError(f"not a commit SHA: {value!r}")
+        return value
+
+    @field_validator("ref")
+    @classmethod
+    def _branch(cls, value: str) -> str:
+        try:
+            return validate_ref(value)
+        except GitError as exc:
+            raise ValueError(exc.message) from exc
+
+
+class PullRequest(Payload):
+    number: GitHubId
+    head: PullRequestEnd
+    base: PullRequestEnd
+    user: Account | None = None
+
+
+class PullRequestEvent(Payload):
+    action: str
+    number: GitHubId
+    pull_request: PullRequest
+    repository: Repository
+    installation: Installation  # every App delivery about a repository names its installation
+    sender: Account | None = None
+
+
+class InstallationEvent(Payload):
+    action: str  # created, deleted, suspend, unsuspend, new_permissions_accepted
+    installation: Installation
+    repositories: tuple[Repository, ...] = ()
+
+
+class InstallationRepositoriesEvent(Payload):
+    action: str  # added, removed
+    installation: Installation
+    repositories_added: tuple[Repository, ...] = ()
+    repositories_removed: tuple[Repository, ...] = ()
+
+
+class RepositoryEvent(Payload):
+    """Events Sluice records now and handles in later work (comments, check runs, workflow runs)."""
+
+    repository: Repository
+    installation: Installation  # every App delivery about a repository names its installation
+
+
+MODELS: dict[str, type[Payload]] = {
+    "push": PushEvent,
+    "pull_request": PullRequestEvent,
+    "installation": InstallationEvent,
+    "installation_repositories": InstallationRepositoriesEvent,
+    "issue_comment": RepositoryEvent,
+    "pull_request_review": RepositoryEvent,
+    "check_run": RepositoryEvent,
+    "check_suite": RepositoryEvent,
+    "workflow_run": RepositoryEvent,
+}
+
+
+class RejectedPayload(ValueError):
+    """A delivery that is well signed but unusable; `status` is the HTTP answer that says why."""
+
+    status = 422  # the JSON is fine, a field is not
+
+
+class MalformedBody(RejectedPayload):
+    """The body is not JSON Sluice reads: not UTF-8, not JSON, or nested deeper than GitHub ever sends."""
+
+    status = 400
+
+
+def parse(event: str, body: bytes) -> Payload:
+    """The event's payload model; RejectedPayload with a clear reason for anything unusable."""
+    data = _json(body)
+    try:
+        return MODELS[event].model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise RejectedPayload(f"{event} payload rejected at {where}: {first['msg']}") from exc
+
+
+def _json(body: bytes) -> Any:
+    too_deep = f"body is JSON nested deeper than {MAX_JSON_DEPTH} levels; GitHub never sends that"
+    if nesting_exceeds(body, MAX_JSON_DEPTH):
+        raise MalformedBody(too_deep)
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MalformedBody(f"body is not JSON: {exc}") from exc
+    except RecursionError as exc:  # unbalanced brackets that `nesting_exceeds` could not pair up
+        raise MalformedBody(too_deep) from exc
+
+
+ONLY_BRACKETS = bytes.maketrans(b"{}", b"[]")
+NOT_BRACKETS = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
+def nesting_exceeds(body: bytes, limit: int) -> bool:
+    """Whether the JSON in `body` nests arrays and objects deeper than `limit`, decided with a few
+    C-speed passes over the bytes (json.loads would recurse first and raise RecursionError)."""
+    # Escapes first (`\\` before `\"`, as JSON reads them left to right), then the strings themselves.
+    text = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(ONLY_BRACKETS, NOT_BRACKETS)
+    brackets = b"".join(text.split(b'"')[::2])
+    if b"[" * (limit + 1) in brackets:
+        return True
+    for _ in range(limit):  # each pass removes the innermost level
+        shorter = brackets.replace(b"[]", b"")
+        if shorter == brackets:
+            return False  # balanced and shallow, or not JSON: json.loads says which
+        brackets = shorter
+    return bool(brackets)
+
+
+def job_key(payload: Payload) -> str | None:
+    """Jobs with the same key never run at once: one job per repository (one ingestion per fork)."""
+    repository = getattr(payload, "repository", None)
+    if isinstance(repository, Repository):
+        return repository.full_name
+    installation = getattr(payload, "installation", None)
+    return f"installation:{installation.id}" if isinstance(installation, Installation) else None

@@ -1,0 +1,1 @@
+"""The database adapter: the store, the durable job queue, leases, the fork registry, migrations."""

@@ -1,0 +1,1 @@
+"""The generated sandbox behind `sluice demo`."""

@@ -1,0 +1,1 @@
+"""The flows that join the core to the ports: planning, picking, calibration."""

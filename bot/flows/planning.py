@@ -1,0 +1,118 @@
+"""Planning a fork against its upstream, recorded in the store: shared by the CLI and the service."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from bot.core.calibrated import LoadedModel
+from bot.core.config import SluiceConfig
+from bot.core.errors import SluiceError
+from bot.core.models import Disposition, Plan, StreamStatus
+from bot.core.planner import make_plan, prior_chains
+from bot.core.risk_model import RiskModel
+from bot.db.store import DispositionRecord, Store
+from bot.flows.engine import Snapshot, analyse_pending, take_snapshot
+from bot.flows.risk_files import default_model
+from bot.git.facts import CommitFacts
+from bot.git.repo import GitRepo
+
+HELD = {Disposition.DEFERRED, Disposition.SKIPPED}
+
+
+def fork_key(config: SluiceConfig, repo: GitRepo, fork_ref: str) -> str:
+    return config.fork.repo or f"{repo.path}#{fork_ref}"
+
+
+def held_by_people(snapshot: Snapshot, records: Mapping[str, DispositionRecord]) -> dict[str, Disposition]:
+    """Pending upstream commits a person deferred or skipped, as the store records them."""
+    pending = set(snapshot.pending)
+    return {s: r.disposition for s, r in records.items() if r.disposition in HELD and s in pending}
+
+
+def with_dispositions(snapshot: Snapshot, held: Mapping[str, Disposition]) -> StreamStatus:
+    """The status once people's decisions count: a skipped commit is neither pending nor backlog."""
+    status = snapshot.status
+    skipped = {sha for sha, d in held.items() if d == Disposition.SKIPPED}
+    position = {sha: index for index, (sha, _) in enumerate(snapshot.stream)}
+    tip = position.get(status.ingestion_tip) if status.ingestion_tip else None
+    behind_tip = sum(1 for sha in skipped if tip is not None and position[sha] < tip)
+    update = {
+        "pending_commits": status.pending_commits - len(skipped),
+        "backlog_commits": status.backlog_commits - behind_tip,
+        "skipped_commits": len(skipped),
+        "deferred_commits": len(held) - len(skipped),
+    }
+    return status.model_copy(update=update)
+
+
+def load_risk_model(repo: GitRepo, config: SluiceConfig, *, fork_head: str) -> LoadedModel | None:
+    """The model `risk.model` names: None for `none`, and for `default` when Sluice ships none; a path is
+    read from this machine when absolute, else from fork trunk's tree (where `sluice calibrate --out` went).
+    """
+    name = config.risk.model
+    if name == "none":
+        return None
+    if name == "default":
+        model = default_model()
+        return LoadedModel(name, model) if model else None
+    path = Path(name)
+    text = path.read_bytes() if path.is_absolute() and path.is_file() else None
+    if not path.is_absolute():
+        text = repo.read_file(fork_head, name.removeprefix("./"))
+    if text is None:
+        where = "on this machine" if path.is_absolute() else "in fork trunk's tree"
+        raise SluiceError(
+            f"risk.model names {name}, which is not there {where}",
+            "write it with `sluice calibrate --out`, or set risk.model to `default` or `none`",
+        )
+    try:
+        return LoadedModel(name, RiskModel.from_json(text.decode("utf-8", "replace")))
+    except ValueError as err:
+        raise SluiceError(
+            f"risk.model {name} is not a usable risk model: {err}", "run `sluice calibrate` again"
+        ) from None
+
+
+def build_plan(
+    repo: GitRepo,
+    config: SluiceConfig,
+    *,
+    fork: str,
+    upstream: str,
+    store: Store | None,
+    progress: Callable[[str], None],
+) -> Plan:
+    """Read the repository, plan it against the stored chains and record the plan when a store is given."""
+    facts = CommitFacts(repo, store)  # what is known of a commit is not read again
+    snapshot = take_snapshot(
+        repo, fork_ref=fork, upstream_ref=upstream, config=config, progress=progress, facts=facts
+    )
+    key = fork_key(config, repo, fork)
+    dispositions = store.dispositions(key) if store else {}
+    held = held_by_people(snapshot, dispositions)
+    analysis = analyse_pending(repo, snapshot, config=config, skip=held, progress=progress, facts=facts)
+    ingested = snapshot.ingested
+    progress("planning")
+    plan = make_plan(
+        status=with_dispositions(snapshot, held),
+        fork_ref=fork,
+        upstream_ref=upstream,
+        config=config,
+        commits=analysis.commits,
+        stream_patches=analysis.stream_patches,
+        footprint=analysis.footprint,
+        prior=prior_chains(store.latest_plan(key), store.open_chains(key), ingested) if store else (),
+        held=held,
+        ingested=ingested,
+        model=load_risk_model(repo, config, fork_head=snapshot.fork_head),
+    )
+    if store is not None:
+        now = dt.datetime.now(dt.UTC)
+        store.record_plan(key, plan, ingested=ingested, at=now)
+        for sha, pick in snapshot.emergency.items():
+            if dispositions.get(sha) is None or dispositions[sha].disposition != Disposition.EMERGENCY:
+                reason = f"emergency pick {pick.fork_sha}"
+                store.set_disposition(key, sha, Disposition.EMERGENCY, reason=reason, approver=None, at=now)
+    return plan

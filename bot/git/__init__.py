@@ -1,0 +1,1 @@
+"""The git adapter: repositories, the mirror, the per-commit facts cache."""

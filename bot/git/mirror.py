@@ -1,0 +1,217 @@
+"""Local bare mirror holding fork trunk and the upstream branch, fetched incrementally."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.core.errors import GitAuthRejected, GitError
+from bot.core.refs import validate_ref
+from bot.git.repo import GIT_ENV, GitRepo
+
+# Transports git may use for a mirror; `ext::` and `fd::` run commands and are never allowed.
+URL_FORMS = re.compile(r"^(?:(?:https?|ssh|git|file)://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:(?!//)|/)")
+CREDENTIALS = re.compile(r"//[^/@\s]*@")
+HTTP_CREDENTIALS = re.compile(r"^https?://[^/?#]*@", re.IGNORECASE)
+# How git says that a remote wants credentials it was not given (or refused them), not that it is unreachable.
+AUTH_REFUSED = re.compile(
+    r"could not read Username|Authentication failed|Repository not found|repository '[^']*' not found"
+    r"|returned error: 40[134]",
+    re.IGNORECASE,
+)
+SAFE_GIT = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.askPass=")
+# The service's mirrors use no credential helper: the only credential git sends is the token handed to it.
+NO_HELPERS = ("-c", "credential.helper=")
+
+
+def validate_url(url: str) -> str:
+    """A repository URL or absolute path that git cannot take for an option or a command transport."""
+    if not url or url.startswith("-") or any(ord(ch) < 32 for ch in url) or not URL_FORMS.match(url):
+        raise GitError(
+            f"not a repository URL Sluice will fetch: {redact(url)!r}",
+            "use https://, ssh://, git://, file://, user@host:path, or an absolute path",
+        )
+    if HTTP_CREDENTIALS.match(url):  # never written to a mirror's config, where it would stay
+        raise GitError(
+            f"the repository URL {redact(url)!r} carries credentials",
+            "remove them (they would stay in the mirror's config); use a credential helper or ssh",
+        )
+    return url
+
+
+def token_auth(token: str) -> dict[str, str]:
+    """Environment that makes git send a GitHub App installation token, as GitHub's git hosts accept it.
+
+    The token travels in an `http.extraHeader` set through GIT_CONFIG_* variables: never on a command line
+    (where `ps` shows it), never in a URL (where git's messages and the remote config would keep it).
+    """
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "http.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+    }
+
+
+def redact(url: str) -> str:
+    """The URL without credentials (`https://user:token@host` -> `https://host`), for messages and logs."""
+    return CREDENTIALS.sub("//", url)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    fork_ref: str
+    upstream_ref: str
+    fork_head: str
+    upstream_head: str
+    fork_moved: bool
+    upstream_moved: bool
+
+
+class Mirror:
+    """A bare repo: fork trunk as `refs/heads/<branch>`, upstream as `refs/remotes/upstream/<branch>`."""
+
+    def __init__(self, path: Path, *, credential_helpers: bool = True) -> None:
+        self.path = Path(path).resolve()
+        self._helpers = () if credential_helpers else NO_HELPERS
+
+    def _git(self, *args: str, auth: Mapping[str, str] | None = None) -> str:
+        proc = subprocess.run(
+            ["git", *SAFE_GIT, *self._helpers, *args],
+            cwd=self.path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **GIT_ENV, **(auth or {})},
+        )
+        if proc.returncode != 0:
+            detail = proc.stderr.strip().splitlines()
+            message = f"git {args[0]} failed in the mirror: {detail[-1] if detail else proc.returncode}"
+            refused = auth is not None and AUTH_REFUSED.search(proc.stderr) is not None
+            raise (GitAuthRejected if refused else GitError)(message)
+        return proc.stdout.strip()
+
+    def _ensure(self) -> None:
+        if not (self.path / "HEAD").exists():
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._git("init", "--quiet", "--bare")
+
+    def _fetch(self, remote: str, url: str, refspec: str, *, auth: Mapping[str, str] | None = None) -> None:
+        self._git("config", f"remote.{remote}.url", validate_url(url))
+        self._git(
+            "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote, refspec, auth=auth
+        )
+
+    def sync(
+        self,
+        *,
+        fork_url: str,
+        fork_branch: str,
+        upstream_url: str,
+        upstream_branch: str,
+        fork_auth: Mapping[str, str] | None = None,
+        upstream_auth: Mapping[str, str] | None = None,
+    ) -> SyncResult:
+        """Fetch what is new on both sides; the first call clones, later ones transfer only new objects."""
+        for url in (fork_url, upstream_url):
+            validate_url(url)
+        for branch in (fork_branch, upstream_branch):
+            validate_ref(branch)
+        self._ensure()
+        repo = GitRepo(self.path)
+        fork_ref, upstream_ref = f"refs/heads/{fork_branch}", f"refs/remotes/upstream/{upstream_branch}"
+        before = (repo.resolve_optional(fork_ref), repo.resolve_optional(upstream_ref))
+        self._fetch("fork", fork_url, f"+refs/heads/{fork_branch}:{fork_ref}", auth=fork_auth)
+        self._fetch(
+            "upstream", upstream_url, f"+refs/heads/{upstream_branch}:{upstream_ref}", auth=upstream_auth
+        )
+        fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
+        return SyncResult(
+            fork_ref=fork_branch,
+            upstream_ref=f"upstream/{upstream_branch}",
+            fork_head=fork_head,
+            upstream_head=upstream_head,
+            fork_moved=before[0] != fork_head,
+            upstream_moved=before[1] != upstream_head,
+        )
+
+    def fetch_branch(self, url: str, branch: str, *, auth: Mapping[str, str] | None = None) -> str:
+        """Fetch one branch of the fork at `url` into `refs/remotes/fork/<branch>`; its head."""
+        validate_url(url)
+        local = f"refs/remotes/fork/{validate_ref(branch)}"
+        self._ensure()
+        self._fetch("fork", url, f"+refs/heads/{branch}:{local}", auth=auth)
+        return GitRepo(self.path).resolve(local)
+
+    def fetch_branches(self, prefix: str, *, auth: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The fork's branches under `prefix` (e.g. `sluice/ingest/`), as {branch: sha}, fetched here."""
+        validate_ref(prefix.rstrip("/"))
+        local = f"refs/remotes/fork/{prefix}"
+        self._git(
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--prune",
+            "--no-write-fetch-head",
+            "fork",
+            f"+refs/heads/{prefix}*:{local}*",
+            auth=auth,
+        )
+        listed = self._git("for-each-ref", "--format=%(objectname) %(refname)", local)
+        return {
+            ref.removeprefix("refs/remotes/fork/"): sha
+            for sha, ref in (ln.split(" ", 1) for ln in listed.splitlines())
+        }
+
+    def fetch_ref(self, ref: str, *, auth: Mapping[str, str] | None = None) -> str:
+        """Fetch one fork ref (e.g. `refs/pull/7/head`) into `refs/remotes/fork/<ref>`; its SHA."""
+        validate_ref(ref.removeprefix("refs/"))
+        local = "refs/remotes/fork/" + ref.removeprefix("refs/")
+        self._git(
+            "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "fork", f"+{ref}:{local}", auth=auth
+        )
+        return GitRepo(self.path).resolve(local)
+
+    def push(self, updates: Sequence[BranchUpdate], *, auth: Mapping[str, str] | None = None) -> None:
+        """Move fork branches in one atomic push, each only if it is still where we saw it (a lease)."""
+        if not updates:
+            return
+        leases, refspecs = [], []
+        for update in updates:
+            ref = f"refs/heads/{validate_ref(update.branch)}"
+            leases.append(f"--force-with-lease={ref}:{update.old or ''}")
+            refspecs.append(f"{update.new}:{ref}")
+        self._git("push", "--quiet", "--atomic", "--porcelain", *leases, "fork", *refspecs, auth=auth)
+        for update in updates:
+            self._git("update-ref", f"refs/remotes/fork/{update.branch}", update.new)
+
+    def ls_remote(self, url: str, branch: str, *, auth: Mapping[str, str] | None = None) -> str | None:
+        """Where `branch` is on the remote `url`, without fetching anything (the poll loop's question)."""
+        validate_url(url)
+        ref = f"refs/heads/{validate_ref(branch)}"
+        self._ensure()
+        out = self._git("ls-remote", "--", url, ref, auth=auth)
+        return next((line.split("\t", 1)[0] for line in out.splitlines() if line.endswith("\t" + ref)), None)
+
+    def readable_anonymously(self, url: str) -> bool:
+        """Whether git reads `url` with no credential at all (it is public); raises when unreachable."""
+        validate_url(url)
+        self._ensure()
+        try:
+            self._git("ls-remote", "--", url, "HEAD")
+        except GitError as exc:
+            if AUTH_REFUSED.search(exc.message):
+                return False
+            raise
+        return True
+
+
+@dataclass(frozen=True)
+class BranchUpdate:
+    branch: str
+    new: str
+    old: str | None  # where we last saw it on the fork; None: it must not exist yet

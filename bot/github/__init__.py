@@ -1,0 +1,1 @@
+"""The GitHub adapter: the REST client with App auth, and the fork-facing forge."""

@@ -1,0 +1,502 @@
+"""GitHub adapter: App JWT, cached installation tokens, rate limits, retries, ETags and pagination."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import re
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import aiohttp
+import jwt
+from gidgethub import BadRequest, HTTPException, sansio
+from gidgethub.aiohttp import GitHubAPI
+
+from bot.core.errors import SluiceError
+
+log = logging.getLogger(__name__)
+
+REQUESTER = "sluice"
+DEFAULT_BASE_URL = "https://api.github.com"
+JWT_BACKDATE_S = 60  # tolerate clock drift between us and GitHub
+JWT_LIFETIME_S = 9 * 60  # GitHub rejects app JWTs that live longer than 10 minutes
+TOKEN_REFRESH_MARGIN_S = 5 * 60
+CONTENT_CREATING_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+CONTENT_CREATING_PER_MINUTE = 80
+SECONDARY_BACKOFF_S = 60.0
+SECONDARY_BACKOFF_MAX_S = 15 * 60.0
+SERVER_ERROR_BACKOFF_S = 1.0
+SERVER_ERROR_BACKOFF_MAX_S = 30.0
+PRIMARY_RESET_SLACK_S = 1.0
+PRIMARY_WAIT_MAX_S = 3600.0 + 60.0
+# GitHub's Retry-After is seconds to a minute or so; a hostile or broken value must not park a worker.
+RETRY_AFTER_MAX_S = SECONDARY_BACKOFF_MAX_S
+ETAG_CACHE_ENTRIES = 1024
+SECONDARY_LIMIT_WORDS = ("secondary rate limit", "abuse detection")
+SECRET_PATTERNS = re.compile(
+    r"(?i)\b(?:token|bearer)\s+\S+"  # an Authorization header value
+    r"|\bgh[opsuvr]_\w+"  # GitHub token prefixes
+    r"|\beyJ[\w-]*\.[\w-]+\.[\w-]+"  # a JWT
+    r"|-----BEGIN[^-]*PRIVATE KEY-----.*?(?:-----END[^-]*PRIVATE KEY-----|$)",
+    re.DOTALL,
+)
+
+Sleep = Callable[[float], Awaitable[None]]
+OnCall = Callable[[str], None]
+OnWait = Callable[[str, float], None]
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Epoch seconds."""
+        ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+
+class GitHubError(SluiceError):
+    """GitHub could not be reached or answered in a way we cannot use; never carries a secret."""
+
+
+class InstallationGone(GitHubError):
+    """The installation was removed or suspended: its tokens are dead and no retry brings them back."""
+
+    def __init__(self, installation_id: int, why: str) -> None:
+        super().__init__(
+            f"GitHub installation {installation_id} {why}: Sluice cannot act for its repositories",
+            "install the App again on that account (or lift the suspension); Sluice registers its "
+            "repositories again on the installation event",
+        )
+        self.installation_id = installation_id
+
+
+def redact(text: str) -> str:
+    """Blank out anything that looks like a credential."""
+    return SECRET_PATTERNS.sub("[redacted]", text)
+
+
+def app_jwt(app_id: int, private_key_pem: str, *, now: float) -> str:
+    """The App's own credential: RS256, backdated 60 s, valid for 9 minutes from `now`."""
+    issued_at = int(now) - JWT_BACKDATE_S
+    claims = {"iat": issued_at, "exp": int(now) + JWT_LIFETIME_S, "iss": str(app_id)}
+    return jwt.encode(claims, private_key_pem, algorithm="RS256")
+
+
+class TokenCache:
+    """Installation id → (token, expires_at); a token is handed out only while it has > 5 minutes left."""
+
+    def __init__(self, *, refresh_margin_s: float = TOKEN_REFRESH_MARGIN_S) -> None:
+        self._margin = refresh_margin_s
+        self._tokens: dict[int, tuple[str, float]] = {}
+
+    def get(self, installation_id: int, *, now: float) -> str | None:
+        cached = self._tokens.get(installation_id)
+        if cached is None or cached[1] - now < self._margin:
+            return None
+        return cached[0]
+
+    def put(self, installation_id: int, token: str, *, expires_at: float) -> None:
+        self._tokens[installation_id] = (token, expires_at)
+
+    def forget(self, installation_id: int) -> None:
+        self._tokens.pop(installation_id, None)
+
+    def clear(self) -> None:
+        self._tokens.clear()
+
+
+class RollingWindow:
+    """At most `limit` slots in any `period` seconds; `reserve` says how long to wait for the next slot.
+
+    A refilling token bucket of 80 still admits up to 160 requests in one rolling minute; this
+    reserves slots so that GitHub's "80 content-creating requests per minute" is never exceeded.
+    """
+
+    def __init__(self, *, limit: int = CONTENT_CREATING_PER_MINUTE, period_s: float = 60.0) -> None:
+        self._period = period_s
+        self._slots: deque[float] = deque(maxlen=limit)
+
+    def reserve(self, *, now: float) -> float:
+        slot = now
+        if len(self._slots) == self._slots.maxlen:
+            slot = max(now, self._slots[0] + self._period)
+        self._slots.append(slot)
+        return slot - now
+
+
+class LRUCache(MutableMapping[str, Any]):
+    """A bounded mapping for gidgethub's ETag cache."""
+
+    def __init__(self, *, max_entries: int = ETAG_CACHE_ENTRIES) -> None:
+        self._max = max_entries
+        self._data: OrderedDict[str, Any] = OrderedDict()
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._data[key]
+        self._data.move_to_end(key)
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self._max:
+            self._data.popitem(last=False)
+
+    def __delitem__(self, key: str) -> None:
+        del self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def _retry_after_s(value: str | None, *, now: float) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - now
+        except (TypeError, ValueError):
+            return None
+    if seconds != seconds:  # NaN
+        return None
+    return min(RETRY_AFTER_MAX_S, max(0.0, seconds))
+
+
+def _primary_reset_at(headers: Mapping[str, str]) -> float | None:
+    if headers.get("x-ratelimit-remaining") != "0":
+        return None
+    try:
+        return float(headers["x-ratelimit-reset"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _is_secondary_limit(status: int, exc: HTTPException) -> bool:
+    if status == 429 or (status == 403 and "retry-after" in exc.headers):
+        return True
+    text = " ".join(str(arg) for arg in exc.args).lower()
+    return status == 403 and any(word in text for word in SECONDARY_LIMIT_WORDS)
+
+
+def retry_delay(
+    exc: HTTPException, *, method: str, attempt: int, now: float, rng: random.Random
+) -> tuple[str, float] | None:
+    """(reason, seconds) to wait before retrying a failed request, or None when retrying cannot help.
+
+    5xx on POST is not retried: GitHub may have created the thing before failing, and a blind
+    retry would duplicate a comment or check run. The caller's job decides what to do.
+    """
+    status = int(exc.status_code)
+    reset_at = _primary_reset_at(exc.headers)
+    if status in (403, 429) and reset_at is not None:
+        return "primary_rate_limit", min(PRIMARY_WAIT_MAX_S, max(0.0, reset_at - now) + PRIMARY_RESET_SLACK_S)
+    if _is_secondary_limit(status, exc):
+        retry_after = _retry_after_s(exc.headers.get("retry-after"), now=now)
+        if retry_after is not None:
+            return "secondary_rate_limit", retry_after
+        return "secondary_rate_limit", min(SECONDARY_BACKOFF_MAX_S, SECONDARY_BACKOFF_S * 2 ** (attempt - 1))
+    if status >= 500 and method != "POST":
+        ceiling = min(SERVER_ERROR_BACKOFF_MAX_S, SERVER_ERROR_BACKOFF_S * 2 ** (attempt - 1))
+        return "server_error", ceiling * rng.uniform(0.5, 1.0)
+    return None
+
+
+@dataclass
+class _Policy:
+    """What every request shares: time, the hooks, and how often to retry."""
+
+    clock: Clock
+    sleep: Sleep
+    max_retries: int
+    on_call: OnCall | None
+    on_wait: OnWait | None
+    rng: random.Random = field(default_factory=random.Random)
+
+    async def wait(self, reason: str, seconds: float) -> None:
+        log.info("GitHub: waiting %.1f s (%s)", seconds, reason)
+        if self.on_wait is not None:
+            self.on_wait(reason, seconds)
+        await self.sleep(seconds)
+
+
+class _PolicedAPI(GitHubAPI):
+    """gidgethub's aiohttp API with fresh credentials on every attempt and Sluice's rate-limit policy."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        *,
+        base_url: str,
+        authorization: Callable[[], Awaitable[str]],
+        policy: _Policy,
+        cache: MutableMapping[str, Any] | None,
+        installation_id: int | None = None,
+        on_rejected: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(session, REQUESTER, cache=cache, base_url=base_url)
+        self._installation_id = installation_id
+        self._authorization = authorization
+        self._policy = policy
+        self._content_window = RollingWindow()
+        self._on_rejected = on_rejected  # drops a token GitHub answered 401 for, so the next one is new
+
+    async def _make_request(self, *args: Any, **kwargs: Any) -> tuple[bytes, str | None, int]:
+        """One re-mint on a 401: a token can die before its expiry (revoked, rotated, GitHub's own reset)."""
+        try:
+            return await super()._make_request(*args, **kwargs)
+        except BadRequest as exc:
+            if exc.status_code != 401 or self._on_rejected is None:
+                raise
+        log.warning("GitHub: %s %s answered 401; minting a new installation token once", args[0], args[1])
+        self._on_rejected()
+        try:
+            return await super()._make_request(*args, **kwargs)
+        except BadRequest as exc:
+            if exc.status_code == 401 and self._installation_id is not None:
+                raise InstallationGone(self._installation_id, "rejects even a new token (401)") from None
+            raise
+
+    async def _request(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        # Credentials are added per attempt so a retry after a long wait uses an unexpired token.
+        authorised = {**headers, "authorization": await self._authorization()}
+        if self._policy.on_call is not None:
+            self._policy.on_call(method)
+        log.debug("GitHub: %s %s", method, url)
+        try:
+            return await super()._request(method, url, authorised, body)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            detail = redact(f"{type(exc).__name__}: {exc}")
+            raise GitHubError(
+                f"{method} {url} failed: {detail}", "check the GitHub URL and network"
+            ) from None
+
+    async def sleep(self, seconds: float) -> None:
+        await self._policy.sleep(seconds)
+
+    async def manage_rate_limit(self, *, method: str, url: str) -> None:
+        now = self._policy.clock.now()
+        # gidgethub decrements `remaining` before each request, so < 0 means the quota is spent.
+        if self.rate_limit is not None and self.rate_limit.remaining < 0:
+            until_reset = self.rate_limit.reset_datetime.timestamp() - now
+            if until_reset > 0:
+                await self._policy.wait("primary_rate_limit", min(PRIMARY_WAIT_MAX_S, until_reset))
+        if method in CONTENT_CREATING_METHODS:
+            wait = self._content_window.reserve(now=self._policy.clock.now())
+            if wait > 0:
+                await self._policy.wait("content_creation", wait)
+
+    async def handle_rate_limit_error(
+        self, *, method: str, url: str, exception: HTTPException, attempt: int
+    ) -> bool:
+        if attempt > self._policy.max_retries:
+            return False
+        decision = retry_delay(
+            exception, method=method, attempt=attempt, now=self._policy.clock.now(), rng=self._policy.rng
+        )
+        if decision is None:
+            return False
+        reason, seconds = decision
+        log.warning("GitHub: %s %s answered %d; retry %d", method, url, exception.status_code, attempt)
+        await self._policy.wait(reason, seconds)
+        return True
+
+
+def _page_items(data: Any, iterable_key: str | None) -> list[Any]:
+    if isinstance(data, list):
+        return data
+    if not isinstance(data, dict):
+        raise GitHubError(f"expected a list page, got {type(data).__name__}", "pass a list endpoint")
+    if iterable_key is not None:
+        return list(data[iterable_key])
+    lists = [value for value in data.values() if isinstance(value, list)]
+    if len(lists) != 1:
+        keys = sorted(data)
+        raise GitHubError(f"cannot tell which key holds the items among {keys}", "pass iterable_key=")
+    return lists[0]
+
+
+class InstallationAPI:
+    """Requests as one installation; its token is refreshed as needed, even mid-retry."""
+
+    def __init__(self, api: _PolicedAPI) -> None:
+        self._api = api
+
+    async def get(self, url: str, url_vars: Mapping[str, Any] | None = None, **kw: Any) -> Any:
+        return await self._api.getitem(url, url_vars or {}, **kw)
+
+    async def getiter(
+        self,
+        url: str,
+        url_vars: Mapping[str, Any] | None = None,
+        *,
+        iterable_key: str | None = None,
+        accept: str = sansio.accept_format(),
+    ) -> AsyncIterator[Any]:
+        """Every item across the pages (Link: rel="next"); list pages or {"total_count", "<items>"} pages."""
+        next_url: str | None = url
+        while next_url:
+            # gidgethub's own getiter does this; it needs the key up front, we find it per page.
+            data, next_url, _ = await self._api._make_request("GET", next_url, url_vars or {}, b"", accept)
+            for item in _page_items(data, iterable_key):
+                yield item
+
+    async def post(self, url: str, url_vars: Mapping[str, Any] | None = None, *, data: Any, **kw: Any) -> Any:
+        return await self._api.post(url, url_vars or {}, data=data, **kw)
+
+    async def patch(
+        self, url: str, url_vars: Mapping[str, Any] | None = None, *, data: Any, **kw: Any
+    ) -> Any:
+        return await self._api.patch(url, url_vars or {}, data=data, **kw)
+
+    async def put(
+        self, url: str, url_vars: Mapping[str, Any] | None = None, *, data: Any = b"", **kw: Any
+    ) -> Any:
+        return await self._api.put(url, url_vars or {}, data=data, **kw)
+
+    async def delete(
+        self, url: str, url_vars: Mapping[str, Any] | None = None, *, data: Any = b"", **kw: Any
+    ) -> None:
+        await self._api.delete(url, url_vars or {}, data=data, **kw)
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+class GitHubClient:
+    """The App: mints JWTs and installation tokens and hands out per-installation APIs."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        *,
+        app_id: int,
+        private_key: str,
+        base_url: str = DEFAULT_BASE_URL,
+        clock: Clock | None = None,
+        sleep: Sleep | None = None,
+        max_retries: int = 4,
+        on_call: OnCall | None = None,
+        on_wait: OnWait | None = None,
+    ) -> None:
+        self._session = session
+        self._app_id = app_id
+        self._private_key = private_key
+        self._base_url = base_url
+        self._clock: Clock = clock or SystemClock()
+        self._policy = _Policy(self._clock, sleep or asyncio.sleep, max_retries, on_call, on_wait)
+        self._tokens = TokenCache()
+        self._token_locks: dict[int, asyncio.Lock] = {}
+        self._installations: dict[int, InstallationAPI] = {}
+        self._app_api = self._api(self._app_authorization, cache=None)
+
+    def __repr__(self) -> str:
+        return f"GitHubClient(app_id={self._app_id}, base_url={self._base_url!r})"
+
+    def _api(
+        self,
+        authorization: Callable[[], Awaitable[str]],
+        *,
+        cache: LRUCache | None,
+        installation_id: int | None = None,
+        on_rejected: Callable[[], None] | None = None,
+    ) -> _PolicedAPI:
+        return _PolicedAPI(
+            self._session,
+            base_url=self._base_url,
+            authorization=authorization,
+            policy=self._policy,
+            cache=cache,
+            installation_id=installation_id,
+            on_rejected=on_rejected,
+        )
+
+    async def _app_authorization(self) -> str:
+        return f"bearer {app_jwt(self._app_id, self._private_key, now=self._clock.now())}"
+
+    async def app_info(self) -> dict[str, Any]:
+        """`GET /app` as the App itself: its id, slug and name."""
+        return dict(await self._app_api.getitem("/app"))
+
+    def app_api(self) -> InstallationAPI:
+        """Requests as the App itself (JWT), e.g. its webhook delivery log under `/app/hook/deliveries`."""
+        return InstallationAPI(self._app_api)
+
+    async def app_get(self, url: str, url_vars: Mapping[str, Any] | None = None) -> Any:
+        """`GET` as the App itself (JWT): `/app/installations/{id}`, `/repos/{owner}/{repo}/installation`."""
+        return await self._app_api.getitem(url, url_vars or {})
+
+    async def installation_token(self, installation_id: int) -> str:
+        """A token with more than 5 minutes left; minted once per installation however many ask at once."""
+        lock = self._token_locks.setdefault(installation_id, asyncio.Lock())
+        async with lock:
+            token = self._tokens.get(installation_id, now=self._clock.now())
+            if token is not None:
+                return token
+            minted = await self._mint(installation_id)
+            expires_at = _epoch(minted["expires_at"])
+            self._tokens.put(installation_id, minted["token"], expires_at=expires_at)
+            log.info(
+                "GitHub: new token for installation %d, expires at %s", installation_id, minted["expires_at"]
+            )
+            return str(minted["token"])
+
+    async def _mint(self, installation_id: int) -> dict[str, Any]:
+        try:
+            return dict(
+                await self._app_api.post(
+                    "/app/installations/{installation_id}/access_tokens",
+                    {"installation_id": installation_id},
+                    data=b"",
+                )
+            )
+        except BadRequest as exc:
+            # 404: the installation was deleted; 403 "suspended": only a person's act brings it back.
+            if exc.status_code == 404:
+                raise InstallationGone(installation_id, "no longer exists (GitHub answers 404)") from None
+            if exc.status_code == 403 and "suspended" in str(exc).lower():
+                raise InstallationGone(installation_id, "is suspended") from None
+            raise
+
+    def forget_token(self, installation_id: int) -> None:
+        """Drop the cached token: GitHub refused it, so the next request mints a new one."""
+        self._tokens.forget(installation_id)
+
+    def forget_tokens(self) -> None:
+        """Drop every cached token (git said one was refused, not which)."""
+        self._tokens.clear()
+
+    def for_installation(self, installation_id: int) -> InstallationAPI:
+        api = self._installations.get(installation_id)
+        if api is None:
+
+            async def authorization() -> str:
+                return f"token {await self.installation_token(installation_id)}"
+
+            api = InstallationAPI(
+                self._api(
+                    authorization,
+                    cache=LRUCache(),
+                    installation_id=installation_id,
+                    on_rejected=lambda: self.forget_token(installation_id),
+                )
+            )
+            self._installations[installation_id] = api
+        return api

@@ -1,0 +1,1 @@
+"""Builders the tests and benchmarks share: the GitHub simulator, scenarios, cases."""
