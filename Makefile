@@ -18,6 +18,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check bot handlers runners tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest
 
 bench: $(STAMP)

@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bot.app.clock import utc_now
 from bot.core.config import SluiceConfig, Strategy
 from bot.core.models import PickStatus
 from bot.demo.sandbox import BENCH, SandboxSize, build_sandbox
@@ -60,7 +61,7 @@ def history_figures(size: SandboxSize, root: Path) -> None:
         dry_run=True,
         branch=None,
         branch_old=None,
-        now=int(time.time()),
+        now=utc_now(),
     )
     started = time.perf_counter()
     report = run_pick(Picker(repo, SluiceConfig()), request)

@@ -48,7 +48,7 @@ def _comment(
         head=head,
         upstream_head=sync.upstream_head,
         config=config,
-        now=int(ctx.clock().timestamp()),
+        now=ctx.clock(),
         stack_before=snapshot.status.patch_stack_commits,
     )
     return patch_stack.comment(report, upstream_name=fork.upstream_repo or fork.upstream_url)

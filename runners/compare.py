@@ -19,7 +19,8 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
-from bot.core.config import ConfigError, PerformanceConfig, load_config
+from bot.config_file import load_config
+from bot.core.config import ConfigError, PerformanceConfig
 from bot.core.errors import SluiceError
 from bot.core.render import plural
 from runners import stats

@@ -15,6 +15,7 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+
 from bot.core.config import MAX_ROW  # noqa: E402  (the widest row softmax and layer norm keep in one block)
 
 

@@ -23,7 +23,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from bot.core.config import CONFIG_PATH, BuiltinSuite, ConfigError, SluiceConfig, SuiteConfig, load_config
+from bot.config_file import load_config
+from bot.core.config import CONFIG_PATH, BuiltinSuite, ConfigError, SluiceConfig, SuiteConfig
 from runners.report import Benchmark, Outcome, Report, RunInfo, SuiteResult, TestResult, Tier
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from bot.config_file import load_config
 from bot.core.config import (
     ConfigError,
     ConfigProblem,
@@ -16,7 +17,6 @@ from bot.core.config import (
     Strategy,
     check_config,
     glob_match,
-    load_config,
     parse_config,
 )
 from bot.core.models import RiskLevel

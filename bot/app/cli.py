@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import importlib.metadata
 import json
 import logging
@@ -22,13 +21,15 @@ from rich.console import Console
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from bot.app.clock import utc_now
+from bot.config_file import load_config
 from bot.core import render
-from bot.core.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config, load_config
+from bot.core.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config
 from bot.core.errors import GitError, SluiceError
-from bot.core.models import CommitInfo, Disposition, PickReport, PickStatus, Plan, RiskKind
+from bot.core.models import CommitInfo, Disposition, DispositionRecord, PickReport, PickStatus, Plan, RiskKind
 from bot.core.recognise import unmatched_picks
 from bot.core.refs import validate_ref, validate_rev
-from bot.db.store import DEFAULT_URL_ENV, DispositionRecord, Store, default_database_url, default_sqlite_path
+from bot.db.store import DEFAULT_URL_ENV, Store, default_database_url, default_sqlite_path
 from bot.flows import calibrate
 from bot.flows.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.flows.pick import Picker, PickRequest, check_branch, learn_resolutions, run_pick
@@ -213,7 +214,7 @@ def cmd_hold(args: argparse.Namespace) -> int:
         key = fork_key(config, repo, args.fork)
         if args.undo:
             _check_held(store.dispositions(key), commits, held)
-        now, wanted = dt.datetime.now(dt.UTC), Disposition.PENDING if args.undo else held
+        now, wanted = utc_now(), Disposition.PENDING if args.undo else held
         for commit in commits:
             store.set_disposition(key, commit.sha, wanted, reason=reason, approver=approver, at=now)
     finally:
@@ -351,7 +352,7 @@ def _demo_pick(args: argparse.Namespace, plan: Plan) -> None:
         dry_run=True,
         branch=None,
         branch_old=None,
-        now=int(time.time()),
+        now=utc_now(),
     )
     print(f"\n$ sluice pick --dry-run --onto {args.fork} " + " ".join(c.sha[:10] for c in chain.commits))
     render.print_renderable(render.pick_renderable(run_pick(Picker(repo, config), request)))
@@ -469,7 +470,7 @@ def cmd_pick(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             branch=branch,
             branch_old=existing,
-            now=int(time.time()),
+            now=utc_now(),
         )
         report = run_pick(picker, request)
     finally:
@@ -492,7 +493,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
     learned = learn_resolutions(Picker(repo, config), upstream, resolved)
     store = open_store(args.database)
     try:
-        key, now = fork_key(config, repo, args.fork), dt.datetime.now(dt.UTC)
+        key, now = fork_key(config, repo, args.fork), utc_now()
         for conflict, (path, lines) in sorted(learned.items()):
             store.remember_resolution(
                 key,

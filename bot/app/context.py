@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
-import datetime as dt
 import logging
 import socket
 from collections.abc import Callable
@@ -35,8 +34,8 @@ from bot.db.store import Store
 from bot.git.mirror import Mirror, SyncResult, redact, token_auth
 from bot.github.client import GitHubClient
 from bot.github.forge import ForkGitHub
+from bot.ports import Clock
 
-Clock = Callable[[], dt.datetime]
 P = ParamSpec("P")
 T = TypeVar("T")
 log = logging.getLogger("sluice.context")

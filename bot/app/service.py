@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
 from aiohttp import web
@@ -18,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from sqlalchemy.exc import SQLAlchemyError
 
+from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.intake import RETRY_AFTER_S, DatabaseBusy, Intake, Lane
 from bot.app.settings import MAX_WEBHOOK_BYTES, Settings
@@ -26,9 +26,9 @@ from bot.db.jobs import Delivery, JobQueue, JobState
 from bot.db.registry import Registry
 from bot.db.store import Store
 from bot.github.client import GitHubClient
+from bot.ports import Clock
 
 log = logging.getLogger("sluice.service")
-Clock = Callable[[], dt.datetime]
 
 SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", Store)
@@ -43,10 +43,6 @@ HEALTH_DEADLINE_S = 2.0
 # handoff cost up to that. 0.1 ms measured best with workers running (benchmarks/webhook_bench.py).
 GIL_SWITCH_INTERVAL_S = 0.0001
 SIGNATURE_PREFIX = "sha256="
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 class Metrics:

@@ -12,7 +12,6 @@ import re
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
@@ -899,18 +898,8 @@ def parse_config(
     return config
 
 
-def load_config(path: Path | None) -> SluiceConfig:
-    """The configuration at `path`, or the defaults when `path` is None; raises ConfigError."""
-    if path is None:
-        return SluiceConfig()
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError((ConfigProblem("", None, "no such file"),), filename=str(path)) from None
-    except OSError as err:
-        raise ConfigError(
-            (ConfigProblem("", None, f"cannot read: {err.strerror}"),), filename=str(path)
-        ) from None
+def parse_config_bytes(raw: bytes, *, filename: str) -> SluiceConfig:
+    """The configuration in the bytes of a file; a file that is not UTF-8 is a ConfigError naming the byte."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -918,8 +907,8 @@ def load_config(path: Path | None) -> SluiceConfig:
         problem = ConfigProblem(
             "", line, f"not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start})"
         )
-        raise ConfigError((problem,), filename=str(path)) from None
-    return parse_config(text, filename=str(path))
+        raise ConfigError((problem,), filename=filename) from None
+    return parse_config(text, filename=filename)
 
 
 # --- validation -------------------------------------------------------------------------------------------

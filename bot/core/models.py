@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -340,3 +342,33 @@ class PickReport(Frozen):
     branch: str | None
     head: str | None  # the branch head written, when every commit applied
     commits: tuple[CommitReport, ...]
+
+
+# What the store keeps between runs, as the core reads it.
+class ChainStatus(enum.StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class ResolutionSource(enum.StrEnum):
+    HUMAN = "human"  # a person resolved the conflict (learned from the file as merged)
+    PROPOSED = "proposed"  # the resolver command proposed it; nobody has approved it yet
+
+
+@dataclass(frozen=True)
+class StoredChain:
+    id: str
+    root: str
+    members: tuple[str, ...]  # upstream SHAs, upstream order; only ever grows
+    status: str  # ChainStatus value
+
+
+@dataclass(frozen=True)
+class DispositionRecord:
+    sha: str
+    disposition: Disposition
+    reason: str | None
+    approver: str | None
+    plan_id: int | None
+    group_id: str | None  # the bundle or chain that carries (or carried) the commit
+    updated_at: dt.datetime

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bot.core.models import (
+    DispositionRecord,
     LowRiskBundle,
     PickReport,
     Plan,
@@ -23,7 +24,6 @@ from bot.core.models import (
     RiskyChain,
     StreamStatus,
 )
-from bot.db.store import DispositionRecord
 
 RISK_STYLE = {"low": "green", "medium": "yellow", "high": "red", "critical": "bold red"}
 SUBJECT_WIDTH = 64

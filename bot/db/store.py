@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import functools
 import json
 import math
@@ -11,7 +10,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,7 +49,7 @@ from sqlalchemy.sql.base import ReadOnlyColumnCollection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
-from bot.core.models import Disposition, Plan
+from bot.core.models import ChainStatus, Disposition, DispositionRecord, Plan, ResolutionSource, StoredChain
 
 DEFAULT_URL_ENV = "SLUICE_DATABASE_URL"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -71,35 +69,6 @@ HELD_DISPOSITIONS = frozenset({Disposition.DEFERRED, Disposition.SKIPPED, Dispos
 # Plain strings: psycopg dumps an Enum member by its name, not its value.
 _HELD_VALUES = sorted(d.value for d in HELD_DISPOSITIONS)
 _SETTLED_VALUES = sorted([Disposition.INGESTED.value, *_HELD_VALUES])
-
-
-class ChainStatus(enum.StrEnum):
-    OPEN = "open"
-    CLOSED = "closed"
-
-
-class ResolutionSource(enum.StrEnum):
-    HUMAN = "human"  # a person resolved the conflict (learned from the file as merged)
-    PROPOSED = "proposed"  # the resolver command proposed it; nobody has approved it yet
-
-
-@dataclass(frozen=True)
-class StoredChain:
-    id: str
-    root: str
-    members: tuple[str, ...]  # upstream SHAs, upstream order; only ever grows
-    status: str  # ChainStatus value
-
-
-@dataclass(frozen=True)
-class DispositionRecord:
-    sha: str
-    disposition: Disposition
-    reason: str | None
-    approver: str | None
-    plan_id: int | None
-    group_id: str | None  # the bundle or chain that carries (or carried) the commit
-    updated_at: datetime
 
 
 class UTCDateTime(TypeDecorator[datetime]):

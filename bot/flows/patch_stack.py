@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -41,14 +42,14 @@ def measure(
     head: str,
     upstream_head: str,
     config: SluiceConfig,
-    now: int,
+    now: dt.datetime,
     stack_before: int | None,
     days: int = ACTIVE_DAYS,
 ) -> GrowthReport:
     """Compare what the PR (`base`..`head`) changes with what upstream changed in the last `days` days."""
     ours = annotate_symbols(repo, repo.range_patches(head, "--not", base, no_merges=True))
     own_files = _files(ours)
-    since = now - days * 86400
+    since = int((now - dt.timedelta(days=days)).timestamp())
     recent = [sha for sha, ts in repo.first_parent_times(upstream_head) if ts >= since]
     theirs = annotate_symbols(repo, repo.range_patches("--no-walk=unsorted", *recent)) if recent else {}
     infos = {c.sha: c for c in (repo.commits("--no-walk=unsorted", *recent) if recent else [])}

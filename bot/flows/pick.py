@@ -9,6 +9,7 @@ resolver hook; anything else needs a human, and then no ref is written at all.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import hashlib
 import json
 import re
@@ -417,7 +418,7 @@ class PickRequest:
     dry_run: bool
     branch: str | None
     branch_old: str | None  # where the branch is now (None: it does not exist), for a compare-and-swap
-    now: int
+    now: dt.datetime
 
     def __post_init__(self) -> None:
         shas = [c.sha for c in self.commits]
@@ -492,7 +493,7 @@ def _apply_all(picker: Picker, request: PickRequest) -> tuple[str | None, tuple[
         tree = step.tree
         parents = [head, commit.sha] if request.strategy is Strategy.MERGE else [head]
         message = commit_message(commit, step.rules)
-        head = picker.git.commit(tree, parents, message, author=commit, at=request.now)
+        head = picker.git.commit(tree, parents, message, author=commit, at=int(request.now.timestamp()))
         reports.append(step.report.model_copy(update={"commit": None if request.dry_run else head}))
     return (None if blocked else head), tuple(reports)
 

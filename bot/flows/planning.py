@@ -9,10 +9,10 @@ from pathlib import Path
 from bot.core.calibrated import LoadedModel
 from bot.core.config import SluiceConfig
 from bot.core.errors import SluiceError
-from bot.core.models import Disposition, Plan, StreamStatus
+from bot.core.models import Disposition, DispositionRecord, Plan, StreamStatus
 from bot.core.planner import make_plan, prior_chains
 from bot.core.risk_model import RiskModel
-from bot.db.store import DispositionRecord, Store
+from bot.db.store import Store
 from bot.flows.engine import Snapshot, analyse_pending, take_snapshot
 from bot.flows.risk_files import default_model
 from bot.git.facts import CommitFacts

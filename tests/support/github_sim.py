@@ -55,7 +55,7 @@ GIT_SERVICES = frozenset({"git-upload-pack", "git-receive-pack"})
 GIT_SERVER_CONFIG = {"receive.hideRefs": "refs/pull", "uploadpack.allowAnySHA1InWant": "true"}
 PUSH_COMMAND = re.compile(r"^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) (\S+)$")
 
-OPENAPI = Path(__file__).parent / "fixtures" / "openapi" / "operations.json"
+OPENAPI = Path(__file__).parent.parent / "fixtures" / "openapi" / "operations.json"
 PATH_PARAM = re.compile(r"\{[^}]*\}")
 INSTALLATION_ID = web.RequestKey("installation_id", int)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
