@@ -99,7 +99,13 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
     repo = GitRepo(mirror.path)
     config = fork_config(ctx, repo, sync, fork)
     plan = build_plan(
-        repo, config, fork=sync.fork_ref, upstream=sync.upstream_ref, store=ctx.store, progress=log.debug
+        repo,
+        config,
+        fork=sync.fork_ref,
+        upstream=sync.upstream_ref,
+        store=ctx.store,
+        progress=log.debug,
+        clock=ctx.clock,
     )
     infos = {c.sha: c for c in repo.commits(sync.upstream_head, "--not", sync.fork_head, first_parent=True)}
     # Resolutions people made before are reused; the repo config's resolver command never runs here.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 from collections.abc import Iterator, Sequence
@@ -21,6 +22,8 @@ from tests.support.scenarios import CPP_PASS, Scenario, numbered
 
 PASS_PATH = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
 INCLUDES = '#include "a.h"\n#include "c.h"\n\nint main() { return 0; }\n'
+
+NOW = dt.datetime(2026, 1, 5, 12, tzinfo=dt.UTC)  # a frozen clock: plans recorded at this time
 
 
 class WatchedRepo(GitRepo):
@@ -233,7 +236,13 @@ def test_a_replan_reuses_the_outcome_of_a_conflicted_merge(scenario: Scenario, o
 
     def plan() -> Plan:
         return build_plan(
-            repo, SluiceConfig(), fork="main", upstream="upstream/main", store=opened, progress=lambda _: None
+            repo,
+            SluiceConfig(),
+            fork="main",
+            upstream="upstream/main",
+            store=opened,
+            progress=lambda _: None,
+            clock=lambda: NOW,
         )
 
     first = plan()

@@ -144,7 +144,13 @@ def _plan(args: argparse.Namespace) -> tuple[Plan, SluiceConfig]:
     def run(store: Store | None) -> Plan:
         with ProgressReporter() as progress:
             return build_plan(
-                repo, config, fork=args.fork, upstream=args.upstream, store=store, progress=progress
+                repo,
+                config,
+                fork=args.fork,
+                upstream=args.upstream,
+                store=store,
+                progress=progress,
+                clock=utc_now,
             )
 
     return _with_store(args, run), config

@@ -105,7 +105,16 @@ class PlannedFeatures:
 
 def window_features(repo: GitRepo, config: SluiceConfig, window: IngestionWindow) -> list[PlannedFeatures]:
     """The planner's own analysis as of just before the ingestion: fork trunk then, upstream as it took it."""
-    plan = build_plan(repo, config, fork=window.fork, upstream=window.upstream, store=None, progress=_quiet)
+    as_of = dt.datetime.fromtimestamp(window.time, dt.UTC)
+    plan = build_plan(
+        repo,
+        config,
+        fork=window.fork,
+        upstream=window.upstream,
+        store=None,
+        progress=_quiet,
+        clock=lambda: as_of,
+    )
     planned = planned_commits(plan)
     return [
         PlannedFeatures(

@@ -17,6 +17,7 @@ from bot.flows.engine import Snapshot, analyse_pending, take_snapshot
 from bot.flows.risk_files import default_model
 from bot.git.facts import CommitFacts
 from bot.git.repo import GitRepo
+from bot.ports import Clock, PlanStore
 
 HELD = {Disposition.DEFERRED, Disposition.SKIPPED}
 
@@ -83,6 +84,7 @@ def build_plan(
     upstream: str,
     store: Store | None,
     progress: Callable[[str], None],
+    clock: Clock,
 ) -> Plan:
     """Read the repository, plan it against the stored chains and record the plan when a store is given."""
     facts = CommitFacts(repo, store)  # what is known of a commit is not read again
@@ -109,10 +111,22 @@ def build_plan(
         model=load_risk_model(repo, config, fork_head=snapshot.fork_head),
     )
     if store is not None:
-        now = dt.datetime.now(dt.UTC)
-        store.record_plan(key, plan, ingested=ingested, at=now)
-        for sha, pick in snapshot.emergency.items():
-            if dispositions.get(sha) is None or dispositions[sha].disposition != Disposition.EMERGENCY:
-                reason = f"emergency pick {pick.fork_sha}"
-                store.set_disposition(key, sha, Disposition.EMERGENCY, reason=reason, approver=None, at=now)
+        record_plan(store, key, plan, snapshot=snapshot, dispositions=dispositions, at=clock())
     return plan
+
+
+def record_plan(
+    store: PlanStore,
+    key: str,
+    plan: Plan,
+    *,
+    snapshot: Snapshot,
+    dispositions: Mapping[str, DispositionRecord],
+    at: dt.datetime,
+) -> None:
+    """Record the plan, and the emergency picks found on fork trunk that the store does not know yet."""
+    store.record_plan(key, plan, ingested=snapshot.ingested, at=at)
+    for sha, pick in snapshot.emergency.items():
+        if dispositions.get(sha) is None or dispositions[sha].disposition != Disposition.EMERGENCY:
+            reason = f"emergency pick {pick.fork_sha}"
+            store.set_disposition(key, sha, Disposition.EMERGENCY, reason=reason, approver=None, at=at)
