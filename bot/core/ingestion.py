@@ -12,6 +12,7 @@ from bot.core.render import plural
 
 BRANCH_PREFIX = "sluice/ingest/"
 CLASSIFICATION_MARKER = "<!-- sluice:classification -->"
+MAX_BODY_CHARS = 60_000  # GitHub refuses PR bodies and comments over 65,536 characters
 # Ingestion PRs Sluice keeps open at once; the next ones open as these merge (each builds on the last).
 MAX_OPEN_UNITS = 8
 
@@ -33,6 +34,8 @@ class Tier(enum.StrEnum):
     L3 = "sluice/L3"
     GATE = "sluice/gate"
 
+
+MANAGED_LABELS = frozenset(label.value for label in Label)  # Sluice sets these; others are people's
 
 TIER_TITLES = {
     Tier.L1: "L1: build, lit and unit tests, kernel smoke (hosted runners)",
@@ -73,6 +76,22 @@ class PickedUnit:
     @property
     def applied(self) -> tuple[CommitReport, ...]:
         return tuple(r for r in self.reports if r.status is not PickStatus.NEEDS_HUMAN)
+
+
+@dataclass(frozen=True)
+class IngestionRecord:
+    """What the registry keeps of one ingestion: its unit, its PR (or tracking issue) and the head pushed."""
+
+    fork: str
+    id: str
+    kind: str
+    state: str  # open | blocked (a tracking issue stands in for the PR) | closed
+    pr_number: int | None
+    head: str | None
+    upstream_first: str
+    upstream_last: str
+    commits: int
+    needs_human: str | None
 
 
 @dataclass(frozen=True)
@@ -196,20 +215,43 @@ def needs_human_section(picked: PickedUnit, *, links: Links) -> list[str]:
     ]
 
 
-def classification_comment(
-    picked: PickedUnit, *, config: SluiceConfig, links: Links, tiers: Mapping[Tier, str]
-) -> str:
-    """The sticky comment: per commit and per conflict, what it is, where, why, and what is still open."""
-    lines = [CLASSIFICATION_MARKER, f"## Sluice classification: `{picked.unit.id}`", ""]
+def tracking_marker(unit_id: str) -> str:
+    """What marks the tracking issue that stands in for a unit's PR while not one of its commits applies."""
+    return f"<!-- sluice:ingestion:{unit_id} -->"
+
+
+def fit(text: str) -> str:
+    """`text`, cut to what GitHub takes for a description or a comment."""
+    if len(text) <= MAX_BODY_CHARS:
+        return text
+    return text[:MAX_BODY_CHARS] + "\n\n… (cut: GitHub limits a description to 65,536 characters)\n"
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The sticky comment but for its validation line, which follows the check runs' states."""
+
+    unit_id: str
+    tables: str  # everything below the validation line
+
+    def render(self, tiers: Mapping[Tier, str]) -> str:
+        head = [CLASSIFICATION_MARKER, f"## Sluice classification: `{self.unit_id}`", ""]
+        return "\n".join([*head, _validation(tiers), self.tables])
+
+
+def _validation(tiers: Mapping[Tier, str]) -> str:
     done = [t.value for t, state in tiers.items() if state == "success" and t is not Tier.GATE]
     pending = [
         f"{t.value} {state}" for t, state in tiers.items() if state != "success" and t is not Tier.GATE
     ]
-    lines.append(
-        f"**Validation:** {', '.join(done) if done else 'no tier completed yet'}"
-        + (f" ({', '.join(pending)})" if pending else "")
+    return f"**Validation:** {', '.join(done) if done else 'no tier completed yet'}" + (
+        f" ({', '.join(pending)})" if pending else ""
     )
-    lines += ["", "| upstream commit | component | risk | conflicts |", "|---|---|---|---|"]
+
+
+def classification(picked: PickedUnit, *, config: SluiceConfig, links: Links) -> Classification:
+    """The sticky comment: per commit and per conflict, what it is, where, why, and what is still open."""
+    lines = ["", "| upstream commit | component | risk | conflicts |", "|---|---|---|---|"]
     reports = {r.upstream: r for r in picked.reports}
     for commit in picked.unit.commits:
         components = sorted({c.name for f in commit.files if (c := config.component_for(f)) is not None})
@@ -231,7 +273,7 @@ def classification_comment(
             lines.append(_conflict_row(report, file, links=links))
     lines += ["", "### Unresolved risks", ""]
     lines += _unresolved(picked) or ["None: every commit applied cleanly or was resolved mechanically."]
-    return "\n".join(lines) + "\n"
+    return Classification(picked.unit.id, "\n".join(lines) + "\n")
 
 
 def _conflict_summary(report: CommitReport | None) -> str:

@@ -21,6 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from bot.core.ingestion import IngestionRecord
 from bot.db.store import Store, UTCDateTime, _utc, metadata
 
 # GitHub's ids are 63-bit (webhooks.py accepts up to 2**63 - 1); PostgreSQL's INTEGER holds only 32 bits.
@@ -66,7 +67,7 @@ ingestions = Table(
     Column("fork", String(255), nullable=False),
     Column("id", String(64), nullable=False),  # bundle-<sha> / chain-<sha>: the branch sluice/ingest/<id>
     Column("kind", String(16), nullable=False),  # bundle | chain
-    Column("state", String(16), nullable=False),  # open | closed
+    Column("state", String(16), nullable=False),  # open | blocked | closed
     Column("pr_number", Integer),
     Column("head", String(40)),  # the branch head Sluice pushed last
     Column("upstream_first", String(40), nullable=False),
@@ -87,20 +88,6 @@ class Fork:
     upstream_branch: str
     upstream_repo: str | None
     upstream_seen: str | None
-
-
-@dataclass(frozen=True)
-class IngestionRecord:
-    fork: str
-    id: str
-    kind: str
-    state: str
-    pr_number: int | None
-    head: str | None
-    upstream_first: str
-    upstream_last: str
-    commits: int
-    needs_human: str | None
 
 
 class Registry:

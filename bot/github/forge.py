@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.github.client import InstallationAPI
 
 
 class ForkGitHub:
-    """One repository seen through one installation; every call is idempotent where GitHub allows."""
+    """One repository seen through one installation: a method per REST call (during ingestion, which calls
+    to make is `bot.core.reconcile`'s decision and `bot.flows.ingest.apply` makes them)."""
 
     def __init__(self, api: InstallationAPI, repo: str, *, bot_login: str) -> None:
         self.api = api
@@ -20,14 +21,6 @@ class ForkGitHub:
     def _url(self, path: str) -> str:
         return f"/repos/{self.repo}{path}"
 
-    async def open_pull_for(self, branch: str) -> dict[str, Any] | None:
-        """The open PR whose head is `branch` of this repository, if any."""
-        url = self._url("/pulls") + f"?state=open&head={self.owner}:{branch}&per_page=100"
-        async for pull in self.api.getiter(url):
-            if pull["head"]["ref"] == branch:
-                return dict(pull)
-        return None
-
     async def open_pulls(self) -> list[dict[str, Any]]:
         return [dict(p) async for p in self.api.getiter(self._url("/pulls") + "?state=open&per_page=100")]
 
@@ -35,52 +28,49 @@ class ForkGitHub:
         data = {"title": title, "body": body, "head": head, "base": base, "maintainer_can_modify": True}
         return dict(await self.api.post(self._url("/pulls"), data=data))
 
-    async def update_pull(self, pull: Mapping[str, Any], *, title: str, body: str, base: str) -> None:
-        """Edit only what changed, so a re-plan that changes nothing writes nothing."""
-        wanted = {"title": title, "body": body, "base": base}
-        current = {"title": pull.get("title"), "body": pull.get("body") or "", "base": pull["base"]["ref"]}
-        changed = {k: v for k, v in wanted.items() if current[k] != v}
-        if changed:
-            await self.api.patch(self._url(f"/pulls/{pull['number']}"), data=changed)
+    async def edit_pull(self, number: int, changes: Mapping[str, str]) -> None:
+        await self.api.patch(self._url(f"/pulls/{number}"), data=dict(changes))
 
     async def close_pull(self, number: int, *, comment: str) -> None:
-        await self.api.post(self._url(f"/issues/{number}/comments"), data={"body": comment})
+        await self.post_comment(number, comment)
         await self.api.patch(self._url(f"/pulls/{number}"), data={"state": "closed"})
 
-    async def set_labels(self, number: int, labels: list[str], *, managed: frozenset[str]) -> None:
-        """Make Sluice's labels on the issue/PR exactly `labels`, leaving other labels alone."""
-        current = [lab["name"] async for lab in self.api.getiter(self._url(f"/issues/{number}/labels"))]
-        wanted = [lab for lab in current if lab not in managed] + list(dict.fromkeys(labels))
-        if sorted(wanted) != sorted(current):
-            await self.api.put(self._url(f"/issues/{number}/labels"), data={"labels": wanted})
+    async def replace_labels(self, number: int, labels: Sequence[str]) -> None:
+        await self.api.put(self._url(f"/issues/{number}/labels"), data={"labels": list(labels)})
+
+    async def find_comment(self, number: int, *, marker: str) -> dict[str, Any] | None:
+        """The bot's first comment on the issue/PR that carries `marker`, if any."""
+        async for comment in self.api.getiter(self._url(f"/issues/{number}/comments?per_page=100")):
+            if comment["user"]["login"] == self.bot_login and marker in (comment.get("body") or ""):
+                return dict(comment)
+        return None
+
+    async def post_comment(self, number: int, body: str) -> int:
+        created = await self.api.post(self._url(f"/issues/{number}/comments"), data={"body": body})
+        return int(created["id"])
+
+    async def edit_comment(self, comment_id: int, body: str) -> None:
+        await self.api.patch(self._url(f"/issues/comments/{comment_id}"), data={"body": body})
 
     async def upsert_comment(self, number: int, *, marker: str, body: str) -> int:
         """Edit the bot's comment carrying `marker` in place, or post it; the comment's id."""
-        async for comment in self.api.getiter(self._url(f"/issues/{number}/comments?per_page=100")):
-            if comment["user"]["login"] == self.bot_login and marker in (comment.get("body") or ""):
-                if comment["body"] != body:
-                    await self.api.patch(self._url(f"/issues/comments/{comment['id']}"), data={"body": body})
-                return int(comment["id"])
-        created = await self.api.post(self._url(f"/issues/{number}/comments"), data={"body": body})
-        return int(created["id"])
+        comment = await self.find_comment(number, marker=marker)
+        if comment is None:
+            return await self.post_comment(number, body)
+        if comment["body"] != body:
+            await self.edit_comment(int(comment["id"]), body)
+        return int(comment["id"])
 
     async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]:
         """The latest check run per name on `sha`."""
         url = self._url(f"/commits/{sha}/check-runs?filter=latest&per_page=100")
         return {run["name"]: dict(run) async for run in self.api.getiter(url, iterable_key="check_runs")}
 
-    async def ensure_check_runs(self, sha: str, titles: Mapping[str, str]) -> dict[str, str]:
-        """Create the named check runs (queued) on `sha` unless they exist; {name: status or conclusion}."""
-        existing = await self.check_runs(sha)
-        states = {}
-        for name, title in titles.items():
-            run = existing.get(name)
-            if run is None:
-                output = {"title": title, "summary": f"{title}: queued by Sluice."}
-                data = {"name": name, "head_sha": sha, "status": "queued", "output": output}
-                run = dict(await self.api.post(self._url("/check-runs"), data=data))
-            states[name] = run.get("conclusion") or run["status"]
-        return states
+    async def create_check_run(self, sha: str, name: str, *, title: str) -> None:
+        """A queued check run named `name` on `sha`."""
+        output = {"title": title, "summary": f"{title}: queued by Sluice."}
+        data = {"name": name, "head_sha": sha, "status": "queued", "output": output}
+        await self.api.post(self._url("/check-runs"), data=data)
 
     async def report_check(self, sha: str, name: str, *, ok: bool, title: str, summary: str) -> None:
         """A completed check run on `sha`: how Sluice tells people about a commit it judged."""
@@ -93,26 +83,18 @@ class ForkGitHub:
         }
         await self.api.post(self._url("/check-runs"), data=data)
 
-    async def find_issue(self, *, label: str, marker: str) -> dict[str, Any] | None:
+    async def open_issues(self, *, label: str) -> list[dict[str, Any]]:
+        """The open issues (not PRs) labelled `label`, newest first."""
         url = self._url(f"/issues?state=open&labels={label}&per_page=100")
-        async for issue in self.api.getiter(url):
-            if "pull_request" not in issue and marker in (issue.get("body") or ""):
-                return dict(issue)
-        return None
+        return [dict(issue) async for issue in self.api.getiter(url) if "pull_request" not in issue]
 
-    async def upsert_issue(self, *, title: str, body: str, labels: list[str], marker: str) -> int:
-        """The open issue carrying `marker` (Sluice's tracking issue), created or edited in place."""
-        issue = await self.find_issue(label=labels[0], marker=marker)
-        text = f"{marker}\n{body}"
-        if issue is None:
-            created = await self.api.post(
-                self._url("/issues"), data={"title": title, "body": text, "labels": labels}
-            )
-            return int(created["number"])
-        if issue["title"] != title or issue.get("body") != text:
-            await self.api.patch(self._url(f"/issues/{issue['number']}"), data={"title": title, "body": text})
-        return int(issue["number"])
+    async def create_issue(self, *, title: str, body: str, labels: Sequence[str]) -> int:
+        data = {"title": title, "body": body, "labels": list(labels)}
+        return int((await self.api.post(self._url("/issues"), data=data))["number"])
+
+    async def edit_issue(self, number: int, *, title: str, body: str) -> None:
+        await self.api.patch(self._url(f"/issues/{number}"), data={"title": title, "body": body})
 
     async def close_issue(self, number: int, *, comment: str) -> None:
-        await self.api.post(self._url(f"/issues/{number}/comments"), data={"body": comment})
+        await self.post_comment(number, comment)
         await self.api.patch(self._url(f"/issues/{number}"), data={"state": "closed"})
