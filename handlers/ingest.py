@@ -90,27 +90,22 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
         clock=ctx.clock,
     )
     records = {r.id: r for r in ctx.registry.ingestions(fork.repo)}
-    picking = _pick(ctx, repo, config, plan, sync=sync, fork=fork, branches=branches, records=records)
-    links = _links(ctx, fork)
-    desired = Desired(
-        fork.repo,
-        tuple(
-            DesiredUnit.of(
-                p, config=config, links=links, upstream_parent=picking.upstream_parents.get(p.unit.id)
-            )
-            for p in picking.units
-        ),
+    picking = _pick(ctx, repo, plan, config=config, sync=sync, fork=fork, branches=branches, records=records)
+    links, parents = _links(ctx, fork), picking.upstream_parents
+    units = tuple(
+        DesiredUnit.of(p, config=config, links=links, upstream_parent=parents.get(p.unit.id))
+        for p in picking.units
     )
     seen = ObservedState(branches=branches, pushed_by_people=picking.pushed_by_people, records=records)
-    return Built(plan, desired, seen)
+    return Built(plan, Desired(fork.repo, units), seen)
 
 
 def _pick(
     ctx: Context,
     repo: GitRepo,
-    config: SluiceConfig,
     plan: Plan,
     *,
+    config: SluiceConfig,
     sync: SyncResult,
     fork: Fork,
     branches: dict[str, str],

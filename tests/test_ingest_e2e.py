@@ -150,6 +150,15 @@ async def upstream_commits(rig: Rig, *changes: tuple[str, dict[str, str | None]]
     return [rig.sim.commit(UPSTREAM, "main", files, message=subject) for subject, files in changes]
 
 
+def writes_to_the_fork(requests: list[tuple[str, str, int]]) -> list[tuple[str, str]]:
+    """The REST calls and git pushes among `requests` that change the fork."""
+    return [
+        (method, path)
+        for method, path, _ in requests
+        if (method != "GET" and path.startswith(f"/repos/{FORK}/")) or path == f"/{FORK}.git/git-receive-pack"
+    ]
+
+
 def branch_blobs_have_markers(sim: GitHubSim, branch: str) -> bool:
     out = sim.git(
         FORK, "grep", "-l", "-e", "^<<<<<<<", "-e", "^>>>>>>>", f"refs/heads/{branch}", "--", check=False
@@ -237,12 +246,15 @@ async def test_upstream_pushes_open_then_update_ingestion_prs_without_duplicates
     trunk = rig.sim.git(FORK, "rev-parse", "refs/heads/main").strip()
     assert rig.sim.git(FORK, "rev-parse", f"{chain_head}^").strip() == trunk
 
-    # The same push delivered again (a redelivery) changes nothing.
-    before = [(p.number, p.title, p.body) for p in rig.pulls("all")]
+    # The same push delivered again (a redelivery) changes nothing: the ingestion it runs writes nothing.
+    before, since = [(p.number, p.title, p.body) for p in rig.pulls("all")], len(rig.sim.requests)
     payload = rig.sim.push_payload(UPSTREAM, "refs/heads/main", low[0], more[0])
     await rig.sim.deliver(f"{rig.bot_url}/webhook", "push", payload, secret=SECRET)
     await rig.settle()
     assert [(p.number, p.title, p.body) for p in rig.pulls("all")] == before
+    assert ("GET", f"/repos/{FORK}/pulls", 200) in rig.sim.requests[since:]  # it did run and look
+    assert writes_to_the_fork(rig.sim.requests[since:]) == []
+    assert ("POST", f"/{FORK}.git/git-receive-pack") in writes_to_the_fork(rig.sim.requests[:since])
 
 
 async def test_a_conflict_that_needs_a_human_is_never_pushed_with_markers(rig: Rig) -> None:

@@ -178,7 +178,8 @@ async def apply(actions: Sequence[Action], *, forge: Forge, push: Push, record: 
     It lives in `bot.flows`, not `bot.github`, because it drives three adapters (the forge, the mirror's
     push, the registry), and it takes them as callables so that it depends on no app wiring.
     """
-    perform, pending = _Performer(forge, record), list[BranchUpdate]()
+    perform = _Performer(forge, record)
+    pending: list[BranchUpdate] = []
     for action in actions:
         if isinstance(action, PushBranch):
             pending.append(BranchUpdate(action.branch, action.head, action.lease))
