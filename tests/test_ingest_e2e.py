@@ -310,6 +310,35 @@ async def test_a_conflict_that_needs_a_human_is_never_pushed_with_markers(rig: R
     assert {p.head_ref for p in rig.pulls()} == {bundle_branch}  # still open, not closed as stale
 
 
+async def test_the_tracking_issue_closes_into_the_pr_once_the_first_commit_applies(rig: Rig) -> None:
+    fork_installation = rig.sim.install(FORK)
+    rig.sim.install(UPSTREAM)
+    original = rig.sim.git(FORK, "show", f"main:{CORE_PASS}")
+    rig.sim.commit(
+        FORK, "main", {CORE_PASS: "void pipeline() {\n  fork_step();\n}\n"}, message="fork: own step"
+    )
+    (conflicting,) = await upstream_commits(
+        rig, ("[Pipeliner] new step", {CORE_PASS: "void pipeline() {\n  new_step();\n}\n"})
+    )
+    assert await installation_event(rig, FORK, fork_installation) == 202
+    await rig.settle()
+    (issue,) = [i for i in rig.sim.issues[FORK].values() if not i.is_pull]
+    assert rig.pulls() == [] and issue.state == "open"
+
+    # The fork gives its own step up on trunk: the upstream commit now applies, and its PR takes over.
+    rig.sim.commit(FORK, "main", {CORE_PASS: original}, message="fork: back to upstream's step")
+    await rig.settle()
+    (pull,) = rig.pulls()
+    assert pull.head_ref == f"{BRANCH_PREFIX}chain-{conflicting[:10]}"
+    assert issue.state == "closed"
+    assert [c["body"] for c in rig.sim.comment_objects(FORK, issue.number)] == [
+        f"Continued in #{pull.number}."
+    ]
+    assert rig.labels(pull.number) == ["sluice:risky-chain"] and len(rig.sticky(pull.number)) == 1
+    (record,) = Registry(rig.store).ingestions(FORK)
+    assert (record.state, record.pr_number, record.needs_human) == ("open", pull.number, None)
+
+
 async def test_fork_pull_request_gets_a_patch_stack_comment(rig: Rig) -> None:
     fork_installation = rig.sim.install(FORK)
     rig.sim.install(UPSTREAM)
