@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.app.context import Context
@@ -23,7 +23,7 @@ from bot.core.reconcile import Desired, DesiredUnit, ObservedState, PushBranch, 
 from bot.db.jobs import Job
 from bot.db.registry import Fork
 from bot.flows.engine import CONFIG_PATH, load_repo_config
-from bot.flows.ingest import Picking, apply, observe, pick_units
+from bot.flows.ingest import Picking, Push, Record, apply, observe, pick_units
 from bot.flows.pick import Picker
 from bot.flows.planning import build_plan
 from bot.git.mirror import BranchUpdate, SyncResult
@@ -139,7 +139,7 @@ def _links(ctx: Context, fork: Fork) -> Links:
     )
 
 
-def _pusher(ctx: Context, fork: Fork) -> Callable[[Sequence[BranchUpdate]], Awaitable[None]]:
+def _pusher(ctx: Context, fork: Fork) -> Push:
     async def push(updates: Sequence[BranchUpdate]) -> None:
         auth = await ctx.git_auth(fork.installation_id)  # planning a large fork can outlast a token
         await asyncio.to_thread(ctx.mirror(fork.repo).push, updates, auth=auth)
@@ -147,7 +147,7 @@ def _pusher(ctx: Context, fork: Fork) -> Callable[[Sequence[BranchUpdate]], Awai
     return push
 
 
-def _recorder(ctx: Context) -> Callable[[IngestionRecord], Awaitable[None]]:
+def _recorder(ctx: Context) -> Record:
     async def record(saved: IngestionRecord) -> None:
         await ctx.db(ctx.registry.save_ingestion, saved, at=ctx.clock())
 
