@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import hmac
 import json
 import os
@@ -17,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from tests.support.github_sim import ZERO_SHA, GitHubSim
+from tests.support.webhooks import signature
 
 FORK = "triton-fork/triton"
 SECRET = "s3cret"
@@ -94,8 +94,7 @@ async def receiver(aiohttp_server: Any) -> tuple[str, list[tuple[str, dict[str, 
 
     async def hook(request: web.Request) -> web.Response:
         body = await request.read()
-        expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(request.headers.get("X-Hub-Signature-256", ""), expected):
+        if not hmac.compare_digest(request.headers.get("X-Hub-Signature-256", ""), signature(body, SECRET)):
             return web.Response(status=401)
         received.append((request.headers["X-GitHub-Event"], json.loads(body)))
         return web.Response(status=202)

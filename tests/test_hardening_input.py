@@ -10,12 +10,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
-import hashlib
-import hmac
 import json
 import logging
 import subprocess
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +30,7 @@ from bot.db.jobs import JobQueue
 from bot.db.registry import Registry, installation_repos, installations
 from bot.db.store import Store
 from tests.support.github_sim import GitHubSim
+from tests.support.webhooks import signature, signed_headers
 
 SECRET = "hardening-secret"
 NOW = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
@@ -230,16 +228,11 @@ HOSTILE = [*DEEP, *_ref_cases(), *_id_cases()]
 
 
 def sign(body: bytes) -> str:
-    return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return signature(body, SECRET)
 
 
 def headers(body: bytes, event: str) -> dict[str, str]:
-    return {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": str(uuid.uuid4()),
-        "X-Hub-Signature-256": sign(body),
-    }
+    return signed_headers(body, secret=SECRET, event=event)
 
 
 def registry_rows(store: Store) -> tuple[list[Any], list[Any]]:

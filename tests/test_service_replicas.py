@@ -7,8 +7,6 @@ The GitHub simulator runs in the test's event loop; the bots are subprocesses co
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import os
 import signal
@@ -33,6 +31,7 @@ from bot.db.registry import Registry
 from bot.db.store import Store
 from tests.support.github_sim import GitHubSim
 from tests.support.net import free_port
+from tests.support.webhooks import signed_headers
 
 T = TypeVar("T")
 SECRET = "replica-secret"
@@ -176,11 +175,8 @@ async def deliver(
     """POST a signed webhook as GitHub does; the status and the JSON answer."""
     body = json.dumps(payload, separators=(",", ":")).encode()
     headers = {
-        "Content-Type": "application/json",
+        **signed_headers(body, secret=SECRET, event=event, delivery=delivery_id),
         "User-Agent": "GitHub-Hookshot/a1b2c3d",
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": delivery_id,
-        "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
     }
     async with session.post(f"{url}/webhook", data=body, headers=headers) as resp:
         return resp.status, await resp.json()
