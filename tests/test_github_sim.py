@@ -18,6 +18,7 @@ from aiohttp import web
 from yarl import URL
 
 from tests.support.github_sim import ZERO_SHA, GitHubSim
+from tests.support.rig import one_repo_sim
 from tests.support.webhooks import signature
 
 FORK = "triton-fork/triton"
@@ -39,10 +40,7 @@ def git(cwd: Path, *args: str) -> str:
 
 @pytest.fixture
 def sim(tmp_path: Path) -> GitHubSim:
-    sim = GitHubSim(root=tmp_path / "sim")
-    sim.create_repo(FORK)
-    sim.commit(FORK, "main", {"README.md": "hello\n"}, message="initial")
-    return sim
+    return one_repo_sim(tmp_path / "sim", FORK)
 
 
 @pytest.fixture

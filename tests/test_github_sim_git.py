@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from tests.support.github_sim import ZERO_SHA, GitHubSim
+from tests.support.rig import one_repo_sim
 from tests.support.webhooks import signature
 
 FORK = "triton-fork/triton"
@@ -64,10 +65,7 @@ async def ok(cwd: Path, *args: str, token: str | None = None) -> str:
 
 @pytest.fixture
 def sim(tmp_path: Path) -> GitHubSim:
-    sim = GitHubSim(root=tmp_path / "sim")
-    sim.create_repo(FORK)
-    sim.commit(FORK, "main", {"README.md": "hello\n"}, message="initial")
-    return sim
+    return one_repo_sim(tmp_path / "sim", FORK)
 
 
 @pytest.fixture

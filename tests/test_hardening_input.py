@@ -30,6 +30,7 @@ from bot.db.jobs import JobQueue
 from bot.db.registry import Registry, installation_repos, installations
 from bot.db.store import Store
 from tests.support.github_sim import GitHubSim
+from tests.support.rig import serve_bot, serve_settings, serve_sim
 from tests.support.webhooks import signature, signed_headers
 
 SECRET = "hardening-secret"
@@ -371,8 +372,7 @@ class Rig:
 
 @pytest.fixture
 async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
-    sim = GitHubSim(root=tmp_path / "sim")
-    sim_url = str((await aiohttp_server(sim.app)).make_url("")).rstrip("/")
+    sim, sim_url = await serve_sim(aiohttp_server, tmp_path / "sim")
     for repo in (FORK, VICTIM, OTHER, "triton-fork/new"):
         sim.create_repo(repo, private=repo == VICTIM)
         sim.commit(repo, "main", {"README.md": f"{repo}\n"}, message="initial")  # no sluice.yml: not a fork
@@ -382,18 +382,9 @@ async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIt
     registry = Registry(store)
     registry.record_installation(fork_installation, "triton-fork", [FORK], at=NOW)
     registry.record_installation(victim_installation, "victim", [VICTIM], at=NOW)
-    settings = Settings(
-        app_id=sim.app_id,
-        private_key=SecretStr(sim.private_key_pem or ""),
-        webhook_secret=SecretStr(SECRET),
-        github_url=sim_url,
-        data_dir=tmp_path / "data",
-        workers=1,
-        poll_interval=0,
-        lease_seconds=30,
-    )
-    bot = await aiohttp_server(create_app(settings, store=store, background=True))
-    yield Rig(sim, str(bot.make_url("")).rstrip("/"), store, fork_installation, victim_installation)
+    settings = serve_settings(sim, sim_url, secret=SECRET, data_dir=tmp_path / "data")
+    bot, bot_url = await serve_bot(aiohttp_server, settings, store)
+    yield Rig(sim, bot_url, store, fork_installation, victim_installation)
     await bot.close()
     store.close()
 
