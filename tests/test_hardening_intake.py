@@ -316,7 +316,7 @@ async def test_the_intake_answers_while_jobs_take_every_thread_and_connection(
 ) -> None:
     async with serve(aiohttp_server, database_url, test_store) as bot:
         await bot.deliver("warm")
-        with job_side_saturated(bot.db.store):
+        with job_side_saturated(bot.store):
             answers = await asyncio.gather(*(bot.deliver(f"busy-{i}") for i in range(10)))
             ready = await bot.request("GET", "/readyz")
         assert [a.status for a in answers] == [202] * 10
@@ -337,7 +337,7 @@ async def test_a_stuck_intake_starves_neither_readyz_metrics_nor_the_jobs(
                 await asyncio.sleep(0.5)
                 metrics = await bot.request("GET", "/metrics")
                 started = time.monotonic()
-                job = await asyncio.wait_for(asyncio.to_thread(_enqueue_and_wait_done, bot.db.store), 10)
+                job = await asyncio.wait_for(asyncio.to_thread(_enqueue_and_wait_done, bot.store), 10)
                 job_seconds = time.monotonic() - started
                 answers = await asyncio.gather(*flood)
         assert metrics.status == 200 and metrics.seconds < 1.0, metrics
