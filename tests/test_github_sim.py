@@ -18,7 +18,6 @@ from aiohttp import web
 from yarl import URL
 
 from tests.support.github_sim import ZERO_SHA, GitHubSim
-from tests.support.rig import one_repo_sim
 from tests.support.webhooks import signature
 
 FORK = "triton-fork/triton"
@@ -40,7 +39,10 @@ def git(cwd: Path, *args: str) -> str:
 
 @pytest.fixture
 def sim(tmp_path: Path) -> GitHubSim:
-    return one_repo_sim(tmp_path / "sim", FORK)
+    sim = GitHubSim(root=tmp_path / "sim")
+    sim.create_repo(FORK)
+    sim.commit(FORK, "main", {"README.md": "hello\n"}, message="initial")
+    return sim
 
 
 @pytest.fixture

@@ -16,10 +16,10 @@ import pytest
 from aiohttp import web
 
 from tests.support.github_sim import ZERO_SHA, GitHubSim
-from tests.support.rig import one_repo_sim
 from tests.support.webhooks import signature
+from tests.test_github_sim import FORK, sim
 
-FORK = "triton-fork/triton"
+__all__ = ["sim"]  # the fixture, shared with the REST tests of the simulator
 SECRET = "s3cret"
 GIT_ENV = {
     "GIT_TERMINAL_PROMPT": "0",
@@ -61,11 +61,6 @@ async def ok(cwd: Path, *args: str, token: str | None = None) -> str:
     proc = await git(cwd, *args, token=token)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
-
-
-@pytest.fixture
-def sim(tmp_path: Path) -> GitHubSim:
-    return one_repo_sim(tmp_path / "sim", FORK)
 
 
 @pytest.fixture

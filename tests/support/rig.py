@@ -24,14 +24,6 @@ async def serve_sim(aiohttp_server: Any, root: Path) -> tuple[GitHubSim, str]:
     return sim, url_of(await aiohttp_server(sim.app))
 
 
-def one_repo_sim(root: Path, full_name: str) -> GitHubSim:
-    """A simulator (not served) holding `full_name` with one commit on main."""
-    sim = GitHubSim(root=root)
-    sim.create_repo(full_name)
-    sim.commit(full_name, "main", {"README.md": "hello\n"}, message="initial")
-    return sim
-
-
 def upstream_and_fork(sim: GitHubSim, upstream: str, fork: str, files: dict[str, str]) -> None:
     """`upstream` with one commit of `files` on main, and `fork` whose main is a copy of it."""
     sim.create_repo(upstream)
