@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 Key = tuple[str, str]  # (path, block name or one of the pseudo names below)
-
-
 HEADER, BOF, EOF, WHOLE = "<header>", "<bof>", "<eof>", "<file>"
 
 
