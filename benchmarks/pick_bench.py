@@ -23,7 +23,7 @@ from pathlib import Path
 from bot.app.clock import utc_now
 from bot.core.config import SluiceConfig, Strategy
 from bot.core.models import PickStatus
-from bot.demo.sandbox import BENCH, SandboxSize, build_sandbox
+from bot.demo import BENCH, SandboxSize, build_sandbox
 from bot.flows.pick import Picker, PickRequest, run_pick
 from bot.git.repo import GitRepo
 from tests.support.case_repo import CaseOutcome, build_case_repos, pick_case

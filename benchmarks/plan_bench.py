@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bot.demo.sandbox import BENCH, SandboxSize, build_sandbox
+from bot.demo import BENCH, SandboxSize, build_sandbox
 from bot.git.repo import GitRepo
 
 

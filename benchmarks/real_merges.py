@@ -18,16 +18,17 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._history import shared_clone
 from bot.core.config import SluiceConfig
 from bot.core.conflicts import Hunk3
 from bot.core.errors import SluiceError
@@ -127,22 +128,11 @@ def _compare(
     )
 
 
-@contextmanager
-def shared_clone(source: Path) -> Iterator[GitRepo]:
-    """A bare `--shared` clone: objects are read from `source`, every write stays in the clone."""
-    with tempfile.TemporaryDirectory(prefix="sluice-real-merges-") as tmp:
-        target = Path(tmp) / "clone.git"
-        subprocess.run(
-            ["git", "clone", "--bare", "--shared", "--quiet", "--", str(source), str(target)], check=True
-        )
-        yield GitRepo(target)
-
-
 def run(repo: Path, *, fork: str, upstream: str, merges: int = 40, show: int = 20) -> None:
     """Print the replay figures for the newest `merges` upstream merges on `fork` (`upstream` is unused:
     each merge names its own upstream commit)."""
     del upstream
-    with shared_clone(repo) as clone:
+    with shared_clone(repo, prefix="sluice-real-merges-") as clone:
         started = time.perf_counter()
         replays = find_replays(clone, clone.resolve(fork), merges)
         picker = _ReplayPicker(clone, SluiceConfig())

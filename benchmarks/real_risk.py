@@ -17,28 +17,26 @@ temporary directory. With no PATH it prints "skipped: no repository given" and e
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._history import shared_clone
 from bot.core.calibrated import LoadedModel, calibrated_selection, with_probability
 from bot.core.config import SluiceConfig
 from bot.core.errors import SluiceError
-from bot.core.models import PlannedCommit
+from bot.core.models import Plan, PlannedCommit
 from bot.core.planner import classify, make_plan
 from bot.core.risk_model import Provenance, RiskModel, commit_features
-from bot.flows.engine import analyse_pending, take_snapshot
+from bot.flows.engine import PendingAnalysis, Snapshot, analyse_pending, take_snapshot
 from bot.flows.risk_files import default_model, read_model
 from bot.git.repo import GitRepo
 
@@ -114,10 +112,11 @@ def culprits(commits: Sequence[PlannedCommit], fixes: Iterable[tuple[str, str]])
     return frozenset(named)
 
 
-def plan_window(repo: GitRepo, window: Window) -> Row:
-    snapshot = take_snapshot(repo, fork_ref=window.fork, upstream_ref=window.upstream, config=CONFIG)
-    analysis = analyse_pending(repo, snapshot, config=CONFIG)
-    plan = make_plan(
+def plan_of(
+    window: Window, snapshot: Snapshot, analysis: PendingAnalysis, *, model: LoadedModel | None = None
+) -> Plan:
+    """make_plan on one window's snapshot and analysis, with `model` or none."""
+    return make_plan(
         status=snapshot.status,
         fork_ref=window.fork,
         upstream_ref=window.upstream,
@@ -125,7 +124,14 @@ def plan_window(repo: GitRepo, window: Window) -> Row:
         commits=analysis.commits,
         stream_patches=analysis.stream_patches,
         footprint=analysis.footprint,
+        model=model,
     )
+
+
+def plan_window(repo: GitRepo, window: Window) -> Row:
+    snapshot = take_snapshot(repo, fork_ref=window.fork, upstream_ref=window.upstream, config=CONFIG)
+    analysis = analyse_pending(repo, snapshot, config=CONFIG)
+    plan = plan_of(window, snapshot, analysis)
     commits = [c for g in [*plan.bundles, *plan.chains] for c in g.commits]
     order = {c.sha: c.position for c in analysis.commits}
     commits.sort(key=lambda c: order[c.sha])
@@ -228,16 +234,7 @@ def plan_time(repo: GitRepo, window: Window, model: RiskModel, *, repeat: int = 
     for _ in range(repeat):
         for label, arg in (("without a model", None), ("with a model", loaded)):
             started = time.perf_counter()
-            make_plan(
-                status=snapshot.status,
-                fork_ref=window.fork,
-                upstream_ref=window.upstream,
-                config=CONFIG,
-                commits=analysis.commits,
-                stream_patches=analysis.stream_patches,
-                footprint=analysis.footprint,
-                model=arg,
-            )
+            plan_of(window, snapshot, analysis, model=arg)
             times[label].append(time.perf_counter() - started)
     for label, samples in times.items():
         low, high = statistics.quantiles(samples, n=4)[0], statistics.quantiles(samples, n=4)[2]
@@ -292,21 +289,10 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     plan_time(repo, max((w for w in picked if w.merge in sizes), key=lambda w: sizes[w.merge]), model)
 
 
-@contextlib.contextmanager
-def shared_clone(source: Path) -> Iterator[GitRepo]:
-    """A bare `--shared` clone: objects are read from `source`, every write (merge-tree's) stays in it."""
-    with tempfile.TemporaryDirectory(prefix="sluice-real-risk-") as tmp:
-        target = Path(tmp) / "clone.git"
-        subprocess.run(
-            ["git", "clone", "--bare", "--shared", "--quiet", "--", str(source), str(target)], check=True
-        )
-        yield GitRepo(target)
-
-
 def run(repo: Path, *, fork: str, upstream: str) -> None:
     """The section of benchmarks/real_history.py: every window, no cache."""
     del upstream  # the windows come from fork trunk's merges
-    with shared_clone(repo) as clone:
+    with shared_clone(repo, prefix="sluice-real-risk-") as clone:
         measure(clone, argparse.Namespace(fork=fork, limit=0, cache=None, model=None, cached_only=False))
 
 
@@ -325,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("skipped: no repository given")
         return 0
     try:
-        with shared_clone(Path(args.path)) as clone:
+        with shared_clone(Path(args.path), prefix="sluice-real-risk-") as clone:
             measure(clone, args)
     except SluiceError as exc:
         print(f"real_risk: error: {exc}", file=sys.stderr)

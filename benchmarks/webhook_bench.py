@@ -14,12 +14,9 @@ import argparse
 import asyncio
 import contextlib
 import functools
-import hashlib
-import hmac
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +30,11 @@ from pathlib import Path
 import aiohttp
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support.net import free_port
+from tests.support.webhooks import signed_headers
 
 SECRET = "bench-secret"
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -59,12 +61,6 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None)
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def push_body(n: int) -> bytes:
     payload = {
         "ref": "refs/heads/main",
@@ -79,13 +75,7 @@ def push_body(n: int) -> bytes:
 
 def signed(n: int) -> tuple[bytes, dict[str, str]]:
     body = push_body(n)
-    headers = {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": "push",
-        "X-GitHub-Delivery": str(uuid.uuid4()),
-        "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
-    }
-    return body, headers
+    return body, signed_headers(body, secret=SECRET)
 
 
 async def wait_until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30.0) -> None:

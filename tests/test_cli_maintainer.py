@@ -16,7 +16,7 @@ import pytest
 from bot.app.cli import main
 from bot.core.config import SluiceConfig
 from bot.db.store import Store
-from bot.demo.sandbox import DEMO, Sandbox, build_sandbox
+from bot.demo import DEMO, Sandbox, build_sandbox
 from bot.flows.swapped import Evidence, SideCommit, ingestion_like, looks_swapped
 from tests.support.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import hmac
 import json
 import os
@@ -17,8 +16,10 @@ import pytest
 from aiohttp import web
 
 from tests.support.github_sim import ZERO_SHA, GitHubSim
+from tests.support.webhooks import signature
+from tests.test_github_sim import FORK, sim
 
-FORK = "triton-fork/triton"
+__all__ = ["sim"]  # the fixture, shared with the REST tests of the simulator
 SECRET = "s3cret"
 GIT_ENV = {
     "GIT_TERMINAL_PROMPT": "0",
@@ -63,14 +64,6 @@ async def ok(cwd: Path, *args: str, token: str | None = None) -> str:
 
 
 @pytest.fixture
-def sim(tmp_path: Path) -> GitHubSim:
-    sim = GitHubSim(root=tmp_path / "sim")
-    sim.create_repo(FORK)
-    sim.commit(FORK, "main", {"README.md": "hello\n"}, message="initial")
-    return sim
-
-
-@pytest.fixture
 async def client(aiohttp_client: Any, sim: GitHubSim) -> Any:
     """One server for git and REST; `client.headers` carry an installation token for FORK."""
     client = await aiohttp_client(sim.app)
@@ -94,8 +87,7 @@ async def receiver(aiohttp_server: Any) -> tuple[str, list[tuple[str, dict[str, 
 
     async def hook(request: web.Request) -> web.Response:
         body = await request.read()
-        expected = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(request.headers.get("X-Hub-Signature-256", ""), expected):
+        if not hmac.compare_digest(request.headers.get("X-Hub-Signature-256", ""), signature(body, SECRET)):
             return web.Response(status=401)
         received.append((request.headers["X-GitHub-Event"], json.loads(body)))
         return web.Response(status=202)

@@ -10,10 +10,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from pydantic import SecretStr
 
 from bot.app.context import Context
-from bot.app.settings import Settings
 from bot.app.worker import Rejected, Worker
 from bot.db.jobs import Job, JobQueue, JobState
 from bot.db.registry import Fork, Registry
@@ -21,6 +19,7 @@ from bot.db.store import Store
 from bot.github.client import GitHubClient
 from handlers import HANDLERS, installation, poll, push, register
 from tests.support.github_sim import ZERO_SHA, GitHubSim
+from tests.support.rig import serve_sim, sim_settings, upstream_and_fork
 
 UPSTREAM = "triton-lang/triton"
 FORK = "meta/triton"
@@ -29,18 +28,12 @@ NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
 @pytest.fixture
 async def ctx(aiohttp_server: Any, tmp_path: Path, store: Store) -> AsyncIterator[Context]:
-    sim = GitHubSim(root=tmp_path / "sim")
-    server = await aiohttp_server(sim.app)
-    url = str(server.make_url("")).rstrip("/")
-    sim.create_repo(UPSTREAM)
-    sim.commit(UPSTREAM, "main", {"README.md": "triton\n"}, message="initial")
-    sim.create_repo(FORK)
-    sim.git(FORK, "fetch", "--quiet", str(sim.repo_path(UPSTREAM)), "main:main")
-    settings = Settings(
-        app_id=sim.app_id,
-        private_key=SecretStr(sim.private_key_pem or ""),
-        webhook_secret=SecretStr("s"),
-        github_url=url,
+    sim, url = await serve_sim(aiohttp_server, tmp_path / "sim")
+    upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n"})
+    settings = sim_settings(
+        sim,
+        url,
+        secret="s",
         data_dir=tmp_path / "data",
         allow_private_upstreams=True,  # the simulator listens on loopback, which Sluice refuses by default
     )

@@ -10,12 +10,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
-import hashlib
-import hmac
 import json
 import logging
 import subprocess
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +30,8 @@ from bot.db.jobs import JobQueue
 from bot.db.registry import Registry, installation_repos, installations
 from bot.db.store import Store
 from tests.support.github_sim import GitHubSim
+from tests.support.rig import serve_bot, serve_settings, serve_sim
+from tests.support.webhooks import signature, signed_headers
 
 SECRET = "hardening-secret"
 NOW = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
@@ -230,16 +229,11 @@ HOSTILE = [*DEEP, *_ref_cases(), *_id_cases()]
 
 
 def sign(body: bytes) -> str:
-    return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return signature(body, SECRET)
 
 
 def headers(body: bytes, event: str) -> dict[str, str]:
-    return {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": str(uuid.uuid4()),
-        "X-Hub-Signature-256": sign(body),
-    }
+    return signed_headers(body, secret=SECRET, event=event)
 
 
 def registry_rows(store: Store) -> tuple[list[Any], list[Any]]:
@@ -378,8 +372,7 @@ class Rig:
 
 @pytest.fixture
 async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
-    sim = GitHubSim(root=tmp_path / "sim")
-    sim_url = str((await aiohttp_server(sim.app)).make_url("")).rstrip("/")
+    sim, sim_url = await serve_sim(aiohttp_server, tmp_path / "sim")
     for repo in (FORK, VICTIM, OTHER, "triton-fork/new"):
         sim.create_repo(repo, private=repo == VICTIM)
         sim.commit(repo, "main", {"README.md": f"{repo}\n"}, message="initial")  # no sluice.yml: not a fork
@@ -389,18 +382,9 @@ async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIt
     registry = Registry(store)
     registry.record_installation(fork_installation, "triton-fork", [FORK], at=NOW)
     registry.record_installation(victim_installation, "victim", [VICTIM], at=NOW)
-    settings = Settings(
-        app_id=sim.app_id,
-        private_key=SecretStr(sim.private_key_pem or ""),
-        webhook_secret=SecretStr(SECRET),
-        github_url=sim_url,
-        data_dir=tmp_path / "data",
-        workers=1,
-        poll_interval=0,
-        lease_seconds=30,
-    )
-    bot = await aiohttp_server(create_app(settings, store=store, background=True))
-    yield Rig(sim, str(bot.make_url("")).rstrip("/"), store, fork_installation, victim_installation)
+    settings = serve_settings(sim, sim_url, secret=SECRET, data_dir=tmp_path / "data")
+    bot, bot_url = await serve_bot(aiohttp_server, settings, store)
+    yield Rig(sim, bot_url, store, fork_installation, victim_installation)
     await bot.close()
     store.close()
 

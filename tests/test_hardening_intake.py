@@ -10,14 +10,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import hashlib
-import hmac
 import json
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +33,7 @@ from bot.app.settings import Settings
 from bot.db.jobs import Delivery, DeliveryOutcome, JobQueue, deliveries, jobs
 from bot.db.store import Store, normalise_url
 from tests.support.github_sim import GitHubSim
+from tests.support.webhooks import signed_headers
 
 SECRET = "intake-secret"
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -53,15 +51,6 @@ def push_body(n: int = 0) -> bytes:
         "commits": [],
     }
     return json.dumps(payload).encode()
-
-
-def signed_headers(body: bytes, delivery: str) -> dict[str, str]:
-    return {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": "push",
-        "X-GitHub-Delivery": delivery,
-        "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
-    }
 
 
 @dataclass
@@ -82,7 +71,7 @@ class Bot:
     async def deliver(self, delivery: str | None = None, n: int = 0) -> Answer:
         body = push_body(n)
         return await self.request(
-            "POST", "/webhook", data=body, headers=signed_headers(body, delivery or str(uuid.uuid4()))
+            "POST", "/webhook", data=body, headers=signed_headers(body, secret=SECRET, delivery=delivery)
         )
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Answer:
@@ -384,7 +373,9 @@ async def test_a_trickled_body_is_cut_off_after_the_body_timeout(
             body = push_body()
             host, port = bot.url.removeprefix("http://").split(":")
             reader, writer = await asyncio.open_connection(host, int(port))
-            head = "".join(f"{k}: {v}\r\n" for k, v in signed_headers(body, "trickled").items())
+            head = "".join(
+                f"{k}: {v}\r\n" for k, v in signed_headers(body, secret=SECRET, delivery="trickled").items()
+            )
             writer.write(
                 f"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n{head}\r\n".encode()
             )

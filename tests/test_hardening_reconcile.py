@@ -19,7 +19,6 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from pydantic import SecretStr
 from sqlalchemy import func, select
 
 from bot.app.service import create_app
@@ -32,6 +31,14 @@ from bot.db.registry import Registry
 from bot.db.store import Store
 from tests.support.github_sim import GitHubSim
 from tests.support.net import free_port
+from tests.support.rig import (
+    fork_config,
+    installation_created,
+    serve_settings,
+    serve_sim,
+    upstream_and_fork,
+    url_of,
+)
 
 SECRET = "reconcile-secret"
 UPSTREAM = "triton-lang/triton"
@@ -85,19 +92,12 @@ class Rig:
 
     def settings(self, name: str, **changes: Any) -> Settings:
         values: dict[str, Any] = {
-            "app_id": self.sim.app_id,
-            "private_key": SecretStr(self.sim.private_key_pem or ""),
-            "webhook_secret": SecretStr(SECRET),
-            "github_url": self.sim_url,
-            "data_dir": self.tmp_path / f"data-{name}",
-            "workers": 1,
-            "poll_interval": 0,
-            "lease_seconds": 30,
             "redelivery_interval": 1,
             "resync_interval": 0,
             "allow_private_upstreams": True,  # the simulator is on loopback, refused by default
         }
-        return Settings(**(values | changes))
+        data_dir = self.tmp_path / f"data-{name}"
+        return serve_settings(self.sim, self.sim_url, secret=SECRET, data_dir=data_dir, **(values | changes))
 
     def app(self, name: str, **changes: Any) -> web.Application:
         """A `sluice serve` app with its own store on the shared database, as another replica has."""
@@ -180,7 +180,10 @@ class Rig:
         self.sim.install(UPSTREAM)
         assert (
             await self.sim.deliver(
-                self.hook_url, "installation", installation_payload(self, installation), secret=SECRET
+                self.hook_url,
+                "installation",
+                installation_created(self.sim, FORK, installation),
+                secret=SECRET,
             )
             == 202
         )
@@ -190,25 +193,6 @@ class Rig:
         await bot.close()
 
 
-def installation_payload(rig: Rig, installation_id: int) -> dict[str, Any]:
-    return {
-        "action": "created",
-        "installation": {
-            "id": installation_id,
-            "account": {"login": "meta", "id": 1, "type": "Organization"},
-            "repository_selection": "selected",
-            "app_id": rig.sim.app_id,
-            "target_type": "Organization",
-            "permissions": {"contents": "write", "pull_requests": "write"},
-            "events": ["push", "pull_request"],
-        },
-        "repositories": [
-            {"id": rig.sim.repos[FORK].id, "name": "triton", "full_name": FORK, "private": False}
-        ],
-        "sender": {"login": "octocat", "id": 583231, "type": "User"},
-    }
-
-
 async def metric(url: str, name: str) -> float:
     async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as resp:
         text = await resp.text()
@@ -216,20 +200,11 @@ async def metric(url: str, name: str) -> float:
     return sum(float(v) for v in found)
 
 
-def url_of(server: Any) -> str:
-    return str(server.make_url("")).rstrip("/")
-
-
 @pytest.fixture
 async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
-    sim = GitHubSim(root=tmp_path / "sim")
-    sim_server = await aiohttp_server(sim.app)
-    sim_url = url_of(sim_server)
-    sim.create_repo(UPSTREAM)
-    sim.commit(UPSTREAM, "main", {"README.md": "triton\n", "docs/guide.md": "guide\n"}, message="initial")
-    sim.create_repo(FORK)
-    sim.git(FORK, "fetch", "--quiet", str(sim.repo_path(UPSTREAM)), "main:main")
-    config = f"upstream:\n  url: {sim_url}/{UPSTREAM}.git\n  branch: main\nfork:\n  branch: main\n"
+    sim, sim_url = await serve_sim(aiohttp_server, tmp_path / "sim")
+    upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n", "docs/guide.md": "guide\n"})
+    config = fork_config(sim_url, UPSTREAM)
     sim.commit(
         FORK, "main", {".github/sluice.yml": config, "third_party/tlx/tlx.py": "x = 1\n"}, message="fork"
     )

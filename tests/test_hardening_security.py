@@ -18,18 +18,16 @@ from typing import Any
 
 import aiohttp
 import pytest
-from pydantic import SecretStr
 from sqlalchemy import select
 
 from bot.app import cli
-from bot.app.service import create_app
-from bot.app.settings import Settings
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.upstream_access import AccessKind, UpstreamFacts, UpstreamRefused, address_refusal, decide
 from bot.db.jobs import JobQueue, jobs
 from bot.db.registry import Registry
 from bot.db.store import Store
 from tests.support.github_sim import GitHubSim
+from tests.support.rig import installation_created, serve_bot, serve_settings, serve_sim
 
 SECRET = "security-secret"
 CONFIG = ".github/sluice.yml"
@@ -112,27 +110,8 @@ class Rig:
 
 
 def installation_payload(sim: GitHubSim, full_name: str, installation_id: int) -> dict[str, Any]:
-    return {
-        "action": "created",
-        "installation": {
-            "id": installation_id,
-            "account": {"login": full_name.split("/")[0], "id": 1, "type": "Organization"},
-            "repository_selection": "selected",
-            "app_id": sim.app_id,
-            "target_type": "Organization",
-            "permissions": {"contents": "write", "pull_requests": "write", "checks": "write"},
-            "events": ["push", "pull_request"],
-        },
-        "repositories": [
-            {
-                "id": sim.repos[full_name].id,
-                "name": full_name.split("/")[1],
-                "full_name": full_name,
-                "private": sim.repos[full_name].private,
-            }
-        ],
-        "sender": {"login": "octocat", "id": 583231, "type": "User"},
-    }
+    permissions = {"contents": "write", "pull_requests": "write", "checks": "write"}
+    return installation_created(sim, full_name, installation_id, permissions=permissions)
 
 
 MakeRig = Callable[..., Awaitable[Rig]]
@@ -143,27 +122,16 @@ async def _rig_factory(aiohttp_server: Any, tmp_path: Path, database_url: str) -
     bots: list[Any] = []
 
     async def make(*, web_host: str | None = None, **overrides: Any) -> Rig:
-        sim = GitHubSim(root=tmp_path / "sim")
-        sim_server = await aiohttp_server(sim.app)
-        sim_url = str(sim_server.make_url("")).rstrip("/")
+        sim, sim_url = await serve_sim(aiohttp_server, tmp_path / "sim")
         web_url = sim_url.replace("127.0.0.1", web_host) if web_host else sim_url
         store = Store.open(database_url)
-        settings = Settings(
-            app_id=sim.app_id,
-            private_key=SecretStr(sim.private_key_pem or ""),
-            webhook_secret=SecretStr(SECRET),
-            github_url=sim_url,
-            git_url=web_url,
-            data_dir=tmp_path / "data",
-            workers=1,
-            poll_interval=0,
-            lease_seconds=30,
-            **overrides,
+        settings = serve_settings(
+            sim, sim_url, secret=SECRET, data_dir=tmp_path / "data", git_url=web_url, **overrides
         )
-        bot = await aiohttp_server(create_app(settings, store=store, background=True))
+        bot, bot_url = await serve_bot(aiohttp_server, settings, store)
         stores.append(store)
         bots.append(bot)
-        return Rig(sim, sim_url, web_url, str(bot.make_url("")).rstrip("/"), store, tmp_path / "data")
+        return Rig(sim, sim_url, web_url, bot_url, store, tmp_path / "data")
 
     yield make
     for bot in bots:

@@ -11,15 +11,20 @@ from typing import Any
 
 import aiohttp
 import pytest
-from pydantic import SecretStr
 
-from bot.app.service import create_app
-from bot.app.settings import Settings
 from bot.core.ingestion import BRANCH_PREFIX, CLASSIFICATION_MARKER
 from bot.db.jobs import JobQueue
 from bot.db.registry import Registry
 from bot.db.store import Store
 from tests.support.github_sim import GitHubSim
+from tests.support.rig import (
+    fork_config,
+    installation_created,
+    serve_bot,
+    serve_settings,
+    serve_sim,
+    upstream_and_fork,
+)
 
 SECRET = "e2e-secret"
 UPSTREAM = "triton-lang/triton"
@@ -75,71 +80,36 @@ class Rig:
         return [c for c in self.sim.comment_objects(FORK, number) if CLASSIFICATION_MARKER in c["body"]]
 
 
-def config_text(sim_url: str) -> str:
-    return f"upstream:\n  url: {sim_url}/{UPSTREAM}.git\n  branch: main\nfork:\n  branch: main\n"
-
-
 async def installation_event(rig: Rig, full_name: str, installation_id: int) -> int:
-    account = full_name.split("/")[0]
-    payload = {
-        "action": "created",
-        "installation": {
-            "id": installation_id,
-            "account": {"login": account, "id": 1, "type": "Organization"},
-            "repository_selection": "selected",
-            "app_id": rig.sim.app_id,
-            "target_type": "Organization",
-            "permissions": {"contents": "write", "pull_requests": "write"},
-            "events": ["push", "pull_request"],
-        },
-        "repositories": [
-            {
-                "id": rig.sim.repos[full_name].id,
-                "name": full_name.split("/")[1],
-                "full_name": full_name,
-                "private": False,
-            }
-        ],
-        "sender": {"login": "octocat", "id": 583231, "type": "User"},
-    }
+    payload = installation_created(rig.sim, full_name, installation_id)
     return await rig.sim.deliver(f"{rig.bot_url}/webhook", "installation", payload, secret=SECRET)
 
 
 @pytest.fixture
 async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
-    sim = GitHubSim(root=tmp_path / "sim")
-    sim_server = await aiohttp_server(sim.app)
-    sim_url = str(sim_server.make_url("")).rstrip("/")
+    sim, sim_url = await serve_sim(aiohttp_server, tmp_path / "sim")
     # Upstream: a small history; the fork: upstream's history plus its own commit and .github/sluice.yml.
-    sim.create_repo(UPSTREAM)
-    sim.commit(
+    upstream_and_fork(
+        sim,
         UPSTREAM,
-        "main",
+        FORK,
         {"README.md": "triton\n", CORE_PASS: "void pipeline() {\n  step();\n}\n", "docs/guide.md": "guide\n"},
-        message="initial",
     )
-    sim.create_repo(FORK)
-    sim.git(FORK, "fetch", "--quiet", str(sim.repo_path(UPSTREAM)), "main:main")
     sim.commit(
         FORK,
         "main",
-        {".github/sluice.yml": config_text(sim_url), "third_party/tlx/tlx.py": "x = 1\n"},
+        {".github/sluice.yml": fork_config(sim_url, UPSTREAM), "third_party/tlx/tlx.py": "x = 1\n"},
         message="fork: TLX extension and Sluice config",
     )
     store = Store.open(database_url)
-    settings = Settings(
-        app_id=sim.app_id,
-        private_key=SecretStr(sim.private_key_pem or ""),
-        webhook_secret=SecretStr(SECRET),
-        github_url=sim_url,
+    settings = serve_settings(
+        sim,
+        sim_url,
+        secret=SECRET,
         data_dir=tmp_path / "data",
-        workers=1,
-        poll_interval=0,
-        lease_seconds=30,
         allow_private_upstreams=True,  # the simulator listens on loopback, which Sluice refuses by default
     )
-    bot = await aiohttp_server(create_app(settings, store=store, background=True))
-    bot_url = str(bot.make_url("")).rstrip("/")
+    bot, bot_url = await serve_bot(aiohttp_server, settings, store)
     sim.hook(f"{bot_url}/webhook", SECRET)
     yield Rig(sim, sim_url, bot_url, store, tmp_path / "data")
     await bot.close()

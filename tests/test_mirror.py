@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.app.cli import main
-from bot.demo.sandbox import MIN_SIZE, Sandbox, build_sandbox
+from bot.demo import MIN_SIZE, Sandbox, build_sandbox
 
 
 @pytest.fixture

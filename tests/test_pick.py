@@ -46,6 +46,12 @@ def statuses(report: dict) -> list[str]:
     return [c["status"] for c in report["commits"]]
 
 
+def remember(s: Scenario, upstream_commit: str, resolution: str, *, database: str) -> int:
+    """`sluice remember`: alice's hand resolution of `upstream_commit` on fork trunk."""
+    argv = ["remember", "--repo", str(s.path), "--fork", "main", "--upstream-commit", upstream_commit]
+    return main([*argv, "--resolution", resolution, "--by", "alice", "--database", database])
+
+
 def test_clean_pick_writes_the_branch_with_author_and_trailers(scenario: Scenario, capsys) -> None:
     up = scenario.upstream("[DOCS] More (#2)", {"docs/a.md": "a\nb\n"})
     code, report, _ = pick(scenario, capsys, up, extra=("--branch", "ingest/1"))
@@ -158,26 +164,7 @@ def test_a_human_resolution_is_remembered_and_reused(scenario: Scenario, tmp_pat
     human = scenario.fork(
         "[FRONTEND] offset (#10), resolved", {"python/triton/core.py": PY.replace("ptr + 1", "ptr * 4 + 2")}
     )
-    assert (
-        main(
-            [
-                "remember",
-                "--repo",
-                str(scenario.path),
-                "--fork",
-                "main",
-                "--upstream-commit",
-                clash,
-                "--resolution",
-                human,
-                "--by",
-                "alice",
-                "--database",
-                db,
-            ]
-        )
-        == 0
-    )
+    assert remember(scenario, clash, human, database=db) == 0
     assert "remembered 1 resolved conflict" in capsys.readouterr().out
     # Re-picking the same commit onto the same base (as bisection does) reuses it.
     scenario.git("branch", "bisect-base", onto)
@@ -325,26 +312,7 @@ def test_a_marker_like_line_in_the_file_does_not_crash_the_pick(
     human = scenario.fork(
         "[FRONTEND] offset (#19), resolved", {"python/triton/core.py": odd.replace("ptr + 1", "ptr * 4 + 2")}
     )
-    assert (
-        main(
-            [
-                "remember",
-                "--repo",
-                str(scenario.path),
-                "--fork",
-                "main",
-                "--upstream-commit",
-                clash,
-                "--resolution",
-                human,
-                "--by",
-                "alice",
-                "--database",
-                db,
-            ]
-        )
-        == 0
-    )
+    assert remember(scenario, clash, human, database=db) == 0
 
 
 def test_the_same_commit_named_twice_is_refused(scenario: Scenario, capsys) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from bot.app.cli import main
 from bot.core.risk_model import Provenance, RiskModel
-from bot.demo.sandbox import DEMO, SLUICE_YML, Sandbox, build_sandbox
+from bot.demo import DEMO, SLUICE_YML, Sandbox, build_sandbox
 from bot.flows.risk_files import DEFAULT_MODEL_PATH
 
 # A fixed model for the sandbox: commits that touch what the patch stack changed are likely to break, the

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.demo.sandbox import (
+from bot.demo import (
     CHERRY_PICK_X,
     PATCH_ID,
     SUBJECT_PATTERN,

@@ -6,7 +6,6 @@ import datetime as dt
 import hashlib
 import hmac
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from bot.app.service import create_app
 from bot.app.settings import Settings
 from bot.db.jobs import JobQueue
 from bot.db.store import Store
+from tests.support.webhooks import signature, signed_headers
 
 SECRET = "it's a secret to everybody"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -69,17 +69,11 @@ def pull_body(*, head_ref: str = "feature", head_sha: str = HEAD) -> bytes:
 
 
 def sign(body: bytes, secret: str = SECRET) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return signature(body, secret)
 
 
 def headers(body: bytes, *, event: str = "push", delivery: str | None = None, **extra: str) -> dict[str, str]:
-    base = {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
-        "X-Hub-Signature-256": sign(body),
-    }
-    return {**base, **extra}
+    return {**signed_headers(body, secret=SECRET, event=event, delivery=delivery), **extra}
 
 
 @pytest.fixture

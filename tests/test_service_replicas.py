@@ -7,8 +7,6 @@ The GitHub simulator runs in the test's event loop; the bots are subprocesses co
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import os
 import signal
@@ -33,6 +31,8 @@ from bot.db.registry import Registry
 from bot.db.store import Store
 from tests.support.github_sim import GitHubSim
 from tests.support.net import free_port
+from tests.support.rig import fork_config, installation_created, serve_sim, upstream_and_fork
+from tests.support.webhooks import signed_headers
 
 T = TypeVar("T")
 SECRET = "replica-secret"
@@ -161,9 +161,8 @@ class Replicas:
 
 @asynccontextmanager
 async def replicas(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Replicas]:
-    sim = GitHubSim(root=tmp_path / "sim")
-    server = await aiohttp_server(sim.app)
-    group = Replicas(sim, str(server.make_url("")).rstrip("/"), database_url, tmp_path / "serve")
+    sim, sim_url = await serve_sim(aiohttp_server, tmp_path / "sim")
+    group = Replicas(sim, sim_url, database_url, tmp_path / "serve")
     try:
         yield group
     finally:
@@ -176,11 +175,8 @@ async def deliver(
     """POST a signed webhook as GitHub does; the status and the JSON answer."""
     body = json.dumps(payload, separators=(",", ":")).encode()
     headers = {
-        "Content-Type": "application/json",
+        **signed_headers(body, secret=SECRET, event=event, delivery=delivery_id),
         "User-Agent": "GitHub-Hookshot/a1b2c3d",
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": delivery_id,
-        "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
     }
     async with session.post(f"{url}/webhook", data=body, headers=headers) as resp:
         return resp.status, await resp.json()
@@ -285,31 +281,6 @@ FORK = "org/fork"
 UPSTREAM = "upstream-org/project"
 
 
-def installation_payload(sim: GitHubSim, full_name: str, installation_id: int) -> dict[str, Any]:
-    account = full_name.split("/")[0]
-    return {
-        "action": "created",
-        "installation": {
-            "id": installation_id,
-            "account": {"login": account, "id": 1, "type": "Organization"},
-            "repository_selection": "selected",
-            "app_id": sim.app_id,
-            "target_type": "Organization",
-            "permissions": {"contents": "write", "pull_requests": "write"},
-            "events": ["push", "pull_request"],
-        },
-        "repositories": [
-            {
-                "id": sim.repos[full_name].id,
-                "name": full_name.split("/")[1],
-                "full_name": full_name,
-                "private": False,
-            }
-        ],
-        "sender": {"login": "octocat", "id": 583231, "type": "User"},
-    }
-
-
 async def test_a_worker_killed_mid_job_loses_nothing(
     aiohttp_server: Any, tmp_path: Path, database_url: str
 ) -> None:
@@ -317,13 +288,8 @@ async def test_a_worker_killed_mid_job_loses_nothing(
     try:
         async with replicas(aiohttp_server, tmp_path, database_url) as group:
             sim = group.sim
-            sim.create_repo(UPSTREAM)
-            sim.commit(UPSTREAM, "main", {"README.md": "project\n"}, message="initial")
-            sim.create_repo(FORK)
-            sim.git(FORK, "fetch", "--quiet", str(sim.repo_path(UPSTREAM)), "main:main")
-            config = (
-                f"upstream:\n  url: {group.sim_url}/{UPSTREAM}.git\n  branch: main\nfork:\n  branch: main\n"
-            )
+            upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "project\n"})
+            config = fork_config(group.sim_url, UPSTREAM)
             sim.commit(FORK, "main", {".github/sluice.yml": config}, message="fork: Sluice config")
             installation_id = sim.install(FORK)
             # The register job's first GET of the repository hangs; later ones answer at once.
@@ -336,7 +302,7 @@ async def test_a_worker_killed_mid_job_loses_nothing(
                     session,
                     a.url,
                     "installation",
-                    installation_payload(sim, FORK, installation_id),
+                    installation_created(sim, FORK, installation_id),
                     "install-1",
                 )
             assert (status, body["outcome"]) == (202, "new")

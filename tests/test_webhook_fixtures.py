@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import hmac
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +15,7 @@ from bot.app.settings import Settings
 from bot.core import webhooks
 from bot.db.jobs import JobQueue
 from bot.db.store import Store
+from tests.support.webhooks import signed_headers
 
 FIXTURES = Path(__file__).parent / "fixtures" / "octokit"
 SECRET = "fixture-secret"
@@ -68,12 +66,7 @@ async def test_the_intake_queues_github_payloads(
     settings = Settings(app_id=1, private_key=SecretStr("pem"), webhook_secret=SecretStr(SECRET))
     client = await aiohttp_client(create_app(settings, store=store, clock=lambda: dt.datetime.now(dt.UTC)))
     body = json.dumps(as_app_delivery(payload)).encode()
-    headers = {
-        "Content-Type": "application/json",
-        "X-GitHub-Event": event,
-        "X-GitHub-Delivery": str(uuid.uuid4()),
-        "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
-    }
+    headers = signed_headers(body, secret=SECRET, event=event)
     response = await client.post("/webhook", data=body, headers=headers)
     assert response.status == 202, await response.text()
     assert JobQueue(store).counts()["queued"] == 1

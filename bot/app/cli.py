@@ -320,7 +320,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _demo_in(root: Path, args: argparse.Namespace) -> int:
-    from bot.demo.sandbox import DEMO, build_sandbox
+    from bot.demo import DEMO, build_sandbox
 
     root.mkdir(parents=True, exist_ok=True)
     with ProgressReporter() as progress:

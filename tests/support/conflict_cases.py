@@ -959,7 +959,10 @@ def _file_and_block_ends() -> list[ConflictCase]:
 
 
 def _whitespace() -> list[ConflictCase]:
-    out = []
+    return [_fork_reformatted(), _same_fix_wrapped(), _trailing_whitespace(), _lit_check_spacing()]
+
+
+def _fork_reformatted() -> ConflictCase:
     p = _PASSES[5]
     needle = "auto type = cast"
     base = _replace(
@@ -972,36 +975,22 @@ def _whitespace() -> list[ConflictCase]:
         "    auto type = dyn_cast<RankedTensorType>( op->getResult(0).getType() );",
     )
     note = "the fork's clang-format run touched the line upstream changed: upstream's change wins"
-    out.append(
-        _case(
-            f"mechanical/whitespace/fork-reformatted/{p.name}",
-            p.path,
-            base,
-            ours,
-            theirs,
-            MECHANICAL,
-            theirs,
-            note=note,
-        )
-    )
+    name = f"mechanical/whitespace/fork-reformatted/{p.name}"
+    return _case(name, p.path, base, ours, theirs, MECHANICAL, theirs, note=note)
+
+
+def _same_fix_wrapped() -> ConflictCase:
     p = _PASSES[6]
     base = _pass_source(p)
     needle = f"if (!{p.helper}(op))"
     ours = _replace(base, needle, [f"    if (!{p.helper}(op) ||", "        op->getNumResults() != 1)"])
     theirs = _replace(base, needle, f"    if (!{p.helper}(op) || op->getNumResults() != 1)")
     note = "the fork had backported the same fix, wrapped differently: upstream's spelling wins"
-    out.append(
-        _case(
-            f"mechanical/whitespace/same-fix-wrapped/{p.name}",
-            p.path,
-            base,
-            ours,
-            theirs,
-            MECHANICAL,
-            theirs,
-            note=note,
-        )
-    )
+    name = f"mechanical/whitespace/same-fix-wrapped/{p.name}"
+    return _case(name, p.path, base, ours, theirs, MECHANICAL, theirs, note=note)
+
+
+def _trailing_whitespace() -> ConflictCase:
     m = _MODULES[2]
     needle = "mask = _unwrap_if_constexpr(mask)"
     base = _replace(_module_source(m), needle, "    mask = _unwrap_if_constexpr(mask)   ")
@@ -1011,20 +1000,17 @@ def _whitespace() -> list[ConflictCase]:
         "    mask = _unwrap_if_constexpr(mask)",
         "    mask = _semantic.to_tensor(_unwrap_if_constexpr(mask))   ",
     )
-    out.append(
-        _case(f"mechanical/whitespace/trailing/{m.path}", m.path, base, ours, theirs, MECHANICAL, theirs)
-    )
+    return _case(f"mechanical/whitespace/trailing/{m.path}", m.path, base, ours, theirs, MECHANICAL, theirs)
+
+
+def _lit_check_spacing() -> ConflictCase:
     p = _PASSES[7]
     base = _replace(_lit_file(p, _lit_names(p)), "// CHECK: ", "    // CHECK:   arith.addf")
     ours, theirs = _both_replace(
         base, "// CHECK: ", "    // CHECK: arith.addf", "    // CHECK-NOT:   arith.addf"
     )
-    out.append(
-        _case(
-            f"mechanical/whitespace/lit-check/{p.name}", _lit_path(p), base, ours, theirs, MECHANICAL, theirs
-        )
-    )
-    return out
+    name = f"mechanical/whitespace/lit-check/{p.name}"
+    return _case(name, _lit_path(p), base, ours, theirs, MECHANICAL, theirs)
 
 
 def _adjacent(
@@ -1373,8 +1359,55 @@ def _other_semantic() -> list[ConflictCase]:
 # --- unknown ----------------------------------------------------------------------------------------------
 
 
+_DEBUGGING_DOC = [
+    "# Debugging Triton",
+    "",
+    "Set `MLIR_ENABLE_DUMP=1` to dump the IR before every pass.",
+    "",
+    "Set `TRITON_INTERPRET=1` to run kernels on the CPU.",
+    "",
+]
+_DEBUGGING_DOC_PATH = "docs/programming-guide/debugging.md"
+# (the knob's line, the fork's rewording, upstream's)
+_DOC_REWORDINGS = (
+    (
+        "MLIR_ENABLE_DUMP",
+        "Set `MLIR_ENABLE_DUMP=1` (or `TLX_DUMP=1`) to dump the IR before every pass.",
+        "Set `MLIR_ENABLE_DUMP=kernel_name` to dump one kernel's IR.",
+    ),
+    (
+        "TRITON_INTERPRET",
+        "Set `TRITON_INTERPRET=1` to run kernels on the CPU (TLX ops are not supported).",
+        "Set `TRITON_INTERPRET=1` to run kernels with the NumPy interpreter.",
+    ),
+)
+_WORKFLOW = [
+    "name: Integration Tests",
+    "on:",
+    "  pull_request:",
+    "jobs:",
+    "  integration-tests:",
+    "    runs-on: [self-hosted, h100]",
+    "    timeout-minutes: 60",
+]
+_CONVENTIONS_RST = [
+    "Conventions",
+    "===========",
+    "",
+    "Passes",
+    "=======",
+    "",
+    "Every pass has a lit test.",
+    "",
+]
+
+
 def _unknown_files() -> list[ConflictCase]:
     """Both sides changed the same lines of files that are not code Sluice reads."""
+    return [*_unknown_pins(), *_unknown_docs(), *_unknown_markup()]
+
+
+def _unknown_pins() -> list[ConflictCase]:
     out = []
     for index, (old, mine, upstream) in enumerate(
         (("2b5c0a4f", "9fd1c8e3", "c4ff2e0b"), ("86b69c31", "fd8a1c3e", "a0d1b2c3"))
@@ -1386,58 +1419,30 @@ def _unknown_files() -> list[ConflictCase]:
         )
     versions = ["{", '  "ptxas": "12.8.93",', '  "cuobjdump": "12.8.55",', '  "nvdisasm": "12.8.55"', "}"]
     ours, theirs = _both_replace(versions, "ptxas", '  "ptxas": "12.9.41",', '  "ptxas": "13.0.48",')
-    out.append(
-        _case(
-            "unknown/toolchain-json", "cmake/nvidia-toolchain-version.json", versions, ours, theirs, UNKNOWN
-        )
-    )
-    doc = [
-        "# Debugging Triton",
-        "",
-        "Set `MLIR_ENABLE_DUMP=1` to dump the IR before every pass.",
-        "",
-        "Set `TRITON_INTERPRET=1` to run kernels on the CPU.",
-        "",
-    ]
-    for knob, mine, upstream in (
-        (
-            "MLIR_ENABLE_DUMP",
-            "Set `MLIR_ENABLE_DUMP=1` (or `TLX_DUMP=1`) to dump the IR before every pass.",
-            "Set `MLIR_ENABLE_DUMP=kernel_name` to dump one kernel's IR.",
-        ),
-        (
-            "TRITON_INTERPRET",
-            "Set `TRITON_INTERPRET=1` to run kernels on the CPU (TLX ops are not supported).",
-            "Set `TRITON_INTERPRET=1` to run kernels with the NumPy interpreter.",
-        ),
-    ):
+    path = "cmake/nvidia-toolchain-version.json"
+    out.append(_case("unknown/toolchain-json", path, versions, ours, theirs, UNKNOWN))
+    return out
+
+
+def _unknown_docs() -> list[ConflictCase]:
+    out = []
+    doc = _DEBUGGING_DOC
+    for knob, mine, upstream in _DOC_REWORDINGS:
         ours, theirs = _both_replace(doc, knob, mine, upstream)
-        out.append(
-            _case(
-                f"unknown/docs-same-paragraph/{knob}",
-                "docs/programming-guide/debugging.md",
-                doc,
-                ours,
-                theirs,
-                UNKNOWN,
-            )
-        )
-    yml = [
-        "name: Integration Tests",
-        "on:",
-        "  pull_request:",
-        "jobs:",
-        "  integration-tests:",
-        "    runs-on: [self-hosted, h100]",
-        "    timeout-minutes: 60",
-    ]
+        name = f"unknown/docs-same-paragraph/{knob}"
+        out.append(_case(name, _DEBUGGING_DOC_PATH, doc, ours, theirs, UNKNOWN))
+    return out
+
+
+def _unknown_markup() -> list[ConflictCase]:
+    yml = _WORKFLOW
     ours, theirs = _both_replace(
         yml, "runs-on", "    runs-on: [self-hosted, gb200]", "    runs-on: [self-hosted, h100, b200]"
     )
-    out.append(
-        _case("unknown/workflow-yaml", ".github/workflows/integration-tests.yml", yml, ours, theirs, UNKNOWN)
+    workflow = _case(
+        "unknown/workflow-yaml", ".github/workflows/integration-tests.yml", yml, ours, theirs, UNKNOWN
     )
-    rst = ["Conventions", "===========", "", "Passes", "=======", "", "Every pass has a lit test.", ""]
+    rst = _CONVENTIONS_RST
     ours, theirs = _both_replace(
         rst,
         "Every pass",
@@ -1445,14 +1450,25 @@ def _unknown_files() -> list[ConflictCase]:
         "Every pass has a lit test under test/.",
     )
     note = "the file's own `=======` underline reads as a conflict marker: the merge cannot be split safely"
-    out.append(
-        _case("unknown/marker-like-lines", "docs/conventions.rst", rst, ours, theirs, UNKNOWN, note=note)
+    markers = _case(
+        "unknown/marker-like-lines", "docs/conventions.rst", rst, ours, theirs, UNKNOWN, note=note
     )
-    return out
+    return [workflow, markers]
 
 
 def _unknown_code() -> list[ConflictCase]:
     """Both sides inserted at one spot outside any body, or changed includes beyond additions."""
+    return [
+        *_unknown_cpp_same_spot(),
+        *_unknown_python_same_spot(),
+        *_unknown_includes_removed(),
+        *_unknown_class_members(),
+        *_unknown_appends_after_indented(),
+        _unknown_tablegen_same_spot(),
+    ]
+
+
+def _unknown_cpp_same_spot() -> list[ConflictCase]:
     out = []
     note = "both added a function at the same place mid-file: order and intent need a human"
     mine = ["bool isTlxOp(Operation *op) {", '  return op->getDialect()->getNamespace() == "tlx";', "}", ""]
@@ -1471,6 +1487,11 @@ def _unknown_code() -> list[ConflictCase]:
                 f"unknown/cpp-same-spot/{helper.name}", _UTILITY_PATH, base, ours, theirs, UNKNOWN, note=note
             )
         )
+    return out
+
+
+def _unknown_python_same_spot() -> list[ConflictCase]:
+    out = []
     for m in _MODULES[1:3]:
         base = _module_source(m)
         at = _find(base, "@builtin", _find(base, f"def {m.reduce}("))  # between two functions
@@ -1482,6 +1503,11 @@ def _unknown_code() -> list[ConflictCase]:
             [line.format("reshape_view") for line in fn],
         )
         out.append(_case(f"unknown/python-same-spot/{m.path}", m.path, base, ours, theirs, UNKNOWN))
+    return out
+
+
+def _unknown_includes_removed() -> list[ConflictCase]:
+    out = []
     note = "upstream dropped or swapped an include the fork may still need while the fork added one beside it"
     for p, replacement in zip(_PASSES[4:6], (['#include "triton/Analysis/AxisInfo.h"'], []), strict=True):
         base = _pass_source(p)
@@ -1489,6 +1515,11 @@ def _unknown_code() -> list[ConflictCase]:
         ours = _edit(base, (at + 1, at + 1, ['#include "triton/Conversion/TritonGPUToLLVM/Utility.h"']))
         theirs = _edit(base, (at, at + 1, replacement))
         out.append(_case(f"unknown/include-removed/{p.name}", p.path, base, ours, theirs, UNKNOWN, note=note))
+    return out
+
+
+def _unknown_class_members() -> list[ConflictCase]:
+    out = []
     note = "both added members at the end of a class: neither a list nor a function body"
     for p in _PASSES[1:3]:
         base = _pass_source(p)
@@ -1501,6 +1532,10 @@ def _unknown_code() -> list[ConflictCase]:
         out.append(
             _case(f"unknown/cpp-class-members/{p.name}", p.path, base, ours, theirs, UNKNOWN, note=note)
         )
+    return out
+
+
+def _unknown_appends_after_indented() -> list[ConflictCase]:
     note = (
         "upstream's indented lines continue the last block; after the fork's block they would join that one"
     )
@@ -1512,13 +1547,17 @@ def _unknown_code() -> list[ConflictCase]:
     tlx = ["", "", "def _register_tlx(registry):", '    registry["num_tasks"] = 1']
     ours, theirs, _ = _inserted(base, len(base), tlx, ['    registry["num_ctas"] = 1'])
     path = "python/triton/runtime/defaults.py"
-    out.append(_case("unknown/python-append-after-indented", path, base, ours, theirs, UNKNOWN, note=note))
+    python = _case("unknown/python-append-after-indented", path, base, ours, theirs, UNKNOWN, note=note)
     base = ["name: Integration Tests", "jobs:", "  integration-tests:", "    runs-on: [self-hosted, h100]"]
     ours, theirs, _ = _inserted(
         base, len(base), ["  tlx-tests:", "    runs-on: [self-hosted, h100]"], ["    timeout-minutes: 90"]
     )
     path = ".github/workflows/integration-tests.yml"
-    out.append(_case("unknown/yaml-append-after-indented", path, base, ours, theirs, UNKNOWN, note=note))
+    yaml = _case("unknown/yaml-append-after-indented", path, base, ours, theirs, UNKNOWN, note=note)
+    return [python, yaml]
+
+
+def _unknown_tablegen_same_spot() -> ConflictCase:
     base = _td_file(_td_ops(4))
     at = _find(base, "def TTG_", _find(base, "def TTG_") + 1)
     ours, theirs, _ = _inserted(
@@ -1527,8 +1566,7 @@ def _unknown_code() -> list[ConflictCase]:
         [*_td_op("TLXFence", "tlx_fence", "fence"), ""],
         [*_td_op("Barrier", "barrier", "barrier"), ""],
     )
-    out.append(_case("unknown/tablegen-same-spot", _TD_PATH, base, ours, theirs, UNKNOWN))
-    return out
+    return _case("unknown/tablegen-same-spot", _TD_PATH, base, ours, theirs, UNKNOWN)
 
 
 def _unknown_kinds() -> list[ConflictCase]:
@@ -1602,6 +1640,22 @@ def _swap(lines: Sequence[str], at: int, new: str) -> _Change:
 
 
 def _clean() -> list[ConflictCase]:
+    return [
+        *_clean_cpp_passes(),
+        *_clean_python_functions(),
+        *_clean_cmake_sources(),
+        *_clean_lit(),
+        *_clean_cpp_includes(),
+        *_clean_tablegen(),
+        *_clean_same_fix_on_both_sides(),
+        _clean_python_all(),
+        _clean_docs(),
+        _clean_rename_far_from_fork_edit(),
+        _clean_python_eof_and_imports(),
+    ]
+
+
+def _clean_cpp_passes() -> list[ConflictCase]:
     out = []
     for p in _PASSES[:4]:
         base = _pass_source(p)
@@ -1611,6 +1665,11 @@ def _clean() -> list[ConflictCase]:
             _swap(base, b, f"    patterns.add<{p.pattern}>(context, /*benefit=*/2);"),
         )
         out.append(_clean_case(f"clean/cpp-pass/{p.name}", p.path, base, mine, upstream))
+    return out
+
+
+def _clean_python_functions() -> list[ConflictCase]:
+    out = []
     for m in _MODULES[:3]:
         base = _module_source(m)
         a, b = _find(base, f'"""Returns the {m.reduce}'), _find(base, f"    return _semantic.{m.math}(x)")
@@ -1619,6 +1678,11 @@ def _clean() -> list[ConflictCase]:
             _swap(base, b, f"    return _semantic.{m.math}(x, fast=False)"),
         )
         out.append(_clean_case(f"clean/python-functions/{m.path}", m.path, base, mine, upstream))
+    return out
+
+
+def _clean_cmake_sources() -> list[ConflictCase]:
+    out = []
     for path, library, sources, (_, upstream_source) in _SOURCE_LISTS[1:3]:
         base = _cmake(library, sources)
         after_first, end = 2, len(base) - 1  # after the first source; before the closing parenthesis
@@ -1628,6 +1692,11 @@ def _clean() -> list[ConflictCase]:
                 f"clean/cmake-sources/{library}", path, base, mine, (end, end, [f"  {upstream_source}"])
             )
         )
+    return out
+
+
+def _clean_lit() -> list[ConflictCase]:
+    out = []
     for index, p in enumerate(_PASSES[:3]):
         names = _lit_names(p)
         base = _lit_file(p, names)
@@ -1637,12 +1706,22 @@ def _clean() -> list[ConflictCase]:
             (end, end, ["", "// -----", "", *_lit_case(names[0] + "_new", index + 2)]),
         )
         out.append(_clean_case(f"clean/lit/{p.name}", _lit_path(p), base, mine, upstream))
+    return out
+
+
+def _clean_cpp_includes() -> list[ConflictCase]:
+    out = []
     for p in _PASSES[4:6]:
         mine, upstream = (
             (1, 1, ['#include "mlir/Pass/Pass.h"']),
             (6, 6, ['#include "triton/Tools/Sys/GetEnv.hpp"']),
         )
         out.append(_clean_case(f"clean/cpp-includes/{p.name}", p.path, _pass_source(p), mine, upstream))
+    return out
+
+
+def _clean_tablegen() -> list[ConflictCase]:
+    out = []
     for start in (0, 3):
         base = _td_file(_td_ops(start))
         a = _find(base, "let summary")
@@ -1654,6 +1733,11 @@ def _clean() -> list[ConflictCase]:
             _swap(base, b, base[b].replace("attr-dict", "attr-dict `,`")),
         )
         out.append(_clean_case(f"clean/tablegen/{_TD_OPS[start][0]}", _TD_PATH, base, mine, upstream))
+    return out
+
+
+def _clean_same_fix_on_both_sides() -> list[ConflictCase]:
+    out = []
     note = "the fork had already picked this upstream fix"
     for p in _PASSES[6:8]:
         base = _pass_source(p)
@@ -1663,32 +1747,28 @@ def _clean() -> list[ConflictCase]:
                 f"clean/same-fix-on-both-sides/{p.name}", p.path, base, fixed, fixed, None, fixed, note=note
             )
         )
+    return out
+
+
+def _clean_python_all() -> ConflictCase:
     m = _MODULES[3]
     base = _module_source(m)
     a = _find(base, "__all__ = [") + 2
     b = _find(base, "]", a)
-    out.append(
-        _clean_case(
-            f"clean/python-all/{m.path}",
-            m.path,
-            base,
-            (a, a, ['    "tlx_async_task",']),
-            (b, b, ['    "fp8e4nv",']),
-        )
-    )
-    doc = [
-        "# Debugging Triton",
-        "",
-        "Set `MLIR_ENABLE_DUMP=1` to dump the IR before every pass.",
-        "",
-        "Set `TRITON_INTERPRET=1` to run kernels on the CPU.",
-        "",
-    ]
+    mine, upstream = (a, a, ['    "tlx_async_task",']), (b, b, ['    "fp8e4nv",'])
+    return _clean_case(f"clean/python-all/{m.path}", m.path, base, mine, upstream)
+
+
+def _clean_docs() -> ConflictCase:
+    doc = _DEBUGGING_DOC
     mine, upstream = (
         _swap(doc, 2, "Set `MLIR_ENABLE_DUMP=1` to dump the IR (TLX ops included)."),
         _swap(doc, 4, "Set `TRITON_INTERPRET=1` to use the interpreter."),
     )
-    out.append(_clean_case("clean/docs", "docs/programming-guide/debugging.md", doc, mine, upstream))
+    return _clean_case("clean/docs", _DEBUGGING_DOC_PATH, doc, mine, upstream)
+
+
+def _clean_rename_far_from_fork_edit() -> ConflictCase:
     helpers = _neighbours(3)
     base = _utility_source(helpers)
     a, b = _find(base, helpers[0].body[0]), _find(base, f"{helpers[2].ret} {helpers[2].name}(")
@@ -1696,17 +1776,18 @@ def _clean() -> list[ConflictCase]:
         _swap(base, a, f"  {helpers[0].fork_first}"),
         _swap(base, b, helpers[2].lines(name=helpers[2].name + "Impl")[0]),
     )
-    out.append(
-        _clean_case(f"clean/rename-far-from-fork-edit/{helpers[2].name}", _UTILITY_PATH, base, mine, upstream)
-    )
+    name = f"clean/rename-far-from-fork-edit/{helpers[2].name}"
+    return _clean_case(name, _UTILITY_PATH, base, mine, upstream)
+
+
+def _clean_python_eof_and_imports() -> ConflictCase:
     m = _MODULES[5]
     base = _module_source(m)
     mine, upstream = (
         (len(base), len(base), _py_function("tlx_sync", "TLX sync.")),
         _swap(base, 3, "import math  # noqa: F401"),
     )
-    out.append(_clean_case(f"clean/python-eof-and-imports/{m.path}", m.path, base, mine, upstream))
-    return out
+    return _clean_case(f"clean/python-eof-and-imports/{m.path}", m.path, base, mine, upstream)
 
 
 # --- misplaced anchors ------------------------------------------------------------------------------------
@@ -1757,10 +1838,48 @@ _VERIFY_SOURCE = [
 ]
 
 
+_README_INTRO = ["# Triton", "", "Triton is a language and compiler for custom deep-learning primitives.", ""]
+_GLUON_IMPORTS = [
+    "import torch",
+    "from triton.experimental import gluon",
+    "from triton.experimental.gluon import language as gl",
+]
+_MAKE_CUBIN = [
+    "def make_cubin(src, ptxas_cmd, fsrc, flog):",
+    "    try:",
+    "        subprocess.run(ptxas_cmd, check=True, close_fds=False, stderr=flog)",
+    "        if os.path.exists(fsrc.name):",
+    "            os.remove(fsrc.name)",
+    "    except subprocess.CalledProcessError as e:",
+    "        raise PTXASError(e.returncode) from e",
+]
+_ROOT_CMAKE_OPTIONS = [
+    "cmake_minimum_required(VERSION 3.20)",
+    "project(triton CXX C)",
+    "",
+    "# Options",
+    'option(TRITON_BUILD_TUTORIALS "Build C++ Triton tutorials" ON)',
+    'option(TRITON_BUILD_PYTHON_MODULE "Build Python Triton bindings" OFF)',
+    'option(TRITON_BUILD_UT "Build C++ Triton Unit Tests" ON)',
+]
+
+
 def _misplaced_anchors() -> list[ConflictCase]:
-    out = []
-    intro = ["# Triton", "", "Triton is a language and compiler for custom deep-learning primitives.", ""]
-    base = [*intro, *_details("Install", "Run `pip install -e .`."), *_details("Test", "Run `make test`.")]
+    return [
+        _readme_repeated_section_head(),
+        _gluon_nested_jit(),
+        _cpp_verify_replaced_anchor(),
+        _comment_above_edited_anchor(),
+        _insertion_beside_deleted_line(),
+    ]
+
+
+def _readme_repeated_section_head() -> ConflictCase:
+    base = [
+        *_README_INTRO,
+        *_details("Install", "Run `pip install -e .`."),
+        *_details("Test", "Run `make test`."),
+    ]
     at = _find(base, "<summary>Test</summary>") - 1
     theirs = _edit(base, (at, at, _details("Debug a kernel", "Set `TRITON_INTERPRET=1`.")))
     ours = _edit(base, (at, at + 1, ["<details open>"]))
@@ -1768,23 +1887,13 @@ def _misplaced_anchors() -> list[ConflictCase]:
         "upstream's new section starts with the `<details>` line the fork opened: read by the text around it,"
         " the fork's `open` lands on upstream's section instead of the one it was for"
     )
-    out.append(
-        _case(
-            "unknown/misplaced-anchor/readme-repeated-section-head",
-            "README.md",
-            base,
-            ours,
-            theirs,
-            UNKNOWN,
-            note=note,
-        )
-    )
-    imports = [
-        "import torch",
-        "from triton.experimental import gluon",
-        "from triton.experimental.gluon import language as gl",
-    ]
-    base = [*imports, "", "", *_gluon_test("test_copy", "x"), "", "", *_gluon_test("test_scale", "x * 2")]
+    name = "unknown/misplaced-anchor/readme-repeated-section-head"
+    return _case(name, "README.md", base, ours, theirs, UNKNOWN, note=note)
+
+
+def _gluon_nested_jit() -> ConflictCase:
+    tests = [*_gluon_test("test_copy", "x"), "", "", *_gluon_test("test_scale", "x * 2")]
+    base = [*_GLUON_IMPORTS, "", "", *tests]
     at = _find(base, "@gluon.jit", _find(base, "def test_scale"))
     theirs = _edit(base, (at, at, ["    @gluon.jit", "    def twice(x):", "        return x * 2", ""]))
     ours = _edit(base, (at, at + 1, ['    @gluon.jit(do_not_specialize=["y_ptr"])']))
@@ -1794,9 +1903,10 @@ def _misplaced_anchors() -> list[ConflictCase]:
         " upstream's helper"
     )
     path = "python/test/gluon/test_copies.py"
-    out.append(
-        _case("semantic/misplaced-anchor/gluon-nested-jit", path, base, ours, theirs, SEMANTIC, note=note)
-    )
+    return _case("semantic/misplaced-anchor/gluon-nested-jit", path, base, ours, theirs, SEMANTIC, note=note)
+
+
+def _cpp_verify_replaced_anchor() -> ConflictCase:
     base = _VERIFY_SOURCE
     at = _find(base, "auto srcTy = getSrc().getType();")
     check = [
@@ -1815,27 +1925,12 @@ def _misplaced_anchors() -> list[ConflictCase]:
         "upstream's check follows a line the fork replaced by three (the same line opens another verifier):"
         " after the fork's early return, TLX copies would skip upstream's check"
     )
-    path = "lib/Dialect/TritonGPU/IR/Ops.cpp"
-    out.append(
-        _case(
-            "semantic/misplaced-anchor/cpp-verify-replaced-anchor",
-            path,
-            base,
-            ours,
-            theirs,
-            SEMANTIC,
-            note=note,
-        )
-    )
-    base = [
-        "def make_cubin(src, ptxas_cmd, fsrc, flog):",
-        "    try:",
-        "        subprocess.run(ptxas_cmd, check=True, close_fds=False, stderr=flog)",
-        "        if os.path.exists(fsrc.name):",
-        "            os.remove(fsrc.name)",
-        "    except subprocess.CalledProcessError as e:",
-        "        raise PTXASError(e.returncode) from e",
-    ]
+    name, path = "semantic/misplaced-anchor/cpp-verify-replaced-anchor", "lib/Dialect/TritonGPU/IR/Ops.cpp"
+    return _case(name, path, base, ours, theirs, SEMANTIC, note=note)
+
+
+def _comment_above_edited_anchor() -> ConflictCase:
+    base = _MAKE_CUBIN
     at = _find(base, "if os.path.exists(fsrc.name)")
     dump = [
         "        if knobs.nvidia.dump_ptxas_log:",
@@ -1854,28 +1949,12 @@ def _misplaced_anchors() -> list[ConflictCase]:
         "the fork edited the line upstream inserted before, and put a comment above it: the comment"
         " belongs to that line, so upstream's lines go above both (as Intel's engineers merged it)"
     )
-    path = "third_party/nvidia/backend/compiler.py"
-    out.append(
-        _case(
-            "mechanical/adjacent/comment-above-edited-anchor",
-            path,
-            base,
-            ours,
-            theirs,
-            MECHANICAL,
-            merged,
-            note=note,
-        )
-    )
-    base = [
-        "cmake_minimum_required(VERSION 3.20)",
-        "project(triton CXX C)",
-        "",
-        "# Options",
-        'option(TRITON_BUILD_TUTORIALS "Build C++ Triton tutorials" ON)',
-        'option(TRITON_BUILD_PYTHON_MODULE "Build Python Triton bindings" OFF)',
-        'option(TRITON_BUILD_UT "Build C++ Triton Unit Tests" ON)',
-    ]
+    name, path = "mechanical/adjacent/comment-above-edited-anchor", "third_party/nvidia/backend/compiler.py"
+    return _case(name, path, base, ours, theirs, MECHANICAL, merged, note=note)
+
+
+def _insertion_beside_deleted_line() -> ConflictCase:
+    base = _ROOT_CMAKE_OPTIONS
     at = _find(base, "TRITON_BUILD_TUTORIALS")
     proton = [
         "if(WIN32)",
@@ -1889,8 +1968,7 @@ def _misplaced_anchors() -> list[ConflictCase]:
     merged = _edit(base, (at, at, proton), (at, at + 1, []))
     note = "upstream deleted the line the fork inserted before: one gap is left, so the fork's lines go there"
     name = "mechanical/adjacent/insertion-beside-deleted-line"
-    out.append(_case(name, "CMakeLists.txt", base, ours, theirs, MECHANICAL, merged, note=note))
-    return out
+    return _case(name, "CMakeLists.txt", base, ours, theirs, MECHANICAL, merged, note=note)
 
 
 _FAMILIES: tuple[Callable[[], list[ConflictCase]], ...] = (

@@ -612,19 +612,26 @@ class GitHubSim:
     # ---------------------------------------------------------------- HTTP plumbing
 
     def _routes(self) -> None:
-        r = "/repos/{owner}/{repo}"
-        add = self.app.router.add_route
-        for method, path, handler in [
+        for method, path, handler in [*self._app_routes(), *self._repo_routes(), *self._git_routes()]:
+            self.app.router.add_route(method, path, handler)
+
+    def _app_routes(self) -> list[tuple[str, str, Handler]]:
+        return [
             ("GET", "/app", self._get_app),
             ("GET", "/app/installations", self._list_installations),
             ("GET", "/app/installations/{id:\\d+}", self._get_installation),
             ("POST", "/app/installations/{id:\\d+}/access_tokens", self._create_token),
-            ("GET", f"{r}/installation", self._repo_installation),
+            ("GET", "/repos/{owner}/{repo}/installation", self._repo_installation),
             ("GET", "/installation/repositories", self._installation_repos),
             ("GET", "/app/hook/deliveries", self._list_hook_deliveries),
             ("GET", "/app/hook/deliveries/{id:\\d+}", self._get_hook_delivery),
             ("POST", "/app/hook/deliveries/{id:\\d+}/attempts", self._redeliver_hook),
             ("GET", "/rate_limit", self._rate_limit),
+        ]
+
+    def _repo_routes(self) -> list[tuple[str, str, Handler]]:
+        r = "/repos/{owner}/{repo}"
+        return [
             ("GET", r, self._get_repo),
             ("GET", f"{r}/git/ref/{{ref:.+}}", self._get_ref),
             ("GET", f"{r}/git/refs/{{ref:.+}}", self._get_ref),
@@ -667,11 +674,14 @@ class GitHubSim:
             ("GET", f"{r}/actions/runs/{{id:\\d+}}/artifacts", self._list_artifacts),
             ("GET", f"{r}/actions/artifacts/{{id:\\d+}}", self._get_artifact),
             ("GET", f"{r}/actions/artifacts/{{id:\\d+}}/zip", self._download_artifact),
+        ]
+
+    def _git_routes(self) -> list[tuple[str, str, Handler]]:
+        return [
             ("GET", "/_blobs/artifacts/{id:\\d+}", self._artifact_blob),
             ("GET", "/{owner}/{repo}.git/info/refs", self._git_http),
             ("POST", "/{owner}/{repo}.git/{service:git-upload-pack|git-receive-pack}", self._git_http),
-        ]:
-            add(method, path, handler)
+        ]
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
