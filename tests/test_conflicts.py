@@ -12,7 +12,6 @@ import pytest
 
 from bot.core.conflicts import (
     ConflictClass,
-    Diff3Error,
     FileVerdict,
     Hunk3,
     Rule,
@@ -24,6 +23,7 @@ from bot.core.conflicts import (
     split_diff3,
     unmergeable,
 )
+from bot.core.diff3 import Diff3Error
 from bot.core.rerere import conflict_key
 from tests.support.conflict_cases import KINDS, ConflictCase, cases
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.core import rerere
-from bot.core.rerere import Diff3Error, apply, conflict_blocks, conflict_key, learn
+from bot.core.diff3 import Diff3Error
+from bot.core.rerere import apply, conflict_blocks, conflict_key, learn
 from bot.db.store import Store
 
 FORK = "acme/triton"
@@ -318,14 +319,22 @@ def test_malformed_diff3_is_refused(merged: str) -> None:
 
 
 def test_lines_that_merely_look_like_markers_are_content() -> None:
-    merged = (
-        "Title\n=======\n<<<<<<<< eight wide\n<<<<<<< ours\nx\n||||||| base\n=======\ny\n>>>>>>> theirs\n"
-    )
+    look_alike = "<<<<<<<< eight wide\n<<<<<<<\tafter a tab\n======= with text\n  >>>>>>> indented\n"
+    merged = f"{look_alike}<<<<<<< ours\nx\n||||||| base\n=======\ny\n>>>>>>> theirs\n"
 
     (block,) = conflict_blocks(merged)
 
     assert (block.ours, block.base, block.theirs) == (("x",), (), ("y",))
-    assert learn(merged, "Title\n=======\n<<<<<<<< eight wide\nx\ny\n") == {block.key: ("x", "y")}
+    assert learn(merged, f"{look_alike}x\ny\n") == {block.key: ("x", "y")}
+
+
+def test_a_seven_wide_underline_makes_the_merge_unreadable_so_it_teaches_nothing() -> None:
+    # git copies the file's own `=======` into the merge, where it reads as a marker out of place.
+    merged = "Title\n=======\n<<<<<<< ours\nx\n||||||| base\n=======\ny\n>>>>>>> theirs\n"
+
+    with pytest.raises(Diff3Error, match="line 2: unexpected ======="):
+        conflict_blocks(merged)
+    assert learn(merged, "Title\n=======\nx\ny\n") == {}
 
 
 def test_learned_resolutions_round_trip_through_the_store(tmp_path: Path, store: Store) -> None:

@@ -69,6 +69,8 @@ import tree_sitter_cpp
 import tree_sitter_python
 from tree_sitter import Language, Node, Parser
 
+from bot.core import diff3
+from bot.core.diff3 import Block, Diff3Error
 from bot.core.rerere import conflict_key
 from bot.core.symbols import Definition, definitions, innermost_names, language_of
 
@@ -141,10 +143,6 @@ class FileVerdict:
     reason: str
 
 
-class Diff3Error(ValueError):
-    """The merged text is not `git merge-file --diff3` output that splits unambiguously."""
-
-
 _NO_USES: Mapping[str, Sequence[Use]] = MappingProxyType({})
 
 
@@ -199,7 +197,6 @@ def classify_file(
 # --- splitting the merge ----------------------------------------------------------------------------------
 
 _CONTEXT = 3
-_NEXT_MARKER = {None: "<", "<": "|", "|": "=", "=": ">"}
 
 
 def split_diff3(merged: str, *, ours: str | None = None) -> list[str | Hunk3]:
@@ -212,9 +209,9 @@ def split_diff3(merged: str, *, ours: str | None = None) -> list[str | Hunk3]:
     Raises Diff3Error for markers out of order, a block without a `|||||||` base part (not
     `--diff3` output) or one left open.
     """
-    blocks = _parse_blocks(_split_lines(merged))
+    blocks = diff3.parse(merged)
     view, starts = _ours_view(blocks)
-    to_ours = _line_mapper(view, _split_lines(ours)) if ours is not None else None
+    to_ours = _line_mapper(view, diff3.split_lines(ours)) if ours is not None else None
     out: list[str | Hunk3] = []
     index = 0
     for position, part in enumerate(blocks):
@@ -224,59 +221,12 @@ def split_diff3(merged: str, *, ours: str | None = None) -> list[str | Hunk3]:
         start = starts[position]
         line = to_ours(start) if to_ours is not None else start + 1
         before, after = _clean_around(blocks, position)
-        out.append(Hunk3(index, line, part[1], part[0], part[2], before, after))
+        out.append(Hunk3(index, line, part.base, part.ours, part.theirs, before, after))
         index += 1
     return out
 
 
-_Block = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]  # ours, base, theirs
-
-
-def _split_lines(text: str) -> list[str]:
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
-
-
-def _marker(line: str) -> str | None:
-    """The kind of conflict marker `line` is ("<", "|", "=", ">"), or None."""
-    text = line.removesuffix("\r")
-    head, rest = text[:7], text[7:]
-    if len(head) < 7 or head[0] not in "<|=>" or head != head[0] * 7:
-        return None
-    if head[0] == "=":
-        return "=" if rest == "" else None
-    return head[0] if rest == "" or rest.startswith(" ") else None
-
-
-def _parse_blocks(lines: list[str]) -> list[str | _Block]:
-    out: list[str | _Block] = []
-    state: str | None = None
-    sides: dict[str, list[str]] = {}
-    for number, line in enumerate(lines, 1):
-        mark = _marker(line)
-        if mark is None:
-            if state is None:
-                out.append(line)
-            else:
-                sides[state].append(line)
-            continue
-        if mark != _NEXT_MARKER[state]:
-            missing = " (no ||||||| base part: not --diff3 output)" if (state, mark) == ("<", "=") else ""
-            raise Diff3Error(f"line {number}: unexpected {mark * 7} marker{missing}")
-        if mark == ">":
-            out.append((tuple(sides["<"]), tuple(sides["|"]), tuple(sides["="])))
-            state, sides = None, {}
-        else:
-            state = mark
-            sides[mark] = []
-    if state is not None:
-        raise Diff3Error("the last conflict block is never closed")
-    return out
-
-
-def _ours_view(blocks: Sequence[str | _Block]) -> tuple[list[str], dict[int, int]]:
+def _ours_view(blocks: Sequence[str | Block]) -> tuple[list[str], dict[int, int]]:
     """`merged` with every block's ours part kept, and where each block starts in it."""
     view: list[str] = []
     starts: dict[int, int] = {}
@@ -285,7 +235,7 @@ def _ours_view(blocks: Sequence[str | _Block]) -> tuple[list[str], dict[int, int
             view.append(part)
         else:
             starts[position] = len(view)
-            view.extend(part[0])
+            view.extend(part.ours)
     return view, starts
 
 
@@ -307,7 +257,7 @@ class _LineMap:
         return (j1 + (index - i1) if tag == "equal" else j1) + 1
 
 
-def _clean_around(blocks: Sequence[str | _Block], position: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _clean_around(blocks: Sequence[str | Block], position: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     before: list[str] = []
     for part in reversed(blocks[max(position - _CONTEXT, 0) : position]):
         if not isinstance(part, str):
@@ -325,12 +275,11 @@ def _refusal(base: str, ours: str, theirs: str) -> str | None:
     if any("\0" in text for text in (base, ours, theirs)):
         return "binary content (NUL bytes): resolve by hand"
     for side, text in (("base", base), ("ours", ours), ("theirs", theirs)):
-        for number, line in enumerate(_split_lines(text), 1):
-            if _marker(line) is not None:
-                return (
-                    f"the {side} version itself has a conflict-marker line"
-                    f" ({side}:{number}: {line.strip()!r}), so the merge cannot be split unambiguously"
-                )
+        for number, line in diff3.marker_lines(text):
+            return (
+                f"the {side} version itself has a conflict-marker line"
+                f" ({side}:{number}: {line.strip()!r}), so the merge cannot be split unambiguously"
+            )
     return None
 
 
@@ -394,7 +343,7 @@ class _File:
         return cls(
             path,
             _language(path),
-            frozenset(line.strip() for line in _split_lines(base)),
+            frozenset(line.strip() for line in diff3.split_lines(base)),
             tuple(view),
             tuple(sites),
             definitions(path, ours.encode()),
@@ -1137,7 +1086,7 @@ def _plain_name(qualified: str) -> str:
 
 
 def _signatures(path: str, source: str, lang: str) -> _Signatures:
-    lines = _split_lines(source)
+    lines = diff3.split_lines(source)
     found: _Signatures = {}
     for d in definitions(path, source.encode()):
         name = _plain_name(d.name)
@@ -1361,13 +1310,11 @@ def _ends_with_newline(parts: Sequence[str | Hunk3], file: _File, merged: str) -
 
 # --- checking a resolution --------------------------------------------------------------------------------
 
-_MARKER_LIKE = re.compile(r"([<=>|])\1{6}")
-
 
 def check_resolution(path: str, text: str, *, reference: str | None = None) -> str | None:
     """None when `text` may be committed; else why not.
 
-    Refused: any line starting with seven `<`, `=`, `>` or `|` (unless `reference`, the fork's own
+    Refused: any conflict-marker line as `diff3.marker` reads them (unless `reference`, the fork's own
     version, has that very line as often), and for C++ and Python a parse with more ERROR/MISSING
     nodes than `reference` (Python: also `ast.parse` failing where `reference` parses).
     """
@@ -1381,10 +1328,8 @@ def check_resolution(path: str, text: str, *, reference: str | None = None) -> s
 
 
 def _leftover_marker(text: str, reference: str | None) -> str | None:
-    allowed = Counter(line for line in _split_lines(reference or "") if _MARKER_LIKE.match(line))
-    for number, line in enumerate(_split_lines(text), 1):
-        if not _MARKER_LIKE.match(line):
-            continue
+    allowed = Counter(line for _, line in diff3.marker_lines(reference or ""))
+    for number, line in diff3.marker_lines(text):
         if allowed[line] > 0:
             allowed[line] -= 1
             continue

@@ -5,24 +5,16 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from bot.core import diff3
 
 # Bumped if the encoding below ever changes: every stored key would change with it.
 KEY_VERSION = "sluice-rerere/1"
 # A clean line the person edited must be at least this many unchanged lines away from a conflict block;
 # closer, nobody can tell whether the edit belongs to the block's resolution.
 ANCHOR_LINES = 3
-
-_OURS = re.compile(r"<{7}(?:[ \t\r].*)?")
-_BASE = re.compile(r"\|{7}(?:[ \t\r].*)?")
-_SEPARATOR = re.compile(r"={7}[ \t\r]*")
-_THEIRS = re.compile(r">{7}(?:[ \t\r].*)?")
-
-
-class Diff3Error(ValueError):
-    """The text is not `git merge-file --diff3` output: a block misses its base section or never closes."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +60,7 @@ def conflict_key(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str]
 
 
 def conflict_blocks(merged_diff3: str) -> tuple[ConflictBlock, ...]:
-    """The conflict blocks of a diff3 file, in file order; raises Diff3Error on malformed markers."""
+    """The conflict blocks of a diff3 file, in file order; raises `diff3.Diff3Error` as `diff3.parse` does."""
     return _parse(merged_diff3).blocks
 
 
@@ -77,11 +69,15 @@ def learn(merged_diff3: str, resolved: str) -> dict[str, tuple[str, ...]]:
 
     The clean segments between blocks are the anchors: they must appear in order in `resolved`, and only
     one placement of them may fit. Edits to clean lines are allowed at least ANCHOR_LINES lines away from
-    every block. A block that occurs twice with two different resolutions is left out.
+    every block. A block that occurs twice with two different resolutions is left out. A merge that does
+    not split into blocks (`diff3.parse` refuses it) teaches nothing, nor does a resolution with markers.
     """
-    merged = _parse(merged_diff3)
-    resolved_lines = _split(resolved)[0]
-    if not merged.blocks or any(_is_marker(line) for line in resolved_lines):
+    try:
+        merged = _parse(merged_diff3)
+    except diff3.Diff3Error:
+        return {}  # the classifier refuses the same merge, so no pick would ever replay what it taught
+    resolved_lines = diff3.split_lines(resolved)
+    if not merged.blocks or diff3.has_markers(resolved):
         return {}
     spans = _block_spans(merged, resolved_lines)
     if spans is None:
@@ -98,7 +94,8 @@ def learn(merged_diff3: str, resolved: str) -> dict[str, tuple[str, ...]]:
 def apply(merged_diff3: str, known: Mapping[str, tuple[str, ...]]) -> tuple[str | None, tuple[str, ...]]:
     """Replace every block whose key is known: (the text if every block was replaced else None, keys used).
 
-    The keys used are those of the blocks found in `known`, once each, in file order.
+    The keys used are those of the blocks found in `known`, once each, in file order. Raises
+    `diff3.Diff3Error` for a merge that does not split, as `conflicts.split_diff3` does.
     """
     merged = _parse(merged_diff3)
     lines: list[str] = list(merged.clean[0])
@@ -115,59 +112,24 @@ def apply(merged_diff3: str, known: Mapping[str, tuple[str, ...]]) -> tuple[str 
 # --- parsing ----------------------------------------------------------------------------------------------
 
 
-def _split(text: str) -> tuple[list[str], bool]:
-    """Lines without their `\\n` (a `\\r` stays on the line), and whether the text ended with one."""
-    lines = text.split("\n")
-    final_newline = lines[-1] == ""
-    if final_newline:
-        lines.pop()
-    return lines, final_newline and bool(lines)
-
-
 def _join(lines: Sequence[str], *, final_newline: bool) -> str:
     return "\n".join(lines) + ("\n" if final_newline and lines else "")
 
 
-def _is_marker(line: str) -> bool:
-    return bool(_OURS.fullmatch(line) or _THEIRS.fullmatch(line))
-
-
 def _parse(text: str) -> _Merged:
-    lines, final_newline = _split(text)
+    """The clean segments and blocks of `diff3.parse(text)`; raises Diff3Error as it does."""
     clean: list[tuple[str, ...]] = []
     blocks: list[ConflictBlock] = []
     segment: list[str] = []
-    index = 0
-    while index < len(lines):
-        if not _OURS.fullmatch(lines[index]):
-            segment.append(lines[index])
-            index += 1
+    for part in diff3.parse(text):
+        if isinstance(part, str):
+            segment.append(part)
             continue
         clean.append(tuple(segment))
         segment = []
-        block, index = _parse_block(lines, index + 1)
-        blocks.append(block)
+        blocks.append(ConflictBlock(base=part.base, ours=part.ours, theirs=part.theirs))
     clean.append(tuple(segment))
-    return _Merged(tuple(clean), tuple(blocks), final_newline)
-
-
-def _parse_block(lines: Sequence[str], index: int) -> tuple[ConflictBlock, int]:
-    """The block whose `<<<<<<<` line is just before `index`, and the index after its `>>>>>>>` line."""
-    opened = index
-    sides: list[tuple[str, ...]] = []
-    for closing, name in ((_BASE, "|||||||"), (_SEPARATOR, "======="), (_THEIRS, ">>>>>>>")):
-        side: list[str] = []
-        while index < len(lines) and not closing.fullmatch(lines[index]):
-            if _OURS.fullmatch(lines[index]):
-                raise Diff3Error(f"line {index + 1}: a conflict block opens inside the one at line {opened}")
-            side.append(lines[index])
-            index += 1
-        if index == len(lines):
-            raise Diff3Error(f"the conflict block at line {opened} has no {name} line")
-        sides.append(tuple(side))
-        index += 1
-    ours, base, theirs = sides
-    return ConflictBlock(base=base, ours=ours, theirs=theirs), index
+    return _Merged(tuple(clean), tuple(blocks), final_newline=text.endswith("\n"))
 
 
 # --- aligning the resolved file with the clean segments ---------------------------------------------------

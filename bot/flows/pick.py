@@ -253,7 +253,11 @@ class Picker:
         if verdict.resolved is not None:
             outcome.text, outcome.how = verdict.resolved, ",".join(r.value for r in verdict.rules)
             return outcome
-        remembered, used = _replay(merged, self.recall([conflicts.key_of(h.hunk) for h in verdict.hunks]))
+        remembered: str | None = None
+        used: tuple[str, ...] = ()
+        if verdict.hunks:  # the classifier split the merge; `rerere` reads it with the same `diff3.parse`
+            known = self.recall([conflicts.key_of(h.hunk) for h in verdict.hunks])
+            remembered, used = rerere.apply(merged, known)
         if remembered is not None and conflicts.check_resolution(path, remembered, reference=ours) is None:
             outcome.text, outcome.how, outcome.reused_keys = remembered, "reused", used
             return outcome
@@ -330,18 +334,6 @@ def _remembered(step: StepResult, outcomes: Sequence[_FileOutcome]) -> str:
         }
     report = step.report.model_copy(update={"tree": None}).model_dump_json()
     return json.dumps({"report": report, "resolved": resolved, "rules": step.rules})
-
-
-def _replay(merged: str, known: Mapping[str, tuple[str, ...]]) -> tuple[str | None, tuple[str, ...]]:
-    """Remembered resolutions for a file, or none when the memory's parser cannot read it.
-
-    `core.rerere` reads conflict markers more loosely than `core.conflicts` (a `<<<<<<<` followed by a tab
-    opens a block there, and is content here), so a file the classifier read can still be refused by it.
-    """
-    try:
-        return rerere.apply(merged, known)
-    except rerere.Diff3Error:
-        return None, ()
 
 
 def _unmergeable_reason(stages: Mapping[int, Stage]) -> str | None:
@@ -572,9 +564,6 @@ def _learn(
             final = picker.repo.read_file(resolved.sha, path)
             if final is None:
                 continue
-            try:
-                taught = rerere.learn(merged, final.decode("utf-8", "surrogateescape"))
-            except rerere.Diff3Error:  # see _replay
-                continue
+            taught = rerere.learn(merged, final.decode("utf-8", "surrogateescape"))
             learned.update((key, (path, lines)) for key, lines in taught.items())
     return learned

@@ -73,6 +73,7 @@ GRAMMARS = ("tree-sitter", "tree-sitter-cpp", "tree-sitter-python")
 # What classifies and resolves conflicts (and so decides a conflicted merge's outcome).
 VERDICT_MODULES = (
     "bot.core.conflicts",
+    "bot.core.diff3",
     "bot.flows.pick",
     "bot.core.rerere",
     "bot.core.symbols",
