@@ -57,7 +57,6 @@ import dataclasses
 import difflib
 import itertools
 import re
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,14 +64,10 @@ from enum import StrEnum
 from pathlib import PurePosixPath
 from types import MappingProxyType
 
-import tree_sitter_cpp
-import tree_sitter_python
-from tree_sitter import Language, Node, Parser
-
 from bot.core import diff3
 from bot.core.diff3 import Block, Diff3Error
 from bot.core.rerere import conflict_key
-from bot.core.symbols import Definition, definitions, innermost_names, language_of
+from bot.core.symbols import GRAMMARS, Definition, definitions, innermost_names, language_of, parse_tree
 
 # --- the API ----------------------------------------------------------------------------------------------
 
@@ -1322,7 +1317,7 @@ def check_resolution(path: str, text: str, *, reference: str | None = None) -> s
     if marker is not None:
         return marker
     lang = language_of(path)
-    if lang in _GRAMMARS:
+    if lang in GRAMMARS:
         return _parse_problem(lang, text, reference)
     return None
 
@@ -1337,17 +1332,9 @@ def _leftover_marker(text: str, reference: str | None) -> str | None:
     return None
 
 
-_GRAMMARS = {"cpp": tree_sitter_cpp.language(), "python": tree_sitter_python.language()}
-_PARSERS = threading.local()  # parsers keep per-parse state; the adapter may check files in threads
-
-
 def _syntax_errors(lang: str, text: str) -> list[int]:
     """1-based lines of the ERROR and MISSING nodes of a tree-sitter parse."""
-    parser = getattr(_PARSERS, lang, None)
-    if parser is None:
-        parser = Parser(Language(_GRAMMARS[lang]))
-        setattr(_PARSERS, lang, parser)
-    root: Node = parser.parse(text.encode()).root_node
+    root = parse_tree(lang, text.encode())
     found: list[int] = []
     pending = [root] if root.has_error else []
     while pending:

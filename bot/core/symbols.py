@@ -72,18 +72,20 @@ def innermost_names(defs: Sequence[Definition], lines: Iterable[int]) -> tuple[s
 
 # --- tree-sitter plumbing -------------------------------------------------------------------------
 
-_GRAMMARS = {
+GRAMMARS = {
     "cpp": Language(tree_sitter_cpp.language()),
     "python": Language(tree_sitter_python.language()),
 }
-# Parsers keep per-parse state, so each thread (the planner parses blobs in worker threads) gets its own.
+# Parsers keep per-parse state, so each thread (the planner parses blobs in worker threads) gets its own;
+# the one pool: `conflicts` checks resolutions through it too.
 _PARSERS = threading.local()
 
 
-def _parse(grammar: str, source: bytes) -> Node:
+def parse_tree(grammar: str, source: bytes) -> Node:
+    """The tree-sitter syntax tree of `source` in one of GRAMMARS ("cpp", "python")."""
     parser = getattr(_PARSERS, grammar, None)
     if parser is None:
-        parser = Parser(_GRAMMARS[grammar])
+        parser = Parser(GRAMMARS[grammar])
         setattr(_PARSERS, grammar, parser)
     return parser.parse(source).root_node
 
@@ -154,7 +156,7 @@ _CPP_KEYWORDS = frozenset(
 
 
 def _cpp_definitions(source: bytes) -> Iterator[Definition]:
-    stack: list[_Item] = [(_parse("cpp", source), (), False, None)]
+    stack: list[_Item] = [(parse_tree("cpp", source), (), False, None)]
     while stack:
         node, scope, in_class, start = stack.pop()
         kind = node.type
@@ -368,7 +370,7 @@ _PY_CONTAINERS = frozenset(
 
 
 def _python_definitions(source: bytes) -> Iterator[Definition]:
-    stack: list[_Item] = [(_parse("python", source), (), False, None)]
+    stack: list[_Item] = [(parse_tree("python", source), (), False, None)]
     while stack:
         node, scope, in_class, start = stack.pop()
         kind = node.type
