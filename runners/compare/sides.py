@@ -1,0 +1,106 @@
+"""The two sides of a comparison: each side's benchmarks pooled over its runs, and their contexts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from runners.compare.model import CompareInputError, ContextRefused, Metric
+from runners.environment import MOMENTARY_CLOCKS
+from runners.report import Benchmark, Environment, Report
+
+
+@dataclass(frozen=True)
+class BenchmarkSamples:
+    """Everything measured for one benchmark key on one side, pooled over runs (A/B rounds)."""
+
+    key: str
+    kernel: str
+    latency_ms: tuple[float, ...]
+    compile_cold_ms: tuple[float, ...]
+    compile_warm_ms: tuple[float, ...]
+    comparable: bool
+    note: str | None = None
+
+    @classmethod
+    def of(cls, bench: Benchmark) -> BenchmarkSamples:
+        return cls(
+            key=bench.key,
+            kernel=bench.kernel,
+            latency_ms=bench.samples_ms,
+            compile_cold_ms=() if bench.compile_cold_ms is None else (bench.compile_cold_ms,),
+            compile_warm_ms=() if bench.compile_warm_ms is None else (bench.compile_warm_ms,),
+            comparable=bench.comparable,
+            note=bench.note,
+        )
+
+    def pooled(self, other: BenchmarkSamples) -> BenchmarkSamples:
+        return replace(
+            self,
+            latency_ms=self.latency_ms + other.latency_ms,
+            compile_cold_ms=self.compile_cold_ms + other.compile_cold_ms,
+            compile_warm_ms=self.compile_warm_ms + other.compile_warm_ms,
+            comparable=self.comparable and other.comparable,
+            note=self.note or other.note,
+        )
+
+    def samples(self, metric: Metric) -> tuple[float, ...]:
+        if metric is Metric.COMPILE_COLD:
+            return self.compile_cold_ms
+        if metric is Metric.COMPILE_WARM:
+            return self.compile_warm_ms
+        return self.latency_ms
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: its environment and its benchmarks by key, from one or more runs."""
+
+    environment: Environment
+    head_sha: str | None
+    benchmarks: Mapping[str, BenchmarkSamples]
+    runs: int = 1
+
+    @classmethod
+    def from_reports(cls, reports: Sequence[Report], *, name: str) -> Side:
+        """Pool the reports' samples per key; refuses when the runs' contexts differ."""
+        first = reports[0]
+        benchmarks: dict[str, BenchmarkSamples] = {}
+        for index, report in enumerate(reports):
+            differences = context_differences(first.environment, report.environment)
+            if differences:
+                where = f"the {name} runs 1 and {index + 1}"
+                raise ContextRefused(differences, where=where, labels=("run 1", f"run {index + 1}"))
+            for bench in report.benchmarks:
+                _check_samples(bench, name=name)
+                samples = BenchmarkSamples.of(bench)
+                known = benchmarks.get(bench.key)
+                benchmarks[bench.key] = known.pooled(samples) if known else samples
+        return cls(first.environment, first.run.head_sha, benchmarks, runs=len(reports))
+
+
+def _check_samples(bench: Benchmark, *, name: str) -> None:
+    timings = (*bench.samples_ms, bench.compile_cold_ms or 1.0, bench.compile_warm_ms or 1.0)
+    if not all(math.isfinite(t) and t > 0 for t in timings):
+        raise CompareInputError(
+            f"the {name} report's benchmark {bench.key} has a timing that is not a positive number",
+            "fix the runner that wrote it; timings are milliseconds greater than zero",
+        )
+
+
+def context_differences(baseline: Environment, candidate: Environment) -> dict[str, tuple[object, object]]:
+    """The environment fields that differ when the context hashes do (empty when they are equal)."""
+    if baseline.context_hash == candidate.context_hash:
+        return {}
+    a, b = _fingerprint(baseline), _fingerprint(candidate)
+    names = [*a, *(name for name in b if name not in a)]
+    differing = {name: (a.get(name), b.get(name)) for name in names if a.get(name) != b.get(name)}
+    return differing or {"context_hash": (baseline.context_hash, candidate.context_hash)}
+
+
+def _fingerprint(environment: Environment) -> dict[str, object]:
+    """The fields the context hash covers, clocks one by one (the momentary ones are not covered)."""
+    fields: dict[str, object] = environment.model_dump(exclude={"context_hash", "clocks"})
+    clocks = environment.clocks.items()
+    return fields | {f"clocks.{k}": v for k, v in clocks if k not in MOMENTARY_CLOCKS}
