@@ -584,6 +584,25 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--version", action="version", version=f"sluice {_version()}")
     sub = top.add_subparsers(dest="command", required=True)
+    _add_plan_command(sub)
+    _add_status_command(sub)
+    for held, summary in (
+        (Disposition.SKIPPED, "mark upstream commits as won't-port (they stop counting as pending)"),
+        (Disposition.DEFERRED, "hold upstream commits out of plans for now (they stay pending work)"),
+    ):
+        _add_hold_command(sub, held, summary)
+    _add_demo_command(sub)
+    _add_config_command(sub)
+    _add_pick_command(sub)
+    _add_remember_command(sub)
+    _add_serve_command(sub)
+    _add_mirror_command(sub)
+    calibrate.add_parser(sub, _add_repo_options, run=cmd_calibrate)
+    _add_schema_command(sub)
+    return top
+
+
+def _add_plan_command(sub: argparse._SubParsersAction) -> None:
     plan = sub.add_parser(
         "plan", help="split pending upstream commits into low-risk bundles and risky chains"
     )
@@ -594,6 +613,9 @@ def parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--full", action="store_true", help="after the summary, list every commit")
     plan.set_defaults(run=cmd_plan)
+
+
+def _add_status_command(sub: argparse._SubParsersAction) -> None:
     status = sub.add_parser("status", help="ingestion tip, Days Behind Upstream, Backlog Commits")
     _add_repo_options(status)
     status.add_argument(
@@ -607,11 +629,9 @@ def parser() -> argparse.ArgumentParser:
         help="list which fork commit matched which upstream commit, and picks that matched nothing",
     )
     status.set_defaults(run=cmd_status)
-    for held, summary in (
-        (Disposition.SKIPPED, "mark upstream commits as won't-port (they stop counting as pending)"),
-        (Disposition.DEFERRED, "hold upstream commits out of plans for now (they stay pending work)"),
-    ):
-        _add_hold_command(sub, held, summary)
+
+
+def _add_demo_command(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="plan a generated Triton-shaped sandbox (or the repos given)")
     _add_repo_options(demo, required=False)
     demo.add_argument("--dir", help="where to build the sandbox (default: a new temporary directory)")
@@ -619,6 +639,9 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-record", action="store_true", help=argparse.SUPPRESS)
     demo.add_argument("--full", action="store_true", help="after the summary, list every commit")
     demo.set_defaults(run=cmd_demo)
+
+
+def _add_config_command(sub: argparse._SubParsersAction) -> None:
     config = sub.add_parser("config", help="repository configuration")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     check = config_sub.add_parser(
@@ -626,6 +649,9 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("file")
     check.set_defaults(run=cmd_config_check)
+
+
+def _add_pick_command(sub: argparse._SubParsersAction) -> None:
     pick = sub.add_parser(
         "pick", help="apply upstream commits onto a ref, resolving only mechanical conflicts"
     )
@@ -644,6 +670,9 @@ def parser() -> argparse.ArgumentParser:
     pick.add_argument("--no-record", action="store_true", help="do not consult remembered resolutions")
     pick.add_argument("shas", nargs="+", metavar="UPSTREAM_SHA")
     pick.set_defaults(run=cmd_pick)
+
+
+def _add_remember_command(sub: argparse._SubParsersAction) -> None:
     remember = sub.add_parser("remember", help="remember how a human resolved a pick's conflicts")
     remember.add_argument("--repo", required=True, help="path of a clone or mirror")
     remember.add_argument("--fork", required=True, help="fork trunk ref (names the fork in the store)")
@@ -655,12 +684,18 @@ def parser() -> argparse.ArgumentParser:
         "--database", help="SQLAlchemy URL (default: $SLUICE_DATABASE_URL, else a SQLite file)"
     )
     remember.set_defaults(run=cmd_remember)
+
+
+def _add_serve_command(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser(
         "serve", help="run the GitHub App webhook service (settings from SLUICE_* variables)"
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
     serve.set_defaults(run=cmd_serve)
+
+
+def _add_mirror_command(sub: argparse._SubParsersAction) -> None:
     mirror = sub.add_parser("mirror", help="create or update a local mirror of fork trunk and upstream")
     mirror.add_argument("--dir", required=True, help="the mirror (a bare repository; created on first use)")
     mirror.add_argument("--fork-url", required=True, help="the fork: URL or absolute path")
@@ -669,13 +704,14 @@ def parser() -> argparse.ArgumentParser:
     mirror.add_argument("--upstream-branch", help="default: upstream.branch from the configuration")
     mirror.add_argument("--config", help="a sluice.yml to take the defaults from")
     mirror.set_defaults(run=cmd_mirror)
-    calibrate.add_parser(sub, _add_repo_options, run=cmd_calibrate)
+
+
+def _add_schema_command(sub: argparse._SubParsersAction) -> None:
     schema = sub.add_parser(
         "schema", help="print the JSON Schema of `sluice plan --json` or `sluice pick --json`"
     )
     schema.add_argument("output", nargs="?", choices=sorted(SCHEMAS), default="plan")
     schema.set_defaults(run=cmd_schema)
-    return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
