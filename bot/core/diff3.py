@@ -32,6 +32,7 @@ class Block:
     theirs: tuple[str, ...]
 
 
+_MARKER_CHARS = frozenset("<|=>")
 # The one marker that may follow each (None: outside any block).
 _NEXT = {
     None: Marker.OURS,
@@ -49,9 +50,11 @@ def marker(line: str) -> Marker | None:
     nothing; then "\\r" in a CRLF file. Anything else (a tab or another character right after the
     seven, eight of them, a `=======` with text after it, indentation) is content.
     """
+    if line[:1] not in _MARKER_CHARS:  # most lines: decided by their first character
+        return None
     text = line.removesuffix("\r")
     head, rest = text[:MARKER_SIZE], text[MARKER_SIZE:]
-    if len(head) < MARKER_SIZE or head[0] not in "<|=>" or head != head[0] * MARKER_SIZE:
+    if head != head[0] * MARKER_SIZE:
         return None
     kind = Marker(head[0])
     if kind is Marker.SEPARATOR:
