@@ -6,7 +6,7 @@ import json
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.core.errors import GitError
 from bot.core.refs import non_ascii_problem, validate_ref
@@ -22,22 +22,28 @@ class Payload(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class Repository(Payload):
-    full_name: str
-    default_branch: str | None = None
+def _owner_slash_name(value: str) -> str:
+    if (problem := non_ascii_problem(value)) is not None:
+        raise ValueError(f"not an owner/name repository: {value!a}: {problem}")
+    if not REPO_NAME.fullmatch(value) or any(part in (".", "..") for part in value.split("/")):
+        raise ValueError(f"not an owner/name repository: {value!r}")
+    return value
 
-    @field_validator("full_name")
-    @classmethod
-    def _owner_slash_name(cls, value: str) -> str:
-        if (problem := non_ascii_problem(value)) is not None:
-            raise ValueError(f"not an owner/name repository: {value!a}: {problem}")
-        if not REPO_NAME.fullmatch(value) or any(part in (".", "..") for part in value.split("/")):
-            raise ValueError(f"not an owner/name repository: {value!r}")
-        return value
+
+RepoName = Annotated[str, AfterValidator(_owner_slash_name)]  # "owner/name", as GitHub spells it
+
+
+class Repository(Payload):
+    full_name: RepoName
+    default_branch: str | None = None
 
 
 class Account(Payload):
     login: str
+
+
+class User(Account):
+    type: str | None = None  # "Bot" for an App's and other bots' accounts, "User" for people
 
 
 class Installation(Payload):
@@ -134,8 +140,31 @@ class InstallationRepositoriesEvent(Payload):
     repositories_removed: tuple[Repository, ...] = ()
 
 
+class Comment(Payload):
+    id: GitHubId
+    body: str | None = None
+    user: User
+
+
+class PullRequestLink(Payload):
+    """Present on an issue that is a pull request; its fields are not used."""
+
+
+class Issue(Payload):
+    number: GitHubId
+    pull_request: PullRequestLink | None = None  # set when the issue is a pull request
+
+
+class IssueCommentEvent(Payload):
+    action: str  # created, edited, deleted
+    issue: Issue
+    comment: Comment
+    repository: Repository
+    installation: Installation  # every App delivery about a repository names its installation
+
+
 class RepositoryEvent(Payload):
-    """Events Sluice records now and handles in later work (comments, check runs, workflow runs)."""
+    """Events Sluice records now and handles in later work (reviews, check runs, workflow runs)."""
 
     repository: Repository
     installation: Installation  # every App delivery about a repository names its installation
@@ -146,7 +175,7 @@ MODELS: dict[str, type[Payload]] = {
     "pull_request": PullRequestEvent,
     "installation": InstallationEvent,
     "installation_repositories": InstallationRepositoriesEvent,
-    "issue_comment": RepositoryEvent,
+    "issue_comment": IssueCommentEvent,
     "pull_request_review": RepositoryEvent,
     "check_run": RepositoryEvent,
     "check_suite": RepositoryEvent,
