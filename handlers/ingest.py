@@ -7,6 +7,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gidgethub.routing import Router
+
 from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.config import ConfigError, SluiceConfig
@@ -29,16 +31,13 @@ from bot.flows.planning import build_plan
 from bot.git.mirror import BranchUpdate, SyncResult
 from bot.git.repo import GitRepo
 from handlers import upstream
+from handlers.requests import IngestRequest
 
 KIND = "ingest"
 log = logging.getLogger("sluice.ingest")
 
 
-async def request(ctx: Context, fork: str, *, reason: str) -> None:
-    """Ask for an ingestion run of `fork`; a burst of requests coalesces into one queued job."""
-    payload = {"fork": fork, "reason": reason}
-    if await ctx.db(ctx.queue.enqueue_once, KIND, payload, key=fork, now=ctx.clock()) is not None:
-        log.info("ingestion of %s requested: %s", fork, reason)
+router = Router()  # requests.ingest() enqueues the jobs
 
 
 @dataclass(frozen=True)
@@ -51,12 +50,11 @@ class Built:
     seen: ObservedState
 
 
-async def handle(ctx: Context, job: Job) -> None:
-    fork = await ctx.db(ctx.registry.fork, str(job.payload["fork"]))
+@router.register(KIND)
+async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
+    fork = await ctx.db(ctx.registry.fork, request.fork)
     if fork is None:
-        log.info(
-            "ingest job %d: %s is no longer a registered fork; nothing to do", job.id, job.payload["fork"]
-        )
+        log.info("ingest job %d: %s is no longer a registered fork; nothing to do", job.id, request.fork)
         return
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
     built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth)

@@ -9,52 +9,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
-from gidgethub import BadRequest
+from gidgethub.routing import Router
 
 from bot.app.context import Context
 from bot.core.webhooks import InstallationEvent, InstallationRepositoriesEvent
 from bot.db.jobs import Job
-from handlers import register
+from bot.github.installations import GitHubInstallation, on_github, repos_on_github
+from handlers import requests
 
+router = Router()
 log = logging.getLogger("sluice.installation")
 RECORDING_ACTIONS = frozenset({"created", "unsuspend", "new_permissions_accepted"})
-
-
-@dataclass(frozen=True)
-class GitHubInstallation:
-    """An installation of this App as GitHub reports it."""
-
-    id: int
-    account: str
-    suspended: bool
-
-
-async def on_github(ctx: Context, installation_id: int) -> GitHubInstallation | None:
-    """GitHub's record of the installation (`GET /app/installations/{id}`), None when it has none."""
-    found = await _app_get_or_none(
-        ctx, "/app/installations/{installation_id}", {"installation_id": installation_id}
-    )
-    if found is None:
-        return None
-    account = (found.get("account") or {}).get("login") or "?"
-    return GitHubInstallation(int(found["id"]), str(account), suspended=bool(found.get("suspended_at")))
-
-
-async def repos_on_github(ctx: Context, installation_id: int) -> frozenset[str]:
-    """The repositories GitHub says the installation holds (`GET /installation/repositories`)."""
-    api = ctx.github.for_installation(installation_id)
-    pages = api.getiter("/installation/repositories?per_page=100", iterable_key="repositories")
-    return frozenset([str(repo["full_name"]) async for repo in pages])
-
-
-async def holds(ctx: Context, installation_id: int, repo: str) -> bool:
-    """Whether GitHub says `repo` is in the installation (`GET /repos/{owner}/{repo}/installation`)."""
-    owner, name = repo.split("/", 1)
-    found = await _app_get_or_none(ctx, "/repos/{owner}/{repo}/installation", {"owner": owner, "repo": name})
-    return found is not None and found.get("id") == installation_id
 
 
 def split(claimed: Iterable[str], held: frozenset[str]) -> tuple[list[str], list[str]]:
@@ -63,8 +29,8 @@ def split(claimed: Iterable[str], held: frozenset[str]) -> tuple[list[str], list
     return [r for r in claimed if r in held], [r for r in claimed if r not in held]
 
 
-async def installation(ctx: Context, job: Job) -> None:
-    event = InstallationEvent.model_validate(job.payload)
+@router.register("installation")
+async def on_installation(event: InstallationEvent, *, ctx: Context, job: Job) -> None:
     inst = event.installation
     if event.action == "deleted":
         await _forget(ctx, job, inst.id)
@@ -74,22 +40,24 @@ async def installation(ctx: Context, job: Job) -> None:
     found = await _confirmed(ctx, job, inst.id)
     if found is None:
         return
-    held = await repos_on_github(ctx, inst.id)
+    held = await repos_on_github(ctx.github, inst.id)
     claimed = [r.full_name for r in event.repositories]
     repos, refused = split(claimed, held) if claimed else (sorted(held), [])
     _drop(job, refused, f"installation {inst.id} on GitHub does not hold", "not recorded")
     await ctx.db(ctx.registry.record_installation, inst.id, found.account, repos, at=ctx.clock())
     for repo in repos:
-        await register.request(ctx, repo, installation_id=inst.id)
+        await requests.register(ctx, repo, installation_id=inst.id)
 
 
-async def installation_repositories(ctx: Context, job: Job) -> None:
-    event = InstallationRepositoriesEvent.model_validate(job.payload)
+@router.register("installation_repositories")
+async def on_installation_repositories(
+    event: InstallationRepositoriesEvent, *, ctx: Context, job: Job
+) -> None:
     inst = event.installation
     found = await _confirmed(ctx, job, inst.id)
     if found is None:
         return
-    held = await repos_on_github(ctx, inst.id)
+    held = await repos_on_github(ctx.github, inst.id)
     kept, removed = split((r.full_name for r in event.repositories_removed), held)
     added, refused = split((r.full_name for r in event.repositories_added), held)
     _drop(job, kept, f"installation {inst.id} on GitHub still holds", "not forgotten")
@@ -100,11 +68,11 @@ async def installation_repositories(ctx: Context, job: Job) -> None:
     if added:
         await ctx.db(ctx.registry.record_installation, inst.id, found.account, added, at=ctx.clock())
         for repo in added:
-            await register.request(ctx, repo, installation_id=inst.id)
+            await requests.register(ctx, repo, installation_id=inst.id)
 
 
 async def _confirmed(ctx: Context, job: Job, installation_id: int) -> GitHubInstallation | None:
-    found = await on_github(ctx, installation_id)
+    found = await on_github(ctx.github, installation_id)
     if found is None or found.suspended:
         why = "suspended" if found else "unknown to GitHub for this App"
         log.warning(
@@ -119,7 +87,7 @@ async def _confirmed(ctx: Context, job: Job, installation_id: int) -> GitHubInst
 
 
 async def _forget(ctx: Context, job: Job, installation_id: int) -> None:
-    if await on_github(ctx, installation_id) is not None:
+    if await on_github(ctx.github, installation_id) is not None:
         log.warning(
             "delivery %s: installation %d deleted, but GitHub still has it; dropped, registry unchanged",
             job.delivery_id,
@@ -133,12 +101,3 @@ async def _forget(ctx: Context, job: Job, installation_id: int) -> None:
 def _drop(job: Job, repos: Sequence[str], fact: str, outcome: str) -> None:
     if repos:
         log.warning("delivery %s (%s): %s %s; %s", job.delivery_id, job.kind, fact, ", ".join(repos), outcome)
-
-
-async def _app_get_or_none(ctx: Context, url: str, url_vars: dict[str, Any]) -> Any:
-    try:
-        return await ctx.github.app_get(url, url_vars)
-    except BadRequest as exc:
-        if exc.status_code == 404:
-            return None
-        raise

@@ -10,7 +10,7 @@ from bot.app.context import Context
 from bot.core.errors import GitError
 from bot.core.upstream_access import UpstreamRefused
 from bot.git.mirror import redact
-from handlers import ingest
+from handlers import requests
 
 log = logging.getLogger("sluice.poll")
 
@@ -34,7 +34,7 @@ async def poll_once(ctx: Context) -> list[str]:
             continue
         # Compare-and-set: of several replicas polling at once, one requests the ingestion.
         if await ctx.db(ctx.registry.mark_upstream_seen, fork.repo, old=fork.upstream_seen, new=head):
-            await ingest.request(
+            await requests.ingest(
                 ctx, fork.repo, reason=f"poll: upstream {fork.upstream_branch} moved to {head[:10]}"
             )
             moved.append(fork.repo)

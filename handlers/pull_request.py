@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from gidgethub.routing import Router
+
 from bot.app.context import Context
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.webhooks import PullRequestEvent
@@ -15,16 +17,17 @@ from bot.flows.engine import take_snapshot
 from bot.git.repo import GitRepo
 from handlers import ingest, upstream
 
-KIND = "pull_request"
-ACTIONS = frozenset({"opened", "synchronize", "reopened"})
+router = Router()
 log = logging.getLogger("sluice.pull_request")
 
 
-async def handle(ctx: Context, job: Job) -> None:
-    event = PullRequestEvent.model_validate(job.payload)
+@router.register("pull_request", action="opened")
+@router.register("pull_request", action="synchronize")
+@router.register("pull_request", action="reopened")
+async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
     fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
     pull = event.pull_request
-    if event.action not in ACTIONS or fork is None or pull.base.ref != fork.branch:
+    if fork is None or pull.base.ref != fork.branch:
         return
     if pull.head.ref.startswith(BRANCH_PREFIX):
         return  # Sluice's own ingestion PRs carry upstream commits, not patch-stack growth

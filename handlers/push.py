@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import logging
 
+from gidgethub.routing import Router
+
 from bot.app.context import Context
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.webhooks import PushEvent
 from bot.db.jobs import Job
 from bot.flows.engine import CONFIG_PATH
-from handlers import ingest, installation, register
+from bot.github.installations import holds
+from handlers import requests
 
-KIND = "push"
+router = Router()
 log = logging.getLogger("sluice.push")
 
 
-async def handle(ctx: Context, job: Job) -> None:
-    event = PushEvent.model_validate(job.payload)
+@router.register("push")
+async def on_push(event: PushEvent, *, ctx: Context, job: Job) -> None:
     repo, branch = event.repository.full_name, event.ref.removeprefix("refs/heads/")
     if branch == event.ref or event.deleted:
         return  # tags and deleted branches change nothing Sluice plans
@@ -34,13 +37,13 @@ async def handle(ctx: Context, job: Job) -> None:
         return
     config_changed = event.touches(CONFIG_PATH)
     if trunk and config_changed:  # the upstream it tracks may have changed: register again, then ingest
-        await register.request(ctx, repo, installation_id=event.installation.id)
+        await requests.register(ctx, repo, installation_id=event.installation.id)
     elif trunk:
-        await ingest.request(ctx, repo, reason=f"fork trunk {branch} moved to {event.after[:10]}")
+        await requests.ingest(ctx, repo, reason=f"fork trunk {branch} moved to {event.after[:10]}")
     elif fork is None and branch == event.repository.default_branch:
         await _note_repo(ctx, job, event, config_changed=config_changed)
     for tracking in await ctx.db(ctx.registry.forks_tracking, repo, branch):
-        await ingest.request(
+        await requests.ingest(
             ctx, tracking.repo, reason=f"upstream {repo} {branch} moved to {event.after[:10]}"
         )
 
@@ -50,9 +53,9 @@ async def _note_repo(ctx: Context, job: Job, event: PushEvent, *, config_changed
     repo, installation_id = event.repository.full_name, event.installation.id
     if await ctx.db(ctx.registry.installation_of, repo) == installation_id:
         if config_changed:
-            await register.request(ctx, repo, installation_id=installation_id)
+            await requests.register(ctx, repo, installation_id=installation_id)
         return
-    if not await installation.holds(ctx, installation_id, repo):
+    if not await holds(ctx.github, installation_id, repo):
         log.warning(
             "delivery %s: GitHub says %s is not in installation %d; not recorded",
             job.delivery_id,
@@ -61,4 +64,4 @@ async def _note_repo(ctx: Context, job: Job, event: PushEvent, *, config_changed
         )
         return
     await ctx.db(ctx.registry.add_repos, installation_id, [repo])
-    await register.request(ctx, repo, installation_id=installation_id)
+    await requests.register(ctx, repo, installation_id=installation_id)

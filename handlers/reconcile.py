@@ -23,7 +23,7 @@ from bot.core.redelivery import (
 )
 from bot.db.leases import Leases, periodically
 from bot.github.client import InstallationAPI
-from handlers import ingest
+from handlers import requests
 
 REDELIVERY, RESYNC = "redelivery", "resync"  # the leases' names
 DELIVERIES_URL = "/app/hook/deliveries?per_page=100"
@@ -111,7 +111,7 @@ async def resync_once(ctx: Context, metrics: ReconcileMetrics) -> list[str]:
     """
     forks = [fork.repo for fork in await ctx.db(ctx.registry.all_forks)]
     for repo in forks:
-        await ingest.request(ctx, repo, reason="periodic resync")
+        await requests.ingest(ctx, repo, reason="periodic resync")
     metrics.resyncs.inc()
     metrics.resynced_forks.inc(len(forks))
     log.info("resync: %d forks re-planned", len(forks))

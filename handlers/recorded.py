@@ -1,14 +1,22 @@
-"""Events Sluice records now and acts on in later work (slash commands, reviews, check and workflow runs)."""
+"""Events Sluice records now and acts on in later work: reviews, check and workflow runs, comments."""
 
 from __future__ import annotations
 
 import logging
 
+from gidgethub.routing import Router
+
 from bot.app.context import Context
 from bot.db.jobs import Job
 
+RECORDED = ("issue_comment", "pull_request_review", "check_run", "check_suite", "workflow_run")
+router = Router()
 log = logging.getLogger("sluice.recorded")
 
 
-async def handle(ctx: Context, job: Job) -> None:
+async def record(event: object, *, ctx: Context, job: Job) -> None:
     log.info("delivery %s (%s on %s) recorded; no action yet", job.delivery_id, job.kind, job.key)
+
+
+for kind in RECORDED:  # every action of each: the delivery and its job are kept, to act on later
+    router.add(record, kind)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from gidgethub.routing import Router
+
 from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.config import ConfigError, SluiceConfig, parse_config
@@ -16,20 +18,17 @@ from bot.flows.engine import CONFIG_PATH
 from bot.git.mirror import redact, validate_url
 from bot.git.repo import GitRepo
 from bot.github.forge import ForkGitHub
-from handlers import ingest, upstream
+from handlers import requests, upstream
+from handlers.requests import RegisterRequest
 
-KIND = "register"
+router = Router()
 CONFIG_CHECK = upstream.CONFIG_CHECK
 log = logging.getLogger("sluice.register")
 
 
-async def request(ctx: Context, repo: str, *, installation_id: int) -> None:
-    payload = {"repo": repo, "installation_id": installation_id}
-    await ctx.db(ctx.queue.enqueue_once, KIND, payload, key=repo, now=ctx.clock())
-
-
-async def handle(ctx: Context, job: Job) -> None:
-    repo, installation_id = str(job.payload["repo"]), int(job.payload["installation_id"])
+@router.register(requests.REGISTER)
+async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
+    repo, installation_id = request.repo, request.installation_id
     if await ctx.db(ctx.registry.installation_of, repo) != installation_id:
         log.info("%s is no longer in installation %d; not registering it", repo, installation_id)
         return
@@ -82,7 +81,7 @@ async def handle(ctx: Context, job: Job) -> None:
     log.info(
         "%s registered: trunk %s, upstream %s %s", repo, fork.branch, fork.upstream_url, fork.upstream_branch
     )
-    await ingest.request(ctx, repo, reason="registered")
+    await requests.ingest(ctx, repo, reason="registered")
 
 
 async def _grants_only(ctx: Context, forge: ForkGitHub, head: str, config: SluiceConfig) -> None:

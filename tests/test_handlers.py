@@ -10,14 +10,17 @@ from typing import Any
 
 import aiohttp
 import pytest
+from gidgethub.routing import Router
+from pydantic import BaseModel, ConfigDict
 
 from bot.app.context import Context
+from bot.app.routing import Routes
 from bot.app.worker import Rejected, Worker
 from bot.db.jobs import Job, JobQueue, JobState
 from bot.db.registry import Fork, Registry
 from bot.db.store import Store
 from bot.github.client import GitHubClient
-from handlers import HANDLERS, installation, poll, push, register
+from handlers import ROUTES, poll
 from tests.support.github_sim import ZERO_SHA, GitHubSim
 from tests.support.rig import serve_sim, sim_settings, upstream_and_fork
 
@@ -55,6 +58,11 @@ def sim_of(ctx: Context) -> GitHubSim:
 
 def job(kind: str, payload: dict[str, Any], *, key: str | None = None) -> Job:
     return Job(id=1, kind=kind, key=key, payload=payload, attempts=1, delivery_id="d-1")
+
+
+async def dispatch(ctx: Context, kind: str, payload: dict[str, Any]) -> None:
+    """Run a job as the worker does: its payload parsed into its kind's model, then its routed callbacks."""
+    await ROUTES.dispatch(job(kind, payload), ctx=ctx)
 
 
 def queued(ctx: Context) -> list[tuple[str, str | None]]:
@@ -98,14 +106,14 @@ def push_payload(
 async def test_upstream_push_requests_an_ingestion_of_every_fork_tracking_it(ctx: Context) -> None:
     fork_record(ctx)
     ctx.registry.add_repos(1, [UPSTREAM])
-    await push.handle(ctx, job("push", push_payload(ctx, UPSTREAM, "refs/heads/main")))
-    await push.handle(ctx, job("push", push_payload(ctx, UPSTREAM, "refs/heads/main")))  # coalesces
+    await dispatch(ctx, "push", push_payload(ctx, UPSTREAM, "refs/heads/main"))
+    await dispatch(ctx, "push", push_payload(ctx, UPSTREAM, "refs/heads/main"))  # coalesces
     assert queued(ctx) == [("ingest", FORK)]
 
 
 async def test_fork_trunk_push_requests_an_ingestion_even_when_sluice_merged(ctx: Context) -> None:
     fork_record(ctx)
-    await push.handle(ctx, job("push", push_payload(ctx, FORK, "refs/heads/main", sender="sluice[bot]")))
+    await dispatch(ctx, "push", push_payload(ctx, FORK, "refs/heads/main", sender="sluice[bot]"))
     assert queued(ctx) == [("ingest", FORK)]
 
 
@@ -128,7 +136,7 @@ async def test_pushes_that_change_no_plan_start_nothing(
     ctx: Context, repo: str, ref: str, sender: str
 ) -> None:
     fork_record(ctx)
-    await push.handle(ctx, job("push", push_payload(ctx, repo, ref, sender=sender)))
+    await dispatch(ctx, "push", push_payload(ctx, repo, ref, sender=sender))
     assert queued(ctx) == []
 
 
@@ -138,20 +146,20 @@ async def test_a_repo_is_checked_for_a_config_when_first_seen_or_when_its_config
     fork_record(ctx)
     installation_id = sim_of(ctx).install(UPSTREAM)
     payload = push_payload(ctx, UPSTREAM, "refs/heads/main", installation_id=installation_id + 1)
-    await push.handle(ctx, job("push", payload))  # GitHub does not confirm that installation: not recorded
+    await dispatch(ctx, "push", payload)  # GitHub does not confirm that installation: not recorded
     assert queued(ctx) == [("ingest", FORK)] and ctx.registry.installation_of(UPSTREAM) is None
     payload = push_payload(ctx, UPSTREAM, "refs/heads/main", installation_id=installation_id)
-    await push.handle(ctx, job("push", payload))  # an installed repo Sluice had not seen: is it a fork?
+    await dispatch(ctx, "push", payload)  # an installed repo Sluice had not seen: is it a fork?
     assert queued(ctx) == [("register", UPSTREAM), ("ingest", FORK)]
     assert ctx.registry.installation_of(UPSTREAM) == installation_id
-    await push.handle(ctx, job("push", payload))  # seen, not a fork, config untouched: just the forks
+    await dispatch(ctx, "push", payload)  # seen, not a fork, config untouched: just the forks
     assert queued(ctx) == [("ingest", FORK)]
     payload["commits"][-1]["added"].append(".github/sluice.yml")
-    await push.handle(ctx, job("push", payload))
+    await dispatch(ctx, "push", payload)
     assert queued(ctx) == [("register", UPSTREAM), ("ingest", FORK)]
     fork_payload = push_payload(ctx, FORK, "refs/heads/main")
     fork_payload["commits"][-1]["modified"].append(".github/sluice.yml")
-    await push.handle(ctx, job("push", fork_payload))  # the fork's own config changed: register again
+    await dispatch(ctx, "push", fork_payload)  # the fork's own config changed: register again
     assert queued(ctx) == [("register", FORK)]
 
 
@@ -169,7 +177,7 @@ def installation_payload(action: str, installation_id: int, repos: list[str]) ->
 async def test_installation_lifecycle_records_and_forgets(ctx: Context) -> None:
     sim = sim_of(ctx)
     inst = sim.install(FORK)
-    await installation.installation(ctx, job("installation", installation_payload("created", inst, [FORK])))
+    await dispatch(ctx, "installation", installation_payload("created", inst, [FORK]))
     assert ctx.registry.installed_repos(inst) == [FORK]
     assert queued(ctx) == [("register", FORK)]
     fork_record(ctx, installation_id=inst)
@@ -178,21 +186,20 @@ async def test_installation_lifecycle_records_and_forgets(ctx: Context) -> None:
         "installation": {"id": inst},
         "repositories_removed": [{"full_name": FORK}],
     }
-    repositories = job("installation_repositories", removed)
-    await installation.installation_repositories(ctx, repositories)  # GitHub still has it: kept
+    await dispatch(ctx, "installation_repositories", removed)  # GitHub still has it: kept
     assert ctx.registry.installed_repos(inst) == [FORK] and ctx.registry.fork(FORK) is not None
     sim.uninstall(FORK)
-    await installation.installation_repositories(ctx, repositories)
+    await dispatch(ctx, "installation_repositories", removed)
     assert ctx.registry.installed_repos(inst) == [] and ctx.registry.fork(FORK) is None
     added = {"action": "added", "installation": {"id": inst}, "repositories_added": [{"full_name": FORK}]}
     sim.install(FORK)
-    await installation.installation_repositories(ctx, job("installation_repositories", added))
+    await dispatch(ctx, "installation_repositories", added)
     assert queued(ctx) == [("register", FORK)]
-    deleted = job("installation", installation_payload("deleted", inst, [FORK]))
-    await installation.installation(ctx, deleted)  # GitHub still has the installation: kept
+    deleted = installation_payload("deleted", inst, [FORK])
+    await dispatch(ctx, "installation", deleted)  # GitHub still has the installation: kept
     assert ctx.registry.installation_of(FORK) == inst
     sim.delete_installation(inst)
-    await installation.installation(ctx, deleted)
+    await dispatch(ctx, "installation", deleted)
     assert ctx.registry.installed_repos(inst) == [] and ctx.registry.installation_of(FORK) is None
 
 
@@ -202,7 +209,7 @@ async def test_register_reads_the_config_and_requests_the_first_ingestion(ctx: C
     config = f"upstream:\n  url: {ctx.web_url}/{UPSTREAM}.git\nfork:\n  branch: main\n"
     sim.commit(FORK, "main", {".github/sluice.yml": config}, message="sluice config")
     ctx.registry.add_repos(installation_id, [FORK])
-    await register.handle(ctx, job("register", {"repo": FORK, "installation_id": installation_id}))
+    await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
     fork = ctx.registry.fork(FORK)
     assert fork is not None and fork.upstream_repo == UPSTREAM and fork.branch == "main"
     assert queued(ctx) == [("ingest", FORK)]
@@ -214,7 +221,7 @@ async def test_a_repo_without_config_is_not_a_fork(ctx: Context) -> None:
     sim = sim_of(ctx)
     installation_id = sim.install(FORK)
     ctx.registry.add_repos(installation_id, [FORK])
-    await register.handle(ctx, job("register", {"repo": FORK, "installation_id": installation_id}))
+    await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
     assert ctx.registry.fork(FORK) is None and queued(ctx) == []
 
 
@@ -224,7 +231,7 @@ async def test_a_broken_config_is_rejected_with_its_problems_and_registers_nothi
     sim.commit(FORK, "main", {".github/sluice.yml": "stratgy: merge\n"}, message="typo")
     ctx.registry.add_repos(installation_id, [FORK])
     with pytest.raises(Rejected, match="stratgy"):
-        await register.handle(ctx, job("register", {"repo": FORK, "installation_id": installation_id}))
+        await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
     assert ctx.registry.fork(FORK) is None and queued(ctx) == []
     # the people who pushed it see why on the commit
     (run,) = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config"]
@@ -253,17 +260,27 @@ async def test_poll_skips_upstreams_that_send_webhooks(ctx: Context) -> None:
 # ------------------------------------------------------------------ the worker
 
 
-async def test_worker_outcomes(ctx: Context) -> None:
-    calls: list[int] = []
+class NoPayload(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    async def flaky(_: Context, j: Job) -> None:
-        calls.append(j.id)
+
+def routes_with(router: Router, *kinds: str) -> Routes:
+    """Sluice's routes plus a test router's callbacks for `kinds`, jobs that carry an empty payload."""
+    return Routes(Router(ROUTES.router, router), {**ROUTES.payloads, **dict.fromkeys(kinds, NoPayload)})
+
+
+async def test_worker_outcomes(ctx: Context) -> None:
+    router = Router()
+
+    @router.register("flaky")
+    async def flaky(event: NoPayload, *, ctx: Context, job: Job) -> None:
         raise ConnectionError("GitHub went away")
 
-    async def refusing(_: Context, j: Job) -> None:
+    @router.register("refusing")
+    async def refusing(event: NoPayload, *, ctx: Context, job: Job) -> None:
         raise Rejected("bad config", "fix it")
 
-    worker = Worker(ctx, {"flaky": flaky, "refusing": refusing, **HANDLERS}, name="w")
+    worker = Worker(ctx, routes_with(router, "flaky", "refusing"), name="w")
     lease = dt.timedelta(minutes=5)
     for kind in ("flaky", "refusing", "no-such-kind"):
         ctx.queue.enqueue(kind, {}, key=None, now=NOW)
@@ -280,12 +297,14 @@ async def test_worker_outcomes(ctx: Context) -> None:
 
 async def test_a_worker_shutting_down_mid_job_hands_it_back_at_once(ctx: Context) -> None:
     started = asyncio.Event()
+    router = Router()
 
-    async def slow(_: Context, j: Job) -> None:
+    @router.register("slow")
+    async def slow(event: NoPayload, *, ctx: Context, job: Job) -> None:
         started.set()
         await asyncio.sleep(3600)
 
-    worker = Worker(ctx, {"slow": slow}, name="w")
+    worker = Worker(ctx, routes_with(router, "slow"), name="w")
     ctx.queue.enqueue("slow", {}, key=FORK, now=NOW)
     claimed = ctx.queue.claim("w", lease=dt.timedelta(minutes=5), now=NOW)
     assert claimed is not None
@@ -307,5 +326,5 @@ async def test_a_config_whose_upstream_is_not_https_is_rejected(ctx: Context, ur
     sim.commit(FORK, "main", {".github/sluice.yml": f"upstream:\n  url: {url}\n"}, message="local upstream")
     ctx.registry.add_repos(installation_id, [FORK])
     with pytest.raises(Rejected, match="not an https:// URL"):
-        await register.handle(ctx, job("register", {"repo": FORK, "installation_id": installation_id}))
+        await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
     assert ctx.registry.fork(FORK) is None

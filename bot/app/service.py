@@ -266,7 +266,7 @@ def _add_lanes(app: web.Application, settings: Settings, store: Store, clock: Cl
 async def _background(app: web.Application) -> AsyncIterator[None]:
     """Job workers, the poll loop, the sweep and the resync, sharing one HTTP session and GitHub client."""
     from bot.app.worker import Worker
-    from handlers import HANDLERS, poll, reconcile  # handlers import the core; the core never imports them
+    from handlers import ROUTES, poll, reconcile  # handlers import the core; the core never imports them
 
     settings, metrics = app[SETTINGS], app[METRICS]
     stop = asyncio.Event()
@@ -284,7 +284,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
             login = await _bot_login(github, stop)
             ctx = Context(settings, app[STORE], app[QUEUE], Registry(app[STORE]), github, login, app[CLOCK])
             name = f"{socket.gethostname()}:{os.getpid()}"
-            runners = [Worker(ctx, HANDLERS, name=f"{name}:{i}").run(stop) for i in range(settings.workers)]
+            runners = [Worker(ctx, ROUTES, name=f"{name}:{i}").run(stop) for i in range(settings.workers)]
             if settings.poll_interval > 0:
                 runners.append(poll.loop(ctx, stop))
             runners += reconcile.loops(ctx, registry=metrics.registry, holder=name, stop=stop)

@@ -1,4 +1,4 @@
-"""Job workers: claim a job, run its handler under a heartbeat-extended lease, record how it ended."""
+"""Job workers: claim a job, run its callbacks under a heartbeat-extended lease, record how it ended."""
 
 from __future__ import annotations
 
@@ -6,14 +6,13 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
 
 from bot.app.context import Context
 from bot.core.errors import GitAuthRejected, GitError, SluiceError
 from bot.db.jobs import Job, JobState
 
 log = logging.getLogger("sluice.worker")
-Handler = Callable[[Context, Job], Awaitable[None]]
 MAX_ATTEMPTS = 5
 IDLE_WAIT_S = 0.5
 
@@ -27,10 +26,16 @@ def retry_delay(attempts: int) -> dt.timedelta:
     return dt.timedelta(seconds=5 * 4 ** (attempts - 1))
 
 
+class Dispatcher(Protocol):
+    """Runs a job's callbacks (bot.app.routing.Routes); raises what failed, for the worker to record."""
+
+    async def dispatch(self, job: Job, *, ctx: Context) -> None: ...
+
+
 class Worker:
-    def __init__(self, ctx: Context, handlers: Mapping[str, Handler], *, name: str) -> None:
+    def __init__(self, ctx: Context, routes: Dispatcher, *, name: str) -> None:
         self.ctx = ctx
-        self.handlers = handlers
+        self.routes = routes
         self.name = name
         self.lease = dt.timedelta(seconds=ctx.settings.lease_seconds)
 
@@ -50,12 +55,9 @@ class Worker:
             await self.run_job(job)
 
     async def run_job(self, job: Job) -> None:
-        handler = self.handlers.get(job.kind)
         heartbeat = asyncio.create_task(self._heartbeat(job))
         try:
-            if handler is None:
-                raise Rejected(f"no handler for job kind {job.kind!r}")
-            await handler(self.ctx, job)
+            await self.routes.dispatch(job, ctx=self.ctx)
         except asyncio.CancelledError:  # shutting down mid-job: hand it back now, not when the lease ends
             release = asyncio.to_thread(
                 self.ctx.queue.fail,

@@ -1,0 +1,47 @@
+"""Internal jobs (`ingest`, `register`): their payload models, and the one way handlers enqueue them."""
+
+from __future__ import annotations
+
+import logging
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.app.context import Context
+from bot.core.webhooks import GitHubId, RepoName
+
+INGEST, REGISTER = "ingest", "register"  # the jobs' kinds
+log = logging.getLogger("sluice.requests")
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)  # written by Sluice only: anything else is a bug
+
+
+class IngestRequest(Request):
+    """Plan a fork again and bring its ingestion PRs up to date."""
+
+    fork: RepoName
+    reason: str = Field(max_length=1000)  # for the log: what moved
+
+
+class RegisterRequest(Request):
+    """Read an installed repository's `.github/sluice.yml`: is it a fork Sluice keeps in sync?"""
+
+    repo: RepoName
+    installation_id: GitHubId
+
+
+PAYLOADS: dict[str, type[BaseModel]] = {INGEST: IngestRequest, REGISTER: RegisterRequest}
+
+
+async def ingest(ctx: Context, fork: str, *, reason: str) -> None:
+    """Ask for an ingestion run of `fork`; a burst of requests coalesces into one queued job."""
+    payload = IngestRequest(fork=fork, reason=reason).model_dump(mode="json")
+    if await ctx.db(ctx.queue.enqueue_once, INGEST, payload, key=fork, now=ctx.clock()) is not None:
+        log.info("ingestion of %s requested: %s", fork, reason)
+
+
+async def register(ctx: Context, repo: str, *, installation_id: int) -> None:
+    """Ask for `repo` to be (re-)registered from its config; requests for one repo coalesce too."""
+    payload = RegisterRequest(repo=repo, installation_id=installation_id).model_dump(mode="json")
+    await ctx.db(ctx.queue.enqueue_once, REGISTER, payload, key=repo, now=ctx.clock())
