@@ -6,13 +6,14 @@ from gidgethub.routing import Router
 
 from bot.app.routing import Routes
 from bot.core import webhooks
-from handlers import ingest, installation, pull_request, push, recorded, register, requests
+from handlers import ingest, installation, issue_comment, pull_request, push, recorded, register, requests
 
 ROUTES = Routes(
     Router(
         push.router,
         pull_request.router,
         installation.router,
+        issue_comment.router,
         recorded.router,
         register.router,
         ingest.router,

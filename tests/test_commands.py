@@ -1,0 +1,176 @@
+"""Slash commands: the strict first-line parser, the registry, and `/help` answered on the simulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app.context import Context
+from bot.core import commands as core_commands
+from bot.core import webhooks
+from bot.core.commands import Conversation, SlashCommand
+from handlers import ROUTES, commands
+from tests.support.github_sim import GitHubSim
+from tests.test_handlers import FORK, UPSTREAM, ctx, fork_record, job, sim_of
+
+__all__ = ["ctx"]  # the fixture, reused from the handlers' tests
+OCTOKIT = Path(__file__).parent / "fixtures" / "octokit" / "issue_comment.json"
+ON = Conversation(repo=FORK, number=7, is_pull=True, installation_id=1)
+
+
+@pytest.mark.parametrize(
+    ("body", "name", "args"),
+    [
+        ("/help", "help", ()),
+        ("/help\r\n", "help", ()),
+        ("/Help", "help", ()),
+        ("/hold waiting for the LLVM bump  ", "hold", ("waiting", "for", "the", "LLVM", "bump")),
+        ("/hold\tbecause", "hold", ("because",)),
+        ("/cherry-pick abc123\nwhy: the fix is needed on release", "cherry-pick", ("abc123",)),
+        ("/help me", "help", ("me",)),
+        (" /help", None, ()),  # not at the start of the comment
+        ("please /help", None, ()),
+        ("/help.", None, ()),
+        ("/ help", None, ()),
+        ("/", None, ()),
+        ("/123", None, ()),
+        ("/usr/bin/python crashes", None, ()),  # a path, not a command
+        ("lgtm\n/help", None, ()),  # only the first line counts
+        ("/help \x07", None, ()),  # control characters
+        ("/" + "a" * 33, None, ()),
+        ("/hold " + "x" * 501, None, ()),
+        ("", None, ()),
+        (None, None, ()),
+    ],
+)
+def test_only_an_exact_first_line_is_a_command(
+    body: str | None, name: str | None, args: tuple[str, ...]
+) -> None:
+    cmd = core_commands.parse(body, actor="alice", on=ON, comment_id=99)
+    if name is None:
+        assert cmd is None
+    else:
+        assert cmd == SlashCommand(name=name, args=args, actor="alice", on=ON, comment_id=99)
+
+
+def test_every_command_module_is_registered_under_its_name_with_a_help_line() -> None:
+    assert "help" in commands.COMMANDS
+    for name, command in commands.COMMANDS.items():
+        assert name == command.NAME and command.HELP.startswith(f"`/{name}")
+        assert "\n" not in command.HELP
+
+
+# ------------------------------------------------------------------ on the simulator
+
+
+def as_job(payload: dict[str, Any]) -> Any:
+    """The job the intake records for an `issue_comment` delivery: its validated model, stored."""
+    stored = webhooks.parse("issue_comment", json.dumps(payload).encode()).model_dump(mode="json")
+    return job("issue_comment", stored, key=FORK)
+
+
+def a_fork_with_a_pull(ctx: Context) -> tuple[GitHubSim, int]:
+    sim = sim_of(ctx)
+    fork_record(ctx, installation_id=sim.install(FORK))
+    trunk = sim.git(FORK, "rev-parse", "main").strip()
+    sim.commit(FORK, "feature", {"a.txt": "a\n"}, message="a", parent=trunk)
+    return sim, int(sim.open_pull(FORK, head="feature", base="main", title="A", user="dev")["number"])
+
+
+async def comment(
+    ctx: Context, number: int, body: str, *, user: str = "alice", action: str = "created"
+) -> None:
+    sim = sim_of(ctx)
+    payload = sim.issue_comment_payload(FORK, sim.add_comment(FORK, number, body, user=user), action=action)
+    await ROUTES.dispatch(as_job(payload), ctx=ctx)
+
+
+def replies(sim: GitHubSim, number: int) -> list[str]:
+    return [c["body"] for c in sim.comment_objects(FORK, number) if c["user"]["login"] == sim.bot_login]
+
+
+class Hold:
+    """A second command (the registry holds only /help so far), to show /help lists what is registered."""
+
+    NAME = "hold"
+    HELP = "`/hold [reason]` — block merging this ingestion until `/unhold`"
+
+    @staticmethod
+    async def handle(cmd: SlashCommand, *, ctx: Context) -> None:
+        await commands.reply(cmd, f"held by @{cmd.actor}: {cmd.rest}", ctx=ctx)
+
+
+async def test_help_lists_every_registered_command(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The registry is module data; a second command module is added for this test only (no mock: a real
+    # command object, run through the real registry, parser and simulator).
+    monkeypatch.setitem(commands.COMMANDS, Hold.NAME, Hold)
+    sim, number = a_fork_with_a_pull(ctx)
+    await comment(ctx, number, "/help")
+    (reply,) = replies(sim, number)
+    for command in commands.COMMANDS.values():
+        assert f"- {command.HELP}\n" in reply
+    await comment(ctx, number, "/hold the LLVM bump")
+    assert replies(sim, number)[-1].endswith("held by @alice: the LLVM bump")
+
+
+async def test_a_retried_help_edits_its_reply_rather_than_posting_again(ctx: Context) -> None:
+    sim, number = a_fork_with_a_pull(ctx)
+    payload = sim.issue_comment_payload(FORK, sim.add_comment(FORK, number, "/help", user="alice"))
+    await ROUTES.dispatch(as_job(payload), ctx=ctx)
+    await ROUTES.dispatch(as_job(payload), ctx=ctx)  # the job ran again (a lost lease, a redelivery)
+    assert len(replies(sim, number)) == 1
+
+
+async def test_an_unknown_command_gets_a_reply_pointing_to_help(ctx: Context) -> None:
+    sim, number = a_fork_with_a_pull(ctx)
+    await comment(ctx, number, "/frobnicate now")
+    (reply,) = replies(sim, number)
+    assert "no `/frobnicate` command" in reply and "Comment `/help`" in reply
+
+
+@pytest.mark.parametrize(
+    ("user", "action", "body"),
+    [
+        pytest.param("alice", "edited", "/help", id="edited"),
+        pytest.param("alice", "deleted", "/help", id="deleted"),
+        pytest.param("sluice[bot]", "created", "/help", id="sluice-itself"),
+        pytest.param("dependabot[bot]", "created", "/help", id="another-bot"),
+        pytest.param("alice", "created", "thanks, /help was useful", id="not-a-command"),
+    ],
+)
+async def test_comments_that_are_not_a_persons_new_command_are_only_recorded(
+    ctx: Context, user: str, action: str, body: str
+) -> None:
+    sim, number = a_fork_with_a_pull(ctx)
+    await comment(ctx, number, body, user=user, action=action)
+    assert replies(sim, number) == ([body] if user == sim.bot_login else [])  # nothing posted
+
+
+async def test_commands_count_only_on_a_fork_sluice_keeps_in_sync(ctx: Context) -> None:
+    sim = sim_of(ctx)
+    sim.install(UPSTREAM)
+    number = sim.open_issue(UPSTREAM, title="question", user="dev")
+    payload = sim.issue_comment_payload(UPSTREAM, sim.add_comment(UPSTREAM, number, "/help", user="alice"))
+    stored = webhooks.parse("issue_comment", json.dumps(payload).encode()).model_dump(mode="json")
+    await ROUTES.dispatch(job("issue_comment", stored, key=UPSTREAM), ctx=ctx)
+    assert [c for c in sim.comment_objects(UPSTREAM, number) if c["user"]["login"] == sim.bot_login] == []
+
+
+async def test_githubs_own_issue_comment_payload_runs_help(ctx: Context) -> None:
+    """The octokit example of a created comment, pointed at the simulator's fork and issue."""
+    sim, number = a_fork_with_a_pull(ctx)
+    example = next(p for p in json.loads(OCTOKIT.read_text()) if p["action"] == "created")
+    own = sim.issue_comment_payload(FORK, sim.add_comment(FORK, number, "/help", user="Codertocat"))
+    payload = {
+        **example,
+        "repository": own["repository"],
+        "installation": own["installation"],
+        "issue": {**example["issue"], "number": number},
+        "comment": {**example["comment"], "id": own["comment"]["id"], "body": "/help\r\n\r\nplease"},
+    }
+    await ROUTES.dispatch(as_job(payload), ctx=ctx)
+    (reply,) = replies(sim, number)
+    assert commands.COMMANDS["help"].HELP in reply
