@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -31,6 +33,7 @@ from tests.test_ingest_e2e import (
 __all__ = ["ctx", "rig"]  # the fixtures, reused from the handlers' and the end-to-end tests
 ROOT = Path(__file__).resolve().parent.parent
 APP_DIRS = (ROOT / "bot", ROOT / "handlers")
+DATABASE_HANDLES = frozenset({"store", "registry", "queue"})  # the Context's database adapters
 
 
 def _app_frames(stack: traceback.StackSummary) -> list[str]:
@@ -69,7 +72,7 @@ async def test_handlers_do_their_database_work_off_the_event_loop(rig: Rig) -> N
         fork_installation = rig.sim.install(FORK)
         upstream_installation = rig.sim.install(UPSTREAM)
         await upstream_commits(rig, ("docs: clarify", {"docs/guide.md": "guide, clarified\n"}))
-        # installation → register → ingest; then an upstream push → push → ingest; then a fork PR
+        # installation → register → ingest; an upstream push → push → ingest; a fork PR; a comment on it
         assert await installation_event(rig, FORK, fork_installation) == 202
         assert await installation_event(rig, UPSTREAM, upstream_installation) == 202
         await rig.settle()
@@ -81,7 +84,13 @@ async def test_handlers_do_their_database_work_off_the_event_loop(rig: Rig) -> N
         payload = rig.sim.pull_request_payload(FORK, pull["number"], "opened", sender="dev")
         assert await rig.sim.deliver(f"{rig.bot_url}/webhook", "pull_request", payload, secret=SECRET) == 202
         await rig.settle()
+        # a slash command: issue_comment → the command registry → /help's reply
+        comment = rig.sim.add_comment(FORK, pull["number"], "/help", user="dev")
+        payload = rig.sim.issue_comment_payload(FORK, comment)
+        assert await rig.sim.deliver(f"{rig.bot_url}/webhook", "issue_comment", payload, secret=SECRET) == 202
+        await rig.settle()
     assert len(rig.pulls()) >= 1  # the handlers did run their database work, somewhere
+    assert any("`/help`" in body for body in rig.sim.comments[(FORK, pull["number"])][1:])
     where = sorted({"\n".join(frames) for frames in found})
     assert where == [], "database connections checked out on the event loop, from:\n" + "\n\n".join(where)
 
@@ -94,3 +103,54 @@ async def test_the_poll_and_the_resync_do_their_database_work_off_the_event_loop
         assert await asyncio.create_task(poll.poll_once(ctx)) == [FORK]
         assert await asyncio.create_task(reconcile.resync_once(ctx, metrics)) == [FORK]
     assert found == []
+
+
+def _direct_database_calls(body: Iterable[ast.AST]) -> Iterator[ast.Call]:
+    """Calls `….store.x(…)`, `….registry.x(…)`, `….queue.x(…)` made right here, not handed to a thread
+    (`await ctx.db(ctx.registry.fork, repo)` passes the method; a nested def or lambda runs elsewhere)."""
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr in DATABASE_HANDLES
+        ):
+            yield node
+        yield from _direct_database_calls(ast.iter_child_nodes(node))
+
+
+def _blocking_calls_in_async_code(source: str) -> list[int]:
+    return [
+        call.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.AsyncFunctionDef)
+        for call in _direct_database_calls(node.body)
+    ]
+
+
+def test_no_async_function_calls_the_database_directly() -> None:
+    """Every async path, also those no test drives: handlers, commands, routing, worker, service."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for room in APP_DIRS
+        for path in sorted(room.rglob("*.py"))
+        for line in _blocking_calls_in_async_code(path.read_text())
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "lines"),
+    [
+        ("async def f(ctx):\n    ctx.registry.fork('a')", [2]),
+        ("async def f(self):\n    x = [self.ctx.queue.claim('w')]", [2]),
+        ("async def f(ctx):\n    await ctx.db(ctx.registry.fork, 'a')", []),
+        ("async def f(ctx):\n    await asyncio.to_thread(ctx.queue.fail, 1)", []),
+        ("async def f(ctx):\n    def g():\n        ctx.store.resolutions()\n    return g", []),
+        ("def f(ctx):\n    ctx.registry.fork('a')", []),  # a blocking function, run in a thread
+    ],
+)
+def test_the_scan_finds_direct_calls(source: str, lines: list[int]) -> None:
+    assert _blocking_calls_in_async_code(source) == lines
