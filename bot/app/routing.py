@@ -31,7 +31,9 @@ class Routes:
         """The job's payload as its kind's model; Rejected (never retried) if it has none or is malformed."""
         model = self.payloads.get(job.kind)
         if model is None:
-            raise Rejected(f"no handler for job kind {job.kind!r}")
+            raise Rejected(
+                f"no handler for job kind {job.kind!r}", "deploy a Sluice that knows it, then requeue the job"
+            )
         try:
             return model.model_validate(job.payload)
         except ValidationError as exc:
