@@ -17,7 +17,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from bot.app.context import Context
-from handlers import poll, reconcile
+from handlers import poll, resync
 from tests.test_handlers import ctx, fork_record
 from tests.test_ingest_e2e import (
     CORE_PASS,
@@ -97,11 +97,11 @@ async def test_handlers_do_their_database_work_off_the_event_loop(rig: Rig) -> N
 
 async def test_the_poll_and_the_resync_do_their_database_work_off_the_event_loop(ctx: Context) -> None:
     fork_record(ctx, upstream_repo=None)  # a polled upstream
-    metrics = reconcile.ReconcileMetrics(CollectorRegistry())
+    metrics = resync.ReconcileMetrics(CollectorRegistry())
     with checkouts_on_the_loop(ctx.store._engine) as found:
         # each in a task of its own, as the service runs them: the stack is then the loop's, not this test's
         assert await asyncio.create_task(poll.poll_once(ctx)) == [FORK]
-        assert await asyncio.create_task(reconcile.resync_once(ctx, metrics)) == [FORK]
+        assert await asyncio.create_task(resync.resync_once(ctx, metrics)) == [FORK]
     assert found == []
 
 

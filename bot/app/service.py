@@ -266,7 +266,7 @@ def _add_lanes(app: web.Application, settings: Settings, store: Store, clock: Cl
 async def _background(app: web.Application) -> AsyncIterator[None]:
     """Job workers, the poll loop, the sweep and the resync, sharing one HTTP session and GitHub client."""
     from bot.app.worker import Worker
-    from handlers import ROUTES, poll, reconcile  # handlers import the core; the core never imports them
+    from handlers import ROUTES, poll, resync  # handlers import the core; the core never imports them
 
     settings, metrics = app[SETTINGS], app[METRICS]
     stop = asyncio.Event()
@@ -287,7 +287,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
             runners = [Worker(ctx, ROUTES, name=f"{name}:{i}").run(stop) for i in range(settings.workers)]
             if settings.poll_interval > 0:
                 runners.append(poll.loop(ctx, stop))
-            runners += reconcile.loops(ctx, registry=metrics.registry, holder=name, stop=stop)
+            runners += resync.loops(ctx, registry=metrics.registry, holder=name, stop=stop)
             log.info(
                 "%d workers started as %s%s",
                 settings.workers,

@@ -27,7 +27,7 @@ from handlers import requests
 
 REDELIVERY, RESYNC = "redelivery", "resync"  # the leases' names
 DELIVERIES_URL = "/app/hook/deliveries?per_page=100"
-log = logging.getLogger("sluice.reconcile")
+log = logging.getLogger("sluice.resync")
 
 
 class ReconcileMetrics:
