@@ -159,7 +159,7 @@ def fork_config(ctx: Context, repo: GitRepo, sync: SyncResult, fork: Fork) -> Sl
         config = load_repo_config(repo, sync.fork_head, sync.fork_ref, trusted_url_prefixes=trusted)
     except ConfigError as exc:
         raise Rejected(
-            f"{fork.repo}: {CONFIG_PATH} on {fork.branch} is invalid:\n{exc}",
+            f"{fork.repo}: {CONFIG_PATH} on {fork.branch} is invalid:\n{exc.message}",
             f"fix it (check with `sluice config check {CONFIG_PATH}`) and push; Sluice re-plans on that push",
         ) from exc
     # The store keys the fork's plans, chains and resolutions by its GitHub name.

@@ -241,7 +241,9 @@ def _pending_commits(repo: GitRepo, snapshot: Snapshot, args: Sequence[str]) -> 
         if sha not in stream:
             raise SluiceError(f"{arg} is not an upstream commit", f"name commits of {snapshot.upstream_ref}")
         if sha not in pending:
-            raise SluiceError(f"{arg} is already in the fork; there is nothing to hold")
+            raise SluiceError(
+                f"{arg} is already in the fork; there is nothing to hold", "name a commit `sluice plan` lists"
+            )
         chosen[sha] = infos[sha]
     return list(chosen.values())
 
@@ -253,7 +255,10 @@ def _check_held(
         record = records.get(commit.sha)
         if record is None or record.disposition != held:
             now = record.disposition if record else "not recorded"
-            raise SluiceError(f"{commit.sha[:10]} is not {HOLD_VERB[held]} ({now}); nothing to undo")
+            raise SluiceError(
+                f"{commit.sha[:10]} is not {HOLD_VERB[held]} ({now}); nothing to undo",
+                f"name a commit that is {HOLD_VERB[held]}",
+            )
 
 
 def _git_user(repo: GitRepo) -> str:
@@ -437,7 +442,9 @@ def _upstream_commits(repo: GitRepo, snapshot: Snapshot, shas: Sequence[str]) ->
             raise SluiceError(f"{arg} is not an upstream commit", f"pick commits of {snapshot.upstream_ref}")
         if sha in ingested or sha in emergency:
             how = _how_ingested(snapshot, sha)
-            raise SluiceError(f"{arg} is already ingested{how}; not picking it again")
+            raise SluiceError(
+                f"{arg} is already ingested{how}; not picking it again", "name a commit `sluice plan` lists"
+            )
         chosen.append(infos[sha])
     return tuple(chosen)
 

@@ -16,7 +16,7 @@ from gidgethub import BadRequest
 
 from bot.app.settings import Settings
 from bot.core.config import CONFIG_PATH, ConfigError, parse_config
-from bot.core.errors import GitError
+from bot.core.errors import GitTransportError, redact
 from bot.core.ingestion import owner_repo
 from bot.core.upstream_access import (
     UpstreamAccess,
@@ -31,7 +31,7 @@ from bot.core.upstream_access import (
 from bot.db.jobs import JobQueue
 from bot.db.registry import Fork, Registry
 from bot.db.store import Store
-from bot.git.mirror import Mirror, SyncResult, redact, token_auth
+from bot.git.mirror import Mirror, SyncResult, token_auth
 from bot.github.client import GitHubClient
 from bot.github.forge import ForkGitHub
 from bot.ports import Clock
@@ -133,7 +133,9 @@ class Context:
         try:
             infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
         except OSError as exc:  # DNS may be down for a while: retried, not refused
-            raise GitError(f"cannot resolve the upstream host {host}: {exc}") from None
+            raise GitTransportError(
+                f"cannot resolve the upstream host {host}: {exc}", "check DNS; it is tried again later"
+            ) from None
         return [str(info[4][0]) for info in infos]
 
     async def _downstreams(self, upstream: str, installation_id: int) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from bot.core.errors import SluiceError
+from bot.core.errors import Unavailable
 from bot.db.jobs import Delivery, DeliveryOutcome, JobQueue
 
 log = logging.getLogger("sluice.intake")
@@ -24,7 +24,7 @@ MAX_BATCH = 64  # deliveries written in one transaction
 UNAVAILABLE = (OperationalError, PoolTimeout)  # the database did not answer: nothing to learn per delivery
 
 
-class DatabaseBusy(SluiceError):
+class DatabaseBusy(Unavailable):
     """The database did not answer in time (or too much is already waiting for it): nothing was promised."""
 
     def __init__(self, message: str) -> None:

@@ -128,7 +128,7 @@ async def webhook(request: web.Request) -> web.Response:
     except webhooks.RejectedPayload as exc:
         log.warning("rejected delivery %s (%s): %s", delivery, event, exc)
         app[METRICS].deliveries.labels(event=event, outcome="rejected").inc()
-        return _problem(exc.status, str(exc))
+        return _problem(exc.status, exc.message)  # the status comes with the type; the sender gets the reason
     job = Delivery(
         delivery,
         event=event,
@@ -276,6 +276,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
             app_id=settings.app_id or 0,
             private_key=settings.private_key_pem(),
             base_url=settings.github_url,
+            clock=app[CLOCK],
             on_call=metrics.count_call,
             on_wait=metrics.count_wait,
         )

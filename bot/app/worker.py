@@ -8,9 +8,12 @@ import datetime as dt
 import logging
 from typing import Protocol
 
+from gidgethub import HTTPException
+
 from bot.app.context import Context
-from bot.core.errors import GitAuthRejected, GitError, SluiceError
+from bot.core.errors import GitAuthRejected, SluiceError
 from bot.db.jobs import Job, JobState
+from bot.github.client import github_failure
 
 log = logging.getLogger("sluice.worker")
 MAX_ATTEMPTS = 5
@@ -20,10 +23,27 @@ IDLE_WAIT_S = 0.5
 class Rejected(SluiceError):
     """A job that can never succeed as given (a broken config, an unknown repository): not retried."""
 
+    retryable = False  # whatever it wraps: a person must change something first
 
-def retry_delay(attempts: int) -> dt.timedelta:
+
+def job_backoff(attempts: int) -> dt.timedelta:
     """5 s, 20 s, 80 s, 320 s: transient failures (GitHub, the network, a lost lease) get time to pass."""
     return dt.timedelta(seconds=5 * 4 ** (attempts - 1))
+
+
+def failure_of(exc: Exception) -> SluiceError | None:
+    """The typed failure `exc` stands for (GitHub's HTTP errors as their Sluice kind); None when unknown."""
+    if isinstance(exc, SluiceError):
+        return exc
+    if isinstance(exc, HTTPException):
+        return github_failure(exc)
+    return None
+
+
+def is_permanent(exc: Exception) -> bool:
+    """Whether retrying the job cannot help: the failure's own flag; an unknown failure is retried."""
+    failure = failure_of(exc)
+    return failure is not None and not failure.retryable
 
 
 class Dispatcher(Protocol):
@@ -82,20 +102,21 @@ class Worker:
     async def _failed(self, job: Job, exc: Exception) -> None:
         if isinstance(exc, GitAuthRejected):  # the retry mints new tokens; a removed installation then fails
             self.ctx.github.forget_tokens()
-        permanent = isinstance(exc, SluiceError) and not isinstance(exc, GitError)
-        if permanent:
-            log.error("job %d (%s, delivery %s) rejected: %s", job.id, job.kind, job.delivery_id, exc)
+        failure, permanent = failure_of(exc), is_permanent(exc)
+        where = f"job {job.id} ({job.kind}, delivery {job.delivery_id})"
+        if failure is None:  # unknown: logged with its traceback, never posted
+            log.exception("%s failed, attempt %d of %d", where, job.attempts, MAX_ATTEMPTS)
+        elif permanent:
+            log.error("%s rejected: %s", where, failure)
         else:
-            log.exception(
-                "job %d (%s, delivery %s) failed, attempt %d", job.id, job.kind, job.delivery_id, job.attempts
-            )
+            log.warning("%s failed, attempt %d of %d: %s", where, job.attempts, MAX_ATTEMPTS, failure)
         state = await asyncio.to_thread(
             self.ctx.queue.fail,
             job.id,
             self.name,
-            f"{type(exc).__name__}: {exc}",
+            f"{type(failure or exc).__name__}: {failure or exc}",
             now=self.ctx.clock(),
-            retry_after=retry_delay(job.attempts),
+            retry_after=job_backoff(job.attempts),
             max_attempts=job.attempts if permanent else MAX_ATTEMPTS,
         )
         if state is JobState.FAILED:

@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
+from bot.core.errors import ConfigRefused, redact
 from bot.core.models import Frozen, RiskLevel
 
 CONFIG_PATH = ".github/sluice.yml"
@@ -269,8 +270,6 @@ def _check_downstream(repo: str) -> str:
 
 # Validation context key: URL prefixes besides https:// that the reader trusts (the service: its own GitHub).
 TRUSTED_URL_PREFIXES = "trusted_url_prefixes"
-# `scheme://user:token@host`: what a message must not repeat (as bot.git.mirror.redact, which needs git).
-_CREDENTIALS = re.compile(r"//[^/@\s]*@")
 
 
 def _check_https(url: str, info: ValidationInfo) -> str:
@@ -280,7 +279,7 @@ def _check_https(url: str, info: ValidationInfo) -> str:
     if url.startswith(("https://", *trusted)):
         return url
     raise ValueError(
-        f"{_CREDENTIALS.sub('//', url)!r} is not an https:// URL; Sluice fetches upstreams over https only "
+        f"{redact(url)!r} is not an https:// URL; Sluice fetches upstreams over https only "
         "(for a local mirror or ssh, give `sluice mirror --upstream-url`)"
     )
 
@@ -868,13 +867,16 @@ class ConfigProblem:
         return ": ".join(part for part in (where, self.field, self.message) if part)
 
 
-class ConfigError(Exception):
+class ConfigError(ConfigRefused):
     """The configuration cannot be used; `problems` lists every reason."""
 
     def __init__(self, problems: tuple[ConfigProblem, ...], *, filename: str = CONFIG_PATH) -> None:
+        super().__init__(
+            "\n".join(p.render(filename) for p in problems),
+            f"fix it (`sluice config check {filename}` lists every problem)",
+        )
         self.problems = problems
         self.filename = filename
-        super().__init__("\n".join(p.render(filename) for p in problems))
 
 
 def check_config(

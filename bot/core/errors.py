@@ -1,25 +1,96 @@
-"""Errors a person can act on: what went wrong and what to do next."""
+"""Errors a person can act on: what went wrong, what to do next, and whether trying again may help."""
 
 from __future__ import annotations
 
+import re
+
+# What a credential looks like in a message: in a URL, an Authorization header, a token, a JWT, a PEM key.
+URL_CREDENTIALS = re.compile(r"//[^/@\s]*@")
+SECRETS = re.compile(
+    r"(?i)\b(?:token|bearer)\s+\S+"  # an Authorization header value
+    r"|\bgh[opsuvr]_\w+"  # GitHub token prefixes
+    r"|\beyJ[\w-]*\.[\w-]+\.[\w-]+"  # a JWT
+    r"|-----BEGIN[^-]*PRIVATE KEY-----.*?(?:-----END[^-]*PRIVATE KEY-----|$)",
+    re.DOTALL,
+)
+
+
+def redact(text: str) -> str:
+    """`text` without credentials, for messages, logs and comments: `https://user:token@host` becomes
+    `https://host`, and tokens, JWTs and private keys become `[redacted]`."""
+    return SECRETS.sub("[redacted]", URL_CREDENTIALS.sub("//", text))
+
 
 class SluiceError(Exception):
-    """A failure with a remedy; the CLI prints both and exits 2."""
+    """A failure with a remedy; the CLI prints both and exits 2, a job records both.
+
+    `retryable` says whether the same job may succeed later on its own (the network comes back, a limit
+    resets): the worker retries it. Not retryable means a person must change something first. Each
+    family below sets its default; a raise may say otherwise for its one case.
+    """
 
     exit_code = 2
+    retryable = False
 
-    def __init__(self, message: str, remedy: str = "") -> None:
+    def __init__(self, message: str, remedy: str, *, retryable: bool | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.remedy = remedy
+        if retryable is not None:
+            self.retryable = retryable
 
     def __str__(self) -> str:
         return f"{self.message}\n  → {self.remedy}" if self.remedy else self.message
 
 
+# -- not retryable: the same input fails the same way ----------------------------------------------------
+
+
+class BadInput(SluiceError):
+    """What a person gave Sluice (an argument, a ref, a path, a URL, a webhook payload) cannot be used."""
+
+
+class ConfigRefused(SluiceError):
+    """A configuration Sluice will not run with: invalid, or refused by the operator's policy."""
+
+
+class NotFound(SluiceError):
+    """What was asked for is not there, or cannot be processed as sent (GitHub's 404, 410 and 422)."""
+
+
+class Forbidden(SluiceError):
+    """Sluice is not allowed to do it (GitHub's 401 and 403 that are not a rate limit): a permission,
+    an installation or a token is missing."""
+
+
+# -- retryable: it may pass on its own -------------------------------------------------------------------
+
+
+class Unavailable(SluiceError):
+    """Something Sluice depends on did not answer (the network, DNS, GitHub's 5xx, the database)."""
+
+    retryable = True
+
+
+class RateLimited(SluiceError):
+    """GitHub's primary or secondary rate limit held longer than one request may wait."""
+
+    retryable = True
+
+
+# -- git -------------------------------------------------------------------------------------------------
+
+
 class GitError(SluiceError):
-    """A git command failed or a repository is not usable as given."""
+    """A git command failed or a repository is not usable as given (a path, a ref, a URL)."""
 
 
-class GitAuthRejected(GitError):
+class GitTransportError(GitError):
+    """A fetch, push or ls-remote over the network did not go through (the remote was unreachable, or a
+    push's lease was lost because the branch moved): the next attempt fetches again."""
+
+    retryable = True
+
+
+class GitAuthRejected(GitTransportError):
     """A remote refused the token git sent (revoked, or its installation gone): a new one must be minted."""

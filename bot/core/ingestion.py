@@ -12,7 +12,6 @@ from bot.core.render import plural
 
 BRANCH_PREFIX = "sluice/ingest/"
 CLASSIFICATION_MARKER = "<!-- sluice:classification -->"
-MAX_BODY_CHARS = 60_000  # GitHub refuses PR bodies and comments over 65,536 characters
 # Ingestion PRs Sluice keeps open at once; the next ones open as these merge (each builds on the last).
 MAX_OPEN_UNITS = 8
 
@@ -218,13 +217,6 @@ def needs_human_section(picked: PickedUnit, *, links: Links) -> list[str]:
 def tracking_marker(unit_id: str) -> str:
     """What marks the tracking issue that stands in for a unit's PR while not one of its commits applies."""
     return f"<!-- sluice:ingestion:{unit_id} -->"
-
-
-def fit(text: str) -> str:
-    """`text`, cut to what GitHub takes for a description or a comment."""
-    if len(text) <= MAX_BODY_CHARS:
-        return text
-    return text[:MAX_BODY_CHARS] + "\n\n… (cut: GitHub limits a description to 65,536 characters)\n"
 
 
 @dataclass(frozen=True)

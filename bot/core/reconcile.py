@@ -19,12 +19,12 @@ from bot.core.ingestion import (
     Tier,
     UnitKind,
     classification,
-    fit,
     labels,
     pr_body,
     title,
     tracking_marker,
 )
+from bot.core.limits import fit_for_github
 
 QUEUED = "queued"  # the state of a check run Sluice creates
 LEFT_THE_PLAN = (
@@ -68,7 +68,7 @@ class DesiredUnit:
             base=picked.base_branch,
             head=picked.head,
             title=title(unit),
-            body=fit(pr_body(picked, links=links, upstream_parent=upstream_parent)),
+            body=fit_for_github(pr_body(picked, links=links, upstream_parent=upstream_parent)),
             labels=tuple(labels(picked)),
             classification=classification(picked, config=config, links=links),
             upstream_first=unit.commits[0].sha,
@@ -309,7 +309,7 @@ def _checks_and_comment(
     present = observed.checks.get(head, {})
     missing = tuple((t.value, TIER_TITLES[t]) for t in Tier if t.value not in present)
     actions: list[Action] = [CreateCheckRuns(head, missing)] if missing else []
-    body = fit(unit.classification.render({t: present.get(t.value, QUEUED) for t in Tier}))
+    body = fit_for_github(unit.classification.render({t: present.get(t.value, QUEUED) for t in Tier}))
     comment = observed.classification.get(pull.number) if pull is not None else None
     if comment is None:
         actions.append(UpsertComment(number, body))

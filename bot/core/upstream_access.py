@@ -9,10 +9,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.core.config import CONFIG_PATH
-from bot.core.errors import SluiceError
+from bot.core.errors import ConfigRefused
 
 
-class UpstreamRefused(SluiceError):
+class UpstreamRefused(ConfigRefused):
     """Sluice may not read this upstream for this fork; permanent until a person changes something."""
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot.core.errors import GitError
+from bot.core.errors import BadInput, GitError
 from bot.core.refs import non_ascii_problem, validate_ref
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -183,10 +183,13 @@ MODELS: dict[str, type[Payload]] = {
 }
 
 
-class RejectedPayload(ValueError):
+class RejectedPayload(BadInput):
     """A delivery that is well signed but unusable; `status` is the HTTP answer that says why."""
 
     status = 422  # the JSON is fine, a field is not
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "GitHub never sends such a delivery: look at what sent it; nothing was recorded")
 
 
 class MalformedBody(RejectedPayload):

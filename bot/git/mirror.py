@@ -10,13 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.core.errors import GitAuthRejected, GitError
+from bot.core.config import CONFIG_PATH
+from bot.core.errors import GitAuthRejected, GitError, GitTransportError, redact
 from bot.core.refs import validate_ref
-from bot.git.repo import GIT_ENV, GitRepo
+from bot.git.repo import GIT_ENV, GIT_FAILED_REMEDY, GitRepo
 
 # Transports git may use for a mirror; `ext::` and `fd::` run commands and are never allowed.
 URL_FORMS = re.compile(r"^(?:(?:https?|ssh|git|file)://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:(?!//)|/)")
-CREDENTIALS = re.compile(r"//[^/@\s]*@")
 HTTP_CREDENTIALS = re.compile(r"^https?://[^/?#]*@", re.IGNORECASE)
 # How git says that a remote wants credentials it was not given (or refused them), not that it is unreachable.
 AUTH_REFUSED = re.compile(
@@ -24,6 +24,9 @@ AUTH_REFUSED = re.compile(
     r"|returned error: 40[134]",
     re.IGNORECASE,
 )
+# How git says that the remote has no such branch: a name a person gave, which no retry makes appear.
+NO_REMOTE_REF = re.compile(r"couldn't find remote ref (\S+)", re.IGNORECASE)
+NETWORK_COMMANDS = frozenset({"fetch", "push", "ls-remote"})
 SAFE_GIT = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.askPass=")
 # The service's mirrors use no credential helper: the only credential git sends is the token handed to it.
 NO_HELPERS = ("-c", "credential.helper=")
@@ -58,11 +61,6 @@ def token_auth(token: str) -> dict[str, str]:
     }
 
 
-def redact(url: str) -> str:
-    """The URL without credentials (`https://user:token@host` -> `https://host`), for messages and logs."""
-    return CREDENTIALS.sub("//", url)
-
-
 @dataclass(frozen=True)
 class SyncResult:
     fork_ref: str
@@ -89,10 +87,7 @@ class Mirror:
             env={**os.environ, **GIT_ENV, **(auth or {})},
         )
         if proc.returncode != 0:
-            detail = proc.stderr.strip().splitlines()
-            message = f"git {args[0]} failed in the mirror: {detail[-1] if detail else proc.returncode}"
-            refused = auth is not None and AUTH_REFUSED.search(proc.stderr) is not None
-            raise (GitAuthRejected if refused else GitError)(message)
+            raise _failure(args[0], proc.stderr, proc.returncode, authenticated=auth is not None)
         return proc.stdout.strip()
 
     def _ensure(self) -> None:
@@ -208,6 +203,24 @@ class Mirror:
                 return False
             raise
         return True
+
+
+def _failure(command: str, stderr: str, returncode: int, *, authenticated: bool) -> GitError:
+    """What a failed git command in the mirror means, read from what git said (it has no error codes)."""
+    detail = stderr.strip().splitlines()
+    message = redact(f"git {command} failed in the mirror: {detail[-1] if detail else returncode}")
+    if command not in NETWORK_COMMANDS:
+        return GitError(message, GIT_FAILED_REMEDY, retryable=True)
+    missing = NO_REMOTE_REF.search(stderr)
+    if missing is not None:
+        return GitError(
+            message,
+            f"check the branch name: the remote has no {missing.group(1)} (`git ls-remote URL` lists what it has); "
+            f"fix `fork.branch` or `upstream.branch` in {CONFIG_PATH}",
+        )
+    if authenticated and AUTH_REFUSED.search(stderr) is not None:
+        return GitAuthRejected(message, "nothing to do if the App is still installed: a new token is minted")
+    return GitTransportError(message, "check that the remote is reachable; it is tried again later")
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ MISSING_OBJECT = re.compile(
     rb"(?:unable to read|bad object|missing blob object|could not read)(?: tree| blob)? '?([0-9a-f]{40})",
     re.IGNORECASE,
 )
+# A git command failed for a reason Sluice cannot name (a lock another process holds, a full disk, a corrupt
+# object): like any unknown failure, a job tries it again.
+GIT_FAILED_REMEDY = "run it again; if git fails the same way, check the repository (`git fsck`) and the disk"
 RAW_ONE = ("log", "-1", "--raw", "--no-renames", "--no-abbrev", "--diff-merges=first-parent", "--format=")
 PATCH_ID_LOG = ("--no-merges", "-p", "--no-color", "--format=commit %H")
 DIFF_OPTIONS = (
@@ -135,7 +138,8 @@ class GitRepo:
         proc = subprocess.run(["git", *args], cwd=self.path, input=stdin, capture_output=True, env=self.env)
         if proc.returncode not in ok:
             message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise GitError(f"git {args[0]} failed: {message[-1] if message else proc.returncode}")
+            said = message[-1] if message else proc.returncode
+            raise GitError(f"git {args[0]} failed: {said}", GIT_FAILED_REMEDY, retryable=True)
         return proc.stdout
 
     # -- refs --------------------------------------------------------------------------------------
@@ -258,7 +262,8 @@ class GitRepo:
                 break
             found = MISSING_OBJECT.search(proc.stderr)
             if found is None:
-                raise GitError(f"git log failed: {proc.stderr.decode('utf-8', 'replace').strip()[-300:]}")
+                said = proc.stderr.decode("utf-8", "replace").strip()[-300:]
+                raise GitError(f"git log failed: {said}", GIT_FAILED_REMEDY, retryable=True)
             oid = found.group(1).decode()
             kept, sha, raw = self._failed_commit(proc.stdout, remaining, oid, mark=mark)
             self.unreadable[sha] = _path_of(raw, oid)
@@ -400,7 +405,10 @@ class GitRepo:
         it walk the whole history before reaching it.
         """
         if any(ch in author for ch in "\n\0") or not TZ_RE.match(author_tz):
-            raise GitError(f"not a valid author identity or time zone: {author!r} {author_tz!r}")
+            raise GitError(
+                f"not a valid author identity or time zone: {author!r} {author_tz!r}",
+                "give `Name <email>` on one line and a zone such as +0100",
+            )
         lines = [f"tree {validate_sha(tree)}", *(f"parent {validate_sha(p)}" for p in parents)]
         authored = author_time if author_time is not None else timestamp
         body = "\n".join(
@@ -480,7 +488,8 @@ class Plumbing:
             env=self.repo.env,
         )
         if proc.returncode < 0 or proc.returncode > 127:
-            raise GitError("git merge-file failed", proc.stderr.decode("utf-8", "replace")[-500:])
+            said = proc.stderr.decode("utf-8", "replace")[-500:]
+            raise GitError(f"git merge-file failed: {said}", GIT_FAILED_REMEDY, retryable=True)
         return proc.stdout.decode("utf-8", "surrogateescape"), proc.returncode  # lossless for any bytes
 
     def write_blob(self, data: bytes) -> str:
@@ -495,7 +504,8 @@ class Plumbing:
                 ["git", *args], cwd=self.repo.path, input=stdin, capture_output=True, env=env
             )
             if proc.returncode:
-                raise GitError(f"git {args[0]} failed: {proc.stderr.decode('utf-8', 'replace').strip()}")
+                said = proc.stderr.decode("utf-8", "replace").strip()
+                raise GitError(f"git {args[0]} failed: {said}", GIT_FAILED_REMEDY, retryable=True)
             return proc.stdout.decode().strip()
 
         git("read-tree", validate_sha(tree))

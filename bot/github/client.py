@@ -6,20 +6,18 @@ import asyncio
 import email.utils
 import logging
 import random
-import re
-import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import aiohttp
 import jwt
 from gidgethub import BadRequest, HTTPException, sansio
 from gidgethub.aiohttp import GitHubAPI
 
-from bot.core.errors import SluiceError
+from bot.core.errors import Forbidden, NotFound, RateLimited, SluiceError, Unavailable, redact
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +25,7 @@ REQUESTER = "sluice"
 DEFAULT_BASE_URL = "https://api.github.com"
 JWT_BACKDATE_S = 60  # tolerate clock drift between us and GitHub
 JWT_LIFETIME_S = 9 * 60  # GitHub rejects app JWTs that live longer than 10 minutes
-TOKEN_REFRESH_MARGIN_S = 5 * 60
+TOKEN_REFRESH_MARGIN = timedelta(minutes=5)
 CONTENT_CREATING_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 CONTENT_CREATING_PER_MINUTE = 80
 SECONDARY_BACKOFF_S = 60.0
@@ -40,35 +38,38 @@ PRIMARY_WAIT_MAX_S = 3600.0 + 60.0
 RETRY_AFTER_MAX_S = SECONDARY_BACKOFF_MAX_S
 ETAG_CACHE_ENTRIES = 1024
 SECONDARY_LIMIT_WORDS = ("secondary rate limit", "abuse detection")
-SECRET_PATTERNS = re.compile(
-    r"(?i)\b(?:token|bearer)\s+\S+"  # an Authorization header value
-    r"|\bgh[opsuvr]_\w+"  # GitHub token prefixes
-    r"|\beyJ[\w-]*\.[\w-]+\.[\w-]+"  # a JWT
-    r"|-----BEGIN[^-]*PRIVATE KEY-----.*?(?:-----END[^-]*PRIVATE KEY-----|$)",
-    re.DOTALL,
-)
 
+Clock = Callable[[], datetime]  # an aware UTC datetime, as everywhere in Sluice; seconds only at the edges
 Sleep = Callable[[float], Awaitable[None]]
 OnCall = Callable[[str], None]
 OnWait = Callable[[str, float], None]
-
-
-class Clock(Protocol):
-    def now(self) -> float:
-        """Epoch seconds."""
-        ...
-
-
-class SystemClock:
-    def now(self) -> float:
-        return time.time()
 
 
 class GitHubError(SluiceError):
     """GitHub could not be reached or answered in a way we cannot use; never carries a secret."""
 
 
-class InstallationGone(GitHubError):
+class GitHubUnreachable(GitHubError, Unavailable):
+    """No answer from GitHub: the connection failed or timed out."""
+
+
+class GitHubDown(GitHubError, Unavailable):
+    """GitHub answered with a server error (5xx)."""
+
+
+class GitHubRateLimited(GitHubError, RateLimited):
+    """GitHub's rate limit still held after the waits one request is allowed."""
+
+
+class GitHubNotFound(GitHubError, NotFound):
+    """GitHub answered 404, 410 or 422: what Sluice asked for is not there or not acceptable as sent."""
+
+
+class GitHubForbidden(GitHubError, Forbidden):
+    """GitHub answered 401 or 403 for a reason other than a rate limit: the App lacks a permission."""
+
+
+class InstallationGone(GitHubForbidden):
     """The installation was removed or suspended: its tokens are dead and no retry brings them back."""
 
     def __init__(self, installation_id: int, why: str) -> None:
@@ -80,32 +81,46 @@ class InstallationGone(GitHubError):
         self.installation_id = installation_id
 
 
-def redact(text: str) -> str:
-    """Blank out anything that looks like a credential."""
-    return SECRET_PATTERNS.sub("[redacted]", text)
+def github_failure(exc: HTTPException) -> GitHubError:
+    """The Sluice failure an HTTP error from GitHub stands for, with what to do about it."""
+    status = int(exc.status_code)
+    answered = f"GitHub answered {status}: {redact(str(exc)) or exc.status_code.phrase}"
+    if status >= 500:
+        return GitHubDown(answered, "nothing to do: it is tried again later (https://www.githubstatus.com)")
+    if status in (403, 429) and (_primary_reset_at(exc.headers) is not None or _is_secondary_limit(status, exc)):
+        return GitHubRateLimited(answered, "nothing to do: it is tried again once the limit resets")
+    if status in (401, 403):
+        return GitHubForbidden(
+            answered, "grant the App the permission GitHub names (accept its new permissions on the installation)"
+        )
+    if status >= 400:
+        return GitHubNotFound(
+            answered, "check that the repository, branch or pull request exists and that the request fits it"
+        )
+    return GitHubError(answered, "report it: Sluice does not expect this answer from GitHub")
 
 
-def app_jwt(app_id: int, private_key_pem: str, *, now: float) -> str:
+def app_jwt(app_id: int, private_key_pem: str, *, now: datetime) -> str:
     """The App's own credential: RS256, backdated 60 s, valid for 9 minutes from `now`."""
-    issued_at = int(now) - JWT_BACKDATE_S
-    claims = {"iat": issued_at, "exp": int(now) + JWT_LIFETIME_S, "iss": str(app_id)}
+    epoch = int(now.timestamp())  # JWT claims are seconds since the epoch
+    claims = {"iat": epoch - JWT_BACKDATE_S, "exp": epoch + JWT_LIFETIME_S, "iss": str(app_id)}
     return jwt.encode(claims, private_key_pem, algorithm="RS256")
 
 
 class TokenCache:
     """Installation id → (token, expires_at); a token is handed out only while it has > 5 minutes left."""
 
-    def __init__(self, *, refresh_margin_s: float = TOKEN_REFRESH_MARGIN_S) -> None:
-        self._margin = refresh_margin_s
-        self._tokens: dict[int, tuple[str, float]] = {}
+    def __init__(self, *, refresh_margin: timedelta = TOKEN_REFRESH_MARGIN) -> None:
+        self._margin = refresh_margin
+        self._tokens: dict[int, tuple[str, datetime]] = {}
 
-    def get(self, installation_id: int, *, now: float) -> str | None:
+    def get(self, installation_id: int, *, now: datetime) -> str | None:
         cached = self._tokens.get(installation_id)
         if cached is None or cached[1] - now < self._margin:
             return None
         return cached[0]
 
-    def put(self, installation_id: int, token: str, *, expires_at: float) -> None:
+    def put(self, installation_id: int, token: str, *, expires_at: datetime) -> None:
         self._tokens[installation_id] = (token, expires_at)
 
     def forget(self, installation_id: int) -> None:
@@ -122,16 +137,16 @@ class RollingWindow:
     reserves slots so that GitHub's "80 content-creating requests per minute" is never exceeded.
     """
 
-    def __init__(self, *, limit: int = CONTENT_CREATING_PER_MINUTE, period_s: float = 60.0) -> None:
-        self._period = period_s
-        self._slots: deque[float] = deque(maxlen=limit)
+    def __init__(self, *, limit: int = CONTENT_CREATING_PER_MINUTE, period: timedelta = timedelta(minutes=1)) -> None:
+        self._period = period
+        self._slots: deque[datetime] = deque(maxlen=limit)
 
-    def reserve(self, *, now: float) -> float:
+    def reserve(self, *, now: datetime) -> float:
         slot = now
         if len(self._slots) == self._slots.maxlen:
             slot = max(now, self._slots[0] + self._period)
         self._slots.append(slot)
-        return slot - now
+        return (slot - now).total_seconds()
 
 
 class LRUCache(MutableMapping[str, Any]):
@@ -162,14 +177,14 @@ class LRUCache(MutableMapping[str, Any]):
         return len(self._data)
 
 
-def _retry_after_s(value: str | None, *, now: float) -> float | None:
+def _retry_after_s(value: str | None, *, now: datetime) -> float | None:
     if value is None:
         return None
     try:
         seconds = float(value)
     except ValueError:
         try:
-            seconds = email.utils.parsedate_to_datetime(value).timestamp() - now
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - now.timestamp()
         except (TypeError, ValueError):
             return None
     if seconds != seconds:  # NaN
@@ -193,8 +208,8 @@ def _is_secondary_limit(status: int, exc: HTTPException) -> bool:
     return status == 403 and any(word in text for word in SECONDARY_LIMIT_WORDS)
 
 
-def retry_delay(
-    exc: HTTPException, *, method: str, attempt: int, now: float, rng: random.Random
+def wait_before_retry(
+    exc: HTTPException, *, method: str, attempt: int, now: datetime, rng: random.Random
 ) -> tuple[str, float] | None:
     """(reason, seconds) to wait before retrying a failed request, or None when retrying cannot help.
 
@@ -204,7 +219,8 @@ def retry_delay(
     status = int(exc.status_code)
     reset_at = _primary_reset_at(exc.headers)
     if status in (403, 429) and reset_at is not None:
-        return "primary_rate_limit", min(PRIMARY_WAIT_MAX_S, max(0.0, reset_at - now) + PRIMARY_RESET_SLACK_S)
+        until_reset = reset_at - now.timestamp()  # the header is epoch seconds
+        return "primary_rate_limit", min(PRIMARY_WAIT_MAX_S, max(0.0, until_reset) + PRIMARY_RESET_SLACK_S)
     if _is_secondary_limit(status, exc):
         retry_after = _retry_after_s(exc.headers.get("retry-after"), now=now)
         if retry_after is not None:
@@ -283,22 +299,22 @@ class _PolicedAPI(GitHubAPI):
             return await super()._request(method, url, authorised, body)
         except (aiohttp.ClientError, TimeoutError) as exc:
             detail = redact(f"{type(exc).__name__}: {exc}")
-            raise GitHubError(
-                f"{method} {url} failed: {detail}", "check the GitHub URL and network"
+            raise GitHubUnreachable(
+                f"{method} {url} failed: {detail}", "check the GitHub URL and network; it is tried again later"
             ) from None
 
     async def sleep(self, seconds: float) -> None:
         await self._policy.sleep(seconds)
 
     async def manage_rate_limit(self, *, method: str, url: str) -> None:
-        now = self._policy.clock.now()
+        now = self._policy.clock()
         # gidgethub decrements `remaining` before each request, so < 0 means the quota is spent.
         if self.rate_limit is not None and self.rate_limit.remaining < 0:
-            until_reset = self.rate_limit.reset_datetime.timestamp() - now
+            until_reset = (self.rate_limit.reset_datetime - now).total_seconds()
             if until_reset > 0:
                 await self._policy.wait("primary_rate_limit", min(PRIMARY_WAIT_MAX_S, until_reset))
         if method in CONTENT_CREATING_METHODS:
-            wait = self._content_window.reserve(now=self._policy.clock.now())
+            wait = self._content_window.reserve(now=self._policy.clock())
             if wait > 0:
                 await self._policy.wait("content_creation", wait)
 
@@ -307,8 +323,8 @@ class _PolicedAPI(GitHubAPI):
     ) -> bool:
         if attempt > self._policy.max_retries:
             return False
-        decision = retry_delay(
-            exception, method=method, attempt=attempt, now=self._policy.clock.now(), rng=self._policy.rng
+        decision = wait_before_retry(
+            exception, method=method, attempt=attempt, now=self._policy.clock(), rng=self._policy.rng
         )
         if decision is None:
             return False
@@ -376,8 +392,8 @@ class InstallationAPI:
         await self._api.delete(url, url_vars or {}, data=data, **kw)
 
 
-def _epoch(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+def _utc(timestamp: str) -> datetime:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
 
 
 class GitHubClient:
@@ -400,7 +416,7 @@ class GitHubClient:
         self._app_id = app_id
         self._private_key = private_key
         self._base_url = base_url
-        self._clock: Clock = clock or SystemClock()
+        self._clock: Clock = clock or (lambda: datetime.now(UTC))
         self._policy = _Policy(self._clock, sleep or asyncio.sleep, max_retries, on_call, on_wait)
         self._tokens = TokenCache()
         self._token_locks: dict[int, asyncio.Lock] = {}
@@ -429,7 +445,7 @@ class GitHubClient:
         )
 
     async def _app_authorization(self) -> str:
-        return f"bearer {app_jwt(self._app_id, self._private_key, now=self._clock.now())}"
+        return f"bearer {app_jwt(self._app_id, self._private_key, now=self._clock())}"
 
     async def app_info(self) -> dict[str, Any]:
         """`GET /app` as the App itself: its id, slug and name."""
@@ -447,11 +463,11 @@ class GitHubClient:
         """A token with more than 5 minutes left; minted once per installation however many ask at once."""
         lock = self._token_locks.setdefault(installation_id, asyncio.Lock())
         async with lock:
-            token = self._tokens.get(installation_id, now=self._clock.now())
+            token = self._tokens.get(installation_id, now=self._clock())
             if token is not None:
                 return token
             minted = await self._mint(installation_id)
-            expires_at = _epoch(minted["expires_at"])
+            expires_at = _utc(minted["expires_at"])
             self._tokens.put(installation_id, minted["token"], expires_at=expires_at)
             log.info(
                 "GitHub: new token for installation %d, expires at %s", installation_id, minted["expires_at"]

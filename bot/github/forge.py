@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
 
 
@@ -79,7 +80,7 @@ class ForkGitHub:
             "head_sha": sha,
             "status": "completed",
             "conclusion": "success" if ok else "failure",
-            "output": {"title": title, "summary": summary[:65_000]},
+            "output": {"title": title, "summary": fit_for_github(summary, what="a check run's summary")},
         }
         await self.api.post(self._url("/check-runs"), data=data)
 

@@ -32,6 +32,11 @@ class Metric(enum.StrEnum):
 class CompareInputError(SluiceError):
     """A report, thresholds file or A/B run that cannot be used as given (exit 2)."""
 
+    def __init__(
+        self, message: str, remedy: str = "fix the file or command named; see docs/compare.md"
+    ) -> None:
+        super().__init__(message, remedy)
+
 
 class ContextRefused(Exception):
     """The two sides ran in different contexts: timings from them are not comparable (exit 3)."""
