@@ -53,7 +53,8 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
             head, CONFIG_CHECK, ok=False, title=f"{CONFIG_PATH} is invalid", summary=_problems(exc)
         )
         raise Rejected(
-            f"{repo}: {CONFIG_PATH} is invalid:\n{exc.message}", "fix it and push; Sluice registers the fork then"
+            f"{repo}: {CONFIG_PATH} is invalid:\n{exc.message}",
+            "fix it and push; Sluice registers the fork then",
         ) from exc
     if "upstream" not in config.model_fields_set and config.downstreams:
         await _grants_only(ctx, forge, head, config)

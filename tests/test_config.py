@@ -539,6 +539,7 @@ def test_config_error_lists_every_problem_as_file_line_field_message() -> None:
     assert str(raised.value).splitlines() == [
         "fork/.github/sluice.yml:1: strategy: expected one of 'cherry-pick' or 'merge', got 'rebase'",
         "fork/.github/sluice.yml:3: bundles.max_commits: must be at least 1, got 0",
+        "  → fix it (`sluice config check fork/.github/sluice.yml` lists every problem)",
     ]
 
 

@@ -50,8 +50,13 @@ def app_key() -> AppKey:
 
 
 class FakeClock:
+    """The client's clock (an aware datetime when called); the fake GitHub reads its epoch seconds `now()`."""
+
     def __init__(self, start: float = T0) -> None:
         self.t = start
+
+    def __call__(self) -> datetime:
+        return datetime.fromtimestamp(self.t, UTC)
 
     def now(self) -> float:
         return self.t
@@ -215,7 +220,7 @@ async def harness(aiohttp_server: Any, app_key: AppKey) -> AsyncIterator[MakeHar
 
 
 async def test_app_jwt_is_rs256_backdated_and_short_lived(app_key: AppKey) -> None:
-    token = app_jwt(APP_ID, app_key.private_pem, now=T0)
+    token = app_jwt(APP_ID, app_key.private_pem, now=datetime.fromtimestamp(T0, UTC))
 
     assert jwt.get_unverified_header(token)["alg"] == "RS256"
     claims = jwt.decode(token, app_key.public_pem, algorithms=["RS256"], options={"verify_exp": False})
@@ -428,7 +433,7 @@ async def test_no_secret_reaches_logs_or_exceptions(
         errors.append(unreachable_error.value)
 
     # RS256 signatures are deterministic: this is the JWT the unreachable client sent.
-    secrets = [*h.server.jwts_seen, *h.server.tokens, app_jwt(APP_ID, app_key.private_pem, now=h.clock.now())]
+    secrets = [*h.server.jwts_seen, *h.server.tokens, app_jwt(APP_ID, app_key.private_pem, now=h.clock())]
     assert len(h.server.jwts_seen) == 1 and len(h.server.tokens) == 1
     key_body = "".join(app_key.private_pem.splitlines()[1:-1])
     texts = [json.dumps(r.__dict__, default=repr) + caplog.text for r in caplog.records]

@@ -13,6 +13,7 @@ import pytest
 from gidgethub.routing import Router
 from pydantic import BaseModel, ConfigDict
 
+from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.routing import Routes
 from bot.app.worker import Rejected, Worker
@@ -41,8 +42,8 @@ async def ctx(aiohttp_server: Any, tmp_path: Path, store: Store) -> AsyncIterato
         allow_private_upstreams=True,  # the simulator listens on loopback, which Sluice refuses by default
     )
     async with aiohttp.ClientSession() as session:
-        github = GitHubClient(
-            session, app_id=sim.app_id, private_key=settings.private_key_pem(), base_url=url
+        github = GitHubClient(  # the simulator checks JWTs against the time of day, as GitHub does
+            session, app_id=sim.app_id, private_key=settings.private_key_pem(), base_url=url, clock=utc_now
         )
         context = Context(
             settings, store, JobQueue(store), Registry(store), github, "sluice[bot]", lambda: NOW

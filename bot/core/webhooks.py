@@ -189,7 +189,9 @@ class RejectedPayload(BadInput):
     status = 422  # the JSON is fine, a field is not
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, "GitHub never sends such a delivery: look at what sent it; nothing was recorded")
+        super().__init__(
+            message, "GitHub never sends such a delivery: look at what sent it; nothing was recorded"
+        )
 
 
 class MalformedBody(RejectedPayload):

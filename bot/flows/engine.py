@@ -9,7 +9,6 @@ from typing import TypedDict
 
 from bot.core.analysis import distinctive, normalise_line
 from bot.core.config import SluiceConfig, Strategy, parse_config
-from bot.core.errors import GitError
 from bot.core.metrics import pending_shas, stream_status
 from bot.core.models import (
     CommitInfo,
@@ -23,7 +22,7 @@ from bot.core.recognise import ingestion_commits, recognise
 from bot.flows.applied import find_applied
 from bot.flows.pick import Picker, StepResult
 from bot.git.facts import CommitFacts, FactKey, stack_touching
-from bot.git.repo import MISSING_OBJECT, GitRepo
+from bot.git.repo import GitRepo, MissingObject
 
 CONFIG_PATH = ".github/sluice.yml"
 Progress = Callable[[str], None]
@@ -240,11 +239,8 @@ def _step(picker: Picker, fork_head: str, tree: str, commit: CommitInfo) -> Step
     """One probe pick, or None when git cannot read an object the commit needs (noted in `unreadable`)."""
     try:
         return picker.step(fork_head, tree, commit, strategy=Strategy.CHERRY_PICK)
-    except GitError as exc:
-        found = MISSING_OBJECT.search(str(exc).encode())
-        if found is None:
-            raise
-        picker.repo.unreadable[commit.sha] = f"object {found.group(1).decode()}"
+    except MissingObject as exc:
+        picker.repo.unreadable[commit.sha] = f"object {exc.oid}"
         return None
 
 

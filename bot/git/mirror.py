@@ -32,6 +32,11 @@ SAFE_GIT = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "
 NO_HELPERS = ("-c", "credential.helper=")
 
 
+class CredentialsNeeded(GitTransportError):
+    """The remote wants credentials git was not given: it is private, or not there; the next attempt
+    decides again whose token, if any, reads it."""
+
+
 def validate_url(url: str) -> str:
     """A repository URL or absolute path that git cannot take for an option or a command transport."""
     if not url or url.startswith("-") or any(ord(ch) < 32 for ch in url) or not URL_FORMS.match(url):
@@ -198,10 +203,8 @@ class Mirror:
         self._ensure()
         try:
             self._git("ls-remote", "--", url, "HEAD")
-        except GitError as exc:
-            if AUTH_REFUSED.search(exc.message):
-                return False
-            raise
+        except CredentialsNeeded:
+            return False
         return True
 
 
@@ -215,11 +218,13 @@ def _failure(command: str, stderr: str, returncode: int, *, authenticated: bool)
     if missing is not None:
         return GitError(
             message,
-            f"check the branch name: the remote has no {missing.group(1)} (`git ls-remote URL` lists what it has); "
-            f"fix `fork.branch` or `upstream.branch` in {CONFIG_PATH}",
+            f"check the branch name: the remote has no {missing.group(1)} (`git ls-remote URL` lists what it "
+            f"has); fix `fork.branch` or `upstream.branch` in {CONFIG_PATH}",
         )
-    if authenticated and AUTH_REFUSED.search(stderr) is not None:
+    if AUTH_REFUSED.search(stderr) is not None and authenticated:
         return GitAuthRejected(message, "nothing to do if the App is still installed: a new token is minted")
+    if AUTH_REFUSED.search(stderr) is not None:
+        return CredentialsNeeded(message, "make the repository public, or let Sluice read it with a token")
     return GitTransportError(message, "check that the remote is reachable; it is tried again later")
 
 

@@ -58,6 +58,24 @@ DIFF_OPTIONS = (
 )
 
 
+class MissingObject(GitError):
+    """git needs an object this repository lacks (a partial clone, a snapshot without large blobs)."""
+
+    def __init__(self, message: str, *, oid: str) -> None:
+        super().__init__(message, f"fetch object {oid} into the repository, or judge the commit without it")
+        self.oid = oid
+
+
+def command_failure(command: str, stderr: bytes, returncode: int) -> GitError:
+    """What a failed git command tells its caller: the object it lacked, or git's last word."""
+    said = stderr.decode("utf-8", "replace").strip().splitlines()
+    message = f"git {command} failed: {said[-1] if said else returncode}"
+    missing = MISSING_OBJECT.search(message.encode())
+    if missing is not None:
+        return MissingObject(message, oid=missing.group(1).decode())
+    return GitError(message, GIT_FAILED_REMEDY, retryable=True)
+
+
 class GitRepo:
     """One local repository (bare or not), driven through `git` with an explicit `cwd`."""
 
@@ -137,9 +155,7 @@ class GitRepo:
     def run_bytes(self, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> bytes:
         proc = subprocess.run(["git", *args], cwd=self.path, input=stdin, capture_output=True, env=self.env)
         if proc.returncode not in ok:
-            message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            said = message[-1] if message else proc.returncode
-            raise GitError(f"git {args[0]} failed: {said}", GIT_FAILED_REMEDY, retryable=True)
+            raise command_failure(args[0], proc.stderr, proc.returncode)
         return proc.stdout
 
     # -- refs --------------------------------------------------------------------------------------
@@ -504,8 +520,7 @@ class Plumbing:
                 ["git", *args], cwd=self.repo.path, input=stdin, capture_output=True, env=env
             )
             if proc.returncode:
-                said = proc.stderr.decode("utf-8", "replace").strip()
-                raise GitError(f"git {args[0]} failed: {said}", GIT_FAILED_REMEDY, retryable=True)
+                raise command_failure(args[0], proc.stderr, proc.returncode)
             return proc.stdout.decode().strip()
 
         git("read-tree", validate_sha(tree))

@@ -9,7 +9,7 @@ import random
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -18,6 +18,7 @@ from gidgethub import BadRequest, HTTPException, sansio
 from gidgethub.aiohttp import GitHubAPI
 
 from bot.core.errors import Forbidden, NotFound, RateLimited, SluiceError, Unavailable, redact
+from bot.ports import Clock
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,6 @@ RETRY_AFTER_MAX_S = SECONDARY_BACKOFF_MAX_S
 ETAG_CACHE_ENTRIES = 1024
 SECONDARY_LIMIT_WORDS = ("secondary rate limit", "abuse detection")
 
-Clock = Callable[[], datetime]  # an aware UTC datetime, as everywhere in Sluice; seconds only at the edges
 Sleep = Callable[[float], Awaitable[None]]
 OnCall = Callable[[str], None]
 OnWait = Callable[[str, float], None]
@@ -87,11 +87,14 @@ def github_failure(exc: HTTPException) -> GitHubError:
     answered = f"GitHub answered {status}: {redact(str(exc)) or exc.status_code.phrase}"
     if status >= 500:
         return GitHubDown(answered, "nothing to do: it is tried again later (https://www.githubstatus.com)")
-    if status in (403, 429) and (_primary_reset_at(exc.headers) is not None or _is_secondary_limit(status, exc)):
+    if status in (403, 429) and (
+        _primary_reset_at(exc.headers) is not None or _is_secondary_limit(status, exc)
+    ):
         return GitHubRateLimited(answered, "nothing to do: it is tried again once the limit resets")
     if status in (401, 403):
         return GitHubForbidden(
-            answered, "grant the App the permission GitHub names (accept its new permissions on the installation)"
+            answered,
+            "grant the App the permission GitHub names (accept its new permissions on the installation)",
         )
     if status >= 400:
         return GitHubNotFound(
@@ -137,7 +140,9 @@ class RollingWindow:
     reserves slots so that GitHub's "80 content-creating requests per minute" is never exceeded.
     """
 
-    def __init__(self, *, limit: int = CONTENT_CREATING_PER_MINUTE, period: timedelta = timedelta(minutes=1)) -> None:
+    def __init__(
+        self, *, limit: int = CONTENT_CREATING_PER_MINUTE, period: timedelta = timedelta(minutes=1)
+    ) -> None:
         self._period = period
         self._slots: deque[datetime] = deque(maxlen=limit)
 
@@ -300,7 +305,8 @@ class _PolicedAPI(GitHubAPI):
         except (aiohttp.ClientError, TimeoutError) as exc:
             detail = redact(f"{type(exc).__name__}: {exc}")
             raise GitHubUnreachable(
-                f"{method} {url} failed: {detail}", "check the GitHub URL and network; it is tried again later"
+                f"{method} {url} failed: {detail}",
+                "check the GitHub URL and network; it is tried again later",
             ) from None
 
     async def sleep(self, seconds: float) -> None:
@@ -406,7 +412,7 @@ class GitHubClient:
         app_id: int,
         private_key: str,
         base_url: str = DEFAULT_BASE_URL,
-        clock: Clock | None = None,
+        clock: Clock,
         sleep: Sleep | None = None,
         max_retries: int = 4,
         on_call: OnCall | None = None,
@@ -416,7 +422,7 @@ class GitHubClient:
         self._app_id = app_id
         self._private_key = private_key
         self._base_url = base_url
-        self._clock: Clock = clock or (lambda: datetime.now(UTC))
+        self._clock = clock  # epoch seconds only where JWT claims and GitHub's headers need them
         self._policy = _Policy(self._clock, sleep or asyncio.sleep, max_retries, on_call, on_wait)
         self._tokens = TokenCache()
         self._token_locks: dict[int, asyncio.Lock] = {}
@@ -484,11 +490,12 @@ class GitHubClient:
                 )
             )
         except BadRequest as exc:
-            # 404: the installation was deleted; 403 "suspended": only a person's act brings it back.
+            # 404: the installation was deleted; a 403 that is no rate limit: it is suspended (Sluice asks
+            # for no more than it was granted). Only a person's act brings either back.
             if exc.status_code == 404:
                 raise InstallationGone(installation_id, "no longer exists (GitHub answers 404)") from None
-            if exc.status_code == 403 and "suspended" in str(exc).lower():
-                raise InstallationGone(installation_id, "is suspended") from None
+            if isinstance(github_failure(exc), GitHubForbidden) and exc.status_code == 403:
+                raise InstallationGone(installation_id, "is suspended (GitHub answers 403)") from None
             raise
 
     def forget_token(self, installation_id: int) -> None:

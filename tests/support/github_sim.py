@@ -36,6 +36,7 @@ API = "https://api.github.com"
 WEB = "https://github.com"
 DOCS = "https://docs.github.com/rest"
 RATE_LIMIT = 5000
+DROPPED = 0  # a fault that answers nothing: the connection closes (as `requests` records it)
 SECONDARY_LIMIT_MESSAGE = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
     "If you reach out to GitHub Support for help, please include the request ID."
@@ -467,6 +468,10 @@ class GitHubSim:
             body["documentation_url"] = DOCS
         self._faults.append(Fault(method.upper(), re.compile(path_regex), status, times, headers or {}, body))
 
+    def drop_next(self, method: str, path_regex: str, *, times: int = 1) -> None:
+        """The next `times` matching requests get no answer: the connection closes (a network failure)."""
+        self._faults.append(Fault(method.upper(), re.compile(path_regex), DROPPED, times, {}, None))
+
     def secondary_rate_limit(self, method: str, path_regex: str, *, retry_after: int | None = None) -> None:
         headers = {} if retry_after is None else {"retry-after": str(retry_after)}
         self.fail_next(method, path_regex, 403, headers=headers)
@@ -710,6 +715,10 @@ class GitHubSim:
         try:
             await self._maybe_sleep(request.path)
             fault = self._take_fault(request)
+            if fault is not None and fault.status == DROPPED:
+                assert request.transport is not None
+                request.transport.abort()  # the client sees the connection go, with no answer at all
+                return web.Response(status=DROPPED), None
             if fault is not None:
                 response: web.StreamResponse = web.json_response(fault.body, status=fault.status)
                 response.headers.update(fault.headers)
