@@ -553,7 +553,8 @@ def _enable_wal(cursor: Any) -> None:
         try:
             mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc):
+            busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # primary code
+            if not busy:
                 raise
             mode = "locked"
         if mode in ("wal", "memory"):  # in-memory databases have no WAL
