@@ -21,7 +21,6 @@ from gidgethub import sansio
 from gidgethub.abc import GitHubAPI as AbstractGitHubAPI
 from gidgethub.aiohttp import GitHubAPI as PlainGitHubAPI
 from packaging.requirements import Requirement
-from pydantic import SecretStr
 from sqlalchemy import select
 
 import bot
@@ -29,7 +28,6 @@ import handlers
 from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.intake import DatabaseBusy
-from bot.app.settings import Settings
 from bot.app.worker import MAX_ATTEMPTS, Rejected, Worker, is_permanent
 from bot.core.config import ConfigError
 from bot.core.errors import (
@@ -65,6 +63,7 @@ from bot.github.client import (
 )
 from handlers import HANDLERS
 from tests.support.github_sim import GitHubSim
+from tests.support.rig import serve_sim, sim_settings, upstream_and_fork
 
 UPSTREAM = "triton-lang/triton"
 FORK = "meta/triton"
@@ -279,18 +278,12 @@ class Rig:
 
 @pytest.fixture
 async def rig(aiohttp_server: Any, tmp_path: Path, store: Store) -> AsyncIterator[Rig]:
-    sim = GitHubSim(root=tmp_path / "sim")
-    server = await aiohttp_server(sim.app)
-    url = str(server.make_url("")).rstrip("/")
-    sim.create_repo(UPSTREAM)
-    sim.commit(UPSTREAM, "main", {"README.md": "triton\n"}, message="initial")
-    sim.create_repo(FORK)
-    sim.git(FORK, "fetch", "--quiet", str(sim.repo_path(UPSTREAM)), "main:main")
-    settings = Settings(
-        app_id=sim.app_id,
-        private_key=SecretStr(sim.private_key_pem or ""),
-        webhook_secret=SecretStr("s"),
-        github_url=url,
+    sim, url = await serve_sim(aiohttp_server, tmp_path / "sim")
+    upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n"})
+    settings = sim_settings(
+        sim,
+        url,
+        secret="s",
         data_dir=tmp_path / "data",
         allow_private_upstreams=True,  # the simulator listens on loopback, which Sluice refuses by default
     )
@@ -390,8 +383,7 @@ async def test_an_unknown_failure_is_logged_with_its_delivery_and_tried_up_to_th
 async def test_a_secondary_rate_limit_is_waited_out_by_gidgethub_calling_sluices_hook(
     aiohttp_server: Any, tmp_path: Path, status: int, headers: dict[str, str]
 ) -> None:
-    sim = GitHubSim(root=tmp_path / "sim")
-    url = str((await aiohttp_server(sim.app)).make_url("")).rstrip("/")
+    sim, url = await serve_sim(aiohttp_server, tmp_path / "sim")
     sim.create_repo(FORK)
     installation_id = sim.install(FORK)
     slept: list[float] = []
