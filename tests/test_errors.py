@@ -61,7 +61,7 @@ from bot.github.client import (
     _PolicedAPI,
     github_failure,
 )
-from handlers import HANDLERS
+from handlers import ROUTES
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import serve_sim, sim_settings, upstream_and_fork
 
@@ -294,7 +294,7 @@ async def rig(aiohttp_server: Any, tmp_path: Path, store: Store) -> AsyncIterato
             session, app_id=sim.app_id, private_key=settings.private_key_pem(), base_url=url, clock=utc_now
         )
         ctx = Context(settings, store, JobQueue(store), Registry(store), github, "sluice[bot]", clock)
-        yield Rig(ctx, sim, clock, Worker(ctx, HANDLERS, name="w"))
+        yield Rig(ctx, sim, clock, Worker(ctx, ROUTES, name="w"))
 
 
 def register_fork(rig: Rig, *, upstream_branch: str = "main") -> None:
@@ -354,10 +354,13 @@ async def test_an_upstream_branch_that_does_not_exist_fails_the_job_at_once_with
 async def test_an_unknown_failure_is_logged_with_its_delivery_and_tried_up_to_the_limit(
     rig: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def broken(_: Context, job: Job) -> None:
-        raise KeyError("head_commit")  # a bug: nothing says whether trying again helps
+    class Broken:
+        """Routes whose one callback has a bug: nothing says whether trying again helps."""
 
-    rig.worker.handlers = {"push": broken}
+        async def dispatch(self, job: Job, *, ctx: Context) -> None:
+            raise KeyError("head_commit")
+
+    rig.worker.routes = Broken()
     rig.ctx.queue.accept_delivery("d-7", event="push", body=b"{}", kind="push", key=None, payload={}, now=NOW)
 
     ran = 0
