@@ -47,6 +47,7 @@ from bot.core.webhooks import MalformedBody, RejectedPayload
 from bot.db.jobs import Job, JobQueue, JobState, jobs
 from bot.db.registry import Registry
 from bot.db.store import Store
+from bot.demo import SandboxError
 from bot.git.mirror import CredentialsNeeded
 from bot.git.repo import MissingObject
 from bot.github.client import (
@@ -98,6 +99,7 @@ TAXONOMY: list[tuple[type[SluiceError], bool]] = [
     (InstallationGone, False),
     (DatabaseBusy, True),
     (Rejected, False),
+    (SandboxError, False),
 ]
 
 

@@ -100,13 +100,19 @@ class _FastImport:
         self.proc.kill()
         self.proc.wait()
         self.err.seek(0)
-        raise SandboxError(f"git fast-import failed: {self.err.read().decode(errors='replace')[-2000:]}")
+        said = self.err.read().decode(errors="replace")[-2000:]
+        raise SandboxError(
+            f"git fast-import failed: {said}", "check the disk and the git install, then build again"
+        )
 
 
 def _git(repo: Path, *args: str) -> None:
     done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SandboxError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+        said = done.stderr.strip()
+        raise SandboxError(
+            f"git {' '.join(args)} failed: {said}", "check the disk and the git install, then build again"
+        )
 
 
 def _init_bare(path: Path) -> None:

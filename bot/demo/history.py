@@ -168,9 +168,14 @@ class Planner:
         n_py = min(len(py), max(1, want // 3))
         chosen = cpp[: want - n_py] + py[:n_py]
         if len(chosen) < n_overlaps + 1:
-            raise SandboxError("the tree is too small to carry the fork's edits to shared functions")
+            raise SandboxError(
+                "the tree is too small to carry the fork's edits to shared functions", "ask for more files"
+            )
         if len(chosen) > size.fork_commits - 1:
-            raise SandboxError("fork_commits is too small for the fork's edits to shared functions")
+            raise SandboxError(
+                "fork_commits is too small for the fork's edits to shared functions",
+                "ask for more fork commits",
+            )
         seconds = max(0, (size.fork_commits - 1) // 2 - len(chosen))
         for i, (path, block, kind) in enumerate(chosen):
             up.reserved.append(self.plan_reserved(path, block, kind, 2 if i < seconds else 1))

@@ -15,7 +15,10 @@ from bot.demo.spec import DEMO, MIN_SIZE, Manifest, Sandbox, SandboxError, Sandb
 def _check(size: SandboxSize) -> None:
     for name in ("files", "base_commits", "fork_commits", "ingested", "pending"):
         if getattr(size, name) < getattr(MIN_SIZE, name):
-            raise SandboxError(f"{name}={getattr(size, name)} is below the minimum {getattr(MIN_SIZE, name)}")
+            least = getattr(MIN_SIZE, name)
+            raise SandboxError(
+                f"{name}={getattr(size, name)} is below the minimum {least}", f"ask for {least} or more"
+            )
 
 
 def _manifest(planner: Planner, fork: Fork, up_shas: list[str], fork_shas: list[str]) -> Manifest:
@@ -59,7 +62,7 @@ def build_sandbox(
     upstream, fork_repo = root / "upstream.git", root / "fork.git"
     for path in (upstream, fork_repo):
         if path.exists():
-            raise SandboxError(f"{path} already exists")
+            raise SandboxError(f"{path} already exists", "give an empty or new directory, or remove it first")
     root.mkdir(parents=True, exist_ok=True)
     planner = Planner(size, random.Random(f"sluice-sandbox/{size.seed}"))
     planner.run(say)

@@ -7,6 +7,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bot.core.errors import BadInput
 from bot.core.models import RecognitionMethod
 
 
@@ -99,5 +100,5 @@ class Sandbox:
     upstream_ref: str = "upstream/main"
 
 
-class SandboxError(ValueError):
+class SandboxError(BadInput):
     """The requested sandbox cannot be built (size too small, target exists, git failed)."""
