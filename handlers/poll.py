@@ -7,9 +7,8 @@ import contextlib
 import logging
 
 from bot.app.context import Context
-from bot.core.errors import GitError
+from bot.core.errors import GitError, redact
 from bot.core.upstream_access import UpstreamRefused
-from bot.git.mirror import redact
 from handlers import requests
 
 log = logging.getLogger("sluice.poll")

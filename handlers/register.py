@@ -10,12 +10,13 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.config import ConfigError, SluiceConfig, parse_config
+from bot.core.errors import redact
 from bot.core.ingestion import owner_repo
 from bot.core.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
 from bot.db.jobs import Job
 from bot.db.registry import Fork
 from bot.flows.engine import CONFIG_PATH
-from bot.git.mirror import redact, validate_url
+from bot.git.mirror import validate_url
 from bot.git.repo import GitRepo
 from bot.github.forge import ForkGitHub
 from handlers import requests, upstream
