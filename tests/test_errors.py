@@ -64,7 +64,7 @@ from bot.github.client import (
 )
 from handlers import ROUTES
 from tests.support.github_sim import GitHubSim
-from tests.support.rig import serve_sim, sim_settings, upstream_and_fork
+from tests.support.rig import serve_sim, sim_with_fork
 
 UPSTREAM = "triton-lang/triton"
 FORK = "meta/triton"
@@ -280,20 +280,16 @@ class Rig:
 
 @pytest.fixture
 async def rig(aiohttp_server: Any, tmp_path: Path, store: Store) -> AsyncIterator[Rig]:
-    sim, url = await serve_sim(aiohttp_server, tmp_path / "sim")
-    upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n"})
-    settings = sim_settings(
-        sim,
-        url,
-        secret="s",
-        data_dir=tmp_path / "data",
-        allow_private_upstreams=True,  # the simulator listens on loopback, which Sluice refuses by default
-    )
+    sim, settings = await sim_with_fork(aiohttp_server, tmp_path, upstream=UPSTREAM, fork=FORK)
     clock = Clock()
     async with aiohttp.ClientSession() as session:
         # The simulator checks JWTs against the time of day, as GitHub does: the client reads that clock.
         github = GitHubClient(
-            session, app_id=sim.app_id, private_key=settings.private_key_pem(), base_url=url, clock=utc_now
+            session,
+            app_id=sim.app_id,
+            private_key=settings.private_key_pem(),
+            base_url=settings.github_url,
+            clock=utc_now,
         )
         ctx = Context(settings, store, JobQueue(store), Registry(store), github, "sluice[bot]", clock)
         yield Rig(ctx, sim, clock, Worker(ctx, ROUTES, name="w"))

@@ -23,7 +23,7 @@ from bot.db.store import Store
 from bot.github.client import GitHubClient
 from handlers import ROUTES, poll
 from tests.support.github_sim import ZERO_SHA, GitHubSim
-from tests.support.rig import serve_sim, sim_settings, upstream_and_fork
+from tests.support.rig import sim_with_fork
 
 UPSTREAM = "triton-lang/triton"
 FORK = "meta/triton"
@@ -32,18 +32,14 @@ NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
 
 @pytest.fixture
 async def ctx(aiohttp_server: Any, tmp_path: Path, store: Store) -> AsyncIterator[Context]:
-    sim, url = await serve_sim(aiohttp_server, tmp_path / "sim")
-    upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n"})
-    settings = sim_settings(
-        sim,
-        url,
-        secret="s",
-        data_dir=tmp_path / "data",
-        allow_private_upstreams=True,  # the simulator listens on loopback, which Sluice refuses by default
-    )
+    sim, settings = await sim_with_fork(aiohttp_server, tmp_path, upstream=UPSTREAM, fork=FORK)
     async with aiohttp.ClientSession() as session:
         github = GitHubClient(  # the simulator checks JWTs against the time of day, as GitHub does
-            session, app_id=sim.app_id, private_key=settings.private_key_pem(), base_url=url, clock=utc_now
+            session,
+            app_id=sim.app_id,
+            private_key=settings.private_key_pem(),
+            base_url=settings.github_url,
+            clock=utc_now,
         )
         context = Context(
             settings, store, JobQueue(store), Registry(store), github, "sluice[bot]", lambda: NOW

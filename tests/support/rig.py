@@ -55,6 +55,22 @@ def serve_settings(sim: GitHubSim, sim_url: str, *, secret: str, data_dir: Path,
     return sim_settings(sim, sim_url, secret=secret, data_dir=data_dir, **(quick | changes))
 
 
+async def sim_with_fork(
+    aiohttp_server: Any, tmp_path: Path, *, upstream: str, fork: str, secret: str = "s"
+) -> tuple[GitHubSim, Settings]:
+    """A served simulator holding `upstream` and its `fork` (one README), and settings that reach it."""
+    sim, url = await serve_sim(aiohttp_server, tmp_path / "sim")
+    upstream_and_fork(sim, upstream, fork, {"README.md": "triton\n"})
+    settings = sim_settings(
+        sim,
+        url,
+        secret=secret,
+        data_dir=tmp_path / "data",
+        allow_private_upstreams=True,  # the simulator listens on loopback, which Sluice refuses by default
+    )
+    return sim, settings
+
+
 async def serve_bot(aiohttp_server: Any, settings: Settings, store: Store) -> tuple[Any, str]:
     """`sluice serve`'s app (its workers and loops running) on loopback; the server and its URL."""
     server = await aiohttp_server(create_app(settings, store=store, background=True))
