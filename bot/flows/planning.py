@@ -17,7 +17,7 @@ from bot.flows.engine import Snapshot, analyse_pending, take_snapshot
 from bot.flows.risk_files import default_model
 from bot.git.facts import CommitFacts
 from bot.git.repo import GitRepo
-from bot.ports import Clock, PlanStore
+from bot.ports import Clock, FileReader, PlanRecorder
 
 HELD = {Disposition.DEFERRED, Disposition.SKIPPED}
 
@@ -48,7 +48,7 @@ def with_dispositions(snapshot: Snapshot, held: Mapping[str, Disposition]) -> St
     return status.model_copy(update=update)
 
 
-def load_risk_model(repo: GitRepo, config: SluiceConfig, *, fork_head: str) -> LoadedModel | None:
+def load_risk_model(repo: FileReader, config: SluiceConfig, *, fork_head: str) -> LoadedModel | None:
     """The model `risk.model` names: None for `none`, and for `default` when Sluice ships none; a path is
     read from this machine when absolute, else from fork trunk's tree (where `sluice calibrate --out` went).
     """
@@ -116,7 +116,7 @@ def build_plan(
 
 
 def record_plan(
-    store: PlanStore,
+    store: PlanRecorder,
     key: str,
     plan: Plan,
     *,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from bot.core.limits import GITHUB_TEXT_MAX_CHARS
 from bot.core.render import plural
 from runners.compare.model import ContextRefused, Metric, Verdict, pct
 from runners.compare.sides import Side
 from runners.compare.verdicts import CellVerdict, Comparison, Measurement
 
-SUMMARY_LIMIT = 65535  # GitHub's limit on a check run's summary
+SUMMARY_LIMIT = GITHUB_TEXT_MAX_CHARS - 1  # a check run's summary, in bytes: under GitHub's limit
 
 
 # --- JSON -------------------------------------------------------------------------------------------------
