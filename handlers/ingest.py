@@ -20,9 +20,11 @@ from bot.core.ingestion import (
     units_of,
     upstream_web_url,
 )
+from bot.core.lag import lag_point
 from bot.core.models import Plan
 from bot.core.reconcile import Desired, DesiredUnit, ObservedState, PushBranch, reconcile
 from bot.db.jobs import Job
+from bot.db.lag import LagHistory
 from bot.db.registry import Fork
 from bot.flows.engine import CONFIG_PATH, load_repo_config
 from bot.flows.ingest import Picking, Push, Record, apply, observe, pick_units
@@ -62,6 +64,7 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     observed = await observe(forge, built.desired, seen=built.seen)
     actions = reconcile(built.desired, observed)
     await apply(actions, forge=forge, push=_pusher(ctx, fork), record=_recorder(ctx))
+    await ctx.db(_record_lag, ctx, fork.repo, built.plan)
     log.info(
         "ingested %s: %d units, %d pushed, %d actions, %d pending upstream commits",
         fork.repo,
@@ -127,6 +130,13 @@ def _pick(
     for branch in picking.pushed_by_people:
         log.info("%s: a person pushed to %s; Sluice leaves it and what builds on it", fork.repo, branch)
     return picking
+
+
+def _record_lag(ctx: Context, repo: str, plan: Plan) -> None:
+    """One point of the fork's lag history per ingestion run, for `/metrics` and the status page."""
+    open_now = sum(len(ctx.registry.ingestions(repo, state=state)) for state in ("open", "blocked"))
+    point = lag_point(repo, plan.status, open_ingestions=open_now, at=ctx.clock())
+    LagHistory(ctx.store).record(point)
 
 
 def _links(ctx: Context, fork: Fork) -> Links:

@@ -14,6 +14,7 @@ import pytest
 
 from bot.core.ingestion import BRANCH_PREFIX, CLASSIFICATION_MARKER
 from bot.db.jobs import JobQueue
+from bot.db.lag import LagHistory
 from bot.db.registry import Registry
 from bot.db.store import Store
 from tests.support.github_sim import GitHubSim
@@ -357,3 +358,44 @@ async def test_a_pr_whose_unit_left_the_plan_is_closed(rig: Rig) -> None:
         records[f"bundle-{gone[:10]}"] == "closed"
         and records[new.head_ref.removeprefix(BRANCH_PREFIX)] == "open"
     )
+
+
+def ingest_runs(rig: Rig) -> int:
+    from sqlalchemy import func, select
+
+    from bot.db.jobs import jobs
+
+    query = select(func.count()).select_from(jobs).where(jobs.c.kind == "ingest", jobs.c.state == "done")
+    with rig.store._engine.connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+async def test_each_ingestion_run_adds_one_lag_point_shown_on_metrics_and_the_status_page(rig: Rig) -> None:
+    fork_installation, upstream_installation = rig.sim.install(FORK), rig.sim.install(UPSTREAM)
+    await upstream_commits(rig, ("docs: clarify the guide", {"docs/guide.md": "guide, clarified\n"}))
+    assert await installation_event(rig, FORK, fork_installation) == 202
+    assert await installation_event(rig, UPSTREAM, upstream_installation) == 202
+    await rig.settle()
+    history = LagHistory(rig.store)
+    first = history.history(FORK)
+    assert len(first) == ingest_runs(rig) >= 1
+    assert first[-1].pending_commits == 1 and first[-1].open_ingestions == 1
+
+    await upstream_commits(rig, ("docs: one more", {"docs/more.md": "more\n"}))
+    await rig.settle()
+    points = history.history(FORK)
+    assert len(points) == ingest_runs(rig) > len(first)  # one per run, never overwritten
+    assert points[-1].pending_commits == 2 and points[-1].at >= first[-1].at
+
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{rig.bot_url}/metrics") as resp:
+            metrics = await resp.text()
+        async with session.get(f"{rig.bot_url}/") as resp:
+            assert resp.status == 200 and resp.content_type == "text/html"
+            page = await resp.text()
+    assert f'sluice_pending_commits{{fork="{FORK}"}} 2.0' in metrics
+    assert f'sluice_open_ingestions{{fork="{FORK}"}} 1.0' in metrics
+    assert f'sluice_backlog_commits{{fork="{FORK}"}} 0.0' in metrics
+    (pull,) = rig.pulls()
+    assert FORK in page and f"/{FORK}/pull/{pull.number}" in page
+    assert 'id="dbu-meta-triton"' in page and 'id="bc-meta-triton"' in page

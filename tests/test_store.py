@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
 import bot.db.jobs
+import bot.db.lag
 import bot.db.leases
 import bot.db.registry
 import bot.db.store
@@ -50,9 +51,9 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0007_github_ids"
+HEAD_REVISION = "0008_lag_points"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (bot.db.jobs, bot.db.registry)
+TABLE_MODULES = (bot.db.jobs, bot.db.lag, bot.db.registry)
 TABLES = [
     "alembic_version",
     "chain_members",
@@ -65,6 +66,7 @@ TABLES = [
     "installation_repos",
     "installations",
     "jobs",
+    "lag_points",
     "leases",
     "plans",
     "resolutions",

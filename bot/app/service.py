@@ -21,8 +21,11 @@ from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.intake import RETRY_AFTER_S, DatabaseBusy, Intake, Lane
 from bot.app.settings import MAX_WEBHOOK_BYTES, Settings
+from bot.app.status import LagGauges, fork_views
 from bot.core import webhooks
+from bot.core.status_page import status_page
 from bot.db.jobs import Delivery, JobQueue, JobState
+from bot.db.lag import LagHistory
 from bot.db.registry import Registry
 from bot.db.store import Store
 from bot.github.client import GitHubClient
@@ -71,6 +74,7 @@ class Metrics:
             "Seconds spent waiting on GitHub's limits and errors",
             registry=self.registry,
         )
+        self.lag = LagGauges(self.registry)
 
     def count_call(self, method: str) -> None:
         self.github_calls.labels(method=method).inc()
@@ -181,6 +185,17 @@ async def _record(app: web.Application, delivery: Delivery) -> web.Response:
     return web.json_response({"delivery": delivery.id, "outcome": outcome.value}, status=202)
 
 
+async def status(request: web.Request) -> web.Response:
+    """Where each fork stands: its figures, charts of its lag history, its open ingestions."""
+    app = request.app
+    try:
+        views = await app[HEALTH].run(lambda: fork_views(app[STORE]))
+    except DatabaseBusy as exc:
+        return web.Response(status=503, text=f"The database did not answer: {exc.message}. Reload later.\n")
+    page = status_page(views, web_url=app[SETTINGS].web_url(), now=app[CLOCK]())
+    return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-cache"})
+
+
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
@@ -206,6 +221,10 @@ async def metrics(request: web.Request) -> web.Response:
     else:
         for state in JobState:
             app[METRICS].jobs.labels(state=state.value).set(counts.get(state.value, 0))
+    try:
+        app[METRICS].lag.update(await app[HEALTH].run(LagHistory(app[STORE]).latest))
+    except (DatabaseBusy, SQLAlchemyError) as exc:
+        log.warning("/metrics: lag gauges not refreshed: %s", str(exc).splitlines()[0])
     body = generate_latest(app[METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -232,6 +251,7 @@ def create_app(
     if background and (settings.workers > 0 or any(periodic)):
         app.cleanup_ctx.append(_background)
     app.router.add_post("/webhook", webhook)
+    app.router.add_get("/", status)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

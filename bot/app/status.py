@@ -1,0 +1,60 @@
+"""The status page (`GET /`) and the lag gauges of `/metrics`, read from the lag history and the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from bot.core.lag import LagPoint
+from bot.core.status_page import ForkView
+from bot.db.lag import LagHistory
+from bot.db.registry import Registry
+from bot.db.store import Store
+
+SHOWN_STATES = ("open", "blocked")  # a blocked ingestion is open work too: its tracking issue says why
+
+
+def fork_views(store: Store) -> list[ForkView]:
+    """Every registered fork with its lag history and open ingestions (blocking: run it on a lane)."""
+    registry, history = Registry(store), LagHistory(store)
+    views = []
+    for fork in sorted(registry.all_forks(), key=lambda f: f.repo):
+        records = [r for state in SHOWN_STATES for r in registry.ingestions(fork.repo, state=state)]
+        views.append(
+            ForkView(
+                repo=fork.repo,
+                upstream=fork.upstream_repo or fork.upstream_url,
+                branch=fork.branch,
+                history=history.history(fork.repo),
+                open_ingestions=sorted(records, key=lambda r: r.id),
+            )
+        )
+    return views
+
+
+class LagGauges:
+    """DESIGN.md's metrics per fork on `/metrics`, as the newest ingestion run left them."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, ["fork"], registry=registry)
+
+        self.days_behind = gauge("sluice_days_behind_upstream", "Days Behind Upstream (DESIGN.md)")
+        self.backlog = gauge("sluice_backlog_commits", "Backlog Commits: upstream commits skipped past")
+        self.pending = gauge("sluice_pending_commits", "Upstream commits the fork does not have yet")
+        self.oldest = gauge("sluice_oldest_missing_days", "Age of the oldest missing upstream commit, days")
+        self.open = gauge("sluice_open_ingestions", "Open ingestion PRs (and tracking issues)")
+
+    def update(self, latest: Mapping[str, LagPoint]) -> None:
+        for fork, point in latest.items():
+            # NaN where a figure is not defined yet (no ingestion tip): Prometheus' "no value".
+            self.days_behind.labels(fork=fork).set(_or_nan(point.days_behind))
+            self.backlog.labels(fork=fork).set(point.backlog_commits)
+            self.pending.labels(fork=fork).set(point.pending_commits)
+            self.oldest.labels(fork=fork).set(_or_nan(point.oldest_missing_days))
+            self.open.labels(fork=fork).set(point.open_ingestions)
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
