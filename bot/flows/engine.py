@@ -9,7 +9,7 @@ from typing import TypedDict
 
 from bot.core.analysis import distinctive, normalise_line
 from bot.core.config import SluiceConfig, Strategy, parse_config
-from bot.core.metrics import pending_shas, stream_status
+from bot.core.metrics import pending_shas, pick_lead_times, stream_status
 from bot.core.models import (
     CommitInfo,
     FileChange,
@@ -133,6 +133,7 @@ def take_snapshot(
         patch_stack_commits=stack,
         picks_move_tip=config.strategy is Strategy.CHERRY_PICK,
         unreadable=unreadable,
+        lead_times=pick_lead_times(candidates, fork_commits, recognised),
     )
     return Snapshot(
         fork_ref=fork_ref,
