@@ -29,7 +29,7 @@ from bot.flows.ingest import Picking, Push, Record, apply, observe, pick_units
 from bot.flows.pick import Picker
 from bot.flows.planning import build_plan
 from bot.git.mirror import BranchUpdate, SyncResult
-from bot.git.repo import GitRepo
+from bot.ports import FileReader, Repository
 from handlers import upstream
 from handlers.requests import IngestRequest
 
@@ -76,7 +76,7 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
     """The git and planning work (blocking: run it in a thread)."""
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     branches = mirror.fetch_branches(BRANCH_PREFIX, auth=auth)
-    repo = GitRepo(mirror.path)
+    repo = ctx.repository(mirror)
     config = fork_config(ctx, repo, sync, fork)
     plan = build_plan(
         repo,
@@ -100,7 +100,7 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
 
 def _pick(
     ctx: Context,
-    repo: GitRepo,
+    repo: Repository,
     plan: Plan,
     *,
     config: SluiceConfig,
@@ -152,7 +152,7 @@ def _recorder(ctx: Context) -> Record:
     return record
 
 
-def fork_config(ctx: Context, repo: GitRepo, sync: SyncResult, fork: Fork) -> SluiceConfig:
+def fork_config(ctx: Context, repo: FileReader, sync: SyncResult, fork: Fork) -> SluiceConfig:
     """The fork's `.github/sluice.yml` at trunk; a broken one rejects the job with its problems."""
     try:
         trusted = ctx.trusted_url_prefixes

@@ -32,9 +32,10 @@ from bot.db.jobs import JobQueue
 from bot.db.registry import Fork, Registry
 from bot.db.store import Store
 from bot.git.mirror import Mirror, SyncResult, token_auth
+from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
 from bot.github.forge import ForkGitHub
-from bot.ports import Clock
+from bot.ports import Clock, Repository
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -73,6 +74,10 @@ class Context:
     def mirror(self, fork: str) -> Mirror:
         # No credential helper of the host's: an anonymous read is anonymous, a token the one handed over.
         return Mirror(Path(self.settings.data_dir) / "mirrors" / f"{fork}.git", credential_helpers=False)
+
+    def repository(self, mirror: Mirror) -> Repository:
+        """The fork's mirror as the flows read, probe and pick in it."""
+        return GitRepo(mirror.path)
 
     async def git_auth(self, installation_id: int) -> dict[str, str]:
         return token_auth(await self.github.installation_token(installation_id))
