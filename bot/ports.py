@@ -1,4 +1,5 @@
-"""The ports: what the core's callers need of git, the plan store, GitHub and the clock.
+"""The ports: what the core's callers need of git, the plan store, the job queue, the registry, GitHub and
+the clock.
 
 Each `Protocol` is as narrow as its users; the adapters (`bot.git`, `bot.db`, `bot.github`, `bot.app`) satisfy
 them structurally, and mypy checks that wherever an adapter is passed for a port.
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Self
 
+from bot.core.ingestion import IngestionRecord
 from bot.core.models import CommitInfo, Disposition, FileChange, Plan
 
 # The one time type: an injected clock returning an aware UTC datetime (tests freeze it). Durations measured
@@ -189,3 +191,72 @@ class Forge(Protocol):
     async def edit_issue(self, number: int, *, title: str, body: str) -> None: ...
 
     async def close_issue(self, number: int, *, comment: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Job:
+    """A claimed job as its handler gets it."""
+
+    id: int
+    kind: str
+    key: str | None  # jobs sharing a key (a fork) never run at the same time
+    payload: dict[str, Any]
+    attempts: int  # including the one this claim starts
+    delivery_id: str | None
+
+
+class JobRequests(Protocol):
+    """What handlers ask of the durable job queue: an internal job enqueued once per key
+    (`handlers.requests`), and which webhook deliveries it holds already (the resync)."""
+
+    def enqueue_once(
+        self, kind: str, payload: dict[str, Any], *, key: str, now: dt.datetime
+    ) -> int | None: ...
+
+    def recorded(self, delivery_ids: set[str]) -> set[str]: ...
+
+
+@dataclass(frozen=True)
+class Fork:
+    """A repository Sluice keeps in sync: its trunk, and the upstream branch it follows."""
+
+    repo: str
+    installation_id: int
+    branch: str
+    upstream_url: str
+    upstream_branch: str
+    upstream_repo: str | None
+    upstream_seen: str | None
+
+
+class ForkRegistry(Protocol):
+    """What handlers (and the upstream access rule) read and write of the installations, the forks among their
+    repositories, and each fork's ingestion PRs."""
+
+    def record_installation(
+        self, installation_id: int, account: str, repos: list[str], *, at: dt.datetime
+    ) -> None: ...
+
+    def add_repos(self, installation_id: int, repos: list[str]) -> None: ...
+
+    def remove_repos(self, installation_id: int, repos: list[str]) -> None: ...
+
+    def forget_installation(self, installation_id: int) -> None: ...
+
+    def installation_of(self, repo: str) -> int | None: ...
+
+    def register_fork(self, fork: Fork, *, at: dt.datetime) -> None: ...
+
+    def unregister_fork(self, repo: str) -> None: ...
+
+    def fork(self, repo: str) -> Fork | None: ...
+
+    def forks_tracking(self, upstream_repo: str, branch: str) -> list[Fork]: ...
+
+    def all_forks(self) -> list[Fork]: ...
+
+    def mark_upstream_seen(self, repo: str, *, old: str | None, new: str) -> bool: ...
+
+    def save_ingestion(self, record: IngestionRecord, *, at: dt.datetime) -> None: ...
+
+    def ingestions(self, fork: str, *, state: str | None = None) -> list[IngestionRecord]: ...

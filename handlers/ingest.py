@@ -22,14 +22,12 @@ from bot.core.ingestion import (
 )
 from bot.core.models import Plan
 from bot.core.reconcile import Desired, DesiredUnit, ObservedState, PushBranch, reconcile
-from bot.db.jobs import Job
-from bot.db.registry import Fork
 from bot.flows.engine import CONFIG_PATH, load_repo_config
 from bot.flows.ingest import Picking, Push, Record, apply, observe, pick_units
 from bot.flows.pick import Picker
 from bot.flows.planning import build_plan
 from bot.git.mirror import BranchUpdate, SyncResult
-from bot.ports import FileReader, Repository
+from bot.ports import FileReader, Fork, Job, Repository
 from handlers import upstream
 from handlers.requests import IngestRequest
 

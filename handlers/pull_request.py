@@ -10,10 +10,9 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.webhooks import PullRequestEvent
-from bot.db.jobs import Job
-from bot.db.registry import Fork
 from bot.flows import patch_stack
 from bot.flows.engine import take_snapshot
+from bot.ports import Fork, Job
 from handlers import ingest, upstream
 
 router = Router()

@@ -13,11 +13,10 @@ from bot.core.config import ConfigError, SluiceConfig, parse_config
 from bot.core.errors import redact
 from bot.core.ingestion import owner_repo
 from bot.core.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
-from bot.db.jobs import Job
-from bot.db.registry import Fork
 from bot.flows.engine import CONFIG_PATH
 from bot.git.mirror import validate_url
 from bot.github.forge import ForkGitHub
+from bot.ports import Fork, Job
 from handlers import requests, upstream
 from handlers.requests import RegisterRequest
 

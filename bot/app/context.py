@@ -29,13 +29,12 @@ from bot.core.upstream_access import (
     url_refusal,
 )
 from bot.db.jobs import JobQueue
-from bot.db.registry import Fork, Registry
 from bot.db.store import Store
 from bot.git.mirror import Mirror, SyncResult, token_auth
 from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
 from bot.github.forge import ForkGitHub
-from bot.ports import Clock, Repository
+from bot.ports import Clock, Fork, ForkRegistry, JobRequests, Repository
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -46,8 +45,8 @@ log = logging.getLogger("sluice.context")
 class Context:
     settings: Settings
     store: Store
-    queue: JobQueue
-    registry: Registry
+    queue: JobQueue  # the worker's; handlers ask through `job_requests`
+    registry: ForkRegistry
     github: GitHubClient
     bot_login: str  # "<app slug>[bot]": the author of the App's comments and pushes
     clock: Clock
@@ -56,6 +55,11 @@ class Context:
         """`call` (the registry's, the queue's, the store's) in a worker thread: a database round trip on the
         event loop would stall everything else on it, the webhook intake's acknowledgements included."""
         return await asyncio.to_thread(call, *args, **kwargs)
+
+    @property
+    def job_requests(self) -> JobRequests:
+        """The queue as handlers may use it: asking for internal jobs, reading which deliveries it holds."""
+        return self.queue
 
     @property
     def web_url(self) -> str:
