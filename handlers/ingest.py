@@ -23,15 +23,12 @@ from bot.core.ingestion import (
 from bot.core.lag import lag_point
 from bot.core.models import Plan
 from bot.core.reconcile import Desired, DesiredUnit, ObservedState, PushBranch, reconcile
-from bot.db.jobs import Job
-from bot.db.lag import LagHistory
-from bot.db.registry import Fork
 from bot.flows.engine import CONFIG_PATH, load_repo_config
 from bot.flows.ingest import Picking, Push, Record, apply, observe, pick_units
 from bot.flows.pick import Picker
 from bot.flows.planning import build_plan
 from bot.git.mirror import BranchUpdate, SyncResult
-from bot.git.repo import GitRepo
+from bot.ports import FileReader, Fork, Job, Repository
 from handlers import upstream
 from handlers.requests import IngestRequest
 
@@ -79,7 +76,7 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
     """The git and planning work (blocking: run it in a thread)."""
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     branches = mirror.fetch_branches(BRANCH_PREFIX, auth=auth)
-    repo = GitRepo(mirror.path)
+    repo = ctx.repository(mirror)
     config = fork_config(ctx, repo, sync, fork)
     plan = build_plan(
         repo,
@@ -103,7 +100,7 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
 
 def _pick(
     ctx: Context,
-    repo: GitRepo,
+    repo: Repository,
     plan: Plan,
     *,
     config: SluiceConfig,
@@ -136,7 +133,7 @@ def _record_lag(ctx: Context, repo: str, plan: Plan) -> None:
     """One point of the fork's lag history per ingestion run, for `/metrics` and the status page."""
     open_now = sum(len(ctx.registry.ingestions(repo, state=state)) for state in ("open", "blocked"))
     point = lag_point(repo, plan.status, open_ingestions=open_now, at=ctx.clock())
-    LagHistory(ctx.store).record(point)
+    ctx.lag_history.record(point)
 
 
 def _links(ctx: Context, fork: Fork) -> Links:
@@ -162,7 +159,7 @@ def _recorder(ctx: Context) -> Record:
     return record
 
 
-def fork_config(ctx: Context, repo: GitRepo, sync: SyncResult, fork: Fork) -> SluiceConfig:
+def fork_config(ctx: Context, repo: FileReader, sync: SyncResult, fork: Fork) -> SluiceConfig:
     """The fork's `.github/sluice.yml` at trunk; a broken one rejects the job with its problems."""
     try:
         trusted = ctx.trusted_url_prefixes

@@ -10,11 +10,9 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.webhooks import PullRequestEvent
-from bot.db.jobs import Job
-from bot.db.registry import Fork
 from bot.flows import patch_stack
 from bot.flows.engine import take_snapshot
-from bot.git.repo import GitRepo
+from bot.ports import Fork, Job
 from handlers import ingest, upstream
 
 router = Router()
@@ -42,7 +40,7 @@ def _comment(
 ) -> str:
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     head = mirror.fetch_ref(f"refs/pull/{number}/head", auth=auth)
-    repo = GitRepo(mirror.path)
+    repo = ctx.repository(mirror)
     config = ingest.fork_config(ctx, repo, sync, fork)
     snapshot = take_snapshot(repo, fork_ref=sync.fork_ref, upstream_ref=sync.upstream_ref, config=config)
     report = patch_stack.measure(

@@ -37,11 +37,11 @@ PAYLOADS: dict[str, type[BaseModel]] = {INGEST: IngestRequest, REGISTER: Registe
 async def ingest(ctx: Context, fork: str, *, reason: str) -> None:
     """Ask for an ingestion run of `fork`; a burst of requests coalesces into one queued job."""
     payload = IngestRequest(fork=fork, reason=reason).model_dump(mode="json")
-    if await ctx.db(ctx.queue.enqueue_once, INGEST, payload, key=fork, now=ctx.clock()) is not None:
+    if await ctx.db(ctx.job_requests.enqueue_once, INGEST, payload, key=fork, now=ctx.clock()) is not None:
         log.info("ingestion of %s requested: %s", fork, reason)
 
 
 async def register(ctx: Context, repo: str, *, installation_id: int) -> None:
     """Ask for `repo` to be (re-)registered from its config; requests for one repo coalesce too."""
     payload = RegisterRequest(repo=repo, installation_id=installation_id).model_dump(mode="json")
-    await ctx.db(ctx.queue.enqueue_once, REGISTER, payload, key=repo, now=ctx.clock())
+    await ctx.db(ctx.job_requests.enqueue_once, REGISTER, payload, key=repo, now=ctx.clock())

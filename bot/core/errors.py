@@ -85,6 +85,14 @@ class GitError(SluiceError):
     """A git command failed or a repository is not usable as given (a path, a ref, a URL)."""
 
 
+class MissingObject(GitError):
+    """git needs an object this repository lacks (a partial clone, a snapshot without large blobs)."""
+
+    def __init__(self, message: str, *, oid: str) -> None:
+        super().__init__(message, f"fetch object {oid} into the repository, or judge the commit without it")
+        self.oid = oid
+
+
 class GitTransportError(GitError):
     """A fetch, push or ls-remote over the network did not go through (the remote was unreachable, or a
     push's lease was lost because the branch moved): the next attempt fetches again."""

@@ -9,6 +9,7 @@ from typing import TypedDict
 
 from bot.core.analysis import distinctive, normalise_line
 from bot.core.config import SluiceConfig, Strategy, parse_config
+from bot.core.errors import MissingObject
 from bot.core.metrics import pending_shas, pick_lead_times, stream_status
 from bot.core.models import (
     CommitInfo,
@@ -22,7 +23,7 @@ from bot.core.recognise import ingestion_commits, recognise
 from bot.flows.applied import find_applied
 from bot.flows.pick import Picker, StepResult
 from bot.git.facts import CommitFacts, FactKey, stack_touching
-from bot.git.repo import GitRepo, MissingObject
+from bot.ports import FileReader, Repository
 
 CONFIG_PATH = ".github/sluice.yml"
 Progress = Callable[[str], None]
@@ -77,7 +78,7 @@ def patch_stack_of(
 
 
 def load_repo_config(
-    repo: GitRepo, fork_head: str, fork_ref: str, *, trusted_url_prefixes: Sequence[str] = ()
+    repo: FileReader, fork_head: str, fork_ref: str, *, trusted_url_prefixes: Sequence[str] = ()
 ) -> SluiceConfig:
     """The fork's own `.github/sluice.yml` at fork trunk, or the defaults when it has none."""
     text = repo.read_file(fork_head, CONFIG_PATH)
@@ -90,7 +91,7 @@ def load_repo_config(
 
 
 def take_snapshot(
-    repo: GitRepo,
+    repo: Repository,
     *,
     fork_ref: str,
     upstream_ref: str,
@@ -188,7 +189,7 @@ class PendingAnalysis:
 
 
 def analyse_pending(
-    repo: GitRepo,
+    repo: Repository,
     snapshot: Snapshot,
     *,
     config: SluiceConfig,
@@ -252,7 +253,7 @@ class PredictedConflicts(TypedDict):
 
 
 def predict_conflicts(
-    repo: GitRepo,
+    repo: Repository,
     fork_head: str,
     commits: Sequence[CommitInfo],
     *,
@@ -263,7 +264,7 @@ def predict_conflicts(
     """Pick each commit onto fork trunk plus the earlier ones that applied, as `sluice pick` would:
     a conflict a mechanical rule resolves is not a reason for a human; one that needs a human is.
 
-    Probe objects are written into `repo`: give a quarantined view (`GitRepo.quarantined`). `verdicts`
+    Probe objects are written into `repo`: give a quarantined view (`Repository.quarantined`). `verdicts`
     holds the outcomes of conflicted merges met before (it gains the new ones).
     """
     picker = Picker(repo, config, use_resolver=False, evidence=False, verdicts=verdicts)
