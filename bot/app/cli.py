@@ -325,7 +325,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _demo_in(root: Path, args: argparse.Namespace) -> int:
-    from bot.demo import DEMO, build_sandbox
+    from bot.demo import CULPRIT_SUBJECT, DEMO, build_sandbox
 
     root.mkdir(parents=True, exist_ok=True)
     with ProgressReporter() as progress:
@@ -333,6 +333,12 @@ def _demo_in(root: Path, args: argparse.Namespace) -> int:
         sandbox = build_sandbox(root / "sandbox", DEMO, progress=progress)
     kept = "" if args.dir else " (removed at exit; --dir DIR keeps it)"
     print(f"Sandbox: upstream {sandbox.upstream}, fork {sandbox.fork}{kept}", file=sys.stderr)
+    for sha in sandbox.manifest.culprits:
+        print(
+            f"Planted culprit: {sha[:10]} {CULPRIT_SUBJECT}: clean and low-risk, it breaks L1's TLX tests "
+            "(ci/validate.sh l1 in a clone of the fork runs L1)",
+            file=sys.stderr,
+        )
     args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
     args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
     return _demo_run(args)
