@@ -331,8 +331,6 @@ class GitHubSim:
         self.dispatches: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.workflow_runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.artifacts: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        self.reviews: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-        self.teams: dict[str, set[str]] = defaultdict(set)  # "org/slug" (lower case) -> member logins
         # GitHub's published request schemas and statuses (tests/fixtures/openapi), checked on every call
         self.operations: dict[str, Any] = json.loads(OPENAPI.read_text())["operations"]
         self.schema_violations: list[str] = []
@@ -351,8 +349,15 @@ class GitHubSim:
         self.rate_reset = int(self.now().timestamp()) + 3600
         self._faults: list[Fault] = []
         self._slows: list[Slow] = []
+        self._init_reviews()
         self.app = web.Application(middlewares=[self._middleware])
         self._routes()
+
+    def _init_reviews(self) -> None:
+        """What the gate reads: reviews per PR, team members, and races staged with `before_next`."""
+        self.reviews: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+        self.teams: dict[str, set[str]] = defaultdict(set)  # "org/slug" (lower case) -> member logins
+        self._before: list[tuple[str, re.Pattern[str], Callable[[], None]]] = []
 
     # ---------------------------------------------------------------- setup and recording
 
@@ -490,6 +495,19 @@ class GitHubSim:
 
     def slow(self, path_regex: str, seconds: float, *, times: int | None = None) -> None:
         self._slows.append(Slow(re.compile(path_regex), seconds, times))
+
+    def before_next(self, method: str, path_regex: str, action: Callable[[], None]) -> None:
+        """Run `action` (someone else's change: a push, say) just before the next matching request is
+        handled: a race with another actor, made deterministic."""
+        self._before.append((method, re.compile(path_regex), action))
+
+    def _run_before(self, request: web.Request) -> None:
+        for entry in list(self._before):
+            method, regex, action = entry
+            if method in ("*", request.method) and regex.search(request.path):
+                self._before.remove(entry)
+                action()
+                return
 
     # ---------------------------------------------------------------- git
 
@@ -719,6 +737,7 @@ class GitHubSim:
         identity: str | None = None if git else "anonymous"
         try:
             await self._maybe_sleep(request.path)
+            self._run_before(request)
             fault = self._take_fault(request)
             if fault is not None and fault.status == DROPPED:
                 assert request.transport is not None
@@ -1890,6 +1909,29 @@ class GitHubSim:
         if run["status"] == "completed" and was != "completed":
             self._check_run_completed(self._repo(request), run)
         return web.json_response(run)
+
+    def finish_check(self, full_name: str, sha: str, name: str, conclusion: str) -> dict[str, Any]:
+        """Complete the latest check run `name` on `sha` (a new one when there is none), as a tier's runner
+        does through the API, with the `check_run` webhook."""
+        repo = self.repos[full_name]
+        runs = [r for r in self.check_runs[full_name] if r["head_sha"] == sha and r["name"] == name]
+        if runs:
+            run = runs[-1]
+        else:
+            run = {
+                "id": self._next_id(),
+                "name": name,
+                "head_sha": sha,
+                "output": {},
+                "started_at": _iso(self.now()),
+            }
+            run |= {"app": {"id": self.app_id, "slug": "sluice"}, "details_url": None, "external_id": ""}
+            run |= {"html_url": f"{WEB}/{full_name}/runs/{run['id']}", "node_id": f"CR_{run['id']}"}
+            self.check_runs[full_name].append(run)
+        run |= {"status": "completed", "conclusion": conclusion, "completed_at": _iso(self.now())}
+        self._check_run_completed(repo, run)
+        self._start_hook_worker()
+        return run
 
     def _check_run_completed(self, repo: Repo, run: dict[str, Any]) -> None:
         """The `check_run` `completed` webhook, naming the open PRs whose head is the run's commit (only the
