@@ -62,6 +62,7 @@ from bot.github.client import (
     _PolicedAPI,
     github_failure,
 )
+from bot.github.forge import MergeRefused
 from handlers import ROUTES
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import serve_sim, sim_with_fork
@@ -93,6 +94,7 @@ TAXONOMY: list[tuple[type[SluiceError], bool]] = [
     (GitHubError, False),
     (GitHubUnreachable, True),
     (GitHubDown, True),
+    (MergeRefused, False),
     (GitHubRateLimited, True),
     (GitHubNotFound, False),
     (GitHubForbidden, False),

@@ -98,3 +98,20 @@ def test_an_audit_record_is_refreshed_while_open_and_never_after_it_closed(gates
     assert closed is not None and closed.state is AuditState.CLOSED and closed.merge_sha == "c" * 40
     (found,) = gates.find_audits("bundle-aaaaaaaaaa")
     assert found[1] == closed and gates.find_audits(str(found[0])) == [found]
+
+
+def test_sluice_audit_prints_a_record_by_ingestion_id_or_number(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.app.cli import main
+
+    store = Store.open(database_url)
+    GateStore(store).save_audit(record(), at=AT)
+    store.close()
+    assert main(["audit", "bundle-aaaaaaaaaa", "--database", database_url]) == 0
+    text = capsys.readouterr().out
+    assert "meta/triton #7 bundle-aaaaaaaaaa (open)" in text and "x.cpp: semantic, reused" in text
+    assert main(["audit", "1", "--database", database_url, "--json"]) == 0
+    assert '"ingestion_id": "bundle-aaaaaaaaaa"' in capsys.readouterr().out
+    assert main(["audit", "chain-nothing", "--database", database_url]) == 2
+    assert "no audit record 'chain-nothing'" in capsys.readouterr().err

@@ -160,3 +160,32 @@ def _waiver(w: Waiver) -> AuditWaiver:
         expires_at=w.expires_at,
         granted_by=w.granted_by,
     )
+
+
+def render(number: int, record: AuditRecord) -> str:
+    """`sluice audit`'s text: the record, one fact a line."""
+    lines = [
+        f"audit {number}: {record.fork} #{record.pr_number} {record.ingestion_id} ({record.state.value})",
+        f"  upstream: {record.upstream_base or '?'}..{record.upstream_target}",
+        f"  head: {record.head or '-'}   merge: {record.merge_sha or '-'}",
+        f"  rollback: {record.rollback_tag or '-'} at {record.rollback_sha or '-'}",
+        f"  failing tier: {record.failing_tier or 'none'}",
+        "  commits:",
+        *(f"    {c.upstream[:10]} {c.status:<16} {c.subject}" for c in record.commits),
+        "  conflicts:",
+        *(f"    {c.upstream[:10]} {c.path}: {c.cls}, {c.how or 'unresolved'}" for c in record.conflicts),
+        "  tiers:",
+        *(
+            f"    {t.name}: {t.conclusion or t.status} on {t.head_sha[:10]} {t.url or ''}".rstrip()
+            for t in record.tiers
+        ),
+        "  approvals:",
+        *(f"    @{a.login} on {a.head_sha[:10]} ({a.source}, {a.at.isoformat()})" for a in record.approvals),
+        "  waivers:",
+        *(
+            f"    {w.tier} by @{w.granted_by} until {w.expires_at.isoformat()}: {w.reason}"
+            f" (plan: {w.recovery_plan})"
+            for w in record.waivers
+        ),
+    ]
+    return "\n".join(lines) + "\n"

@@ -261,16 +261,20 @@ async def _refused(keeper: Gatekeeper, found: Facts, exc: MergeRefused) -> None:
     await keeper.forge.post_comment(number, text)
 
 
-async def _tag(keeper: Gatekeeper, ingestion_id: str, number: int, sha: str) -> str:
-    """`sluice/rollback/<id>` on the pre-merge trunk (`<id>-pr<N>` when a chain's earlier PR took it)."""
+async def _tag(keeper: Gatekeeper, ingestion_id: str, number: int, sha: str) -> str | None:
+    """`sluice/rollback/<id>` on the pre-merge trunk (`<id>-pr<N>` when a chain's earlier PR took it); None
+    when both exist (the audit record still names the rollback commit)."""
     for name in (f"{ROLLBACK_PREFIX}{ingestion_id}", f"{ROLLBACK_PREFIX}{ingestion_id}-pr{number}"):
         if await keeper.forge.create_tag(name, sha):
             return name
-    raise MergeRefused(422, f"both rollback tags for {ingestion_id} exist already")
+    log.warning(
+        "%s: rollback tags for %s exist already; the audit record names %s", keeper.fork, ingestion_id, sha
+    )
+    return None
 
 
 def _close(
-    keeper: Gatekeeper, found: Facts, decision: GateDecision, *, merged: str, rollback: tuple[str, str]
+    keeper: Gatekeeper, found: Facts, decision: GateDecision, *, merged: str, rollback: tuple[str | None, str]
 ) -> None:
     """Close the audit record (made now from the PR if ingestion never wrote one) and end the failure run."""
     now = keeper.clock()

@@ -9,12 +9,11 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.core.errors import SluiceError
 from bot.core.limits import fit_for_github
-from bot.github.client import InstallationAPI
+from bot.github.client import GitHubError, InstallationAPI
 
 
-class MergeRefused(SluiceError):
+class MergeRefused(GitHubError):
     """GitHub refused the merge: 409 (the head moved since the gate looked), 405 (not mergeable), 422."""
 
     def __init__(self, status: int, message: str) -> None:
