@@ -4,25 +4,34 @@ record, against the simulator (real git, real webhooks) and a real database."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from sqlalchemy import select
 
+from bot.app.clock import utc_now
+from bot.app.context import Context
 from bot.app.service import create_app
+from bot.app.settings import Settings
 from bot.core.audit import AuditState
 from bot.core.config import SluiceConfig
 from bot.core.gate import Waiver
 from bot.core.ingestion import BRANCH_PREFIX, Tier
 from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue, jobs
+from bot.db.registry import Registry
 from bot.db.store import Store
+from bot.flows.merge import Outcome
 from bot.flows.pick import Picker, learn_resolutions
 from bot.git.repo import GitRepo
+from bot.github.client import GitHubClient
+from handlers import gatekeeping
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import (
     fork_config,
@@ -50,6 +59,23 @@ class Rig:
     sim_url: str
     bot_url: str
     store: Store
+    settings: Settings
+
+    @contextlib.asynccontextmanager
+    async def ctx(self) -> AsyncIterator[Context]:
+        """A handler's context beside the served bot's, for what a slash command would call."""
+        async with aiohttp.ClientSession() as session:
+            github = GitHubClient(
+                session,
+                app_id=self.sim.app_id,
+                private_key=self.settings.private_key_pem(),
+                base_url=self.settings.github_url,
+                clock=utc_now,
+            )
+            store = self.store
+            yield Context(
+                self.settings, store, JobQueue(store), Registry(store), github, "sluice[bot]", utc_now
+            )
 
     @property
     def gates(self) -> GateStore:
@@ -112,7 +138,7 @@ async def start(aiohttp_server: Any, tmp_path: Path, database_url: str, *, gate:
     )
     bot = await aiohttp_server(create_app(settings, store=store, background=True))
     sim.hook(f"{url_of(bot)}/webhook", SECRET)
-    rig = Rig(sim, sim_url, url_of(bot), store)
+    rig = Rig(sim, sim_url, url_of(bot), store, settings)
     for repo in (FORK, UPSTREAM):  # the upstream's pushes start ingestions
         payload = installation_created(sim, repo, sim.install(repo))
         assert await sim.deliver(f"{rig.bot_url}/webhook", "installation", payload, secret=SECRET) == 202
@@ -238,8 +264,8 @@ async def test_a_waiver_past_its_expiry_stops_counting(
     waiver = Waiver(
         Tier.L2, "@meta/gpu", "the GPU pool is being replaced", "rerun L2 on the new pool", expires, "lead"
     )
-    rig.gates.add_waiver(FORK, pull.number, waiver, at=dt.datetime.now(dt.UTC))
-    rig.sim.review(FORK, pull.number, user="carol", state="COMMENTED")  # anything that re-judges the gate
+    async with rig.ctx() as ctx:
+        assert await gatekeeping.waive(ctx, FORK, pull.number, waiver) is Outcome.OPEN
     await rig.settle()
     opened = rig.gate(head)
     assert opened["conclusion"] == "success" and "waived by @lead" in opened["output"]["summary"]
@@ -303,7 +329,42 @@ async def test_consecutive_failed_ingestions_pause_ingestion_until_resumed(
     await rig.settle()
     assert rig.head(pull) == second  # paused: nothing ingested
 
-    rig.gates.resume(FORK)
-    rig.sim.commit(UPSTREAM, "main", {"docs/e.md": "e\n"}, message="docs: after the resume")
+    async with rig.ctx() as ctx:
+        await gatekeeping.resume(ctx, FORK, by="lead")  # and ingests at once
     await rig.settle()
     assert rig.head(pull) != second and rig.gates.consecutive_failures(FORK) == 0
+
+
+async def test_a_hold_keeps_an_open_gate_from_merging_until_released(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    head = rig.head(pull)
+    async with rig.ctx() as ctx:
+        assert (
+            await gatekeeping.hold(ctx, FORK, pull.number, by="rm", reason="release freeze")
+            is Outcome.WAITING
+        )
+        rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+        await rig.settle()
+        assert not pull.merged and "held by @rm: release freeze" in rig.gate(head)["output"]["summary"]
+        assert await gatekeeping.unhold(ctx, FORK, pull.number) is Outcome.MERGED
+    assert pull.merged and rig.trunk() != head  # rebased: new commits on trunk
+
+
+async def test_an_approve_command_counts_for_the_head_it_was_given_on(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    rig.sim.finish_check(FORK, rig.head(pull), Tier.L1.value, "success")
+    await rig.settle()
+    rig.sim.add_team_member("meta/compiler", "alice")
+    async with rig.ctx() as ctx:
+        assert await gatekeeping.approve(ctx, FORK, pull.number, login="mallory") is Outcome.WAITING
+        assert await gatekeeping.approve(ctx, FORK, pull.number, login="alice") is Outcome.MERGED
+    closed = rig.gates.audit(FORK, pull.number)
+    assert closed is not None and [(a.login, a.source) for a in closed.approvals] == [("alice", "command")]
