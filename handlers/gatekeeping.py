@@ -10,7 +10,7 @@ from bot.core.errors import NotFound
 from bot.core.gate import Waiver
 from bot.db.gates import GateStore
 from bot.db.registry import Fork
-from bot.flows.merge import Gatekeeper, Outcome, evaluate
+from bot.flows.merge import Gatekeeper, Outcome, evaluate, record_merge
 from handlers import requests
 
 log = logging.getLogger("sluice.gate")
@@ -27,6 +27,13 @@ async def reevaluate(ctx: Context, repo: str, number: int) -> Outcome:
     outcome = await evaluate(keeper, number)
     log.info("%s #%d: gate %s", repo, number, outcome.value)
     return outcome
+
+
+async def merged(ctx: Context, repo: str, number: int) -> Outcome:
+    """PR `number` was merged (by a person, or by Sluice, whose record is closed already)."""
+    fork = await ctx.db(ctx.registry.fork, repo)
+    keeper = await gatekeeper(ctx, fork) if fork is not None else None
+    return await record_merge(keeper, number) if keeper is not None else Outcome.SKIPPED
 
 
 async def gatekeeper(ctx: Context, fork: Fork) -> Gatekeeper | None:

@@ -44,6 +44,13 @@ async def on_ingestion_push(event: PullRequestEvent, *, ctx: Context, job: Job) 
         await gatekeeping.reevaluate(ctx, event.repository.full_name, event.pull_request.number)
 
 
+@router.register("pull_request", action="closed")
+async def on_ingestion_merged(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
+    """An ingestion PR merged by a person: its rollback tag and its closed audit record."""
+    if event.pull_request.merged and event.pull_request.head.ref.startswith(BRANCH_PREFIX):
+        await gatekeeping.merged(ctx, event.repository.full_name, event.pull_request.number)
+
+
 def _comment(
     ctx: Context, fork: Fork, number: int, auth: dict[str, str], upstream_auth: dict[str, str] | None
 ) -> str:

@@ -121,7 +121,9 @@ def fork_files(sim_url: str, gate: str) -> dict[str, str]:
     }
 
 
-async def start(aiohttp_server: Any, tmp_path: Path, database_url: str, *, gate: str, semantic: bool) -> Rig:
+async def start(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, *, gate: str, semantic: bool, docs: int = 1
+) -> Rig:
     sim, sim_url = await serve_sim(aiohttp_server, tmp_path / "sim")
     upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n", CORE_PASS: ORIGINAL, "docs/a.md": "a\n"})
     sim.commit(
@@ -132,7 +134,8 @@ async def start(aiohttp_server: Any, tmp_path: Path, database_url: str, *, gate:
         sim.commit(UPSTREAM, "main", {CORE_PASS: THEIRS}, message="[Pipeliner] deeper pipelines")
         remember_resolution(sim, store)
     else:
-        sim.commit(UPSTREAM, "main", {"docs/a.md": "a, clarified\n"}, message="docs: clarify")
+        for n in range(docs):
+            sim.commit(UPSTREAM, "main", {f"docs/{n}.md": f"{n}\n"}, message=f"docs: page {n}")
     settings = serve_settings(
         sim, sim_url, secret=SECRET, data_dir=tmp_path / "data", allow_private_upstreams=True
     )
@@ -368,3 +371,29 @@ async def test_an_approve_command_counts_for_the_head_it_was_given_on(
         assert await gatekeeping.approve(ctx, FORK, pull.number, login="alice") is Outcome.MERGED
     closed = rig.gates.audit(FORK, pull.number)
     assert closed is not None and [(a.login, a.source) for a in closed.approvals] == [("alice", "command")]
+
+
+@pytest.mark.parametrize("method", ["merge", "squash", "rebase"])
+async def test_a_pr_a_person_merges_gets_its_rollback_tag_and_closed_record(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store], method: str
+) -> None:
+    gate = "gate:\n  required_tiers: [l1]\n  auto_merge: false\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False, docs=3)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    head, trunk = rig.head(pull), rig.trunk()
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    assert (
+        rig.gate(head)["conclusion"] == "success" and "a person merges" in rig.gate(head)["output"]["summary"]
+    )
+    assert not pull.merged
+    async with rig.ctx() as ctx:  # the maintainer presses the button
+        api = ctx.github.for_installation(rig.sim.install(FORK))
+        await api.put(f"/repos/{FORK}/pulls/{pull.number}/merge", data={"sha": head, "merge_method": method})
+    await rig.settle()
+    tag = "sluice/rollback/" + pull.head_ref.removeprefix(BRANCH_PREFIX)
+    assert rig.sim.git(FORK, "rev-parse", f"refs/tags/{tag}") == trunk
+    closed = rig.gates.audit(FORK, pull.number)
+    assert closed is not None and closed.state is AuditState.CLOSED
+    assert (closed.merge_sha, closed.rollback_sha) == (rig.trunk(), trunk)

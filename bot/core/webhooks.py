@@ -116,6 +116,7 @@ class PullRequest(Payload):
     head: PullRequestEnd
     base: PullRequestEnd
     user: Account | None = None
+    merged: bool | None = None  # on `closed`: whether it was merged
 
 
 class PullRequestEvent(Payload):

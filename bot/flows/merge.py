@@ -234,7 +234,7 @@ async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Ou
     """Merge at the head the gate judged; then the rollback tag, the closed audit record, the success."""
     number = int(found.pull["number"])
     method = "rebase" if keeper.config.strategy is Strategy.CHERRY_PICK else "merge"
-    commits = await keeper.forge.pull_commit_count(number)
+    commits = len(await keeper.forge.pull_commits(number))
     title = f"{found.pull.get('title') or 'Sluice ingestion'} (#{number})"
     try:
         merged = await keeper.forge.merge_pull(number, sha=found.head, method=method, title=title)
@@ -249,6 +249,42 @@ async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Ou
     await keeper.db(_close, keeper, found, decision, merged=merged, rollback=(tag, before))
     log.info("%s: merged #%d (%s) as %s; rollback point %s", keeper.fork, number, method, merged, tag)
     return Outcome.MERGED
+
+
+async def record_merge(keeper: Gatekeeper, number: int) -> Outcome:
+    """A PR a person merged (Sluice's own merges close their record as they merge): the rollback tag on the
+    trunk it was merged onto, and the audit record closed with what the gate found on its head."""
+    pull = await keeper.forge.get_pull(number)
+    head = pull["head"]
+    ours = (head.get("repo") or {}).get("full_name") == keeper.fork and str(head["ref"]).startswith(
+        BRANCH_PREFIX
+    )
+    if not (pull.get("merged") and pull.get("merge_commit_sha") and ours):
+        return Outcome.SKIPPED
+    found = await _gather(keeper, pull)
+    if found.stored.record is not None and found.stored.record.state is audit.AuditState.CLOSED:
+        return Outcome.SKIPPED
+    decision = gate.decide(found.facts, config=keeper.config, now=keeper.clock())
+    merged = str(pull["merge_commit_sha"])
+    before = await _pre_merge_trunk(keeper, merged, await keeper.forge.pull_commits(number))
+    tag = await _tag(keeper, str(head["ref"]).removeprefix(BRANCH_PREFIX), number, before)
+    await keeper.db(_close, keeper, found, decision, merged=merged, rollback=(tag, before))
+    log.info("%s: #%d was merged as %s; rollback point %s", keeper.fork, number, merged, tag)
+    return Outcome.MERGED
+
+
+async def _pre_merge_trunk(keeper: Gatekeeper, merged: str, commits: list[dict[str, Any]]) -> str:
+    """Trunk before a merge made by any method: a merge commit's first parent; for a rebase (its last commit
+    carries the PR's last message) as many first parents back as the PR had commits; for a squash, one."""
+    commit = await keeper.forge.get_commit(merged)
+    parents = [str(p["sha"]) for p in commit["parents"]]
+    last = commits[-1]["commit"]["message"] if commits else None
+    if len(parents) > 1 or len(commits) < 2 or commit["commit"]["message"] != last:
+        return parents[0]
+    before = merged
+    for _ in commits:
+        before = await keeper.forge.first_parent(before)
+    return before
 
 
 async def _refused(keeper: Gatekeeper, found: Facts, exc: MergeRefused) -> None:

@@ -127,9 +127,9 @@ class ForkGitHub:
         url = self._url(f"/pulls/{number}/reviews?per_page=100")
         return [dict(review) async for review in self.api.getiter(url)]
 
-    async def pull_commit_count(self, number: int) -> int:
+    async def pull_commits(self, number: int) -> list[dict[str, Any]]:
         url = self._url(f"/pulls/{number}/commits?per_page=100")
-        return sum([1 async for _ in self.api.getiter(url)])
+        return [dict(commit) async for commit in self.api.getiter(url)]
 
     async def read_text(self, path: str, *, ref: str) -> str | None:
         """A file's text at `ref`, or None when there is none (or it is not text)."""
@@ -169,9 +169,11 @@ class ForkGitHub:
             raise
         return str(merged["sha"])
 
+    async def get_commit(self, sha: str) -> dict[str, Any]:
+        return dict(await self.api.get(self._url(f"/commits/{sha}")))
+
     async def first_parent(self, sha: str) -> str:
-        commit = await self.api.get(self._url(f"/commits/{sha}"))
-        return str(commit["parents"][0]["sha"])
+        return str((await self.get_commit(sha))["parents"][0]["sha"])
 
     async def create_tag(self, name: str, sha: str) -> bool:
         """A lightweight tag `name` on `sha`; False when the tag exists already."""
