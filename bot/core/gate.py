@@ -206,12 +206,13 @@ def _approvals(
     counted: dict[str, Approval] = {}
     for resolution in (r for r in facts.resolutions if r.needs_approval):
         owners = owners_of(resolution.path, facts.codeowners, config)
-        what = f"a code owner's approval of the {_kind(resolution)} resolution of `{resolution.path}`"
-        what += f" (upstream `{resolution.upstream[:10]}`)"
+        upstream = resolution.upstream[:10]
+        subject = f"the {_kind(resolution)} resolution of `{resolution.path}` (upstream `{upstream}`)"
+        what = f"a code owner's approval of {subject}"
         by = [a for a in current if _owns(a.login, owners, facts.teams)]
         if by:
             counted.update((a.login, a) for a in by)
-            met.append(f"{what[2:]}: given by {', '.join('@' + a.login for a in by)}")
+            met.append(f"{subject} approved by {', '.join('@' + a.login for a in by)}")
         elif not owners:
             how = f"name an owner for `{resolution.path}` in CODEOWNERS or its component's `owners`"
             missing.append(Missing(MissingKind.APPROVAL, what, (), how))
