@@ -11,6 +11,7 @@ from gidgethub.routing import Router
 
 from bot.app.context import Context
 from bot.app.worker import Rejected
+from bot.core import audit
 from bot.core.config import ConfigError, SluiceConfig
 from bot.core.ingestion import (
     BRANCH_PREFIX,
@@ -47,6 +48,7 @@ class Built:
     plan: Plan
     desired: Desired
     seen: ObservedState
+    picking: Picking
 
 
 @router.register(KIND)
@@ -55,6 +57,10 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     if fork is None:
         log.info("ingest job %d: %s is no longer a registered fork; nothing to do", job.id, request.fork)
         return
+    paused = await ctx.db(ctx.gates.paused, fork.repo)
+    if paused is not None:
+        log.warning("%s: automatic ingestion is paused (%s); `/resume` lifts it", fork.repo, paused.reason)
+        return
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
     built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth)
     forge = ctx.forge(fork.installation_id, fork.repo)
@@ -62,6 +68,7 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     actions = reconcile(built.desired, observed)
     await apply(actions, forge=forge, push=_pusher(ctx, fork), record=_recorder(ctx))
     await ctx.db(_record_lag, ctx, fork.repo, built.plan)
+    await ctx.db(_save_audits, ctx, fork.repo, built.picking)
     log.info(
         "ingested %s: %d units, %d pushed, %d actions, %d pending upstream commits",
         fork.repo,
@@ -95,7 +102,20 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
         for p in picking.units
     )
     seen = ObservedState(branches=branches, pushed_by_people=picking.pushed_by_people, records=records)
-    return Built(plan, Desired(fork.repo, units), seen)
+    return Built(plan, Desired(fork.repo, units), seen, picking)
+
+
+def _save_audits(ctx: Context, repo: str, picking: Picking) -> None:
+    """Open (or refresh) the audit record of every unit that has a PR: its commits' outcomes and conflicts."""
+    gates = ctx.gates
+    records = {r.id: r for r in ctx.registry.ingestions(repo, state="open")}
+    for picked in picking.units:
+        record = records.get(picked.unit.id)
+        if record is None or record.pr_number is None or picked.head is None:
+            continue
+        base = picking.upstream_parents.get(picked.unit.id)
+        opened = audit.opened(picked, fork=repo, pr_number=record.pr_number, upstream_base=base)
+        gates.save_audit(opened, at=ctx.clock())
 
 
 def _pick(

@@ -13,7 +13,7 @@ from bot.core.webhooks import PullRequestEvent
 from bot.flows import patch_stack
 from bot.flows.engine import take_snapshot
 from bot.ports import Fork, Job
-from handlers import ingest, upstream
+from handlers import gatekeeping, ingest, upstream
 
 router = Router()
 log = logging.getLogger("sluice.pull_request")
@@ -33,6 +33,20 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
     body = await asyncio.to_thread(_comment, ctx, fork, pull.number, auth, upstream_auth)
     forge = ctx.forge(fork.installation_id, fork.repo)
     await forge.upsert_comment(pull.number, marker=patch_stack.PATCH_STACK_MARKER, body=body)
+
+
+@router.register("pull_request", action="synchronize")
+async def on_ingestion_push(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
+    """A new head on an ingestion PR: approvals of the old head stop counting, so its gate is judged anew."""
+    if event.pull_request.head.ref.startswith(BRANCH_PREFIX):
+        await gatekeeping.reevaluate(ctx, event.repository.full_name, event.pull_request.number)
+
+
+@router.register("pull_request", action="closed")
+async def on_ingestion_merged(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
+    """An ingestion PR merged by a person: its rollback tag and its closed audit record."""
+    if event.pull_request.merged and event.pull_request.head.ref.startswith(BRANCH_PREFIX):
+        await gatekeeping.merged(ctx, event.repository.full_name, event.pull_request.number)
 
 
 def _comment(

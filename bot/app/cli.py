@@ -24,11 +24,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from bot.app.clock import utc_now
 from bot.config_file import load_config
 from bot.core import render
+from bot.core.audit import render as render_audit
 from bot.core.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config
-from bot.core.errors import GitError, SluiceError
+from bot.core.errors import GitError, NotFound, SluiceError
 from bot.core.models import CommitInfo, Disposition, DispositionRecord, PickReport, PickStatus, Plan, RiskKind
 from bot.core.recognise import unmatched_picks
 from bot.core.refs import validate_ref, validate_rev
+from bot.db.gates import GateStore
 from bot.db.store import DEFAULT_URL_ENV, Store, default_database_url, default_sqlite_path
 from bot.flows import calibrate
 from bot.flows.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
@@ -612,6 +614,7 @@ def parser() -> argparse.ArgumentParser:
     _add_mirror_command(sub)
     calibrate.add_parser(sub, _add_repo_options, run=cmd_calibrate)
     _add_schema_command(sub)
+    _add_audit_command(sub)
     return top
 
 
@@ -725,6 +728,34 @@ def _add_schema_command(sub: argparse._SubParsersAction) -> None:
     )
     schema.add_argument("output", nargs="?", choices=sorted(SCHEMAS), default="plan")
     schema.set_defaults(run=cmd_schema)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Print the audit records an audit number or an ingestion id names."""
+    store = open_store(args.database)
+    try:
+        found = GateStore(store).find_audits(args.id)
+    finally:
+        store.close()
+    if not found:
+        raise NotFound(
+            f"no audit record {args.id!r}", "give an audit number or an ingestion id (bundle-…, chain-…)"
+        )
+    if args.json:
+        print(
+            json.dumps([{"id": n, **r.model_dump(mode="json")} for n, r in found], indent=2, sort_keys=True)
+        )
+    else:
+        print("\n".join(render_audit(n, r) for n, r in found), end="")
+    return 0
+
+
+def _add_audit_command(sub: argparse._SubParsersAction) -> None:
+    audit = sub.add_parser("audit", help="print the audit record of an ingestion (by number or ingestion id)")
+    audit.add_argument("id", help="an audit number, or an ingestion id such as bundle-1a2b3c4d5e")
+    audit.add_argument("--database", help="the store (default: $SLUICE_DATABASE_URL, else the SQLite file)")
+    audit.add_argument("--json", action="store_true", help="the records as JSON")
+    audit.set_defaults(run=cmd_audit)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

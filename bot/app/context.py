@@ -28,6 +28,7 @@ from bot.core.upstream_access import (
     needs_consent,
     url_refusal,
 )
+from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
 from bot.db.store import Store
@@ -35,7 +36,7 @@ from bot.git.mirror import Mirror, SyncResult, token_auth
 from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
 from bot.github.forge import ForkGitHub
-from bot.ports import Clock, Fork, ForkRegistry, JobRequests, LagRecorder, Repository
+from bot.ports import Clock, Fork, ForkRegistry, GateRecords, JobRequests, LagRecorder, Repository
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -61,6 +62,11 @@ class Context:
     def job_requests(self) -> JobRequests:
         """The queue as handlers may use it: asking for internal jobs, reading which deliveries it holds."""
         return self.queue
+
+    @property
+    def gates(self) -> GateRecords:
+        """Waivers, approvals, holds, pauses, failures and audit records (blocking: call through `db`)."""
+        return GateStore(self.store)
 
     @property
     def lag_history(self) -> LagRecorder:
