@@ -245,3 +245,13 @@ def test_without_probabilities_candidates_are_cut_at_the_commit_cap() -> None:
 def test_a_non_positive_cap_is_refused() -> None:
     with pytest.raises(BadInput):
         sizing([0.1], max_commits=0)
+
+
+def test_without_confirmation_a_suspect_is_blamed_at_once() -> None:
+    commits = shas(16)
+    state, rounds = drive(start("bundle-n", commits, tier="L2", confirm=False), contains({commits[5]}))
+    assert blamed(state) == [(commits[5],)]
+    assert all(p.purpose is not Purpose.CONFIRM for r in rounds for p in r)
+    assert state.runs == 5  # four halvings, then the remainder
+    lone, _ = drive(start("bundle-o", commits[:1], tier="L2", confirm=False), contains({commits[0]}))
+    assert lone.runs == 0 and blamed(lone) == [(commits[0],)]

@@ -92,6 +92,8 @@ class Bisection(Frozen):
     commits: tuple[str, ...]  # upstream order
     depends_on: dict[str, tuple[str, ...]] = {}  # sha -> the earlier candidate commits it needs
     budget: Budget = Budget()
+    confirm: bool = True  # re-run a suspect's prefix once before blaming it
+    weights: dict[str, float] = {}  # P(culprit) per commit, when a risk model gave it: splits halve the odds
     removed: tuple[str, ...] = ()  # blamed commits and their dependents
     culprits: tuple[Culprit, ...] = ()
     lo: int = 0  # the longest prefix known to pass
@@ -131,6 +133,8 @@ def start(
     depends_on: Mapping[str, Sequence[str]] | None = None,
     budget: Budget | None = None,
     kind: Kind = Kind.FAILURE,
+    confirm: bool = True,
+    weights: Mapping[str, float] | None = None,
 ) -> Bisection:
     """The search of a candidate whose whole run failed: prefix 0 (trunk) passes, prefix n fails.
 
@@ -150,15 +154,18 @@ def start(
             )
         if sha in order and inside:
             edges[sha] = inside
-    return Bisection(
+    state = Bisection(
         candidate=candidate,
         tier=tier,
         kind=kind,
         commits=tuple(commits),
         depends_on=edges,
         budget=budget or Budget(),
+        confirm=confirm,
+        weights={sha: w for sha, w in (weights or {}).items() if sha in order},
         hi=len(commits),
     )
+    return _settle(state)
 
 
 def dependents_of(state: Bisection, shas: Sequence[str]) -> tuple[str, ...]:
@@ -183,15 +190,31 @@ def _budget_left(state: Bisection) -> int:
     return int(max(0, min(left, 1 << 30)))
 
 
-def _split_points(lo: int, hi: int, *, want: int, avoid: set[int]) -> list[int]:
-    """Up to `want` prefix lengths strictly between lo and hi, spread evenly, none of `avoid`."""
+def _mass(state: Bisection) -> list[float]:
+    """Cumulative weight of each prefix of what remains: by P(culprit) when known (a commit with none still
+    weighs a little), else by count."""
+    rest = state.remaining
+    known = bool(state.weights)
+    cumulative = [0.0]
+    for sha in rest:
+        cumulative.append(cumulative[-1] + (state.weights.get(sha, 0.0) + UNWEIGHTED if known else 1.0))
+    return cumulative
+
+
+UNWEIGHTED = 0.005  # the weight of a commit the model gave no probability (or almost none)
+
+
+def _split_points(state: Bisection, lo: int, hi: int, *, want: int, avoid: set[int]) -> list[int]:
+    """Up to `want` prefix lengths strictly between lo and hi that split the interval's weight evenly,
+    none of `avoid`."""
     free = [j for j in range(lo + 1, hi) if j not in avoid]
+    mass = _mass(state)
     chosen: list[int] = []
     for i in range(1, want + 1):
         if not free:
             break
-        ideal = lo + (hi - lo) * i / (want + 1)
-        best = min(free, key=lambda j: (abs(j - ideal), j))
+        ideal = mass[lo] + (mass[hi] - mass[lo]) * i / (want + 1)
+        best = min(free, key=lambda j: (abs(mass[j] - ideal), j))
         chosen.append(best)
         free.remove(best)
     return sorted(chosen)
@@ -207,6 +230,12 @@ def _probe(state: Bisection, length: int, purpose: Purpose, offset: int) -> Prob
     )
 
 
+def _alone(state: Bisection) -> bool:
+    """Nothing but skipped prefixes lies between the passing and the failing prefix."""
+    assert state.hi is not None
+    return all(j in state.skipped for j in range(state.lo + 1, state.hi))
+
+
 def _wanted(state: Bisection, free: int) -> list[tuple[int, Purpose]]:
     """The prefix lengths worth running now, with why."""
     rest = len(state.remaining)
@@ -214,14 +243,15 @@ def _wanted(state: Bisection, free: int) -> list[tuple[int, Purpose]]:
     if state.hi is None:  # the remainder is untested: run it, and split beside it when runners are free
         head = [] if rest in flying else [(rest, Purpose.REMAINDER)]
         avoid = flying | set(state.skipped)
-        return head + [(j, Purpose.SEARCH) for j in _split_points(state.lo, rest, want=free - 1, avoid=avoid)]
+        return head + [
+            (j, Purpose.SEARCH) for j in _split_points(state, state.lo, rest, want=free - 1, avoid=avoid)
+        ]
     if state.confirming:
         return []
-    interior = [j for j in range(state.lo + 1, state.hi) if j not in state.skipped]
-    if not interior:  # one suspect left (or only skipped prefixes between): run its prefix once more
+    if _alone(state):  # one suspect left (or only skipped prefixes between): run its prefix once more
         return [] if state.hi in flying else [(state.hi, Purpose.CONFIRM)]
     avoid = flying | set(state.skipped)
-    return [(j, Purpose.SEARCH) for j in _split_points(state.lo, state.hi, want=free, avoid=avoid)]
+    return [(j, Purpose.SEARCH) for j in _split_points(state, state.lo, state.hi, want=free, avoid=avoid)]
 
 
 def next_probes(state: Bisection, *, free: int = 1) -> tuple[Bisection, tuple[Probe, ...]]:
@@ -299,7 +329,10 @@ def _blame(state: Bisection, suspects: Sequence[str]) -> Bisection:
 
 
 def _settle(state: Bisection) -> Bisection:
-    """Done when what is left is known to pass; exhausted when the budget is spent and nothing flies."""
+    """Done when what is left is known to pass; exhausted when the budget is spent and nothing flies.
+    Without confirmation, a suspect is blamed as soon as nothing but skipped prefixes separates it."""
+    while not state.confirm and state.hi is not None and _alone(state):
+        state = _blame(state, state.remaining[state.lo : state.hi])
     rest = len(state.remaining)
     if state.hi is None and state.lo >= rest:
         return state.model_copy(update={"phase": Phase.DONE})

@@ -1,0 +1,321 @@
+"""What Sluice would have done with a stretch of upstream history: batching, tier runs, bisection (pure).
+
+Time moves in hours: one tier run takes one runner-hour, `runners` run side by side, upstream commits
+arrive at their committer times. The tier oracle fails a candidate that holds a known culprit.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import statistics
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict
+
+from bot.core import bisect
+from bot.core.bisect import Bisection, Budget, Outcome, Phase, Probe
+
+HOUR, DAY = 3600, 86400
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Strategy(enum.StrEnum):
+    SLUICE = "sluice"  # candidates sized by risk, likely culprits alone, k-ary bisection with confirmation
+    FIXED = "fixed"  # fixed-size batches, prefix bisection on one runner, no confirmation
+    PER_COMMIT = "per-commit"  # every commit its own tier run
+
+
+class SimCommit(Frozen):
+    sha: str
+    time: int  # committer time (epoch seconds): when it reaches the bot
+    probability: float | None = None  # P(it breaks the fork), from the risk model
+    depends_on: tuple[str, ...] = ()  # earlier upstream commits it needs (the planner's edges)
+
+
+class SimOptions(Frozen):
+    strategy: Strategy = Strategy.SLUICE
+    runners: int = 1
+    max_commits: int = 20  # the most commits in one candidate (the fixed size for FIXED)
+    max_wait_hours: float = 12.0  # a candidate short of its target leaves when its oldest commit waited this
+    budget: Budget = Budget(max_runs=40)  # per bisection
+    start: int | None = None  # the period (epoch seconds) Days Behind is sampled over
+    end: int | None = None
+
+
+class FoundCulprit(Frozen):
+    shas: tuple[str, ...]
+    dependents: tuple[str, ...]
+    runs: int  # bisection runs spent on it
+    candidate_size: int
+    found_at: int  # epoch seconds
+
+
+class Sample(Frozen):
+    at: int
+    days_behind: float
+
+
+class SimResult(Frozen):
+    """The replay's figures: tier runs, culprits found and what they cost, Days Behind over time."""
+
+    strategy: Strategy
+    runners: int
+    commits: int
+    candidates: int
+    candidate_runs: int
+    bisection_runs: int
+    found: tuple[FoundCulprit, ...]
+    culprits_total: int
+    needed_person: tuple[str, ...]  # culprits, their dependents, and what a spent budget left
+    exhausted: int  # bisections stopped by their budget
+    samples: tuple[Sample, ...]
+
+    @property
+    def runs(self) -> int:
+        return self.candidate_runs + self.bisection_runs
+
+    @property
+    def runs_per_commit(self) -> float:
+        return self.runs / self.commits if self.commits else 0.0
+
+    @property
+    def culprits_found(self) -> int:
+        return len({s for c in self.found for s in c.shas})
+
+    @property
+    def median_days_behind(self) -> float:
+        return statistics.median(s.days_behind for s in self.samples) if self.samples else 0.0
+
+
+@dataclass
+class _Run:
+    commits: tuple[str, ...]
+    probe: Probe | None = None  # None: a candidate's own run
+    search: int = 0  # the bisection it belongs to
+
+
+@dataclass
+class _World:
+    """The replay's mutable state, kept inside `simulate` (which stays a function of its inputs)."""
+
+    commits: Sequence[SimCommit]
+    culprits: frozenset[str]
+    options: SimOptions
+    position: dict[str, int]
+    arrived: int = 0
+    pending: list[str] = field(default_factory=list)
+    ingested: set[str] = field(default_factory=set)
+    person: list[str] = field(default_factory=list)
+    searches: dict[int, Bisection] = field(default_factory=dict)
+    flying: list[_Run] = field(default_factory=list)
+    found: list[FoundCulprit] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(("cand", "runs", "bis", "exh"), 0))
+    tip: int = -1  # stream position of the newest ingested commit
+    samples: list[Sample] = field(default_factory=list)
+    sizing: bisect.Sizing | None = None  # from the whole stream's probabilities, when a model gave them
+
+    def fails(self, commits: Collection[str]) -> bool:
+        return bool(self.culprits.intersection(commits))
+
+
+def simulate(commits: Sequence[SimCommit], culprits: Collection[str], options: SimOptions) -> SimResult:
+    """Replay `commits` (upstream order) hour by hour; `culprits` are the commits the tier oracle fails on."""
+    world = _World(commits, frozenset(culprits), options, {c.sha: i for i, c in enumerate(commits)})
+    if any(c.probability is not None for c in commits):
+        stream = [c.probability or 0.0 for c in commits]
+        world.sizing = bisect.sizing(stream, max_commits=options.max_commits)
+    if not commits:
+        return _result(world)
+    now = commits[0].time - commits[0].time % HOUR
+    end = max(options.end or 0, commits[-1].time)
+    while world.arrived < len(commits) or world.pending or world.flying or world.searches:
+        _arrive(world, now)
+        _dispatch(world, now)
+        if now >= (options.start or commits[0].time) and now <= end:
+            _sample(world, now)
+        now += HOUR
+        _complete(world, now)
+    return _result(world)
+
+
+def _result(world: _World) -> SimResult:
+    return SimResult(
+        strategy=world.options.strategy,
+        runners=world.options.runners,
+        commits=len(world.commits),
+        candidates=world.counts["cand"],
+        candidate_runs=world.counts["runs"],
+        bisection_runs=world.counts["bis"],
+        found=tuple(world.found),
+        culprits_total=len(world.culprits & set(world.position)),
+        needed_person=tuple(sorted(world.person, key=world.position.__getitem__)),
+        exhausted=world.counts["exh"],
+        samples=tuple(world.samples),
+    )
+
+
+def _arrive(world: _World, now: int) -> None:
+    while world.arrived < len(world.commits) and world.commits[world.arrived].time <= now:
+        world.pending.append(world.commits[world.arrived].sha)
+        world.arrived += 1
+
+
+def _sample(world: _World, now: int) -> None:
+    """Days Behind Upstream: upstream head's committer time minus the ingestion tip's (DESIGN.md)."""
+    if world.arrived == 0:
+        return
+    head = world.commits[world.arrived - 1].time
+    tip = world.commits[world.tip].time if world.tip >= 0 else world.commits[0].time
+    world.samples.append(Sample(at=now, days_behind=round(max(0, head - tip) / DAY, 4)))
+
+
+def _ingest(world: _World, shas: Sequence[str]) -> None:
+    world.ingested.update(shas)
+    for sha in shas:
+        world.tip = max(world.tip, world.position[sha])
+
+
+def _eligible(world: _World) -> list[str]:
+    """Pending commits a candidate may take now: each dependency ingested or taken before it. One that
+    needs a commit a person holds joins that commit's chain; one that needs a commit in flight waits."""
+    taken: list[str] = []
+    held = set(world.person)
+    chosen: set[str] = set()
+    for sha in list(world.pending):
+        deps = world.commits[world.position[sha]].depends_on
+        if any(d in held for d in deps):
+            world.pending.remove(sha)
+            world.person.append(sha)
+            held.add(sha)
+        elif all(d in world.ingested or d in chosen or d not in world.position for d in deps):
+            taken.append(sha)
+            chosen.add(sha)
+    return taken
+
+
+def _groups(world: _World, eligible: Sequence[str]) -> list[list[str]]:
+    options = world.options
+    if options.strategy is Strategy.PER_COMMIT:
+        return [[sha] for sha in eligible]
+    size = options.max_commits
+    if options.strategy is Strategy.FIXED or world.sizing is None:  # no risk model: fixed-size candidates
+        return [list(eligible[i : i + size]) for i in range(0, len(eligible), size)]
+    probabilities = [world.commits[world.position[s]].probability or 0.0 for s in eligible]
+    return [[eligible[i] for i in g] for g in bisect.cut(probabilities, world.sizing)]
+
+
+def _ready(world: _World, group: Sequence[str], *, last: bool, now: int) -> bool:
+    """A candidate leaves when it is full (a later one began), alone by risk, or waited long enough."""
+    if not last or len(group) >= world.options.max_commits or world.options.strategy is Strategy.PER_COMMIT:
+        return True
+    if world.arrived == len(world.commits):  # the period is over: nothing more will join it
+        return True
+    oldest = world.commits[world.position[group[0]]].time
+    return now - oldest >= world.options.max_wait_hours * HOUR
+
+
+def _dispatch(world: _World, now: int) -> None:
+    free = world.options.runners - len(world.flying)
+    one = world.options.strategy is not Strategy.SLUICE  # the baselines bisect on one runner
+    for key, search in sorted(world.searches.items()):
+        if free <= 0:
+            break
+        search, probes = bisect.next_probes(search, free=1 if one else free)
+        world.searches[key] = search
+        world.flying += [_Run(p.commits, probe=p, search=key) for p in probes]
+        free -= len(probes)
+        if search.phase is not Phase.SEARCHING:
+            _close(world, key, now)
+    groups = _groups(world, _eligible(world))
+    for index, group in enumerate(groups):
+        if free <= 0 or not _ready(world, group, last=index == len(groups) - 1, now=now):
+            break
+        for sha in group:
+            world.pending.remove(sha)
+        world.flying.append(_Run(tuple(group)))
+        world.counts["cand"] += 1
+        free -= 1
+
+
+def _complete(world: _World, now: int) -> None:
+    """Every run dispatched an hour ago reports."""
+    done, world.flying = world.flying, []
+    for run in done:
+        outcome = Outcome.FAIL if world.fails(run.commits) else Outcome.PASS
+        if run.probe is None:
+            world.counts["runs"] += 1
+            _candidate_done(world, run.commits, outcome, now)
+            continue
+        world.counts["bis"] += 1
+        if run.search not in world.searches:  # its search ended meanwhile: the run only counts
+            continue
+        search = bisect.record(world.searches[run.search], run.probe.id, outcome)
+        world.searches[run.search] = search
+        if search.phase is not Phase.SEARCHING:
+            _close(world, run.search, now)
+
+
+def _candidate_done(world: _World, commits: tuple[str, ...], outcome: Outcome, now: int) -> None:
+    if outcome is Outcome.PASS:
+        _ingest(world, commits)
+        return
+    search = bisect.start(
+        f"candidate-{commits[0][:10]}",
+        commits,
+        tier="L2",
+        depends_on={s: world.commits[world.position[s]].depends_on for s in commits},
+        budget=world.options.budget,
+        confirm=world.options.strategy is Strategy.SLUICE,
+        weights=_weights(world, commits) if world.options.strategy is Strategy.SLUICE else None,
+    )
+    key = max(world.searches, default=0) + 1
+    world.searches[key] = search
+    if search.phase is not Phase.SEARCHING:
+        _close(world, key, now)
+
+
+def _weights(world: _World, commits: Sequence[str]) -> dict[str, float]:
+    found = ((s, world.commits[world.position[s]].probability) for s in commits)
+    return {s: p for s, p in found if p is not None}
+
+
+def _close(world: _World, key: int, now: int) -> None:
+    """A finished search: the rest is ingested; culprits, their dependents and any unsearched rest wait."""
+    search = world.searches.pop(key)
+    size = len(search.commits)
+    for culprit in search.culprits:
+        world.found.append(
+            FoundCulprit(
+                shas=culprit.shas,
+                dependents=culprit.dependents,
+                runs=culprit.runs,
+                candidate_size=size,
+                found_at=now,
+            )
+        )
+        world.person += [*culprit.shas, *culprit.dependents]
+    rest = search.remaining
+    good = rest if search.phase is Phase.DONE else rest[: search.lo]
+    _ingest(world, good)
+    if search.phase is Phase.EXHAUSTED:
+        world.counts["exh"] += 1
+        world.person += list(rest[search.lo :])
+
+
+# -- what no replay can beat ---------------------------------------------------------------------------------
+
+
+def information_bound(flags: Sequence[bool], *, size: int) -> float:
+    """Tier runs that batches of `size` (upstream order) need at the least: one each, and for one holding
+    k culprits the log2 C(n, k) answers that tell which they are."""
+    runs = 0.0
+    for i in range(0, len(flags), size):
+        batch = flags[i : i + size]
+        k = sum(batch)
+        runs += 1 + (math.log2(math.comb(len(batch), k)) if k else 0.0)
+    return runs
