@@ -240,12 +240,8 @@ def _wanted(state: Bisection, free: int) -> list[tuple[int, Purpose]]:
     """The prefix lengths worth running now, with why."""
     rest = len(state.remaining)
     flying = {p.length for p in state.in_flight}
-    if state.hi is None:  # the remainder is untested: run it, and split beside it when runners are free
-        head = [] if rest in flying else [(rest, Purpose.REMAINDER)]
-        avoid = flying | set(state.skipped)
-        return head + [
-            (j, Purpose.SEARCH) for j in _split_points(state, state.lo, rest, want=free - 1, avoid=avoid)
-        ]
+    if state.hi is None:  # the remainder is untested: run it alone (it mostly passes: splits would be waste)
+        return [] if rest in flying else [(rest, Purpose.REMAINDER)]
     if state.confirming:
         return []
     if _alone(state):  # one suspect left (or only skipped prefixes between): run its prefix once more

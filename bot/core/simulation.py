@@ -41,7 +41,9 @@ class SimOptions(Frozen):
     strategy: Strategy = Strategy.SLUICE
     runners: int = 1
     max_commits: int = 20  # the most commits in one candidate (the fixed size for FIXED)
-    max_wait_hours: float = 12.0  # a candidate short of its target leaves when its oldest commit waited this
+    max_wait_hours: float = 24.0  # a candidate short of its target leaves when its oldest commit waited this
+    confirm: bool = True  # Sluice re-runs a suspect once before blaming it (the baselines never do)
+    person_hours: float = 24.0  # how long a person takes to fix a culprit (then it is ingested, in its chain)
     budget: Budget = Budget(max_runs=40)  # per bisection
     start: int | None = None  # the period (epoch seconds) Days Behind is sampled over
     end: int | None = None
@@ -71,7 +73,7 @@ class SimResult(Frozen):
     bisection_runs: int
     found: tuple[FoundCulprit, ...]
     culprits_total: int
-    needed_person: tuple[str, ...]  # culprits, their dependents, and what a spent budget left
+    needed_person: tuple[str, ...]  # culprits, and what a spent budget left unsearched
     exhausted: int  # bisections stopped by their budget
     samples: tuple[Sample, ...]
 
@@ -90,6 +92,11 @@ class SimResult(Frozen):
     @property
     def median_days_behind(self) -> float:
         return statistics.median(s.days_behind for s in self.samples) if self.samples else 0.0
+
+    @property
+    def p90_days_behind(self) -> float:
+        values = sorted(s.days_behind for s in self.samples)
+        return values[min(len(values) - 1, int(0.9 * len(values)))] if values else 0.0
 
 
 @dataclass
@@ -111,6 +118,7 @@ class _World:
     pending: list[str] = field(default_factory=list)
     ingested: set[str] = field(default_factory=set)
     person: list[str] = field(default_factory=list)
+    held: dict[str, int] = field(default_factory=dict)  # held by a person until (epoch seconds)
     searches: dict[int, Bisection] = field(default_factory=dict)
     flying: list[_Run] = field(default_factory=list)
     found: list[FoundCulprit] = field(default_factory=list)
@@ -133,8 +141,9 @@ def simulate(commits: Sequence[SimCommit], culprits: Collection[str], options: S
         return _result(world)
     now = commits[0].time - commits[0].time % HOUR
     end = max(options.end or 0, commits[-1].time)
-    while world.arrived < len(commits) or world.pending or world.flying or world.searches:
+    while world.arrived < len(commits) or world.pending or world.flying or world.searches or world.held:
         _arrive(world, now)
+        _release(world, now)
         _dispatch(world, now)
         if now >= (options.start or commits[0].time) and now <= end:
             _sample(world, now)
@@ -180,19 +189,32 @@ def _ingest(world: _World, shas: Sequence[str]) -> None:
         world.tip = max(world.tip, world.position[sha])
 
 
+def _release(world: _World, now: int) -> None:
+    """Culprits a person has fixed are ingested (their chain validated after the fix)."""
+    fixed = [sha for sha, until in world.held.items() if until <= now]
+    for sha in fixed:
+        del world.held[sha]
+    _ingest(world, fixed)
+
+
+def _hold(world: _World, shas: Sequence[str], now: int) -> None:
+    world.person += shas
+    world.held.update(dict.fromkeys(shas, now + int(world.options.person_hours * HOUR)))
+
+
+def _requeue(world: _World, shas: Sequence[str]) -> None:
+    """Commits taken out with a culprit they need go back to wait for it (they join its chain)."""
+    world.pending = sorted([*world.pending, *shas], key=world.position.__getitem__)
+
+
 def _eligible(world: _World) -> list[str]:
-    """Pending commits a candidate may take now: each dependency ingested or taken before it. One that
-    needs a commit a person holds joins that commit's chain; one that needs a commit in flight waits."""
+    """Pending commits a candidate may take now: each dependency ingested or taken before it (one that needs
+    a commit in flight, or one a person holds, waits for it)."""
     taken: list[str] = []
-    held = set(world.person)
     chosen: set[str] = set()
-    for sha in list(world.pending):
+    for sha in world.pending:
         deps = world.commits[world.position[sha]].depends_on
-        if any(d in held for d in deps):
-            world.pending.remove(sha)
-            world.person.append(sha)
-            held.add(sha)
-        elif all(d in world.ingested or d in chosen or d not in world.position for d in deps):
+        if all(d in world.ingested or d in chosen or d not in world.position for d in deps):
             taken.append(sha)
             chosen.add(sha)
     return taken
@@ -270,7 +292,7 @@ def _candidate_done(world: _World, commits: tuple[str, ...], outcome: Outcome, n
         tier="L2",
         depends_on={s: world.commits[world.position[s]].depends_on for s in commits},
         budget=world.options.budget,
-        confirm=world.options.strategy is Strategy.SLUICE,
+        confirm=world.options.strategy is Strategy.SLUICE and world.options.confirm,
         weights=_weights(world, commits) if world.options.strategy is Strategy.SLUICE else None,
     )
     key = max(world.searches, default=0) + 1
@@ -298,13 +320,14 @@ def _close(world: _World, key: int, now: int) -> None:
                 found_at=now,
             )
         )
-        world.person += [*culprit.shas, *culprit.dependents]
+        _hold(world, culprit.shas, now)
+        _requeue(world, culprit.dependents)
     rest = search.remaining
     good = rest if search.phase is Phase.DONE else rest[: search.lo]
     _ingest(world, good)
     if search.phase is Phase.EXHAUSTED:
         world.counts["exh"] += 1
-        world.person += list(rest[search.lo :])
+        _hold(world, rest[search.lo :], now)
 
 
 # -- what no replay can beat ---------------------------------------------------------------------------------

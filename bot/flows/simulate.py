@@ -177,7 +177,7 @@ def add_parser(
         "--max-commits", type=int, default=20, help="most commits per candidate (default 20)"
     )
     command.add_argument(
-        "--max-wait-hours", type=float, default=12.0, help="how long a short candidate waits (default 12)"
+        "--max-wait-hours", type=float, default=24.0, help="how long a short candidate waits (default 24)"
     )
     command.add_argument(
         "--budget-runs", type=int, default=40, help="runs one bisection may spend (default 40)"
@@ -266,6 +266,7 @@ def report(result: SimResult) -> list[str]:
         f"simulate: commits that needed a person: {len(result.needed_person)} "
         f"(culprits, what depends on them, what a spent budget left: {result.exhausted} bisections)",
         f"simulate: Days Behind Upstream: median {result.median_days_behind:.2f}, "
+        f"90th percentile {result.p90_days_behind:.2f}, "
         f"max {max((s.days_behind for s in result.samples), default=0.0):.2f}",
     ]
     lines += [
@@ -282,6 +283,7 @@ def as_json(result: SimResult) -> dict[str, object]:
         "runs_per_commit": round(result.runs_per_commit, 4),
         "culprits_found": result.culprits_found,
         "median_days_behind": round(result.median_days_behind, 4),
+        "p90_days_behind": round(result.p90_days_behind, 4),
         "days_behind": [[s.at, s.days_behind] for s in result.samples[:: max(1, len(result.samples) // 500)]],
     }
     return data
