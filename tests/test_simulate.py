@@ -150,3 +150,26 @@ def test_strategies_against_the_information_bound() -> None:
     assert per_commit.runs == 400
     assert fixed.culprits_found == len(culprits) == per_commit.culprits_found
     assert information_bound(flags, size=20) <= fixed.runs < per_commit.runs
+
+
+def test_a_culprits_dependents_wait_for_the_persons_fix_and_are_then_searched_too() -> None:
+    commits = commits_at(12, hours=1)
+    first, second = commits[2].sha, commits[6].sha
+    commits[6] = commits[6].model_copy(update={"depends_on": (first,)})  # needs the first culprit's lines
+    commits[9] = commits[9].model_copy(update={"depends_on": (second,)})
+    options = SimOptions(max_commits=12, max_wait_hours=24, person_hours=48)
+    result = simulate(commits, {first, second}, options)
+    assert [f.shas for f in result.found] == [(first,), (second,)]
+    assert result.found[0].dependents == (second, commits[9].sha)
+    # the second culprit could only be tried once the first was fixed, two days later
+    assert result.found[1].found_at - result.found[0].found_at >= 48 * 3600
+    assert result.needed_person == (first, second)
+    assert result.culprits_found == result.culprits_total == 2
+
+
+def test_sizes_follow_the_culprits_actually_found_when_the_model_overstates_them() -> None:
+    commits = [c.model_copy(update={"probability": 0.2}) for c in commits_at(300, hours=1)]
+    trusting = simulate(commits, set(), SimOptions(max_commits=40, recalibrate=False))
+    learning = simulate(commits, set(), SimOptions(max_commits=40))
+    assert learning.culprits_found == trusting.culprits_found == 0
+    assert learning.candidates < trusting.candidates  # no culprit came: candidates grew

@@ -43,6 +43,7 @@ class SimOptions(Frozen):
     max_commits: int = 20  # the most commits in one candidate (the fixed size for FIXED)
     max_wait_hours: float = 24.0  # a candidate short of its target leaves when its oldest commit waited this
     confirm: bool = True  # Sluice re-runs a suspect once before blaming it (the baselines never do)
+    recalibrate: bool = True  # scale the model's probabilities by the culprits found so far
     person_hours: float = 24.0  # how long a person takes to fix a culprit (then it is ingested, in its chain)
     budget: Budget = Budget(max_runs=40)  # per bisection
     start: int | None = None  # the period (epoch seconds) Days Behind is sampled over
@@ -126,6 +127,9 @@ class _World:
     tip: int = -1  # stream position of the newest ingested commit
     samples: list[Sample] = field(default_factory=list)
     sizing: bisect.Sizing | None = None  # from the whole stream's probabilities, when a model gave them
+    mean: float = 0.0  # the stream's mean probability
+    expected: float = 0.0  # summed probability of the commits whose tier runs came back …
+    observed: int = 0  # … and the culprits found among them: the model's calibration on this fork so far
 
     def fails(self, commits: Collection[str]) -> bool:
         return bool(self.culprits.intersection(commits))
@@ -137,6 +141,7 @@ def simulate(commits: Sequence[SimCommit], culprits: Collection[str], options: S
     if any(c.probability is not None for c in commits):
         stream = [c.probability or 0.0 for c in commits]
         world.sizing = bisect.sizing(stream, max_commits=options.max_commits)
+        world.mean = sum(stream) / len(stream)
     if not commits:
         return _result(world)
     now = commits[0].time - commits[0].time % HOUR
@@ -227,8 +232,22 @@ def _groups(world: _World, eligible: Sequence[str]) -> list[list[str]]:
     size = options.max_commits
     if options.strategy is Strategy.FIXED or world.sizing is None:  # no risk model: fixed-size candidates
         return [list(eligible[i : i + size]) for i in range(0, len(eligible), size)]
-    probabilities = [world.commits[world.position[s]].probability or 0.0 for s in eligible]
-    return [[eligible[i] for i in g] for g in bisect.cut(probabilities, world.sizing)]
+    scale = _calibration(world)
+    probabilities = [scale * (world.commits[world.position[s]].probability or 0.0) for s in eligible]
+    plan = bisect.sizing([world.mean * scale], max_commits=size) if scale != 1.0 else world.sizing
+    return [[eligible[i] for i in g] for g in bisect.cut(probabilities, plan)]
+
+
+PRIOR_CULPRITS = 5.0  # how many culprits' worth of evidence the model's own scale counts as
+
+
+def _calibration(world: _World) -> float:
+    """Observed over expected culprits so far (shrunk towards 1): a model fitted on another fork, or on
+    another labelling, over- or under-states this stream's failure rate, and the sizes follow what the
+    tier actually found. Only what came back is used: nothing from the future."""
+    if not world.options.recalibrate:
+        return 1.0
+    return (world.observed + PRIOR_CULPRITS) / (world.expected + PRIOR_CULPRITS)
 
 
 def _ready(world: _World, group: Sequence[str], *, last: bool, now: int) -> bool:
@@ -283,6 +302,7 @@ def _complete(world: _World, now: int) -> None:
 
 
 def _candidate_done(world: _World, commits: tuple[str, ...], outcome: Outcome, now: int) -> None:
+    world.expected += sum(world.commits[world.position[s]].probability or 0.0 for s in commits)
     if outcome is Outcome.PASS:
         _ingest(world, commits)
         return
@@ -310,6 +330,7 @@ def _close(world: _World, key: int, now: int) -> None:
     """A finished search: the rest is ingested; culprits, their dependents and any unsearched rest wait."""
     search = world.searches.pop(key)
     size = len(search.commits)
+    world.observed += len(search.culprits)
     for culprit in search.culprits:
         world.found.append(
             FoundCulprit(
