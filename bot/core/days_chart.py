@@ -35,9 +35,9 @@ def terminal_chart(samples: Sequence[Sample], *, width: int = 72, rows: int = 6)
         for value in values:
             level = value / top * rows - (row - 1)
             cells.append(BARS[max(0, min(len(BARS) - 1, round(level * (len(BARS) - 1))))])
-        label = f"{top * row / rows:6.1f} d │" if row in (rows, 1) else "         │"
+        label = f"{top:6.1f} d │" if row == rows else "         │"
         lines.append(label + "".join(cells).rstrip())
-    lines.append("         └" + "─" * len(values))
+    lines.append("     0 d └" + "─" * len(values))
     pad = max(1, len(values) - 20)
     lines.append(f"          {_day(samples[0].at)}{' ' * pad}{_day(samples[-1].at)}")
     return lines
