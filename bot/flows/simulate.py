@@ -264,7 +264,7 @@ def report(result: SimResult) -> list[str]:
         f"simulate: culprits found: {result.culprits_found} of {result.culprits_total}, "
         f"{mean:.1f} bisection runs each on average",
         f"simulate: commits that needed a person: {len(result.needed_person)} "
-        f"(culprits, what depends on them, what a spent budget left: {result.exhausted} bisections)",
+        f"(the culprits, and what {result.exhausted} bisections left unsearched when their budget ran out)",
         f"simulate: Days Behind Upstream: median {result.median_days_behind:.2f}, "
         f"90th percentile {result.p90_days_behind:.2f}, "
         f"max {max((s.days_behind for s in result.samples), default=0.0):.2f}",
