@@ -32,7 +32,7 @@ from bot.core.recognise import unmatched_picks
 from bot.core.refs import validate_ref, validate_rev
 from bot.db.gates import GateStore
 from bot.db.store import DEFAULT_URL_ENV, Store, default_database_url, default_sqlite_path
-from bot.flows import calibrate
+from bot.flows import calibrate, simulate
 from bot.flows.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.flows.pick import Picker, PickRequest, check_branch, learn_resolutions, run_pick
 from bot.flows.planning import build_plan, fork_key, held_by_people, with_dispositions
@@ -552,6 +552,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return calibrate.run_command(repo, config, args)
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    repo, config = _open_repo(args)
+    return simulate.run_command(repo, config, args)
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     schema = SCHEMAS[args.output].model_json_schema(mode="serialization", by_alias=True)
     sys.stdout.write(json.dumps(schema, indent=2, sort_keys=True) + "\n")
@@ -613,6 +618,7 @@ def parser() -> argparse.ArgumentParser:
     _add_serve_command(sub)
     _add_mirror_command(sub)
     calibrate.add_parser(sub, _add_repo_options, run=cmd_calibrate)
+    simulate.add_parser(sub, _add_repo_options, run=cmd_simulate)
     _add_schema_command(sub)
     _add_audit_command(sub)
     return top

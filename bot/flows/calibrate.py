@@ -552,3 +552,19 @@ def run_command(repo: Repository, config: SluiceConfig, args: argparse.Namespace
         print("\n".join(report(cal, options)))
         print(f"calibrate: model written to {args.out}")
     return 0
+
+
+def mined_culprits(
+    repo: GitRepo, config: SluiceConfig, *, fork: str, upstream: str, options: CalibrateOptions
+) -> dict[str, str]:
+    """Upstream SHA -> the evidence that it broke the fork, as `sluice calibrate` labels its rows, without
+    planning any window (only the labels: cheap, where the features are not)."""
+    fork_head, upstream_head = repo.resolve(fork), repo.resolve(upstream)
+    windows = find_windows(repo, config, fork_head=fork_head, upstream_head=upstream_head, options=options)
+    found: dict[str, str] = {}
+    for window in windows:
+        brought = set(window.brought)
+        infos = repo.commits(window.upstream, "--not", window.fork, first_parent=True)
+        subjects = {c.sha: c.subject for c in infos if c.sha in brought}
+        found |= mining.outcomes(subjects, window.fixes, picks=window.picks)
+    return found

@@ -155,7 +155,11 @@ def patch_stack_footprint(
     facts: CommitFacts, snapshot: Snapshot, paths: Iterable[str]
 ) -> PatchStackFootprint:
     """What the patch stack changed in the given paths: files, the upstream lines it replaced, symbols."""
-    stack = [c.sha for c in snapshot.patch_stack]
+    return footprint_of(facts, [c.sha for c in snapshot.patch_stack], paths)
+
+
+def footprint_of(facts: CommitFacts, stack: Sequence[str], paths: Iterable[str]) -> PatchStackFootprint:
+    """What the given patch-stack commits changed in `paths` (see `patch_stack_footprint`)."""
     wanted = set(paths)
     if not stack or not wanted:
         return PatchStackFootprint(commits=len(stack))
