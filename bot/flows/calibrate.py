@@ -555,7 +555,7 @@ def run_command(repo: Repository, config: SluiceConfig, args: argparse.Namespace
 
 
 def mined_culprits(
-    repo: GitRepo, config: SluiceConfig, *, fork: str, upstream: str, options: CalibrateOptions
+    repo: Repository, config: SluiceConfig, *, fork: str, upstream: str, options: CalibrateOptions
 ) -> dict[str, str]:
     """Upstream SHA -> the evidence that it broke the fork, as `sluice calibrate` labels its rows, without
     planning any window (only the labels: cheap, where the features are not)."""

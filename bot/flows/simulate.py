@@ -23,7 +23,7 @@ from bot.flows import calibrate
 from bot.flows.engine import footprint_of
 from bot.flows.risk_files import default_model, read_model
 from bot.git.facts import CommitFacts
-from bot.git.repo import GitRepo
+from bot.ports import Repository
 
 Progress = Callable[[str], None]
 SHA_LINE = re.compile(r"^[0-9a-f]{40}$")
@@ -44,7 +44,12 @@ class Period:
 
 
 def period(
-    repo: GitRepo, *, upstream: str, since: int | None, until: int | None, only: Collection[str] | None = None
+    repo: Repository,
+    *,
+    upstream: str,
+    since: int | None,
+    until: int | None,
+    only: Collection[str] | None = None,
 ) -> Period:
     stream = repo.first_parent_times(repo.resolve(upstream))
     inside = [
@@ -60,7 +65,7 @@ def period(
 
 
 def upstream_commits(
-    repo: GitRepo, facts: CommitFacts, span: Period
+    repo: Repository, facts: CommitFacts, span: Period
 ) -> tuple[list[UpstreamCommit], list[tuple[str, tuple[FileChange, ...]]]]:
     """The replayed commits with their files and symbols, and every walked commit's patch (dependencies
     are traced through all of them, as the planner traces them through the stream)."""
@@ -79,7 +84,7 @@ def upstream_commits(
 
 
 def sim_commits(
-    repo: GitRepo,
+    repo: Repository,
     config: SluiceConfig,
     *,
     fork: str,
@@ -213,7 +218,7 @@ def _stderr(message: str) -> None:
     print(f"sluice: {message}", file=sys.stderr, flush=True)
 
 
-def run_command(repo: GitRepo, config: SluiceConfig, args: argparse.Namespace) -> int:
+def run_command(repo: Repository, config: SluiceConfig, args: argparse.Namespace) -> int:
     """`sluice simulate`: the figures (or their JSON) on stdout, progress on stderr."""
     options, since, until = options_from(args)
     model = choose_model(args.model)
