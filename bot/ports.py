@@ -42,7 +42,8 @@ class PlanRecorder(Protocol):
 
 class Forge(Protocol):
     """What ingestion needs of GitHub for one fork: reading its ingestion PRs, sticky comments, check runs
-    and tracking issues (`observe`), and one call per action `reconcile` decides (`apply`)."""
+    and tracking issues (`observe`), one call per action `reconcile` decides (`apply`), and finding, editing
+    or reopening its dashboard issue (`bot.flows.dashboard.publish`)."""
 
     repo: str
 
@@ -68,8 +69,12 @@ class Forge(Protocol):
 
     async def create_check_run(self, sha: str, name: str, *, title: str) -> None: ...
 
+    async def closed_issues(self, *, label: str) -> list[dict[str, Any]]: ...
+
     async def create_issue(self, *, title: str, body: str, labels: Sequence[str]) -> int: ...
 
     async def edit_issue(self, number: int, *, title: str, body: str) -> None: ...
+
+    async def reopen_issue(self, number: int, *, title: str, body: str) -> None: ...
 
     async def close_issue(self, number: int, *, comment: str) -> None: ...

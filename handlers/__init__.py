@@ -6,7 +6,17 @@ from gidgethub.routing import Router
 
 from bot.app.routing import Routes
 from bot.core import webhooks
-from handlers import ingest, installation, issue_comment, pull_request, push, recorded, register, requests
+from handlers import (
+    ingest,
+    installation,
+    issue_comment,
+    issues,
+    pull_request,
+    push,
+    recorded,
+    register,
+    requests,
+)
 
 ROUTES = Routes(
     Router(
@@ -14,6 +24,7 @@ ROUTES = Routes(
         pull_request.router,
         installation.router,
         issue_comment.router,
+        issues.router,
         recorded.router,
         register.router,
         ingest.router,
