@@ -67,14 +67,16 @@ async def test_the_dashboard_is_edited_in_place_across_ten_ingestion_runs(rig: R
     await start(rig)
     number = the_dashboard(rig).number
     assert "| Pending upstream commits | 1 | — | — |" in the_dashboard(rig).body
-    runs = ingest_runs(rig)
+    runs, hooks = ingest_runs(rig), len(rig.sim.deliveries)
     for n in range(1, 11):
         await upstream_commits(rig, (f"docs: change {n}", {f"docs/page{n}.md": f"page {n}\n"}))
         await rig.settle()
         issue = the_dashboard(rig)  # one dashboard, open, the same issue every time
         assert issue.number == number
         assert f"| Pending upstream commits | {n + 1} | ↑ 1 | ↑ {n} |" in (issue.body or "")
-    assert ingest_runs(rig) - runs >= 10
+    assert ingest_runs(rig) - runs == 10  # one per push: Sluice's own edits (issues webhooks) start nothing
+    own_edits = [d for d in rig.sim.deliveries[hooks:] if d["event"] == "issues"]
+    assert len(own_edits) == 10 and {d["status"] for d in own_edits} == {202}
     assert len(LagHistory(rig.store).history(FORK)) == ingest_runs(rig)
     (pull,) = rig.pulls()
     assert f"| #{pull.number} | `{pull.head_ref.removeprefix('sluice/ingest/')}` | 11 | queued |" in (
@@ -151,7 +153,7 @@ async def test_a_tick_by_a_read_only_user_or_a_bot_retries_nothing(rig: Rig) -> 
     rig.sim.set_permission(FORK, "reader", "read")
     issue, runs = the_dashboard(rig), ingest_runs(rig)
     since, shown = len(rig.sim.requests), issue.body or ""
-    for user in ("reader", "renovate[bot]"):
+    for user in ("reader", "renovate[bot]", rig.sim.bot_login):
         rig.sim.edit_issue(FORK, issue.number, body=shown, user="dev")  # unticked again, by a person
         rig.sim.edit_issue(FORK, issue.number, body=tick(shown, deferred), user=user)
         await rig.settle()
@@ -161,3 +163,12 @@ async def test_a_tick_by_a_read_only_user_or_a_bot_retries_nothing(rig: Rig) -> 
     assert asked == [f"/repos/{FORK}/collaborators/reader/permission"]  # GitHub asked; the bot never was
     assert dashboard.ticks(the_dashboard(rig).body or "")[deferred] is True  # nothing ran to untick it
     assert risky in dashboard.ticks(the_dashboard(rig).body or "")
+
+
+async def test_a_merged_ingestion_pr_leaves_the_open_ingestions(rig: Rig) -> None:  # noqa: F811
+    await backlog_scenario(rig)  # its bundle merged
+    bundle = next(p for p in rig.pulls("all") if "bundle" in p.head_ref and p.merged)
+    body = the_dashboard(rig).body or ""
+    shown = body[body.index("## Open ingestions") : body.index("## Risky chains")]
+    assert f"| #{bundle.number} |" not in shown
+    assert all(f"| #{p.number} |" in shown for p in rig.pulls())

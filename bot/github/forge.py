@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bot.core.errors import NotFound
 from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
 
@@ -109,7 +110,10 @@ class ForkGitHub:
     async def permission(self, login: str) -> str:
         """`login`'s permission on the repository as GitHub reports it: admin, write, read or none (a
         maintainer reads as write, triage as read)."""
-        answer = await self.api.get(self._url("/collaborators/{login}/permission"), {"login": login})
+        try:
+            answer = await self.api.get(self._url("/collaborators/{login}/permission"), {"login": login})
+        except NotFound:  # GitHub's answer for an account that is gone (or never was)
+            return "none"
         return str(answer["permission"])
 
     async def close_issue(self, number: int, *, comment: str) -> None:
