@@ -48,6 +48,7 @@ async def update(ctx: Context, forge: ForkGitHub, shown: Shown) -> Published:
         components=shown.config.all_components,
         backlog=shown.backlog,
         ingestions=[await _ingestion(forge, r) for r in sorted(records, key=_order)],
+        # waivers, holds, paused and throttle: given here once the gate records them; absent, they read "none"
     )
     published, number = await publish(forge, render(model))
     log.info("%s: dashboard #%d %s", repo, number, published.value)
