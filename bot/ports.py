@@ -163,7 +163,8 @@ class PlanRecorder(Protocol):
 
 class Forge(Protocol):
     """What ingestion needs of GitHub for one fork: reading its ingestion PRs, sticky comments, check runs
-    and tracking issues (`observe`), and one call per action `reconcile` decides (`apply`)."""
+    and tracking issues (`observe`), one call per action `reconcile` decides (`apply`), and finding, editing
+    or reopening its dashboard issue (`bot.flows.dashboard.publish`)."""
 
     repo: str
 
@@ -189,9 +190,13 @@ class Forge(Protocol):
 
     async def create_check_run(self, sha: str, name: str, *, title: str) -> None: ...
 
+    async def closed_issues(self, *, label: str) -> list[dict[str, Any]]: ...
+
     async def create_issue(self, *, title: str, body: str, labels: Sequence[str]) -> int: ...
 
     async def edit_issue(self, number: int, *, title: str, body: str) -> None: ...
+
+    async def reopen_issue(self, number: int, *, title: str, body: str) -> None: ...
 
     async def close_issue(self, number: int, *, comment: str) -> None: ...
 
@@ -220,9 +225,12 @@ class JobRequests(Protocol):
 
 
 class LagRecorder(Protocol):
-    """Where an ingestion run leaves its point of the fork's lag history (`bot.db.lag.LagHistory`)."""
+    """Where an ingestion run leaves its point of the fork's lag history, and the dashboard reads the trend
+    back (`bot.db.lag.LagHistory`)."""
 
     def record(self, point: LagPoint) -> None: ...
+
+    def history(self, fork: str, *, limit: int = ...) -> list[LagPoint]: ...
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core import audit
 from bot.core.config import ConfigError, SluiceConfig
+from bot.core.dashboard import backlog_of
 from bot.core.ingestion import (
     BRANCH_PREFIX,
     MAX_OPEN_UNITS,
@@ -22,7 +23,7 @@ from bot.core.ingestion import (
     upstream_web_url,
 )
 from bot.core.lag import lag_point
-from bot.core.models import Plan
+from bot.core.models import CommitInfo, Plan
 from bot.core.reconcile import Desired, DesiredUnit, ObservedState, PushBranch, reconcile
 from bot.flows.engine import CONFIG_PATH, load_repo_config
 from bot.flows.ingest import Picking, Push, Record, apply, observe, pick_units
@@ -30,7 +31,8 @@ from bot.flows.pick import Picker
 from bot.flows.planning import build_plan
 from bot.git.mirror import BranchUpdate, SyncResult
 from bot.ports import FileReader, Fork, Job, Repository
-from handlers import upstream
+from handlers import dashboard, upstream
+from handlers.dashboard import Shown
 from handlers.requests import IngestRequest
 
 KIND = "ingest"
@@ -49,6 +51,8 @@ class Built:
     desired: Desired
     seen: ObservedState
     picking: Picking
+    config: SluiceConfig
+    stream: tuple[CommitInfo, ...]  # upstream's first-parent history that fork trunk lacks, oldest first
 
 
 @router.register(KIND)
@@ -69,6 +73,8 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     await apply(actions, forge=forge, push=_pusher(ctx, fork), record=_recorder(ctx))
     await ctx.db(_record_lag, ctx, fork.repo, built.plan)
     await ctx.db(_save_audits, ctx, fork.repo, built.picking)
+    shown = Shown(built.plan, built.config, backlog_of(built.stream, built.plan), _links(ctx, fork))
+    await dashboard.update(ctx, forge, shown)
     log.info(
         "ingested %s: %d units, %d pushed, %d actions, %d pending upstream commits",
         fork.repo,
@@ -95,14 +101,25 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
         clock=ctx.clock,
     )
     records = {r.id: r for r in ctx.registry.ingestions(fork.repo)}
-    picking = _pick(ctx, repo, plan, config=config, sync=sync, fork=fork, branches=branches, records=records)
+    stream = repo.commits(sync.upstream_head, "--not", sync.fork_head, first_parent=True)
+    picking = _pick(
+        ctx,
+        repo,
+        plan,
+        config=config,
+        sync=sync,
+        fork=fork,
+        branches=branches,
+        records=records,
+        stream=stream,
+    )
     links, parents = _links(ctx, fork), picking.upstream_parents
     units = tuple(
         DesiredUnit.of(p, config=config, links=links, upstream_parent=parents.get(p.unit.id))
         for p in picking.units
     )
     seen = ObservedState(branches=branches, pushed_by_people=picking.pushed_by_people, records=records)
-    return Built(plan, Desired(fork.repo, units), seen, picking)
+    return Built(plan, Desired(fork.repo, units), seen, picking, config, tuple(stream))
 
 
 def _save_audits(ctx: Context, repo: str, picking: Picking) -> None:
@@ -128,8 +145,9 @@ def _pick(
     fork: Fork,
     branches: dict[str, str],
     records: dict[str, IngestionRecord],
+    stream: Sequence[CommitInfo],
 ) -> Picking:
-    commits = {c.sha: c for c in repo.commits(sync.upstream_head, "--not", sync.fork_head, first_parent=True)}
+    commits = {c.sha: c for c in stream}
     # Resolutions people made before are reused; the repo config's resolver command never runs here.
     picker = Picker(
         repo, config, recall=lambda keys: ctx.store.resolutions(fork.repo, keys), use_resolver=False

@@ -9,7 +9,7 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.ports import Job
 
-RECORDED = ("issue_comment", "check_suite", "workflow_run")
+RECORDED = ("issue_comment", "issues", "check_suite", "workflow_run")
 router = Router()
 log = logging.getLogger("sluice.recorded")
 

@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bot.core import dashboard
 from bot.core.ingestion import BRANCH_PREFIX, CLASSIFICATION_MARKER
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
@@ -73,6 +74,11 @@ class Rig:
 
     def pulls(self, state: str = "open") -> list[Any]:
         return [i for i in self.sim.issues[FORK].values() if i.is_pull and state in ("all", i.state)]
+
+    def tracking_issues(self) -> list[Any]:
+        """The fork's issues but its dashboard (which every ingestion run keeps up to date)."""
+        issues = [i for i in self.sim.issues[FORK].values() if not i.is_pull]
+        return [i for i in issues if dashboard.LABEL not in self.labels(i.number)]
 
     def labels(self, number: int) -> list[str]:
         return sorted(self.sim.labels[(FORK, number)])
@@ -218,8 +224,15 @@ async def test_upstream_pushes_open_then_update_ingestion_prs_without_duplicates
     assert rig.sim.git(FORK, "rev-parse", f"{chain_head}^").strip() == trunk
 
     # The same push delivered again (a redelivery) changes nothing: the ingestion it runs writes nothing.
-    before, since = [(p.number, p.title, p.body) for p in rig.pulls("all")], len(rig.sim.requests)
+    # (Once first: the dashboard issue catches up with the gate's and tiers' states, which moved since.)
     payload = rig.sim.push_payload(UPSTREAM, "refs/heads/main", low[0], more[0])
+    since = len(rig.sim.requests)
+    await rig.sim.deliver(f"{rig.bot_url}/webhook", "push", payload, secret=SECRET)
+    await rig.settle()
+    dashboard = {i.number for i in rig.sim.issues[FORK].values() if "sluice:dashboard" in (i.body or "")}
+    caught_up = {path for _, path in writes_to_the_fork(rig.sim.requests[since:])}
+    assert caught_up <= {f"/repos/{FORK}/issues/{n}" for n in dashboard}, caught_up
+    before, since = [(p.number, p.title, p.body) for p in rig.pulls("all")], len(rig.sim.requests)
     await rig.sim.deliver(f"{rig.bot_url}/webhook", "push", payload, secret=SECRET)
     await rig.settle()
     assert [(p.number, p.title, p.body) for p in rig.pulls("all")] == before
@@ -247,7 +260,7 @@ async def test_a_conflict_that_needs_a_human_is_never_pushed_with_markers(rig: R
     chain_branch = f"{BRANCH_PREFIX}chain-{conflicting[0][:10]}"
     # Not one commit of the chain applied: no PR (GitHub refuses an empty one), a tracking issue instead.
     assert chain_branch not in pulls
-    issues = [i for i in rig.sim.issues[FORK].values() if not i.is_pull]
+    issues = rig.tracking_issues()
     assert len(issues) == 1 and "sluice:needs-human" in rig.labels(issues[0].number)
     body = issues[0].body
     assert "Needs a human" in body and CORE_PASS in body
@@ -293,7 +306,7 @@ async def test_the_tracking_issue_closes_into_the_pr_once_the_first_commit_appli
     )
     assert await installation_event(rig, FORK, fork_installation) == 202
     await rig.settle()
-    (issue,) = [i for i in rig.sim.issues[FORK].values() if not i.is_pull]
+    (issue,) = rig.tracking_issues()
     assert rig.pulls() == [] and issue.state == "open"
 
     # The fork gives its own step up on trunk: the upstream commit now applies, and its PR takes over.

@@ -203,6 +203,44 @@ class CheckRunEvent(Payload):
     installation: Installation
 
 
+class Label(Payload):
+    name: str
+
+
+class EditedIssue(Issue):
+    body: str | None = None
+    user: User
+    labels: tuple[Label, ...] = ()
+
+
+class Change(Payload):
+    # The field's value before the edit. A job keeps the payload as `model_dump` wrote it (`from_`), and the
+    # worker reads it back from there: both names are accepted.
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    from_: str | None = Field(default=None, alias="from")
+
+
+class IssueChanges(Payload):
+    body: Change | None = None  # absent when the edit left the body as it was (a title edit)
+    title: Change | None = None
+
+
+class IssuesEvent(Payload):
+    """An issue opened, edited, closed…: Sluice reads the edits of its dashboard issue (ticked boxes)."""
+
+    action: str
+    issue: EditedIssue
+    changes: IssueChanges = IssueChanges()  # on `edited` only
+    repository: Repository
+    installation: Installation  # every App delivery about a repository names its installation
+    sender: User
+
+    @property
+    def body_before(self) -> str | None:
+        return self.changes.body.from_ if self.changes.body is not None else None
+
+
 class RepositoryEvent(Payload):
     """Events Sluice records now and handles in later work (reviews, check runs, workflow runs)."""
 
@@ -216,6 +254,7 @@ MODELS: dict[str, type[Payload]] = {
     "installation": InstallationEvent,
     "installation_repositories": InstallationRepositoriesEvent,
     "issue_comment": IssueCommentEvent,
+    "issues": IssuesEvent,
     "pull_request_review": PullRequestReviewEvent,
     "check_run": CheckRunEvent,
     "check_suite": RepositoryEvent,

@@ -9,7 +9,7 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.core.errors import MergeRefused
+from bot.core.errors import MergeRefused, NotFound
 from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
 
@@ -94,12 +94,31 @@ class ForkGitHub:
         url = self._url(f"/issues?state=open&labels={label}&per_page=100")
         return [dict(issue) async for issue in self.api.getiter(url) if "pull_request" not in issue]
 
+    async def closed_issues(self, *, label: str) -> list[dict[str, Any]]:
+        """The closed issues (not PRs) labelled `label`, newest first."""
+        url = self._url(f"/issues?state=closed&labels={label}&per_page=100")
+        return [dict(issue) async for issue in self.api.getiter(url) if "pull_request" not in issue]
+
     async def create_issue(self, *, title: str, body: str, labels: Sequence[str]) -> int:
         data = {"title": title, "body": body, "labels": list(labels)}
         return int((await self.api.post(self._url("/issues"), data=data))["number"])
 
     async def edit_issue(self, number: int, *, title: str, body: str) -> None:
         await self.api.patch(self._url(f"/issues/{number}"), data={"title": title, "body": body})
+
+    async def reopen_issue(self, number: int, *, title: str, body: str) -> None:
+        await self.api.patch(
+            self._url(f"/issues/{number}"), data={"state": "open", "title": title, "body": body}
+        )
+
+    async def permission(self, login: str) -> str:
+        """`login`'s permission on the repository as GitHub reports it: admin, write, read or none (a
+        maintainer reads as write, triage as read)."""
+        try:
+            answer = await self.api.get(self._url("/collaborators/{login}/permission"), {"login": login})
+        except NotFound:  # GitHub's answer for an account that is gone (or never was)
+            return "none"
+        return str(answer["permission"])
 
     async def close_issue(self, number: int, *, comment: str) -> None:
         await self.post_comment(number, comment)

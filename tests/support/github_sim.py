@@ -1726,8 +1726,43 @@ class GitHubSim:
     async def _update_issue(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
         issue = self._issue(request, repo)
-        self._edit(repo, issue, await self._json(request))
+        data = await self._json(request)
+        before = {"title": issue.title, "body": issue.body, "state": issue.state}
+        self._edit(repo, issue, data)
+        if not issue.is_pull:  # an App's own edits come back as webhooks too, as on GitHub
+            self._notify_issue(repo, issue, before, sender=self.bot_login)
         return web.json_response(self._issue_json(repo, issue))
+
+    def edit_issue(self, full_name: str, number: int, *, body: str, user: str) -> None:
+        """`user` edits the issue's body in the web UI: GitHub stores it and sends `issues` `edited`."""
+        repo, issue = self.repos[full_name], self.issues[full_name][number]
+        before = {"title": issue.title, "body": issue.body, "state": issue.state}
+        issue.body, issue.updated_at = body, _iso(self.now())
+        self._notify_issue(repo, issue, before, sender=user)
+
+    def close_issue(self, full_name: str, number: int, *, user: str) -> None:
+        """`user` closes the issue in the web UI (GitHub sends `issues` `closed`)."""
+        repo, issue = self.repos[full_name], self.issues[full_name][number]
+        before = {"title": issue.title, "body": issue.body, "state": issue.state}
+        self._set_state(repo, issue, "closed")
+        self._notify_issue(repo, issue, before, sender=user)
+
+    def _notify_issue(self, repo: Repo, issue: Issue, before: dict[str, Any], *, sender: str) -> None:
+        changes = {k: {"from": before[k]} for k in ("title", "body") if before[k] != getattr(issue, k)}
+        if changes:
+            self._emit(
+                "issues",
+                self.issues_payload(repo.full_name, issue.number, "edited", sender=sender)
+                | {"changes": changes},
+            )
+        if before["state"] != issue.state:
+            action = "reopened" if issue.state == "open" else "closed"
+            self._emit("issues", self.issues_payload(repo.full_name, issue.number, action, sender=sender))
+
+    def issues_payload(self, full_name: str, number: int, action: str, *, sender: str) -> dict[str, Any]:
+        """An `issues` event payload for a stored issue."""
+        issue = self._issue_json(self.repos[full_name], self.issues[full_name][number])
+        return {"action": action, "issue": issue, **self._envelope(full_name, sender)}
 
     # ---------------------------------------------------------------- comments, labels, reactions
 

@@ -1,0 +1,177 @@
+"""End to end: the dashboard issue across ingestion runs, and ticking its backlog boxes (sim, git, DB)."""
+
+from __future__ import annotations
+
+import aiohttp
+
+from bot.core import dashboard
+from bot.core.models import Disposition
+from bot.db.jobs import JobQueue
+from bot.db.lag import LagHistory
+from tests.support.github_sim import Issue
+from tests.test_ingest_e2e import (  # the rig: a served sim and `sluice serve` over loopback
+    CORE_PASS,
+    FORK,
+    SECRET,
+    UPSTREAM,
+    Rig,
+    ingest_runs,
+    installation_event,
+    rig,  # noqa: F401  (the fixture)
+    upstream_commits,
+    writes_to_the_fork,
+)
+
+
+def dashboards(served: Rig) -> list[Issue]:
+    """Every issue of the fork, open or closed, that carries the dashboard's marker."""
+    issues = served.sim.issues[FORK].values()
+    return [i for i in issues if not i.is_pull and dashboard.MARKER in (i.body or "")]
+
+
+def the_dashboard(served: Rig) -> Issue:
+    (issue,) = dashboards(served)
+    assert issue.state == "open" and served.labels(issue.number) == [dashboard.LABEL]
+    return issue
+
+
+def dashboard_writes(served: Rig, since: int = 0) -> list[tuple[str, str]]:
+    """Sluice's REST calls that created or changed an issue of the fork (not a PR), since request `since`."""
+    issues = {n for n, i in served.sim.issues[FORK].items() if not i.is_pull}
+    return [
+        (method, path)
+        for method, path in writes_to_the_fork(served.sim.requests[since:])
+        if path == f"/repos/{FORK}/issues" or path in {f"/repos/{FORK}/issues/{n}" for n in issues}
+    ]
+
+
+def tick(body: str, *shas: str) -> str:
+    """`body` with the boxes of `shas` ticked, as a browser sends the edited text (CRLF)."""
+    for sha in shas:
+        ticked = body.replace(f"- [ ] `{sha[:10]}`", f"- [x] `{sha[:10]}`")
+        assert ticked != body, f"{sha[:10]} has no box"
+        body = ticked
+    return body.replace("\n", "\r\n")
+
+
+async def start(served: Rig) -> int:
+    fork_installation, upstream_installation = served.sim.install(FORK), served.sim.install(UPSTREAM)
+    assert await installation_event(served, FORK, fork_installation) == 202
+    assert await installation_event(served, UPSTREAM, upstream_installation) == 202
+    await served.settle()
+    return fork_installation
+
+
+async def test_the_dashboard_is_edited_in_place_across_ten_ingestion_runs(rig: Rig) -> None:  # noqa: F811
+    await upstream_commits(rig, ("docs: first", {"docs/guide.md": "guide 0\n"}))
+    await start(rig)
+    number = the_dashboard(rig).number
+    assert "| Pending upstream commits | 1 | — | — |" in the_dashboard(rig).body
+    runs, hooks = ingest_runs(rig), len(rig.sim.deliveries)
+    for n in range(1, 11):
+        await upstream_commits(rig, (f"docs: change {n}", {f"docs/page{n}.md": f"page {n}\n"}))
+        await rig.settle()
+        issue = the_dashboard(rig)  # one dashboard, open, the same issue every time
+        assert issue.number == number
+        assert f"| Pending upstream commits | {n + 1} | ↑ 1 | ↑ {n} |" in (issue.body or "")
+    assert ingest_runs(rig) - runs == 10  # one per push: Sluice's own edits (issues webhooks) start nothing
+    own_edits = [d for d in rig.sim.deliveries[hooks:] if d["event"] == "issues"]
+    assert len(own_edits) == 10 and {d["status"] for d in own_edits} == {202}
+    assert len(LagHistory(rig.store).history(FORK)) == ingest_runs(rig)
+    (pull,) = rig.pulls()
+    assert f"| #{pull.number} | `{pull.head_ref.removeprefix('sluice/ingest/')}` | 11 | queued |" in (
+        the_dashboard(rig).body or ""
+    )
+    creations = [w for w in dashboard_writes(rig) if w == ("POST", f"/repos/{FORK}/issues")]
+    assert creations == [("POST", f"/repos/{FORK}/issues")]  # created once, edited after
+
+    # A run that changes nothing (the same push again) writes nothing, the dashboard included. (Once first:
+    # the dashboard catches up with the gate's and the tiers' check runs, which moved after the last run.)
+    head = rig.sim.git(UPSTREAM, "rev-parse", "main").strip()
+    payload = rig.sim.push_payload(UPSTREAM, "refs/heads/main", head, head)
+    await rig.sim.deliver(f"{rig.bot_url}/webhook", "push", payload, secret=SECRET)
+    await rig.settle()
+    since, body = len(rig.sim.requests), the_dashboard(rig).body
+    await rig.sim.deliver(f"{rig.bot_url}/webhook", "push", payload, secret=SECRET)
+    await rig.settle()
+    assert ("GET", f"/repos/{FORK}/issues", 200) in [
+        (m, p.split("?")[0], s) for m, p, s in rig.sim.requests[since:]
+    ]
+    assert writes_to_the_fork(rig.sim.requests[since:]) == []
+    assert the_dashboard(rig).body == body
+
+
+async def test_a_dashboard_a_person_closed_is_reopened_not_duplicated(rig: Rig) -> None:  # noqa: F811
+    await upstream_commits(rig, ("docs: first", {"docs/guide.md": "guide 1\n"}))
+    await start(rig)
+    number = the_dashboard(rig).number
+    rig.sim.close_issue(FORK, number, user="dev")
+    await upstream_commits(rig, ("docs: second", {"docs/more.md": "more\n"}))
+    await rig.settle()
+    assert the_dashboard(rig).number == number
+    assert "| Pending upstream commits | 2 |" in (the_dashboard(rig).body or "")
+
+
+async def backlog_scenario(served: Rig) -> tuple[str, str, str]:
+    """Upstream: a risky commit, a docs commit, a deferred docs commit. The docs bundle merges, so the tip
+    passes the risky one (backlog, in its chain); the deferred one waits in the backlog too."""
+    risky, low, deferred = await upstream_commits(
+        served,
+        ("[Pipeliner] overlap loads", {CORE_PASS: "void pipeline() {\n  step();\n  overlap();\n}\n"}),
+        ("docs: clarify", {"docs/guide.md": "guide, clarified\n"}),
+        ("docs: later", {"docs/later.md": "later\n"}),
+    )
+    served.store.set_disposition(
+        FORK, deferred, Disposition.DEFERRED, reason="after the release", approver="dev", at=served.sim.now()
+    )  # as `sluice defer` records it
+    installation = await start(served)
+    bundle = next(p for p in served.pulls() if "bundle" in p.head_ref)
+    token = served.sim.installation_token(installation)
+    async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
+        url = f"{served.sim_url}/repos/{FORK}/pulls/{bundle.number}/merge"
+        async with session.put(url, json={"merge_method": "merge"}) as resp:
+            assert resp.status == 200, await resp.text()
+    await served.settle()
+    assert dashboard.ticks(the_dashboard(served).body or "") == {risky: False, deferred: False}
+    assert LagHistory(served.store).history(FORK)[-1].backlog_commits == 1  # the risky commit, behind the tip
+    return risky, low, deferred
+
+
+async def test_ticking_backlog_boxes_retries_those_commits_and_unticks_them(rig: Rig) -> None:  # noqa: F811
+    risky, _, deferred = await backlog_scenario(rig)
+    rig.sim.set_permission(FORK, "dev", "maintain")
+    issue, runs = the_dashboard(rig), ingest_runs(rig)
+    rig.sim.edit_issue(FORK, issue.number, body=tick(issue.body or "", risky, deferred), user="dev")
+    await rig.settle()
+    assert ingest_runs(rig) == runs + 1  # one retry for both ticks
+    assert rig.store.dispositions(FORK)[deferred].disposition != Disposition.DEFERRED
+    assert any(deferred[:10] in (p.body or "") for p in rig.pulls())  # no longer deferred: ingested again
+    body = the_dashboard(rig).body or ""
+    assert dashboard.ticks(body) == {risky: False}  # unticked; the deferred one left the backlog
+    assert "[x]" not in body
+
+
+async def test_a_tick_by_a_read_only_user_or_a_bot_retries_nothing(rig: Rig) -> None:  # noqa: F811
+    risky, _, deferred = await backlog_scenario(rig)
+    rig.sim.set_permission(FORK, "reader", "read")
+    issue, runs = the_dashboard(rig), ingest_runs(rig)
+    since, shown = len(rig.sim.requests), issue.body or ""
+    for user in ("reader", "renovate[bot]", rig.sim.bot_login):
+        rig.sim.edit_issue(FORK, issue.number, body=shown, user="dev")  # unticked again, by a person
+        rig.sim.edit_issue(FORK, issue.number, body=tick(shown, deferred), user=user)
+        await rig.settle()
+    assert ingest_runs(rig) == runs and JobQueue(rig.store).counts()["queued"] == 0
+    assert rig.store.dispositions(FORK)[deferred].disposition == Disposition.DEFERRED
+    asked = [p for m, p, _ in rig.sim.requests[since:] if "/permission" in p]
+    assert asked == [f"/repos/{FORK}/collaborators/reader/permission"]  # GitHub asked; the bot never was
+    assert dashboard.ticks(the_dashboard(rig).body or "")[deferred] is True  # nothing ran to untick it
+    assert risky in dashboard.ticks(the_dashboard(rig).body or "")
+
+
+async def test_a_merged_ingestion_pr_leaves_the_open_ingestions(rig: Rig) -> None:  # noqa: F811
+    await backlog_scenario(rig)  # its bundle merged
+    bundle = next(p for p in rig.pulls("all") if "bundle" in p.head_ref and p.merged)
+    body = the_dashboard(rig).body or ""
+    shown = body[body.index("## Open ingestions") : body.index("## Risky chains")]
+    assert f"| #{bundle.number} |" not in shown
+    assert all(f"| #{p.number} |" in shown for p in rig.pulls())
