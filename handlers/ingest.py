@@ -17,6 +17,7 @@ from bot.core.ingestion import (
     MAX_OPEN_UNITS,
     IngestionRecord,
     Links,
+    Unit,
     units_of,
     upstream_web_url,
 )
@@ -59,7 +60,7 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
         log.info("ingest job %d: %s is no longer a registered fork; nothing to do", job.id, request.fork)
         return
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
-    built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth)
+    built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth, upto=request.upto)
     forge = ctx.forge(fork.installation_id, fork.repo)
     observed = await observe(forge, built.desired, seen=built.seen)
     actions = reconcile(built.desired, observed)
@@ -75,7 +76,14 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     )
 
 
-def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[str, str] | None) -> Built:
+def _build(
+    ctx: Context,
+    fork: Fork,
+    auth: dict[str, str],
+    upstream_auth: dict[str, str] | None,
+    *,
+    upto: str | None = None,
+) -> Built:
     """The git and planning work (blocking: run it in a thread)."""
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     branches = mirror.fetch_branches(BRANCH_PREFIX, auth=auth)
@@ -91,7 +99,11 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
         clock=ctx.clock,
     )
     records = {r.id: r for r in ctx.registry.ingestions(fork.repo)}
-    picking = _pick(ctx, repo, plan, config=config, sync=sync, fork=fork, branches=branches, records=records)
+    opened = {i for i, r in records.items() if r.state != "closed"}
+    chosen = _units_upto(repo, units_of(plan), upto=upto, fork_head=sync.fork_head, opened=opened)
+    picking = _pick(
+        ctx, repo, chosen, config=config, sync=sync, fork=fork, branches=branches, records=records
+    )
     links, parents = _links(ctx, fork), picking.upstream_parents
     units = tuple(
         DesiredUnit.of(p, config=config, links=links, upstream_parent=parents.get(p.unit.id))
@@ -101,10 +113,27 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
     return Built(plan, Desired(fork.repo, units), seen)
 
 
+def _units_upto(
+    repo: GitRepo, units: list[Unit], *, upto: str | None, fork_head: str, opened: set[str]
+) -> list[Unit]:
+    """The units, in order, up to the first with a commit after `upto` on the upstream stream that has no
+    ingestion open yet (each unit builds on the one before, so none after it opens either; open ones stay
+    rather than being closed and opened again). The plan itself stays whole, and so does the lag."""
+    if upto is None:
+        return units
+    allowed = {c.sha for c in repo.commits(upto, "--not", fork_head, first_parent=True)}
+    kept: list[Unit] = []
+    for unit in units:
+        if unit.id not in opened and any(c.sha not in allowed for c in unit.commits):
+            break
+        kept.append(unit)
+    return kept
+
+
 def _pick(
     ctx: Context,
     repo: GitRepo,
-    plan: Plan,
+    units: list[Unit],
     *,
     config: SluiceConfig,
     sync: SyncResult,
@@ -119,7 +148,7 @@ def _pick(
     )
     picking = pick_units(
         picker,
-        units_of(plan)[:MAX_OPEN_UNITS],
+        units[:MAX_OPEN_UNITS],
         commits=commits,
         onto=sync.fork_head,
         base=fork.branch,

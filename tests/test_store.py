@@ -15,6 +15,7 @@ from sqlalchemy import Connection, create_engine, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
+import bot.db.audit
 import bot.db.jobs
 import bot.db.lag
 import bot.db.leases
@@ -51,13 +52,14 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0008_lag_points"
+HEAD_REVISION = "0009_command_audit"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (bot.db.jobs, bot.db.lag, bot.db.registry)
+TABLE_MODULES = (bot.db.audit, bot.db.jobs, bot.db.lag, bot.db.registry)
 TABLES = [
     "alembic_version",
     "chain_members",
     "chains",
+    "command_audit",
     "commit_facts",
     "deliveries",
     "dispositions",

@@ -59,6 +59,7 @@ PUSH_COMMAND = re.compile(r"^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) (\S+)$")
 OPENAPI = Path(__file__).parent.parent / "fixtures" / "openapi" / "operations.json"
 PATH_PARAM = re.compile(r"\{[^}]*\}")
 INSTALLATION_ID = web.RequestKey("installation_id", int)
+ANONYMOUS = web.RequestKey("anonymous", bool)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 HOOK_TIMEOUT_S = 10.0  # GitHub waits this long for a receiver's answer, then records "timed out"
 HOOK_REDELIVERY_WINDOW = dt.timedelta(days=3)  # GitHub redelivers only deliveries of the past 3 days
@@ -800,6 +801,9 @@ class GitHubSim:
     def _authenticate(self, request: web.Request) -> str:
         """Check credentials; returns the rate-limit identity. The repo check happens in `_repo()`."""
         scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+        if not request.headers.get("Authorization") and self._public_read(request):
+            request[ANONYMOUS] = True  # GitHub shows anyone a public repository (`_repo` checks it is public)
+            return "anonymous"
         if not credential:
             raise SimError(401, "Requires authentication")
         if self._wants_jwt(request):
@@ -843,9 +847,22 @@ class GitHubSim:
         if claims["exp"] - now > 600 + 60 or claims["iat"] > now + 60:
             raise SimError(401, "'Expiration time' claim ('exp') is too far in the future")
 
+    @staticmethod
+    def _public_read(request: web.Request) -> bool:
+        """A read GitHub answers without credentials for a public repository (not its Actions artifacts)."""
+        path = request.path
+        return (
+            request.method == "GET"
+            and path.startswith("/repos/")
+            and "/actions/" not in path
+            and not GitHubSim._wants_jwt(request)
+        )
+
     def _repo(self, request: web.Request) -> Repo:
         full_name = f"{request.match_info['owner']}/{request.match_info['repo']}"
         repo = self.repos.get(full_name)
+        if request.get(ANONYMOUS) and repo is not None and not repo.private:
+            return repo  # an anonymous read of a public repository
         inst = self.installations.get(request.get(INSTALLATION_ID, -1))
         if repo is None or inst is None or full_name not in inst.repos:
             raise SimError(404, "Not Found")
