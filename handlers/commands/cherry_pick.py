@@ -91,7 +91,8 @@ async def merge_commit(ctx: Context, fork: Fork, number: int) -> str:
     except BadRequest as exc:
         if exc.status_code in (404, 410):
             raise CommandRefused(
-                f"{fork.upstream_repo} has no PR #{number}", "give a merged upstream PR"
+                f"{fork.upstream_repo} has no PR #{number} that Sluice can see",
+                "give a merged upstream PR, or the upstream commit's SHA",
             ) from None
         raise
     sha = pull.get("merge_commit_sha")
@@ -104,7 +105,12 @@ async def merge_commit(ctx: Context, fork: Fork, number: int) -> str:
 
 
 async def _upstream_api(ctx: Context, fork: Fork) -> InstallationAPI:
-    """Upstream's API as the fork may read it: the upstream installation's token, or anonymously."""
+    """Upstream's API as the fork may read it: with the upstream installation's token where the upstream
+    access rule grants it to this fork, else anonymously (a public upstream shows anyone its PRs). Without
+    an upstream installation nothing is decided by git, so a refused PR never reaches git."""
+    assert fork.upstream_repo is not None
+    if await ctx.db(ctx.registry.installation_of, fork.upstream_repo) is None:
+        return ctx.github.anonymous()
     try:
         access = await ctx.upstream_access(
             fork.repo, installation_id=fork.installation_id, upstream_url=fork.upstream_url

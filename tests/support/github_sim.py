@@ -1336,8 +1336,10 @@ class GitHubSim:
         body: str | None = None,
         user: str | None = None,
         draft: bool = False,
+        number: int | None = None,
     ) -> dict[str, Any]:
-        """Open a pull request as GitHub would (same validation as the endpoint); returns its REST shape."""
+        """Open a pull request as GitHub would (same validation as the endpoint); returns its REST shape.
+        `number` stands for a repository with a longer history (PR #1872); by default the next one."""
         repo = self.repos[full_name]
         owner, _, head_ref = head.rpartition(":")
         if owner and owner != repo.owner:
@@ -1359,7 +1361,9 @@ class GitHubSim:
             message = f"No commits between {base} and {head_ref}"
             raise validation_failed({"resource": "PullRequest", "code": "custom", "message": message})
         now = _iso(self.now())
-        number = self._new_number(full_name)
+        if number is None:
+            number = self._new_number(full_name)
+        assert number not in self.issues[full_name], f"#{number} exists"
         issue = Issue(number, self._next_id(), title, body, user or self.bot_login, now, is_pull=True)
         issue.head_ref, issue.base_ref, issue.draft = head_ref, base, draft
         self.issues[full_name][number] = issue
