@@ -327,3 +327,13 @@ async def test_a_redelivered_command_keeps_one_audit_row_and_one_reply(ctx: Cont
     await ROUTES.dispatch(as_job(payload), ctx=ctx)
     await ROUTES.dispatch(as_job(payload), ctx=ctx)
     assert len(replies(sim, number)) == 1 and len(audit(ctx)) == 1
+
+
+async def test_a_command_that_fails_underneath_is_audited_as_failed(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"})
+    sim.fail_next("GET", rf"/repos/{UPSTREAM}/pulls/1872$", 403, body={"message": "Forbidden"})
+    with pytest.raises(Exception):  # noqa: B017  # the worker records it and retries or fails the job
+        await say(ctx, number, "/cherry-pick 1872")
+    assert audit(ctx) == [("alice", "/cherry-pick 1872", "failed")]
+    assert not mirror_of(ctx).exists()

@@ -51,8 +51,9 @@ async def run(cmd: SlashCommand, *, fork: Fork, ctx: Context) -> None:
     except CommandRefused as refused:
         await _refuse(cmd, refused, usage=command.USAGE, ctx=ctx)
         return
-    except SluiceError as exc:  # GitHub or git failed underneath: the job is retried when it can be
-        await _audit(ctx, cmd, "failed", exc.message)
+    except Exception as exc:  # GitHub or git failed underneath: the job is retried when it can be
+        reason = exc.message if isinstance(exc, SluiceError) else f"internal error ({type(exc).__name__})"
+        await _audit(ctx, cmd, "failed", reason)
         raise
     forge = ctx.forge(cmd.on.installation_id, cmd.on.repo)
     await forge.react(cmd.comment_id, outcome.reaction)
