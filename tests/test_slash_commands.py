@@ -189,7 +189,9 @@ async def test_hostile_arguments_are_refused_with_the_usage_and_git_is_never_cal
 
 async def test_an_unmerged_upstream_pull_is_refused_before_any_git_call(ctx: Context) -> None:
     sim, number = a_fork(ctx)
-    await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"}, number=1900, merge=False)
+    pull = await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"}, number=1900, merge=False)
+    # As on GitHub, an open PR has a test merge commit as its `merge_commit_sha`: only `merged` counts.
+    assert pull["merged"] is False and pull["merge_commit_sha"] is not None
     before = git_traffic(sim)
     reply = await say(ctx, number, "/cherry-pick 1900")
     assert "upstream PR #1900 is not merged (open)" in reply

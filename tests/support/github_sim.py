@@ -989,15 +989,28 @@ class GitHubSim:
         return self._branch_sha(repo, issue.head_ref), self._branch_sha(repo, issue.base_ref)
 
     def _mergeable(self, repo: Repo, head: str | None, base: str | None) -> bool:
+        return self._test_merge(repo, head, base) is not None
+
+    def _test_merge(self, repo: Repo, head: str | None, base: str | None) -> str | None:
+        """The test merge commit GitHub reports as an open PR's `merge_commit_sha` (None: it conflicts).
+        It is on no branch: only `merged` says whether a PR was merged."""
         if head is None or base is None:
-            return False
-        return self._git(repo, "merge-tree", "--write-tree", base, head).returncode == 0
+            return None
+        merged = self._git(repo, "merge-tree", "--write-tree", base, head)
+        if merged.returncode != 0:
+            return None
+        tree, message = merged.stdout.split()[0], f"Merge {head} into {base}"
+        when = {"GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
+        return self._git(
+            repo, "commit-tree", tree, "-p", base, "-p", head, "-m", message, env=when
+        ).stdout.strip()
 
     def _pull_json(self, repo: Repo, issue: Issue) -> dict[str, Any]:
         head, base = self._pull_shas(repo, issue)
         out = self._issue_json(repo, issue)
         out.pop("pull_request")
-        mergeable = self._mergeable(repo, head, base) if issue.state == "open" else None
+        test_merge = self._test_merge(repo, head, base) if issue.state == "open" else None
+        mergeable = (test_merge is not None) if issue.state == "open" else None
         out.update(
             {
                 "html_url": f"{WEB}/{repo.full_name}/pull/{issue.number}",
@@ -1009,7 +1022,7 @@ class GitHubSim:
                 "merged": issue.merged,
                 "merged_at": issue.merged_at,
                 "merged_by": _user(issue.merged_by) if issue.merged_by else None,
-                "merge_commit_sha": issue.merge_commit_sha,
+                "merge_commit_sha": issue.merge_commit_sha or test_merge,
                 "mergeable": mergeable,
                 "mergeable_state": {True: "clean", False: "dirty", None: "unknown"}[mergeable],
             }
