@@ -109,6 +109,15 @@ def test_dates_are_iso_and_required_flags_required() -> None:
             parse_arguments(WAIVE, rest)
 
 
+def test_a_sha_or_ref_argument_is_a_sha_when_it_looks_like_one() -> None:
+    usage = Usage("ingest", (Positional("upstream SHA or tag", Kind.SHA_OR_REF, optional=True),))
+    assert parse_arguments(usage, "abcdef1").get("upstream SHA or tag") == ShaPrefix("abcdef1")
+    assert parse_arguments(usage, "v3.2.0").get("upstream SHA or tag") == "v3.2.0"
+    for rest in ("-v3", "v3..v4", "v3^{}", "v3:x", "\u0661\u0668"):
+        with pytest.raises(CommandRefused):
+            parse_arguments(usage, rest)
+
+
 def test_ref_arguments_refuse_what_git_could_take_for_an_option() -> None:
     usage = Usage("ingest", (Positional("ref", Kind.REF, optional=True),))
     assert parse_arguments(usage, "release/3.2").get("ref") == "release/3.2"

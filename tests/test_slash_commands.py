@@ -168,7 +168,8 @@ async def test_anyone_may_ask_for_status_and_help(ctx: Context) -> None:
         ("/cherry-pick 1872 --force", "is not an option"),
         ("/defer HEAD~1", "is not an upstream SHA"),
         ("/defer --exec=id", "is not an option"),
-        ("/ingest main..evil", "is not an upstream SHA"),
+        ("/ingest main..evil", "is not a ref"),
+        ("/ingest --upload-pack=touch", "is not an option"),
         ("/skip 1234567", "--reason is required"),
     ],
 )
@@ -284,10 +285,14 @@ async def test_ingest_queues_a_run_up_to_an_upstream_commit(ctx: Context) -> Non
     reply = await say(ctx, number, "/ingest")
     assert "is queued" in reply and reactions(sim, number) == ["eyes"]
     assert queued(ctx) == [("ingest", FORK)]
-    await say(ctx, number, f"/ingest {first[:10]}")
-    claimed = ctx.queue.claim("t", lease=dt.timedelta(minutes=1), now=dt.datetime.now(dt.UTC))
-    assert claimed is not None and claimed.payload["upto"] == first
-    await dispatch(ctx, "ingest", claimed.payload)
+    sim.git(UPSTREAM, "tag", "--annotate", "v3.2.0", "--message", "release 3.2.0", first)
+    for named in (first[:10], "v3.2.0"):
+        await say(ctx, number, f"/ingest {named}")
+        claimed = ctx.queue.claim("t", lease=dt.timedelta(minutes=1), now=dt.datetime.now(dt.UTC))
+        assert claimed is not None and claimed.payload["upto"] == first
+        ctx.queue.complete(claimed.id, "t", now=dt.datetime.now(dt.UTC))
+    assert "upstream has no tag or branch `v9`" in await say(ctx, number, "/ingest v9")
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "/ingest v3.2.0", "upto": first})
     (pull,) = [p for p in sim.pulls[FORK] if p["state"] == "open"]  # only the units up to `first`
     assert pull["title"] == f"[sluice] bundle: 1 upstream commit ({first[:7]}..{first[:7]})"
     await dispatch(ctx, "ingest", {"fork": FORK, "reason": "the next regular run"})

@@ -29,6 +29,7 @@ class CommandRefused(BadInput):
 class Kind(enum.Enum):
     PULL_OR_SHA = "upstream PR number or SHA"
     SHA = "SHA"
+    SHA_OR_REF = "upstream SHA or tag"
     REF = "upstream ref"
     TEXT = "text"
     DATE = "YYYY-MM-DD"
@@ -166,7 +167,9 @@ def _value(kind: Kind, word: str, *, what: str) -> Value:
         return text
     if kind is Kind.DATE:
         return _date(word, what=what)
-    if kind is Kind.REF:
+    if kind is Kind.SHA_OR_REF and SHA_PREFIX.fullmatch(word):
+        return ShaPrefix(word.lower())
+    if kind in (Kind.REF, Kind.SHA_OR_REF):
         problem = None if word.isascii() and not word.startswith("-") else "it is not a plain ASCII name"
         problem = problem or ref_problem(word)
         if problem is not None:

@@ -1,4 +1,4 @@
-"""`/ingest [upstream ref]`: plan the fork and bring its ingestion PRs up to date now, up to the ref."""
+"""`/ingest [upstream SHA or tag]`: plan the fork and bring its ingestion PRs up to date now, up to it."""
 
 from __future__ import annotations
 
@@ -13,24 +13,25 @@ from handlers.commands.upstream_commit import synced
 
 NAME = "ingest"
 WHO = Permission.WRITE
-USAGE = Usage(NAME, (Positional("upstream SHA", Kind.SHA, optional=True),))
+USAGE = Usage(NAME, (Positional("upstream SHA or tag", Kind.SHA_OR_REF, optional=True),))
 HELP = f"`{USAGE.line}` — plan and ingest now, up to that upstream commit"
 
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
-    prefix = call.args.get("upstream SHA")
+    target = call.args.get("upstream SHA or tag")
     upto = None
-    if isinstance(prefix, ShaPrefix):
+    if target is not None:
         fork = await synced(ctx, call.fork)
-        upto = await asyncio.to_thread(fork.stream_commit, prefix.text)
+        if isinstance(target, ShaPrefix):
+            upto = await asyncio.to_thread(fork.stream_commit, target.text)
+        else:
+            upto = await asyncio.to_thread(fork.upstream_ref, str(target))
     where = f" up to upstream `{upto[:10]}`" if upto else ""
     queued = await requests.ingest(ctx, call.fork.repo, reason=f"/ingest by @{call.actor}", upto=upto)
     if not queued:
         done = f"an ingestion run of {call.fork.repo} is already queued; it answers this /ingest"
-        return Outcome(
-            done, reply=f"{done.capitalize()} (it plans the whole upstream branch).\n", reaction=QUEUED
-        )
+        reply = f"{done.capitalize()} (it plans the whole upstream branch).\n"
+        return Outcome(done, reply=reply, reaction=QUEUED)
     done = f"an ingestion run of {call.fork.repo}{where} is queued"
-    return Outcome(
-        done, reply=f"{done.capitalize()} by @{call.actor}; the ingestion PRs follow.\n", reaction=QUEUED
-    )
+    reply = f"{done.capitalize()} by @{call.actor}; the ingestion PRs follow.\n"
+    return Outcome(done, reply=reply, reaction=QUEUED)

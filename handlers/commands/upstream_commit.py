@@ -15,7 +15,7 @@ from bot.core.config import SluiceConfig
 from bot.core.permissions import Ownership, ownership
 from bot.db.registry import Fork
 from bot.flows.engine import Snapshot, take_snapshot
-from bot.git.mirror import SyncResult
+from bot.git.mirror import Mirror, SyncResult
 from bot.git.repo import GitRepo
 from handlers import ingest, upstream
 
@@ -27,6 +27,20 @@ class Synced:
     repo: GitRepo
     sync: SyncResult
     config: SluiceConfig
+    mirror: Mirror
+    upstream_auth: dict[str, str] | None
+
+    def upstream_ref(self, name: str) -> str:
+        """The upstream commit a tag or upstream's own branch names (blocking; the name is a valid ref)."""
+        if name in (self.sync.upstream_ref.removeprefix("upstream/"), self.sync.upstream_ref):
+            return self.sync.upstream_head
+        sha = self.mirror.upstream_tag(name, auth=self.upstream_auth)
+        if sha is None:
+            raise CommandRefused(
+                f"upstream has no tag or branch `{name}` Sluice tracks",
+                f"name a tag of upstream, its branch `{self.sync.upstream_ref}`, or an upstream SHA",
+            )
+        return self.stream_commit(sha, shown=name)
 
     def stream_commit(self, prefix: str, *, shown: str | None = None) -> str:
         """The full SHA of the one commit on upstream's first-parent stream starting with `prefix`."""
@@ -69,7 +83,7 @@ async def synced(ctx: Context, fork: Fork) -> Synced:
     mirror, sync = await asyncio.to_thread(ctx.sync_fork, fork, auth=auth, upstream_auth=upstream_auth)
     repo = GitRepo(mirror.path)
     config = await asyncio.to_thread(ingest.fork_config, ctx, repo, sync, fork)
-    return Synced(repo, sync, config)
+    return Synced(repo, sync, config, mirror, upstream_auth)
 
 
 def pending_commit(synced: Synced, sha: str) -> Snapshot:
