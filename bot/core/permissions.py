@@ -35,7 +35,7 @@ class Permission(enum.Enum):
     def described(self) -> str:
         return {
             Permission.ANYONE: "anyone",
-            Permission.CODE_OWNER: "a code owner of the files it is about",
+            Permission.CODE_OWNER: "a code owner of the files it is about, with write access",
         }.get(self, f"{self.value} access to the repository")
 
 
