@@ -1,4 +1,5 @@
-"""The ports: what the core's callers need of git, the plan store, GitHub and the clock.
+"""The ports: what the core's callers need of git, the plan store, the job queue, the registry, GitHub and
+the clock.
 
 Each `Protocol` is as narrow as its users; the adapters (`bot.git`, `bot.db`, `bot.github`, `bot.app`) satisfy
 them structurally, and mypy checks that wherever an adapter is passed for a port.
@@ -8,9 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, Self
 
-from bot.core.models import Disposition, Plan
+from bot.core.audit import AuditRecord
+from bot.core.gate import Approval, Hold, Pause, Waiver
+from bot.core.ingestion import IngestionRecord
+from bot.core.lag import LagPoint
+from bot.core.models import CommitInfo, Disposition, FileChange, Plan
 
 # The one time type: an injected clock returning an aware UTC datetime (tests freeze it). Durations measured
 # with `time.monotonic()` (deadlines, timeouts) are not times of day and stay as they are.
@@ -21,6 +29,119 @@ class FileReader(Protocol):
     """Reading one file as a commit has it (a risk model kept in fork trunk's tree)."""
 
     def read_file(self, rev: str, path: str) -> bytes | None: ...
+
+
+class HistoryReader(FileReader, Protocol):
+    """Reading a repository's history beyond one file: refs, commit walks, diffs, patch-ids, blobs, and the
+    read-only `git` commands (`rev-list`, `log`, `merge-base`, `cat-file`) the flows run themselves."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def unreadable(self) -> dict[str, str]:
+        """Commits whose diff needs an object the repository lacks: SHA -> what git could not read (readers
+        add to it)."""
+        ...
+
+    def run(self, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> str: ...
+
+    def resolve(self, ref: str, *, default_for: str | None = None) -> str: ...
+
+    def first_parent_times(self, head: str) -> list[tuple[str, int]]: ...
+
+    def commits(
+        self, *revs: str, first_parent: bool = False, no_merges: bool = False
+    ) -> list[CommitInfo]: ...
+
+    def range_patches(self, *revs: str, no_merges: bool = False) -> dict[str, tuple[FileChange, ...]]: ...
+
+    def patch_ids(self, *revs: str, stdin_shas: Sequence[str] = ()) -> dict[str, str]: ...
+
+    def log_each(self, options: Sequence[str], shas: Sequence[str], *, mark: bytes) -> bytes: ...
+
+    def patches_of(
+        self, shas: Sequence[str], *, paths: Sequence[str] = ()
+    ) -> dict[str, tuple[FileChange, ...]]: ...
+
+    def changed_files(self, shas: Sequence[str]) -> dict[str, tuple[FileChange, ...]]: ...
+
+    def missing_objects(self, shas: Iterable[str]) -> set[str]: ...
+
+    def blobs(self, shas: Iterable[str]) -> dict[str, bytes]: ...
+
+    def tree_of(self, commit: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One side of a conflicted path in a merge's index: its mode and blob."""
+
+    mode: str
+    oid: str
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """`git merge-tree --write-tree`: the tree (conflict markers where it conflicted) and index stages."""
+
+    tree: str
+    stages: dict[
+        str, dict[int, Stage]
+    ]  # conflicted path -> {1: base, 2: ours, 3: theirs}; a missing stage = absent
+
+    @property
+    def clean(self) -> bool:
+        return not self.stages
+
+
+class CommitWriter(Protocol):
+    """The plumbing a pick merges and writes with, never touching a work tree or HEAD: `merge-tree`,
+    `merge-file`, blobs and trees, commits, a branch moved by compare-and-swap, and the two reads a conflict's
+    evidence needs (`blame`, `grep`) at the revisions being merged."""
+
+    def merge(self, ours: str, theirs: str) -> MergeResult: ...
+
+    def merge_file(self, base: bytes, ours: bytes, theirs: bytes, *, workdir: Path) -> tuple[str, int]: ...
+
+    def write_blob(self, data: bytes) -> str: ...
+
+    def replace_in_tree(self, tree: str, entries: dict[str, Stage], *, workdir: Path) -> str: ...
+
+    def commit(
+        self, tree: str, parents: Sequence[str], message: str, *, author: CommitInfo, at: int
+    ) -> str: ...
+
+    def update_branch(self, branch: str, new: str, *, old: str | None) -> None: ...
+
+    def blame(self, rev: str, path: str, start: int, end: int) -> list[str]: ...
+
+    def grep_word(self, rev: str, word: str, *, limit: int = 20) -> list[tuple[str, int, str]]: ...
+
+
+class Repository(HistoryReader, Protocol):
+    """A repository picks are probed and made in: a quarantined view takes the probes' objects, the ones a
+    kept result needs are adopted, and its `plumbing` merges and writes."""
+
+    def quarantined(self) -> AbstractContextManager[Self]: ...
+
+    def adopt(self, view: Self, head: str, *, have: Sequence[str]) -> int: ...
+
+    def plumbing(self) -> CommitWriter: ...
+
+    def write_object(self, kind: bytes, data: bytes) -> str: ...
+
+    def write_commit(
+        self,
+        tree: str,
+        parents: Sequence[str],
+        message: str,
+        *,
+        timestamp: int,
+        author: str = ...,
+        author_time: int | None = None,
+        author_tz: str = ...,
+    ) -> str: ...
 
 
 class PlanRecorder(Protocol):
@@ -73,3 +194,185 @@ class Forge(Protocol):
     async def edit_issue(self, number: int, *, title: str, body: str) -> None: ...
 
     async def close_issue(self, number: int, *, comment: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Job:
+    """A claimed job as its handler gets it."""
+
+    id: int
+    kind: str
+    key: str | None  # jobs sharing a key (a fork) never run at the same time
+    payload: dict[str, Any]
+    attempts: int  # including the one this claim starts
+    delivery_id: str | None
+
+
+class JobRequests(Protocol):
+    """What handlers ask of the durable job queue: an internal job enqueued once per key
+    (`handlers.requests`), and which webhook deliveries it holds already (the resync)."""
+
+    def enqueue_once(
+        self, kind: str, payload: dict[str, Any], *, key: str, now: dt.datetime
+    ) -> int | None: ...
+
+    def recorded(self, delivery_ids: set[str]) -> set[str]: ...
+
+
+class LagRecorder(Protocol):
+    """Where an ingestion run leaves its point of the fork's lag history (`bot.db.lag.LagHistory`)."""
+
+    def record(self, point: LagPoint) -> None: ...
+
+
+class LagReader(Protocol):
+    """The fork's lag history read back (`/status`): its newest `limit` points, oldest first."""
+
+    def history(self, fork: str, *, limit: int = ...) -> list[LagPoint]: ...
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    """One slash command: who ran it where, and what became of it (`accepted`, `refused` or `failed`)."""
+
+    comment_id: int
+    repo: str
+    number: int
+    actor: str
+    command: str
+    line: str
+    outcome: str
+    reason: str
+    at: dt.datetime
+
+
+class CommandLog(Protocol):
+    """The audit log of slash commands, one record per comment (`bot.db.audit.CommandAudit`)."""
+
+    def record(self, entry: CommandRecord) -> None: ...
+
+    def entries(self, repo: str) -> list[CommandRecord]: ...
+
+
+@dataclass(frozen=True)
+class Fork:
+    """A repository Sluice keeps in sync: its trunk, and the upstream branch it follows."""
+
+    repo: str
+    installation_id: int
+    branch: str
+    upstream_url: str
+    upstream_branch: str
+    upstream_repo: str | None
+    upstream_seen: str | None
+
+
+class ForkRegistry(Protocol):
+    """What handlers (and the upstream access rule) read and write of the installations, the forks among their
+    repositories, and each fork's ingestion PRs."""
+
+    def record_installation(
+        self, installation_id: int, account: str, repos: list[str], *, at: dt.datetime
+    ) -> None: ...
+
+    def add_repos(self, installation_id: int, repos: list[str]) -> None: ...
+
+    def remove_repos(self, installation_id: int, repos: list[str]) -> None: ...
+
+    def forget_installation(self, installation_id: int) -> None: ...
+
+    def installation_of(self, repo: str) -> int | None: ...
+
+    def register_fork(self, fork: Fork, *, at: dt.datetime) -> None: ...
+
+    def unregister_fork(self, repo: str) -> None: ...
+
+    def fork(self, repo: str) -> Fork | None: ...
+
+    def forks_tracking(self, upstream_repo: str, branch: str) -> list[Fork]: ...
+
+    def all_forks(self) -> list[Fork]: ...
+
+    def mark_upstream_seen(self, repo: str, *, old: str | None, new: str) -> bool: ...
+
+    def save_ingestion(self, record: IngestionRecord, *, at: dt.datetime) -> None: ...
+
+    def ingestions(self, fork: str, *, state: str | None = None) -> list[IngestionRecord]: ...
+
+
+class GateRecords(Protocol):
+    """What the gate, the merge and the commands remember per ingestion PR (waivers, approvals, holds, the
+    audit record) and per fork (the pause, the safety throttle's run of failures): bot.db.gates.GateStore."""
+
+    def add_waiver(self, fork: str, pr_number: int, waiver: Waiver, *, at: dt.datetime) -> None: ...
+
+    def waivers(self, fork: str, pr_number: int) -> list[Waiver]: ...
+
+    def record_approval(
+        self, fork: str, pr_number: int, *, login: str, head_sha: str, at: dt.datetime
+    ) -> None: ...
+
+    def approvals(self, fork: str, pr_number: int) -> list[Approval]: ...
+
+    def set_hold(self, fork: str, pr_number: int, *, by: str, reason: str, at: dt.datetime) -> None: ...
+
+    def clear_hold(self, fork: str, pr_number: int) -> bool: ...
+
+    def hold(self, fork: str, pr_number: int) -> Hold | None: ...
+
+    def pause(self, fork: str, *, by: str, reason: str, at: dt.datetime) -> None: ...
+
+    def resume(self, fork: str) -> None: ...
+
+    def paused(self, fork: str) -> Pause | None: ...
+
+    def record_failure(
+        self, fork: str, pr_number: int, *, head_sha: str, tier: str, at: dt.datetime
+    ) -> int: ...
+
+    def record_success(self, fork: str) -> None: ...
+
+    def save_audit(self, record: AuditRecord, *, at: dt.datetime) -> None: ...
+
+    def audit(self, fork: str, pr_number: int) -> AuditRecord | None: ...
+
+
+class GateForge(Protocol):
+    """What the gate and the merge need of GitHub for one fork: the PR, its reviews, CODEOWNERS, team
+    membership, its check runs, the pinned merge, the rollback tag, and a comment."""
+
+    repo: str
+
+    async def get_pull(self, number: int) -> dict[str, Any]: ...
+
+    async def pull_reviews(self, number: int) -> list[dict[str, Any]]: ...
+
+    async def pull_commits(self, number: int) -> list[dict[str, Any]]: ...
+
+    async def read_text(self, path: str, *, ref: str) -> str | None: ...
+
+    async def in_team(self, team: str, login: str) -> bool: ...
+
+    async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]: ...
+
+    async def set_check_run(
+        self,
+        sha: str,
+        name: str,
+        *,
+        run_id: int | None,
+        status: str,
+        conclusion: str | None,
+        title: str,
+        summary: str,
+    ) -> None: ...
+
+    async def merge_pull(self, number: int, *, sha: str, method: str, title: str) -> str: ...
+
+    async def get_commit(self, sha: str) -> dict[str, Any]: ...
+
+    async def first_parent(self, sha: str) -> str: ...
+
+    async def create_tag(self, name: str, sha: str) -> bool: ...
+
+    async def post_comment(self, number: int, body: str) -> int: ...

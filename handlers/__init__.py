@@ -6,12 +6,25 @@ from gidgethub.routing import Router
 
 from bot.app.routing import Routes
 from bot.core import webhooks
-from handlers import ingest, installation, issue_comment, pull_request, push, recorded, register, requests
+from handlers import (
+    check_run,
+    ingest,
+    installation,
+    issue_comment,
+    pull_request,
+    pull_request_review,
+    push,
+    recorded,
+    register,
+    requests,
+)
 
 ROUTES = Routes(
     Router(
         push.router,
         pull_request.router,
+        pull_request_review.router,
+        check_run.router,
         installation.router,
         issue_comment.router,
         recorded.router,

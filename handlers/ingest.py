@@ -11,6 +11,7 @@ from gidgethub.routing import Router
 
 from bot.app.context import Context
 from bot.app.worker import Rejected
+from bot.core import audit
 from bot.core.config import ConfigError, SluiceConfig
 from bot.core.ingestion import (
     BRANCH_PREFIX,
@@ -24,15 +25,12 @@ from bot.core.ingestion import (
 from bot.core.lag import lag_point
 from bot.core.models import Plan
 from bot.core.reconcile import Desired, DesiredUnit, ObservedState, PushBranch, reconcile
-from bot.db.jobs import Job
-from bot.db.lag import LagHistory
-from bot.db.registry import Fork
 from bot.flows.engine import CONFIG_PATH, load_repo_config
 from bot.flows.ingest import Picking, Push, Record, apply, observe, pick_units
 from bot.flows.pick import Picker
 from bot.flows.planning import build_plan
 from bot.git.mirror import BranchUpdate, SyncResult
-from bot.git.repo import GitRepo
+from bot.ports import FileReader, Fork, Job, Repository
 from handlers import upstream
 from handlers.requests import IngestRequest
 
@@ -51,6 +49,7 @@ class Built:
     plan: Plan
     desired: Desired
     seen: ObservedState
+    picking: Picking
 
 
 @router.register(KIND)
@@ -59,6 +58,10 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     if fork is None:
         log.info("ingest job %d: %s is no longer a registered fork; nothing to do", job.id, request.fork)
         return
+    paused = await ctx.db(ctx.gates.paused, fork.repo)
+    if paused is not None:
+        log.warning("%s: automatic ingestion is paused (%s); `/resume` lifts it", fork.repo, paused.reason)
+        return
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
     built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth, upto=request.upto)
     forge = ctx.forge(fork.installation_id, fork.repo)
@@ -66,6 +69,7 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     actions = reconcile(built.desired, observed)
     await apply(actions, forge=forge, push=_pusher(ctx, fork), record=_recorder(ctx))
     await ctx.db(_record_lag, ctx, fork.repo, built.plan)
+    await ctx.db(_save_audits, ctx, fork.repo, built.picking)
     log.info(
         "ingested %s: %d units, %d pushed, %d actions, %d pending upstream commits",
         fork.repo,
@@ -87,7 +91,7 @@ def _build(
     """The git and planning work (blocking: run it in a thread)."""
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     branches = mirror.fetch_branches(BRANCH_PREFIX, auth=auth)
-    repo = GitRepo(mirror.path)
+    repo = ctx.repository(mirror)
     config = fork_config(ctx, repo, sync, fork)
     plan = build_plan(
         repo,
@@ -110,11 +114,24 @@ def _build(
         for p in picking.units
     )
     seen = ObservedState(branches=branches, pushed_by_people=picking.pushed_by_people, records=records)
-    return Built(plan, Desired(fork.repo, units), seen)
+    return Built(plan, Desired(fork.repo, units), seen, picking)
+
+
+def _save_audits(ctx: Context, repo: str, picking: Picking) -> None:
+    """Open (or refresh) the audit record of every unit that has a PR: its commits' outcomes and conflicts."""
+    gates = ctx.gates
+    records = {r.id: r for r in ctx.registry.ingestions(repo, state="open")}
+    for picked in picking.units:
+        record = records.get(picked.unit.id)
+        if record is None or record.pr_number is None or picked.head is None:
+            continue
+        base = picking.upstream_parents.get(picked.unit.id)
+        opened = audit.opened(picked, fork=repo, pr_number=record.pr_number, upstream_base=base)
+        gates.save_audit(opened, at=ctx.clock())
 
 
 def _units_upto(
-    repo: GitRepo, units: list[Unit], *, upto: str | None, fork_head: str, opened: set[str]
+    repo: Repository, units: list[Unit], *, upto: str | None, fork_head: str, opened: set[str]
 ) -> list[Unit]:
     """The units, in order, up to the first with a commit after `upto` on the upstream stream that has no
     ingestion open yet (each unit builds on the one before, so none after it opens either; open ones stay
@@ -132,7 +149,7 @@ def _units_upto(
 
 def _pick(
     ctx: Context,
-    repo: GitRepo,
+    repo: Repository,
     units: list[Unit],
     *,
     config: SluiceConfig,
@@ -165,7 +182,7 @@ def _record_lag(ctx: Context, repo: str, plan: Plan) -> None:
     """One point of the fork's lag history per ingestion run, for `/metrics` and the status page."""
     open_now = sum(len(ctx.registry.ingestions(repo, state=state)) for state in ("open", "blocked"))
     point = lag_point(repo, plan.status, open_ingestions=open_now, at=ctx.clock())
-    LagHistory(ctx.store).record(point)
+    ctx.lag_history.record(point)
 
 
 def _links(ctx: Context, fork: Fork) -> Links:
@@ -191,7 +208,7 @@ def _recorder(ctx: Context) -> Record:
     return record
 
 
-def fork_config(ctx: Context, repo: GitRepo, sync: SyncResult, fork: Fork) -> SluiceConfig:
+def fork_config(ctx: Context, repo: FileReader, sync: SyncResult, fork: Fork) -> SluiceConfig:
     """The fork's `.github/sluice.yml` at trunk; a broken one rejects the job with its problems."""
     try:
         trusted = ctx.trusted_url_prefixes

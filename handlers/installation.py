@@ -14,8 +14,8 @@ from gidgethub.routing import Router
 
 from bot.app.context import Context
 from bot.core.webhooks import InstallationEvent, InstallationRepositoriesEvent
-from bot.db.jobs import Job
 from bot.github.installations import GitHubInstallation, on_github, repos_on_github
+from bot.ports import Job
 from handlers import requests
 
 router = Router()

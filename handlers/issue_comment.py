@@ -9,7 +9,7 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.core.commands import Conversation, parse
 from bot.core.webhooks import IssueCommentEvent
-from bot.db.jobs import Job
+from bot.ports import Job
 from handlers import commands
 
 router = Router()

@@ -10,12 +10,10 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.webhooks import PullRequestEvent
-from bot.db.jobs import Job
-from bot.db.registry import Fork
 from bot.flows import patch_stack
 from bot.flows.engine import take_snapshot
-from bot.git.repo import GitRepo
-from handlers import ingest, upstream
+from bot.ports import Fork, Job
+from handlers import gatekeeping, ingest, upstream
 
 router = Router()
 log = logging.getLogger("sluice.pull_request")
@@ -37,12 +35,26 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
     await forge.upsert_comment(pull.number, marker=patch_stack.PATCH_STACK_MARKER, body=body)
 
 
+@router.register("pull_request", action="synchronize")
+async def on_ingestion_push(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
+    """A new head on an ingestion PR: approvals of the old head stop counting, so its gate is judged anew."""
+    if event.pull_request.head.ref.startswith(BRANCH_PREFIX):
+        await gatekeeping.reevaluate(ctx, event.repository.full_name, event.pull_request.number)
+
+
+@router.register("pull_request", action="closed")
+async def on_ingestion_merged(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
+    """An ingestion PR merged by a person: its rollback tag and its closed audit record."""
+    if event.pull_request.merged and event.pull_request.head.ref.startswith(BRANCH_PREFIX):
+        await gatekeeping.merged(ctx, event.repository.full_name, event.pull_request.number)
+
+
 def _comment(
     ctx: Context, fork: Fork, number: int, auth: dict[str, str], upstream_auth: dict[str, str] | None
 ) -> str:
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     head = mirror.fetch_ref(f"refs/pull/{number}/head", auth=auth)
-    repo = GitRepo(mirror.path)
+    repo = ctx.repository(mirror)
     config = ingest.fork_config(ctx, repo, sync, fork)
     snapshot = take_snapshot(repo, fork_ref=sync.fork_ref, upstream_ref=sync.upstream_ref, config=config)
     report = patch_stack.measure(

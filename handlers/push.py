@@ -13,9 +13,9 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.webhooks import PushEvent
-from bot.db.jobs import Job
 from bot.flows.engine import CONFIG_PATH
 from bot.github.installations import holds
+from bot.ports import Job
 from handlers import requests
 
 router = Router()

@@ -7,9 +7,9 @@ import logging
 from gidgethub.routing import Router
 
 from bot.app.context import Context
-from bot.db.jobs import Job
+from bot.ports import Job
 
-RECORDED = ("issue_comment", "pull_request_review", "check_run", "check_suite", "workflow_run")
+RECORDED = ("issue_comment", "check_suite", "workflow_run")
 router = Router()
 log = logging.getLogger("sluice.recorded")
 

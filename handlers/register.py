@@ -13,12 +13,10 @@ from bot.core.config import ConfigError, SluiceConfig, parse_config
 from bot.core.errors import redact
 from bot.core.ingestion import owner_repo
 from bot.core.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
-from bot.db.jobs import Job
-from bot.db.registry import Fork
 from bot.flows.engine import CONFIG_PATH
 from bot.git.mirror import validate_url
-from bot.git.repo import GitRepo
 from bot.github.forge import ForkGitHub
+from bot.ports import Fork, Job
 from handlers import requests, upstream
 from handlers.requests import RegisterRequest
 
@@ -38,7 +36,7 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
     auth = await ctx.git_auth(installation_id)
     mirror = ctx.mirror(repo)
     head = await asyncio.to_thread(mirror.fetch_branch, ctx.clone_url(repo), default_branch, auth=auth)
-    text = await asyncio.to_thread(GitRepo(mirror.path).read_file, head, CONFIG_PATH)
+    text = await asyncio.to_thread(ctx.repository(mirror).read_file, head, CONFIG_PATH)
     if text is None:
         log.info("%s has no %s on %s: not a fork Sluice keeps in sync", repo, CONFIG_PATH, default_branch)
         await ctx.db(ctx.registry.unregister_fork, repo)

@@ -40,7 +40,7 @@ async def ingest(ctx: Context, fork: str, *, reason: str, upto: str | None = Non
     """Ask for an ingestion run of `fork`; a burst of requests coalesces into one queued job (so a
     request made while one is queued is answered by that one: False)."""
     payload = IngestRequest(fork=fork, reason=reason, upto=upto).model_dump(mode="json")
-    if await ctx.db(ctx.queue.enqueue_once, INGEST, payload, key=fork, now=ctx.clock()) is None:
+    if await ctx.db(ctx.job_requests.enqueue_once, INGEST, payload, key=fork, now=ctx.clock()) is None:
         return False
     log.info("ingestion of %s requested: %s", fork, reason)
     return True
@@ -49,4 +49,4 @@ async def ingest(ctx: Context, fork: str, *, reason: str, upto: str | None = Non
 async def register(ctx: Context, repo: str, *, installation_id: int) -> None:
     """Ask for `repo` to be (re-)registered from its config; requests for one repo coalesce too."""
     payload = RegisterRequest(repo=repo, installation_id=installation_id).model_dump(mode="json")
-    await ctx.db(ctx.queue.enqueue_once, REGISTER, payload, key=repo, now=ctx.clock())
+    await ctx.db(ctx.job_requests.enqueue_once, REGISTER, payload, key=repo, now=ctx.clock())

@@ -69,7 +69,7 @@ async def sweep_once(ctx: Context, metrics: ReconcileMetrics) -> SweepPlan:
     """Ask GitHub to redeliver, once each, the events it failed to deliver and Sluice never recorded."""
     api = ctx.github.app_api()
     attempts = await recent_attempts(api, ctx)
-    recorded = await ctx.db(ctx.queue.recorded, undelivered(attempts))
+    recorded = await ctx.db(ctx.job_requests.recorded, undelivered(attempts))
     plan = plan_redeliveries(attempts, recorded=recorded, now=ctx.clock())
     for redelivery in plan.redeliver:
         await _ask(api, redelivery, metrics)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.upstream_access import UpstreamRefused
-from bot.db.registry import Fork
+from bot.ports import Fork
 
 CONFIG_CHECK = "sluice/config"
 REFUSED_TITLE = "Sluice may not read the upstream"

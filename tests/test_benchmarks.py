@@ -103,3 +103,32 @@ def test_webhook_bench_prints_the_floor_and_both_backends_with_workers(
         )
         assert line, proc.stdout
         assert int(line.group(1)) > 0  # the workers were running and took jobs off the queue
+
+
+def test_simulate_bench_skips_without_a_repository() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "simulate_bench.py")], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and "skipped: no repository given" in proc.stdout
+
+
+def test_simulate_bench_prints_baselines_and_sluice_on_a_merge_style_fork(tmp_path: Path) -> None:
+    from tests.test_calibrate import merge_history
+
+    s, _ = merge_history(tmp_path)
+    options = ["--upstream", "upstream/main", "--until", "2026-03-01", "--cache", str(tmp_path / "c.jsonl")]
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "simulate_bench.py"), str(s.path), *options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # real_risk's labels in the merge PR: the revert of a2, a3 by SHA, a4 by upstream PR number
+    assert "windows: 2, upstream commits: 9, culprits: 3" in proc.stdout, proc.stdout
+    assert re.search(r"per-commit testing: 1\.000 runs/commit \(anchor 1\.0\), 9 runs", proc.stdout)
+    assert re.search(r"fixed batches of 20, prefix bisection: [\d.]+ runs/commit .*found 3/3", proc.stdout)
+    assert re.search(r"information bound, batches of 20: [\d.]+ runs/commit", proc.stdout)
+    assert re.search(r"^sluice: [\d.]+ runs/commit.*found 3/3", proc.stdout, re.M)
+    assert "confirmation re-runs alone: 0.333 runs/commit" in proc.stdout  # 3 culprits in 9 commits
+    assert re.search(r"goal: .*: (met|missed)", proc.stdout)

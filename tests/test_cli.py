@@ -251,6 +251,8 @@ def test_demo_builds_plans_and_dry_runs_a_pick(tmp_path: Path, capsys) -> None:
     assert "Days Behind Upstream" in out and "Low-risk bundles" in out and "Risky chains" in out
     assert "\nbundle-" in out and "\nchain-" in out
     assert "$ sluice pick --dry-run --onto main" in out and "Dry run: no ref written." in out
+    (culprit,) = [line for line in err.splitlines() if line.startswith("Planted culprit: ")]
+    assert "Rename `default_blocked_layout`" in culprit and "ci/validate.sh l1" in culprit
     assert (tmp_path / "demo" / "sluice.db").exists()
     assert sorted(p.name for p in (tmp_path / "demo" / "sandbox").iterdir()) == ["fork.git", "upstream.git"]
 

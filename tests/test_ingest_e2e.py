@@ -399,3 +399,16 @@ async def test_each_ingestion_run_adds_one_lag_point_shown_on_metrics_and_the_st
     (pull,) = rig.pulls()
     assert FORK in page and f"/{FORK}/pull/{pull.number}" in page
     assert 'id="dbu-meta-triton"' in page and 'id="bc-meta-triton"' in page
+    assert points[-1].lead_time_days_median is None  # nothing picked onto trunk yet
+
+    # The bundle merges (its picks land on trunk): the next run measures their lead time.
+    token = rig.sim.installation_token(fork_installation)
+    async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
+        url = f"{rig.sim_url}/repos/{FORK}/pulls/{pull.number}/merge"
+        async with session.put(url, json={"merge_method": "merge"}) as resp:
+            assert resp.status == 200, await resp.text()
+    await upstream_commits(rig, ("docs: a third", {"docs/third.md": "third\n"}))
+    await rig.settle()
+    landed = history.history(FORK)[-1]
+    assert landed.pending_commits == 1 and landed.lead_time_days_median is not None
+    assert 0 <= landed.lead_time_days_median <= (landed.lead_time_days_p90 or 0) < 1  # picked within a day

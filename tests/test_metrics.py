@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.metrics import stream_status
-from bot.core.models import Recognised, RecognitionMethod
+from bot.core.metrics import LEAD_TIME_WINDOW, pick_lead_times, stream_status
+from bot.core.models import CommitInfo, Recognised, RecognitionMethod
 
 DAY = 86400
 T0 = 1_767_225_600
@@ -109,3 +109,51 @@ def test_oldest_missing_commit_and_its_age() -> None:
 def test_nothing_missing_means_no_oldest_missing() -> None:
     status = stream_status(STREAM, missing=set(), recognised={}, fork_head="f" * 40, patch_stack_commits=0)
     assert (status.oldest_missing, status.oldest_missing_days) == (None, None)
+
+
+def commit(sha: str, committed: int) -> CommitInfo:
+    return CommitInfo(
+        sha=sha,
+        parents=(),
+        author_name="a",
+        author_email="a@x",
+        author_time=committed,
+        committer_time=committed,
+        message="m",
+    )
+
+
+def test_lead_time_is_the_pick_landing_minus_the_upstream_commit_over_the_latest_picks() -> None:
+    upstream = [commit(sha(i), t) for i, (_, t) in enumerate(STREAM)]
+    # picks 5 and 7 landed 2 and 0.5 days after upstream; 9's fork commit is not among the fork's commits
+    fork = [
+        commit(pick(5).fork_sha or "", STREAM[5][1] + 2 * DAY),
+        commit(pick(7).fork_sha or "", STREAM[7][1] + DAY // 2),
+    ]
+    ancestry = Recognised(upstream_sha=sha(8), method=RecognitionMethod.ANCESTRY)
+    recognised = {r.upstream_sha: r for r in [pick(5), pick(7), pick(9), ancestry]}
+    leads = pick_lead_times(upstream, fork, recognised)
+    assert leads == [0.5, 2.0]  # in landing order: 7 landed at T0+2.25 d, 5 at T0+3.25 d
+    status = stream_status(
+        STREAM, missing=set(), recognised={}, fork_head="f" * 40, patch_stack_commits=0, lead_times=leads
+    )
+    assert status.lead_time_days_median == 1.25 and status.lead_time_picks == 2
+    assert status.lead_time_days_p90 is not None and 1.25 < status.lead_time_days_p90 <= 2.0
+    none = stream_status(STREAM, missing=set(), recognised={}, fork_head="f" * 40, patch_stack_commits=0)
+    assert none.lead_time_days_median is None and none.lead_time_picks == 0
+
+
+def test_lead_time_keeps_the_most_recent_picks_only() -> None:
+    times = [T0 + i * DAY for i in range(LEAD_TIME_WINDOW + 20)]
+    upstream = [commit(f"{i:040x}", t) for i, t in enumerate(times)]
+    fork = [commit(f"f{i:039x}", t + (DAY // 2 if i < 20 else 0)) for i, t in enumerate(times)]
+    recognised = {
+        f"{i:040x}": Recognised(
+            upstream_sha=f"{i:040x}", method=RecognitionMethod.TRAILER, fork_sha=f"f{i:039x}"
+        )
+        for i in range(len(times))
+    }
+    leads = pick_lead_times(upstream, fork, recognised)
+    assert len(leads) == LEAD_TIME_WINDOW and set(leads) == {
+        0.0
+    }  # the 20 that landed first (half a day each) are out

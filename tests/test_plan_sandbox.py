@@ -114,6 +114,14 @@ def test_independent_commits_are_bundled(sandbox: Sandbox, plan: dict) -> None:
     assert all(len(b["commits"]) <= 30 for b in plan["bundles"])
 
 
+def test_the_planted_culprit_is_bundled_without_a_reason(sandbox: Sandbox, plan: dict) -> None:
+    """Nothing static gives it away: only a tier run shows that it breaks the fork (test_sandbox_tiers)."""
+    (culprit,) = sandbox.manifest.culprits
+    (bundle,) = [b for b in plan["bundles"] if culprit in {c["sha"] for c in b["commits"]}]
+    assert len(bundle["commits"]) > 1  # a bisection has something to do
+    assert commits(plan)[culprit]["reasons"] == []
+
+
 def test_risky_commits_are_chained_with_their_reasons(sandbox: Sandbox, plan: dict) -> None:
     m, where, planned = sandbox.manifest, placement(plan), commits(plan)
     chained = {c["sha"] for ch in plan["chains"] for c in ch["commits"]}

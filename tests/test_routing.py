@@ -148,6 +148,10 @@ def test_every_job_kind_has_a_payload_model_and_a_callback() -> None:
             data: dict[str, Any] = {"action": "opened"}
         elif kind == "issue_comment":
             data = {"action": "created"}
+        elif kind == "pull_request_review":
+            data = {"action": "submitted"}
+        elif kind == "check_run":
+            data = {"action": "completed"}
         else:
             data = {}
         assert ROUTES.router.fetch(Event(data, event=kind, delivery_id="d")), kind

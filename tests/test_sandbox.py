@@ -24,6 +24,7 @@ from bot.demo import (
     build_sandbox,
     is_high_risk,
 )
+from bot.demo.validation import fork_files, upstream_files
 
 SMALL = SandboxSize(files=160, base_commits=30, fork_commits=24, ingested=60, pending=60, seed=1)
 
@@ -115,6 +116,7 @@ def test_upstream_is_a_linear_stream_of_squash_merged_prs(sandbox: Sandbox, stre
         + SMALL.ingested
         + len(sandbox.manifest.backlog)
         + (SMALL.pending + len(sandbox.manifest.emergency))
+        + len(sandbox.manifest.culprits)  # planted on top of the size's pending commits
     )
     assert all(len(line.split("|")[0].split()) <= 1 for line in log)  # no merges
     times = [int(line.split("|")[1]) for line in log]
@@ -130,7 +132,8 @@ def test_upstream_is_a_linear_stream_of_squash_merged_prs(sandbox: Sandbox, stre
 
 def test_upstream_tree_is_shaped_like_triton(sandbox: Sandbox) -> None:
     (root,) = git(sandbox.upstream, "rev-list", "--max-parents=0", "main").split()
-    assert len(git(sandbox.upstream, "ls-tree", "-r", "--name-only", root).split()) == SMALL.files
+    imported = git(sandbox.upstream, "ls-tree", "-r", "--name-only", root).split()
+    assert len(imported) == SMALL.files + len(upstream_files())  # and triton_kernels, which TLX builds on
     paths = git(sandbox.upstream, "ls-tree", "-r", "--name-only", "main").split()
     for pattern in (
         r"include/triton/Dialect/TritonGPU/IR/.*\.(h|td)$",
@@ -178,6 +181,7 @@ def test_generated_sources_parse(sandbox: Sandbox) -> None:
 
 def test_fork_declares_its_extension_in_the_first_patch_stack_commit(sandbox: Sandbox) -> None:
     config = yaml.safe_load(git(sandbox.fork, "show", "main:.github/sluice.yml"))
+    tiers = config.pop("tiers")  # tests/test_sandbox_tiers.py checks what they run
     assert config == {
         "fork": {"repo": "sandbox/triton-fork"},
         "extensions": [
@@ -189,9 +193,10 @@ def test_fork_declares_its_extension_in_the_first_patch_stack_commit(sandbox: Sa
             }
         ],
     }
+    assert sorted(tiers) == ["l1", "l2"]
     first = sandbox.manifest.patch_stack[0]
     assert git(sandbox.fork, "rev-parse", f"{first}^").strip() == sandbox.manifest.fork_point
-    assert ".github/sluice.yml" in files_of(sandbox.fork, first)
+    assert {".github/sluice.yml", "ci/validate.sh", *fork_files()} <= files_of(sandbox.fork, first)
 
 
 def test_patch_stack_is_the_forks_own_work(sandbox: Sandbox) -> None:
@@ -261,7 +266,7 @@ def test_pending_is_everything_the_fork_lacks(
     assert set(m.backlog) <= set(m.pending)
     assert all(position[c] < position[m.ingestion_tip] for c in m.backlog)
     assert all(position[c] > position[m.ingestion_tip] for c in m.pending if c not in m.backlog)
-    assert len(m.pending) - len(m.backlog) == SMALL.pending
+    assert len(m.pending) - len(m.backlog) == SMALL.pending + len(m.culprits)
     assert 0.01 <= len(m.backlog) / (len(m.ingested) + len(m.backlog)) <= 0.05
 
 

@@ -345,3 +345,20 @@ async def test_a_command_that_fails_underneath_is_audited_as_failed(ctx: Context
         await say(ctx, number, "/cherry-pick 1872")
     assert audit(ctx) == [("alice", "/cherry-pick 1872", "failed")]
     assert not mirror_of(ctx).exists()
+
+
+async def test_skip_by_a_member_of_an_owning_team(ctx: Context) -> None:
+    sim, number = a_fork(ctx, fork_files={".github/CODEOWNERS": "/lib/ @meta/compiler\n"})
+    sha = upstream_commit(sim, {CORE: "void f();\n"}, message="[Pipeliner] rewrite", at=OLD)
+    refused = await say(ctx, number, f'/skip {sha[:10]} --reason "ours"', user="alice")
+    assert f"`{CORE}` (@meta/compiler)" in refused
+    sim.add_team_member("@meta/compiler", "alice")
+    assert "is skipped (won't port) by @alice" in await say(ctx, number, f'/skip {sha[:10]} --reason "ours"')
+
+
+async def test_ingest_while_ingestion_is_paused_is_refused(ctx: Context) -> None:
+    _, number = a_fork(ctx)
+    ctx.gates.pause(FORK, by="@carol", reason="LLVM bump in progress", at=dt.datetime.now(dt.UTC))
+    reply = await say(ctx, number, "/ingest")
+    assert "is paused by @carol: LLVM bump in progress" in reply and "`/resume` it first" in reply
+    assert queued(ctx) == [] and not mirror_of(ctx).exists()

@@ -41,6 +41,8 @@ def point(fork: str, day: int, *, days_behind: float | None, backlog: int, pendi
         open_ingestions=2,
         ingestion_tip=None if days_behind is None else f"{day:x}".rjust(40, "a"),
         upstream_head="f" * 40,
+        lead_time_days_median=None if days_behind is None else 0.4,
+        lead_time_days_p90=None if days_behind is None else 1.1,
     )
 
 
@@ -137,7 +139,9 @@ async def test_the_service_serves_the_page_and_the_gauges(aiohttp_client: Any, s
     html = await page.text()
     assert "Days Behind Upstream" in html and "0.8 days" in html and "triton-lang/triton" in html
     assert html.count("<polyline") == 2
+    assert "Lead time (median, p90)</dt><dd>0.4 / 1.1 days" in html
     metrics = await (await client.get("/metrics")).text()
+    assert 'sluice_ingestion_lead_time_days{fork="meta/triton",quantile="0.9"} 1.1' in metrics
     assert 'sluice_days_behind_upstream{fork="meta/triton"} 0.8' in metrics
     assert 'sluice_backlog_commits{fork="meta/triton"} 1.0' in metrics
 

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
 import bot.db.audit
+import bot.db.gates
 import bot.db.jobs
 import bot.db.lag
 import bot.db.leases
@@ -52,18 +53,23 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0009_command_audit"
+HEAD_REVISION = "0010_command_audit"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (bot.db.audit, bot.db.jobs, bot.db.lag, bot.db.registry)
+TABLE_MODULES = (bot.db.audit, bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry)
 TABLES = [
     "alembic_version",
+    "approvals",
+    "audits",
     "chain_members",
     "chains",
     "command_audit",
     "commit_facts",
     "deliveries",
     "dispositions",
+    "fork_state",
     "forks",
+    "gate_failures",
+    "holds",
     "ingestions",
     "installation_repos",
     "installations",
@@ -72,6 +78,7 @@ TABLES = [
     "leases",
     "plans",
     "resolutions",
+    "waivers",
 ]
 
 A, B, C, D, E, F = (letter * 40 for letter in "abcdef")

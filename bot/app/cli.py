@@ -24,13 +24,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from bot.app.clock import utc_now
 from bot.config_file import load_config
 from bot.core import render
+from bot.core.audit import render as render_audit
 from bot.core.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config
-from bot.core.errors import GitError, SluiceError
+from bot.core.errors import GitError, NotFound, SluiceError
 from bot.core.models import CommitInfo, Disposition, DispositionRecord, PickReport, PickStatus, Plan, RiskKind
 from bot.core.recognise import unmatched_picks
 from bot.core.refs import validate_ref, validate_rev
+from bot.db.gates import GateStore
 from bot.db.store import DEFAULT_URL_ENV, Store, default_database_url, default_sqlite_path
-from bot.flows import calibrate
+from bot.flows import calibrate, simulate
 from bot.flows.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.flows.pick import Picker, PickRequest, check_branch, learn_resolutions, run_pick
 from bot.flows.planning import build_plan, fork_key, held_by_people, with_dispositions
@@ -325,7 +327,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _demo_in(root: Path, args: argparse.Namespace) -> int:
-    from bot.demo import DEMO, build_sandbox
+    from bot.demo import CULPRIT_SUBJECT, DEMO, build_sandbox
 
     root.mkdir(parents=True, exist_ok=True)
     with ProgressReporter() as progress:
@@ -333,6 +335,12 @@ def _demo_in(root: Path, args: argparse.Namespace) -> int:
         sandbox = build_sandbox(root / "sandbox", DEMO, progress=progress)
     kept = "" if args.dir else " (removed at exit; --dir DIR keeps it)"
     print(f"Sandbox: upstream {sandbox.upstream}, fork {sandbox.fork}{kept}", file=sys.stderr)
+    for sha in sandbox.manifest.culprits:
+        print(
+            f"Planted culprit: {sha[:10]} {CULPRIT_SUBJECT}: clean and low-risk, it breaks L1's TLX tests "
+            "(ci/validate.sh l1 in a clone of the fork runs L1)",
+            file=sys.stderr,
+        )
     args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
     args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
     return _demo_run(args)
@@ -544,6 +552,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return calibrate.run_command(repo, config, args)
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    repo, config = _open_repo(args)
+    return simulate.run_command(repo, config, args)
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     schema = SCHEMAS[args.output].model_json_schema(mode="serialization", by_alias=True)
     sys.stdout.write(json.dumps(schema, indent=2, sort_keys=True) + "\n")
@@ -605,7 +618,9 @@ def parser() -> argparse.ArgumentParser:
     _add_serve_command(sub)
     _add_mirror_command(sub)
     calibrate.add_parser(sub, _add_repo_options, run=cmd_calibrate)
+    simulate.add_parser(sub, _add_repo_options, run=cmd_simulate)
     _add_schema_command(sub)
+    _add_audit_command(sub)
     return top
 
 
@@ -719,6 +734,34 @@ def _add_schema_command(sub: argparse._SubParsersAction) -> None:
     )
     schema.add_argument("output", nargs="?", choices=sorted(SCHEMAS), default="plan")
     schema.set_defaults(run=cmd_schema)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Print the audit records an audit number or an ingestion id names."""
+    store = open_store(args.database)
+    try:
+        found = GateStore(store).find_audits(args.id)
+    finally:
+        store.close()
+    if not found:
+        raise NotFound(
+            f"no audit record {args.id!r}", "give an audit number or an ingestion id (bundle-…, chain-…)"
+        )
+    if args.json:
+        print(
+            json.dumps([{"id": n, **r.model_dump(mode="json")} for n, r in found], indent=2, sort_keys=True)
+        )
+    else:
+        print("\n".join(render_audit(n, r) for n, r in found), end="")
+    return 0
+
+
+def _add_audit_command(sub: argparse._SubParsersAction) -> None:
+    audit = sub.add_parser("audit", help="print the audit record of an ingestion (by number or ingestion id)")
+    audit.add_argument("id", help="an audit number, or an ingestion id such as bundle-1a2b3c4d5e")
+    audit.add_argument("--database", help="the store (default: $SLUICE_DATABASE_URL, else the SQLite file)")
+    audit.add_argument("--json", action="store_true", help="the records as JSON")
+    audit.set_defaults(run=cmd_audit)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,13 +28,26 @@ from bot.core.upstream_access import (
     needs_consent,
     url_refusal,
 )
+from bot.db.audit import CommandAudit
+from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
-from bot.db.registry import Fork, Registry
+from bot.db.lag import LagHistory
 from bot.db.store import Store
 from bot.git.mirror import Mirror, SyncResult, token_auth
+from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
 from bot.github.forge import ForkGitHub
-from bot.ports import Clock
+from bot.ports import (
+    Clock,
+    CommandLog,
+    Fork,
+    ForkRegistry,
+    GateRecords,
+    JobRequests,
+    LagReader,
+    LagRecorder,
+    Repository,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -45,8 +58,8 @@ log = logging.getLogger("sluice.context")
 class Context:
     settings: Settings
     store: Store
-    queue: JobQueue
-    registry: Registry
+    queue: JobQueue  # the worker's; handlers ask through `job_requests`
+    registry: ForkRegistry
     github: GitHubClient
     bot_login: str  # "<app slug>[bot]": the author of the App's comments and pushes
     clock: Clock
@@ -55,6 +68,31 @@ class Context:
         """`call` (the registry's, the queue's, the store's) in a worker thread: a database round trip on the
         event loop would stall everything else on it, the webhook intake's acknowledgements included."""
         return await asyncio.to_thread(call, *args, **kwargs)
+
+    @property
+    def job_requests(self) -> JobRequests:
+        """The queue as handlers may use it: asking for internal jobs, reading which deliveries it holds."""
+        return self.queue
+
+    @property
+    def gates(self) -> GateRecords:
+        """Waivers, approvals, holds, pauses, failures and audit records (blocking: call through `db`)."""
+        return GateStore(self.store)
+
+    @property
+    def lag_history(self) -> LagRecorder:
+        """Where each ingestion run records where the fork stands (read back by `/metrics` and `GET /`)."""
+        return LagHistory(self.store)
+
+    @property
+    def lag_points(self) -> LagReader:
+        """The lag history read back, for `/status` (blocking: call through `db`)."""
+        return LagHistory(self.store)
+
+    @property
+    def command_log(self) -> CommandLog:
+        """The audit log of slash commands (blocking: call through `db`)."""
+        return CommandAudit(self.store)
 
     @property
     def web_url(self) -> str:
@@ -73,6 +111,10 @@ class Context:
     def mirror(self, fork: str) -> Mirror:
         # No credential helper of the host's: an anonymous read is anonymous, a token the one handed over.
         return Mirror(Path(self.settings.data_dir) / "mirrors" / f"{fork}.git", credential_helpers=False)
+
+    def repository(self, mirror: Mirror) -> Repository:
+        """The fork's mirror as the flows read, probe and pick in it."""
+        return GitRepo(mirror.path)
 
     async def git_auth(self, installation_id: int) -> dict[str, str]:
         return token_auth(await self.github.installation_token(installation_id))

@@ -40,6 +40,7 @@ CLOCK: web.AppKey[Clock] = web.AppKey("clock")
 INTAKE = web.AppKey("intake", Intake)
 HEALTH = web.AppKey("health", Lane)  # /readyz and /metrics: their own threads and connections
 HEALTH_QUEUE = web.AppKey("health_queue", JobQueue)
+HEALTH_STORE = web.AppKey("health_store", Store)  # the health lane's connections (GET / reads through them)
 HEALTH_DEADLINE_S = 2.0
 # The event loop answering webhooks and the threads doing database work hand the GIL back and forth many
 # times per delivery; at Python's default 5 ms a thread busy in Python (a worker claiming jobs) makes each
@@ -189,7 +190,7 @@ async def status(request: web.Request) -> web.Response:
     """Where each fork stands: its figures, charts of its lag history, its open ingestions."""
     app = request.app
     try:
-        views = await app[HEALTH].run(lambda: fork_views(app[STORE]))
+        views = await app[HEALTH].run(lambda: fork_views(app[HEALTH_STORE]))
     except DatabaseBusy as exc:
         return web.Response(status=503, text=f"The database did not answer: {exc.message}. Reload later.\n")
     page = status_page(views, web_url=app[SETTINGS].web_url(), now=app[CLOCK]())
@@ -214,17 +215,15 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     app = request.app
-    try:
-        counts = await app[HEALTH].run(app[HEALTH_QUEUE].counts)
-    except (DatabaseBusy, SQLAlchemyError) as exc:  # the job gauges keep their last values; the rest matter
-        log.warning("/metrics: job counts not refreshed: %s", str(exc).splitlines()[0])
+    lag = LagHistory(app[HEALTH_STORE])
+    try:  # one call on the lane: a stalled database costs /metrics one deadline, not one per figure
+        counts, latest = await app[HEALTH].run(lambda: (app[HEALTH_QUEUE].counts(), lag.latest()))
+    except (DatabaseBusy, SQLAlchemyError) as exc:  # the gauges keep their last values; the rest matter
+        log.warning("/metrics: job and lag gauges not refreshed: %s", str(exc).splitlines()[0])
     else:
         for state in JobState:
             app[METRICS].jobs.labels(state=state.value).set(counts.get(state.value, 0))
-    try:
-        app[METRICS].lag.update(await app[HEALTH].run(LagHistory(app[STORE]).latest))
-    except (DatabaseBusy, SQLAlchemyError) as exc:
-        log.warning("/metrics: lag gauges not refreshed: %s", str(exc).splitlines()[0])
+        app[METRICS].lag.update(latest)
     body = generate_latest(app[METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -270,7 +269,7 @@ def _add_lanes(app: web.Application, settings: Settings, store: Store, clock: Cl
         clock=clock,
     )
     app[HEALTH] = Lane("sluice-health", threads=2, deadline=HEALTH_DEADLINE_S)
-    app[HEALTH_QUEUE] = JobQueue(health_store)
+    app[HEALTH_QUEUE], app[HEALTH_STORE] = JobQueue(health_store), health_store
 
     async def lanes(app: web.Application) -> AsyncIterator[None]:
         app[INTAKE].start()

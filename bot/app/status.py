@@ -45,6 +45,12 @@ class LagGauges:
         self.pending = gauge("sluice_pending_commits", "Upstream commits the fork does not have yet")
         self.oldest = gauge("sluice_oldest_missing_days", "Age of the oldest missing upstream commit, days")
         self.open = gauge("sluice_open_ingestions", "Open ingestion PRs (and tracking issues)")
+        self.lead_time = Gauge(
+            "sluice_ingestion_lead_time_days",
+            "Ingestion lead time over the most recent picks (upstream commit -> on the fork), days",
+            ["fork", "quantile"],
+            registry=registry,
+        )
 
     def update(self, latest: Mapping[str, LagPoint]) -> None:
         for fork, point in latest.items():
@@ -54,6 +60,8 @@ class LagGauges:
             self.pending.labels(fork=fork).set(point.pending_commits)
             self.oldest.labels(fork=fork).set(_or_nan(point.oldest_missing_days))
             self.open.labels(fork=fork).set(point.open_ingestions)
+            self.lead_time.labels(fork=fork, quantile="0.5").set(_or_nan(point.lead_time_days_median))
+            self.lead_time.labels(fork=fork, quantile="0.9").set(_or_nan(point.lead_time_days_p90))
 
 
 def _or_nan(value: float | None) -> float:

@@ -1,110 +1,100 @@
-"""CODEOWNERS as GitHub reads it: gitignore-like patterns, the last matching rule naming a path's owners."""
+"""The fork's CODEOWNERS, read with GitHub's rules: gitignore-like patterns, the last matching line wins."""
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-# Where GitHub looks, in this order; the first file found is the one it uses.
+# Where GitHub looks for the file, in its order: the first one found is the only one used.
 CODEOWNERS_PATHS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
-MAX_CODEOWNERS_BYTES = 3 * 1024 * 1024  # GitHub ignores a larger file
-_OWNER = re.compile(r"@[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9._-]+)?|[^@\s]+@[^@\s]+")
+_OWNER = re.compile(r"@[A-Za-z0-9][A-Za-z0-9-]*(?:/[A-Za-z0-9_.-]+)?|[^@\s]+@[^@\s]+")
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One line of CODEOWNERS: its pattern (as written), the compiled matcher, and its owners."""
-
     pattern: str
-    regex: re.Pattern[str]
-    owners: tuple[str, ...]  # `@login`, `@org/team` or an email; empty: the path has no owner
+    owners: tuple[str, ...]  # '@login', '@org/team' or an e-mail address; () takes ownership away
+    line: int
+
+    @functools.cached_property
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(_pattern_regex(self.pattern))
 
 
 @dataclass(frozen=True)
 class CodeOwners:
     rules: tuple[Rule, ...] = ()
+    problems: tuple[str, ...] = ()  # lines GitHub would also ignore, with why (shown in the gate's summary)
 
-    def owners_of(self, path: str) -> tuple[str, ...]:
-        """The owners GitHub names for `path`: the last rule matching it wins, even one naming nobody."""
+    def owners(self, path: str) -> tuple[str, ...]:
+        """The owners of `path`: those of the last rule matching it (GitHub's precedence), else none."""
         for rule in reversed(self.rules):
-            if rule.regex.fullmatch(path.lstrip("/")):
+            if rule.regex.fullmatch(path):
                 return rule.owners
         return ()
 
-    def owns(self, login: str, path: str) -> bool:
-        """Whether `@login` itself is among `path`'s owners (teams are not expanded here)."""
-        wanted = "@" + login.lower()
-        return any(owner.lower() == wanted for owner in self.owners_of(path))
 
-
-def parse(text: str) -> CodeOwners:
-    """Every usable rule of a CODEOWNERS file; lines GitHub would flag as errors (negation, a bad
-    owner) are skipped, as GitHub skips them."""
-    rules = []
-    for raw in text.splitlines():
-        rule = _rule(raw)
-        if rule is not None:
-            rules.append(rule)
-    return CodeOwners(tuple(rules))
-
-
-def _rule(raw: str) -> Rule | None:
-    line = _strip_comment(raw).strip()
-    if not line:
-        return None
-    words = _split(line)
-    pattern, owners = words[0], tuple(words[1:])
-    if pattern.startswith("!") or any(not _OWNER.fullmatch(o) for o in owners):
-        return None  # GitHub: negation is not supported; an invalid owner makes the line an error
-    return Rule(pattern.replace("\\#", "#").replace("\\ ", " "), pattern_regex(pattern), owners)
+def parse_codeowners(text: str) -> CodeOwners:
+    """Every rule of a CODEOWNERS file; a line GitHub cannot use is skipped and named in `problems`."""
+    rules: list[Rule] = []
+    problems: list[str] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = _strip_comment(raw).strip()
+        if not line:
+            continue
+        pattern, *owners = line.split()
+        problem = _problem(pattern, owners)
+        if problem is not None:
+            problems.append(f"line {number}: {problem}")
+            continue
+        rules.append(Rule(pattern.replace("\\#", "#"), tuple(owners), number))
+    return CodeOwners(tuple(rules), tuple(problems))
 
 
 def _strip_comment(line: str) -> str:
-    """The line up to an unescaped `#` (a comment, at the start or after the owners)."""
-    for index, char in enumerate(line):
-        if char == "#" and (index == 0 or line[index - 1] != "\\"):
-            return line[:index]
-    return line
+    """The line up to an unescaped `#` (`\\#` starts a pattern with a hash)."""
+    match = re.search(r"(?<!\\)#", line)
+    return line if match is None else line[: match.start()]
 
 
-def _split(line: str) -> list[str]:
-    """Whitespace-separated words, a backslash-escaped space staying inside its word."""
-    return [w.replace("\0", "\\ ") for w in line.replace("\\ ", "\0").split()]
+def _problem(pattern: str, owners: Sequence[str]) -> str | None:
+    if pattern.startswith("!"):
+        return f"`{pattern}`: negated patterns are not supported"
+    if "[" in pattern or "]" in pattern:
+        return f"`{pattern}`: character ranges are not supported"
+    bad = [o for o in owners if not _OWNER.fullmatch(o)]
+    return f"`{pattern}`: not an owner: {', '.join(bad)}" if bad else None
 
 
-def pattern_regex(pattern: str) -> re.Pattern[str]:
-    """gitignore's rules as GitHub applies them: a `/` at the start or in the middle anchors the pattern
-    at the root, else it matches at any depth; a trailing `/` means everything under a directory; a
-    pattern naming a file or directory also covers what is under it, but a trailing `*` matches only one
-    level (`docs/*` owns `docs/a.md`, not `docs/x/b.md`)."""
-    body = pattern.replace("\\#", "#").replace("\\ ", " ")
-    directory = body.endswith("/")
-    body = body.strip("/") if body.startswith("/") else body.rstrip("/")
-    anchored = pattern.startswith("/") or "/" in body
-    regex = _body_regex(body)
-    if not anchored and not body.startswith("**"):
-        regex = "(?:.*/)?" + regex
-    if directory:
-        regex += "/.*"
-    elif not body.endswith("*"):
-        regex += "(?:/.*)?"
-    return re.compile(regex, re.DOTALL)
+def _pattern_regex(pattern: str) -> str:
+    """gitignore's reading as GitHub applies it to files: a pattern with a slash before its end is anchored at
+    the root, one without matches at any depth; a trailing slash or a plain last segment also owns what is
+    below; `*` stays in a segment (`docs/*` owns `docs/a.md`, not `docs/build/a.md`); `**` crosses them."""
+    anchored = "/" in pattern.rstrip("/")
+    directory = pattern.endswith("/")
+    body = pattern.strip("/")
+    regex = "" if anchored else "(?:.*/)?"
+    regex += _glob(body)
+    if directory or body.endswith("/**"):
+        return regex + ("/.*" if directory else "")
+    last = body.rsplit("/", 1)[-1]
+    return regex if "*" in last or "?" in last else regex + "(?:/.*)?"
 
 
-def _body_regex(body: str) -> str:
-    parts: list[str] = []
-    segments = body.split("/")
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        if segment == "**":
-            parts.append(".*" if last else "(?:.*/)?")
-            continue
-        parts.append(_segment(segment) + ("" if last else "/"))
-    return "".join(parts)
-
-
-def _segment(segment: str) -> str:
+def _glob(body: str) -> str:
     out = []
-    for char in segment:
-        out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
+    i = 0
+    while i < len(body):
+        if body.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif body.startswith("**", i):
+            out.append(".*")
+            i += 2
+        else:
+            char = body[i]
+            out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
+            i += 1
     return "".join(out)

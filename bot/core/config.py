@@ -12,7 +12,7 @@ import re
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -613,6 +613,26 @@ class Tiers(Frozen):
     l3: TierConfig = _tier("bench", BuiltinSuite.BENCH)
 
 
+GateTier = Literal["l1", "l2", "l3"]
+
+
+class GatePolicy(Frozen):
+    """When an ingestion PR may merge (`sluice/gate`), whether Sluice merges it, and its safety throttle."""
+
+    # L1 is always required; list L2 (and L3) to require them too.
+    required_tiers: tuple[GateTier, ...] = ("l1", "l2")
+    auto_merge: StrictBool = False  # merge when the gate passes; otherwise a person merges
+    # Automatic ingestion pauses after this many failed ingestions in a row, until a maintainer resumes it.
+    pause_after_failures: Count = 3
+
+    @field_validator("required_tiers")
+    @classmethod
+    def _l1_is_required(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if "l1" not in value:
+            raise ValueError("l1 is always required: list it (and l2, l3 as policy wants)")
+        return value
+
+
 class Tolerance(Frozen):
     """An element passes when |got - expected| <= atol + rtol * |expected| (torch.isclose's rule)."""
 
@@ -803,6 +823,7 @@ class SluiceConfig(Frozen):
     resolver: ResolverConfig = ResolverConfig()
     auto_resolve: AutoResolve = AutoResolve()
     tiers: Tiers = Tiers()
+    gate: GatePolicy = GatePolicy()
     numerics: NumericsConfig = NumericsConfig()
     bench: BenchConfig = BenchConfig()
     performance: PerformanceConfig = PerformanceConfig()

@@ -81,8 +81,29 @@ class RateLimited(SluiceError):
 # -- git -------------------------------------------------------------------------------------------------
 
 
+class MergeRefused(SluiceError):
+    """GitHub refused the merge: 409 (the head moved since the gate looked), 405 (not mergeable), 422."""
+
+    def __init__(self, status: int, message: str) -> None:
+        remedy = (
+            "nothing to do: the new head is validated and gated again"
+            if status == 409
+            else "resolve what GitHub names (conflicts with trunk, branch protection), then push"
+        )
+        super().__init__(f"GitHub refused the merge ({status}): {message}", remedy)
+        self.status = status
+
+
 class GitError(SluiceError):
     """A git command failed or a repository is not usable as given (a path, a ref, a URL)."""
+
+
+class MissingObject(GitError):
+    """git needs an object this repository lacks (a partial clone, a snapshot without large blobs)."""
+
+    def __init__(self, message: str, *, oid: str) -> None:
+        super().__init__(message, f"fetch object {oid} into the repository, or judge the commit without it")
+        self.oid = oid
 
 
 class GitTransportError(GitError):

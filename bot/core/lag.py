@@ -19,6 +19,8 @@ class LagPoint(Frozen):
     open_ingestions: int
     ingestion_tip: str | None
     upstream_head: str
+    lead_time_days_median: float | None = None  # over the fork's most recent picks (StreamStatus)
+    lead_time_days_p90: float | None = None
 
 
 def lag_point(fork: str, status: StreamStatus, *, open_ingestions: int, at: datetime) -> LagPoint:
@@ -32,4 +34,6 @@ def lag_point(fork: str, status: StreamStatus, *, open_ingestions: int, at: date
         open_ingestions=open_ingestions,
         ingestion_tip=status.ingestion_tip,
         upstream_head=status.upstream_head,
+        lead_time_days_median=status.lead_time_days_median,
+        lead_time_days_p90=status.lead_time_days_p90,
     )

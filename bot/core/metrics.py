@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from bot.core.models import Recognised, RecognitionMethod, StreamStatus
+from bot.core.models import CommitInfo, Recognised, RecognitionMethod, StreamStatus
 
 SECONDS_PER_DAY = 86400
+LEAD_TIME_WINDOW = 100  # the most recent picks the lead-time figures summarise
 
 
 def moves_tip(rec: Recognised, *, picks_move_tip: bool = True) -> bool:
@@ -49,6 +51,28 @@ def pending_shas(stream: Sequence[str], missing: set[str], recognised: Mapping[s
     return [sha for sha in stream if sha in missing and sha not in recognised]
 
 
+def pick_lead_times(
+    upstream: Iterable[CommitInfo], fork: Iterable[CommitInfo], recognised: Mapping[str, Recognised]
+) -> list[float]:
+    """Ingestion lead time of each upstream commit the fork has through a pick, in days, the most recent
+    LEAD_TIME_WINDOW picks by when they landed: fork commit's committer time − upstream's committer time."""
+    upstream_time = {c.sha: c.committer_time for c in upstream}
+    fork_time = {c.sha: c.committer_time for c in fork}
+    landed = sorted(
+        (fork_time[rec.fork_sha], fork_time[rec.fork_sha] - upstream_time[sha])
+        for sha, rec in recognised.items()
+        if rec.fork_sha in fork_time and sha in upstream_time and rec.method.is_pick
+    )
+    return [max(0, lead) / SECONDS_PER_DAY for _, lead in landed[-LEAD_TIME_WINDOW:]]
+
+
+def _median_p90(values: Sequence[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    p90 = statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else values[0]
+    return round(statistics.median(values), 3), round(p90, 3)
+
+
 def stream_status(
     stream: Sequence[tuple[str, int]],
     *,
@@ -58,6 +82,7 @@ def stream_status(
     patch_stack_commits: int,
     picks_move_tip: bool = True,
     unreadable: Mapping[str, str] | None = None,
+    lead_times: Sequence[float] = (),
 ) -> StreamStatus:
     shas = [sha for sha, _ in stream]
     head_sha, head_time = stream[-1]
@@ -69,6 +94,7 @@ def stream_status(
     by_method[RecognitionMethod.ANCESTRY.value] = len(shas) - len(missing)
     tip_sha, tip_time = (stream[tip][0], stream[tip][1]) if tip is not None else (None, None)
     position = {sha: i for i, sha in enumerate(shas)}
+    median_lead, p90_lead = _median_p90(lead_times)
     return StreamStatus(
         upstream_head=head_sha,
         upstream_head_time=head_time,
@@ -85,4 +111,7 @@ def stream_status(
         oldest_missing=oldest[0] if oldest else None,
         oldest_missing_days=_days(head_time - oldest[1]) if oldest else None,
         unreadable=dict(sorted((unreadable or {}).items())),
+        lead_time_days_median=median_lead,
+        lead_time_days_p90=p90_lead,
+        lead_time_picks=len(lead_times),
     )

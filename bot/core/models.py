@@ -164,6 +164,11 @@ class StreamStatus(Frozen):
     oldest_missing_days: float | None = None
     # Commits whose diff needs an object the repository lacks (partial clone, snapshot): SHA -> path.
     unreadable: dict[str, str] = Field(default_factory=dict)
+    # Ingestion lead time (upstream committer time -> the pick's committer time on the fork), in days, over
+    # the most recent picks (metrics.LEAD_TIME_WINDOW); None when the fork has no recognised pick.
+    lead_time_days_median: float | None = None
+    lead_time_days_p90: float | None = None
+    lead_time_picks: int = 0
 
 
 class RiskLevel(enum.StrEnum):

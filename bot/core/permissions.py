@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from bot.core.codeowners import CodeOwners
 from bot.core.config import SluiceConfig
+from bot.core.gate import owners_of
 
 
 class Permission(enum.Enum):
@@ -60,18 +61,25 @@ def role_of(role_name: object, permission: object) -> Permission:
 
 @dataclass(frozen=True)
 class Ownership:
-    """Who owns each path of an area, by CODEOWNERS and by the config's component owners."""
+    """Who owns each path of an area, by CODEOWNERS and by the config's component owners (as the gate reads
+    them: `gate.owners_of`)."""
 
     owners: dict[str, tuple[str, ...]]  # path -> `@login` / `@org/team` entries
 
-    def refusal(self, login: str) -> str | None:
-        """Why `login` may not act for the area, or None: they must own every path that has an owner,
-        and at least one path must have one (a path nobody owns gives nobody a say)."""
+    @property
+    def teams(self) -> set[str]:
+        """The `@org/team` owners named: the handler asks GitHub whether the commenter is in them."""
+        return {o.lower() for names in self.owners.values() for o in names if "/" in o}
+
+    def refusal(self, login: str, *, member_of: Iterable[str] = ()) -> str | None:
+        """Why `login` (a member of the teams `member_of`) may not act for the area, or None: they must own
+        every path that has an owner, and at least one path must have one (a path nobody owns gives nobody
+        a say)."""
         owned = {path: names for path, names in self.owners.items() if names}
         if not owned:
             return "no code owner is named for any file it touches (CODEOWNERS or a component's owners)"
-        wanted = "@" + login.lower()
-        missing = sorted(p for p, names in owned.items() if wanted not in {n.lower() for n in names})
+        mine = {"@" + login.lower(), *(t.lower() for t in member_of)}
+        missing = sorted(p for p, names in owned.items() if not mine & {n.lower() for n in names})
         if missing:
             shown = ", ".join(f"`{p}` ({' '.join(owned[p])})" for p in missing[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
@@ -81,9 +89,4 @@ class Ownership:
 
 def ownership(paths: Iterable[str], *, codeowners: CodeOwners, config: SluiceConfig) -> Ownership:
     """Each path's owners: its CODEOWNERS owners plus the owners of the config component it falls in."""
-    owners: dict[str, tuple[str, ...]] = {}
-    for path in paths:
-        component = config.component_for(path)
-        named = codeowners.owners_of(path) + (component.owners if component is not None else ())
-        owners[path] = tuple(dict.fromkeys(named))
-    return Ownership(owners)
+    return Ownership({path: owners_of(path, codeowners, config) for path in paths})

@@ -76,10 +76,17 @@ def _figures(latest: LagPoint | None) -> str:
         ("Pending upstream commits", str(latest.pending_commits)),
         ("Oldest missing commit", _days(latest.oldest_missing_days)),
         ("Open ingestions", str(latest.open_ingestions)),
+        ("Lead time (median, p90)", _lead_time(latest)),
         ("Ingestion tip", tip),
     ]
     cells = "".join(f"<div><dt>{escape(k)}</dt><dd>{escape(v)}</dd></div>" for k, v in figures)
     return f'<dl class="figures">{cells}</dl><p>Last ingestion run {latest.at:%Y-%m-%d %H:%M} UTC.</p>'
+
+
+def _lead_time(point: LagPoint) -> str:
+    if point.lead_time_days_median is None or point.lead_time_days_p90 is None:
+        return "no pick yet"
+    return f"{point.lead_time_days_median:.1f} / {point.lead_time_days_p90:.1f} days"
 
 
 def _days(days: float | None) -> str:

@@ -116,6 +116,7 @@ class PullRequest(Payload):
     head: PullRequestEnd
     base: PullRequestEnd
     user: Account | None = None
+    merged: bool | None = None  # on `closed`: whether it was merged
 
 
 class PullRequestEvent(Payload):
@@ -163,6 +164,45 @@ class IssueCommentEvent(Payload):
     installation: Installation  # every App delivery about a repository names its installation
 
 
+class ReviewedPull(Payload):
+    number: GitHubId
+
+
+class PullRequestReviewEvent(Payload):
+    """A review submitted, edited or dismissed: the gate counts code owners' approvals on the head."""
+
+    action: str
+    pull_request: ReviewedPull
+    repository: Repository
+    installation: Installation
+
+
+class CheckRunPull(Payload):
+    number: GitHubId
+
+
+class CheckRun(Payload):
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None = None
+    pull_requests: tuple[CheckRunPull, ...] = ()  # the open PRs of this repository whose head it ran on
+
+    @field_validator("head_sha")
+    @classmethod
+    def _sha(cls, value: str) -> str:
+        if not SHA.match(value):
+            raise ValueError(f"not a commit SHA: {value!r}")
+        return value
+
+
+class CheckRunEvent(Payload):
+    action: str  # created, completed, rerequested, requested_action
+    check_run: CheckRun
+    repository: Repository
+    installation: Installation
+
+
 class RepositoryEvent(Payload):
     """Events Sluice records now and handles in later work (reviews, check runs, workflow runs)."""
 
@@ -176,8 +216,8 @@ MODELS: dict[str, type[Payload]] = {
     "installation": InstallationEvent,
     "installation_repositories": InstallationRepositoriesEvent,
     "issue_comment": IssueCommentEvent,
-    "pull_request_review": RepositoryEvent,
-    "check_run": RepositoryEvent,
+    "pull_request_review": PullRequestReviewEvent,
+    "check_run": CheckRunEvent,
     "check_suite": RepositoryEvent,
     "workflow_run": RepositoryEvent,
 }

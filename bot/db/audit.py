@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-
 from sqlalchemy import Column, Index, Integer, String, Table, Text, UniqueConstraint, delete, select
 
 from bot.db.registry import GitHubId
 from bot.db.store import Store, UTCDateTime, _utc, metadata
+from bot.ports import CommandRecord
 
 command_audit = Table(
     "command_audit",
@@ -28,35 +26,20 @@ command_audit = Table(
 )
 
 
-@dataclass(frozen=True)
-class AuditEntry:
-    """Who ran which command where, and what became of it (`accepted`, `refused` or `failed`)."""
-
-    comment_id: int
-    repo: str
-    number: int
-    actor: str
-    command: str
-    line: str
-    outcome: str
-    reason: str
-    at: datetime
-
-
 class CommandAudit:
     def __init__(self, store: Store) -> None:
         self._engine = store._engine
 
-    def record(self, entry: AuditEntry) -> None:
+    def record(self, entry: CommandRecord) -> None:
         """One row per comment: a job that runs again (a lost lease, a redelivery) replaces its row."""
         row = entry.__dict__ | {"at": _utc(entry.at), "line": entry.line[:600]}
         with self._engine.begin() as conn:
             conn.execute(delete(command_audit).where(command_audit.c.comment_id == entry.comment_id))
             conn.execute(command_audit.insert().values(row))
 
-    def entries(self, repo: str) -> list[AuditEntry]:
+    def entries(self, repo: str) -> list[CommandRecord]:
         """The repository's audit log, oldest first."""
         query = select(command_audit).where(command_audit.c.repo == repo).order_by(command_audit.c.id)
         with self._engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
-        return [AuditEntry(**{k: v for k, v in row.items() if k != "id"}) for row in rows]
+        return [CommandRecord(**{k: v for k, v in row.items() if k != "id"}) for row in rows]

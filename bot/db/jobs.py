@@ -36,6 +36,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql import Select
 
 from bot.db.store import Store, UTCDateTime, _utc, metadata
+from bot.ports import Job
 
 # Stored error text is cut to this many bytes of UTF-8.
 MAX_ERROR_BYTES = 4096
@@ -66,16 +67,6 @@ class Delivery:
     kind: str
     key: str | None
     payload: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Job:
-    id: int
-    kind: str
-    key: str | None  # jobs sharing a key (a fork) never run at the same time
-    payload: dict[str, Any]
-    attempts: int  # including the one this claim starts
-    delivery_id: str | None
 
 
 jobs = Table(

@@ -24,6 +24,8 @@ lag_points = Table(
     Column("open_ingestions", Integer, nullable=False),
     Column("ingestion_tip", String(40)),
     Column("upstream_head", String(40), nullable=False),
+    Column("lead_time_days_median", Float),
+    Column("lead_time_days_p90", Float),
     Index("ix_lag_points_fork_at", "fork", "at"),
 )
 _FIELDS = tuple(c.name for c in lag_points.columns if c.name != "id")

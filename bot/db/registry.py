@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import (
@@ -23,6 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.core.ingestion import IngestionRecord
 from bot.db.store import Store, UTCDateTime, _utc, metadata
+from bot.ports import Fork
 
 # GitHub's ids are 63-bit (webhooks.py accepts up to 2**63 - 1); PostgreSQL's INTEGER holds only 32 bits.
 # SQLite's INTEGER is 64-bit already.
@@ -77,17 +77,6 @@ ingestions = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     PrimaryKeyConstraint("fork", "id", name="pk_ingestions"),
 )
-
-
-@dataclass(frozen=True)
-class Fork:
-    repo: str
-    installation_id: int
-    branch: str
-    upstream_url: str
-    upstream_branch: str
-    upstream_repo: str | None
-    upstream_seen: str | None
 
 
 class Registry:

@@ -17,10 +17,12 @@ from bot.demo.spec import (
     SandboxSize,
     is_high_risk,
 )
+from bot.demo.validation import CULPRIT_SUBJECT
 
 __all__ = [
     "BENCH",
     "CHERRY_PICK_X",
+    "CULPRIT_SUBJECT",
     "DEMO",
     "HIGH_RISK_PATTERNS",
     "MIN_SIZE",

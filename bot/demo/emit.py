@@ -64,7 +64,8 @@ class _FastImport:
             out.append(f"from {parent}\n".encode())
         for path, f in files.items():
             data = f.render()
-            out.append(f"M 100644 inline {path}\ndata {len(data)}\n".encode())
+            mode = "100755" if f.executable else "100644"
+            out.append(f"M {mode} inline {path}\ndata {len(data)}\n".encode())
             out.append(data)
             out.append(b"\n")
         out.append(b"\n")

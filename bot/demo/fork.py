@@ -16,6 +16,7 @@ from bot.demo.people import SLUICE_BOT, Person, people
 from bot.demo.records import Reserved, weighted
 from bot.demo.spec import CHERRY_PICK_X, EMERGENCY, PATCH_ID, SUBJECT_PATTERN, TRAILER
 from bot.demo.text import Block, GeneratorBug, SourceFile, apply_op
+from bot.demo.validation import fork_files
 from bot.demo.vocabulary import PROBLEMS, TLX_WORDS, TOPICS
 from bot.demo.writing import camel_words, indent_of
 
@@ -224,12 +225,14 @@ class Fork:
             kind = {".cpp": "cpp", ".py": "py", ".mlir": "mlir"}.get(Path(path).suffix)
             if kind:
                 self.tlx[kind].append(path)
+        changed.update(fork_files())  # after the pools: the generator never edits these
         self.own_commit(
             fork_time + 3600,
             "[TLX] Add the TLX extension skeleton and Sluice config",
             changed,
             summary="Low-level language extensions for warp-specialized kernels, built as "
-            "third_party/tlx, plus the .github/sluice.yml that declares the extension.",
+            "third_party/tlx, plus the .github/sluice.yml that declares the extension and its "
+            "validation tiers (ci/validate.sh l1|l2 runs one by hand).",
         )
 
     def tlx_cpp(self, stem: str) -> SourceFile:

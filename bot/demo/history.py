@@ -22,6 +22,7 @@ from bot.demo.spec import (
 )
 from bot.demo.text import Block, GeneratorBug, InsertBlock, Key, ReplaceBlock, inverse_op, op_keys
 from bot.demo.upstream import Upstream, subject_prefix
+from bot.demo.validation import LAYOUT_PATH, culprit_edit, upstream_files
 from bot.demo.vocabulary import ARCHES, PROBLEMS, TOPICS
 from bot.demo.writer import Writer
 from bot.demo.writing import indent_of
@@ -120,6 +121,7 @@ class Planner:
     def run(self, say: Callable[[str], None]) -> None:
         up = self.up
         up.initial_tree()
+        up.tree.update(upstream_files())  # fixed files, outside the areas: the generator never edits them
         say(f"upstream tree: {len(up.tree)} files")
         up.commit(Edit([], "[BUILD] Import the Triton tree", "Initial import of the repository."), "base")
         up.commits[0].changed = dict(up.tree)
@@ -347,14 +349,31 @@ class Planner:
             "interface": self.interface_member,
         }
         counters: Counter[str] = Counter()
-        for kind, group in self.slots():
+        slots = self.slots()
+        # The culprit draws on its own rng, so the rest of the history is what the seed alone makes.
+        culprit_rng = random.Random(f"sluice-sandbox/{self.size.seed}/culprit")
+        plant_at = culprit_rng.randrange(len(slots) // 3, 2 * len(slots) // 3)
+        for position, (kind, group) in enumerate(slots):
+            if position >= plant_at and not self.up.truth["culprit"]:
+                self.culprit_member(culprit_rng)
             counters[kind] += 1
             handlers[kind](group if kind == "chain" else counters[kind])
+        if not self.up.truth["culprit"]:
+            self.culprit_member(culprit_rng)
 
     def independent_member(self, n: int) -> None:
         c = self.up.commit(self.up.generic(_LOW_RISK_AREAS, self.lone_scope, pair=0.15), "pending")
         self.claim(c, exclusive=True)
         self.up.truth["independent"].append(c.index)
+
+    def culprit_member(self, rng: random.Random) -> None:
+        """The planted culprit: an independent, low-risk rename that breaks the fork's extension tests."""
+        c = self.up.plant(culprit_edit(self.up.tree[LAYOUT_PATH]), rng)
+        if c is None:
+            return  # no room before this slot; the next one
+        self.claim(c, exclusive=True)
+        self.up.truth["independent"].append(c.index)
+        self.up.truth["culprit"].append(c.index)
 
     def emergency_member(self, n: int) -> None:
         areas = {"backend_py": 2, "lang": 1, "compiler_py": 1, "pytest": 1}

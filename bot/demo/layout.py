@@ -288,7 +288,9 @@ LLVM_HASH_PATH = "cmake/llvm-hash.txt"
 TOOLCHAIN_PATH = "cmake/nvidia-toolchain-version.json"
 ROOT_CMAKE = "CMakeLists.txt"
 SLUICE_CONFIG = ".github/sluice.yml"
-SLUICE_YML = """\
+EXTENSION_TESTS = 8  # test cases in third_party/tlx/test (the parametrised ones counted one by one)
+# L1: the fork's TLX tests and the built-in smoke kernels; L2: the numerics sweep; L3 the default (bench).
+SLUICE_YML = f"""\
 fork:
   repo: sandbox/triton-fork
 extensions:
@@ -296,6 +298,19 @@ extensions:
     paths: ["third_party/tlx/**"]
     interfaces: ["include/triton/Dialect/TritonGPU/IR/**"]
     suites: ["third_party/tlx/test"]
+tiers:
+  l1:
+    suites:
+      - name: tlx
+        command: [python3, -m, pytest, -q, -p, no:cacheprovider, third_party/tlx/test, "--junitxml={{junit}}"]
+        expected_tests: {EXTENSION_TESTS}
+        timeout_seconds: 600
+      - name: smoke
+        builtin: smoke
+  l2:
+    suites:
+      - name: numerics
+        builtin: numerics
 """
 
 _TD_PREFIX = {"Triton": "TT", "TritonGPU": "TTG", "TritonNvidiaGPU": "TTNG"}

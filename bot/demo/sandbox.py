@@ -49,6 +49,7 @@ def _manifest(planner: Planner, fork: Fork, up_shas: list[str], fork_shas: list[
         conflicting=[s(i) for i in truth["conflict"]],
         interface_changes=[s(i) for i in truth["interface"]],
         independent=[s(i) for i in truth["independent"]],
+        culprits=[s(i) for i in truth["culprit"]],
     )
 
 

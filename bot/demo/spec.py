@@ -85,6 +85,8 @@ class Manifest:
     conflicting: list[str]
     interface_changes: list[str]
     independent: list[str]
+    # Low-risk upstream commits that break the fork's L1 (its TLX tests): what a bundle's bisection must find.
+    culprits: list[str]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

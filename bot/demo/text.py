@@ -33,6 +33,7 @@ class SourceFile:
     blocks: tuple[Block, ...]
     footer: tuple[str, ...] = ()
     scope: str = ""  # C++ namespace that qualifies the blocks' names
+    executable: bool = False  # written with mode 100755 (a script people run)
 
     def render(self) -> bytes:
         sep = _SEPARATORS.get(self.kind, ("",))

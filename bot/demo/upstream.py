@@ -105,6 +105,13 @@ _SUBJECTS: dict[tuple[str, bool], tuple[str, ...]] = {
 }
 
 
+# The ground truth Upstream keeps, by kind: indices of the commits that have it.
+_TRUTH_KINDS = (
+    *("llvm", "large", "overlap", "conflict", "interface"),
+    *("independent", "hole", "emergency", "culprit"),
+)
+
+
 def subject_prefix(path: str) -> str:
     for start, prefix in _PREFIXES:
         if path.startswith(start):
@@ -128,10 +135,7 @@ class Upstream:
         self.authors = people(rng, 40, offset=0)
         self.fork_tree: dict[str, SourceFile] = {}
         self.reserved: list[Reserved] = []
-        self.truth: dict[str, list[int]] = {
-            k: []
-            for k in ("llvm", "large", "overlap", "conflict", "interface", "independent", "hole", "emergency")
-        }
+        self.truth: dict[str, list[int]] = {k: [] for k in _TRUTH_KINDS}
         self.line_deps: list[tuple[int, int]] = []
         self.reverts: dict[int, int] = {}
         self.relands: dict[int, int] = {}
@@ -174,15 +178,18 @@ class Upstream:
 
     # -- commit recording
 
-    def commit(self, edit: Edit, role: str, **extra: object) -> UpstreamCommit:
+    def commit(
+        self, edit: Edit, role: str, *, rng: random.Random | None = None, **extra: object
+    ) -> UpstreamCommit:
         index = len(self.commits)
+        rng = rng or self.rng
         parents: dict[str, SourceFile | None] = {}
         for op in edit.ops:
             parents.setdefault(op.path, self.tree.get(op.path))
             apply_op(self.tree, op)
         changed = {p: self.tree[p] for p in parents}
-        self.next_pr += self.rng.choice((1, 1, 2, 3, 5))
-        author = self.rng.choice(self.authors)
+        self.next_pr += rng.choice((1, 1, 2, 3, 5))
+        author = rng.choice(self.authors)
         when = self.times[index]
         c = UpstreamCommit(
             index=index,
@@ -190,7 +197,7 @@ class Upstream:
             subject=f"{edit.subject} (#{self.next_pr})",
             body=edit.body,
             author=author,
-            author_time=when - self.rng.randint(3600, 5 * 86400),
+            author_time=when - rng.randint(3600, 5 * 86400),
             time=when,
             ops=edit.ops,
             parents=parents,
@@ -201,6 +208,18 @@ class Upstream:
             setattr(c, k, v)
         self.commits.append(c)
         return c
+
+    def plant(self, edit: Edit, rng: random.Random) -> UpstreamCommit | None:
+        """A pending commit slipped in between two planned ones, drawing only on `rng`: the rest of the
+        history (times, authors, edits) stays as the seed made it; later PR numbers move up. None when
+        the next planned commit lands within a second of the last one (no time between them)."""
+        index = len(self.commits)
+        before = self.commits[-1].time
+        after = self.times[index] if index < len(self.times) else before + 7200
+        if after - before < 2:
+            return None
+        self.times.insert(index, rng.randint(before + 1, after - 1))
+        return self.commit(edit, "pending", rng=rng)
 
     def keys_of(self, ops: Sequence[Op]) -> set[Key]:
         keys: set[Key] = set()

@@ -13,7 +13,7 @@ from bot.core.diffparse import COMMIT_MARK, parse_patch_section, split_log
 from bot.core.errors import GitError
 from bot.core.models import CommitInfo, FileChange, Recognised, RecognitionMethod
 from bot.core.refs import validate_sha
-from bot.git.repo import GitRepo, Plumbing
+from bot.ports import HistoryReader, Repository
 
 RAW_OPTIONS = (
     "--raw",
@@ -76,7 +76,7 @@ class _Reading:
 
 
 def find_applied(
-    repo: GitRepo,
+    repo: Repository,
     *,
     fork_head: str,
     upstream_head: str,
@@ -121,7 +121,9 @@ def find_applied(
     return found
 
 
-def _judge_in_order(repo: GitRepo, commits: Sequence[CommitInfo], reading: _Reading) -> dict[str, Recognised]:
+def _judge_in_order(
+    repo: Repository, commits: Sequence[CommitInfo], reading: _Reading
+) -> dict[str, Recognised]:
     found: dict[str, Recognised] = {}
     # Paths an earlier commit that still needs its pick changes: picked in order, that pick comes first, so
     # fork trunk's version of them says nothing about what a later commit's pick would do.
@@ -139,7 +141,7 @@ def _judge_in_order(repo: GitRepo, commits: Sequence[CommitInfo], reading: _Read
     return found
 
 
-def _verdict(repo: GitRepo, sha: str, files: Sequence[FileChange], reading: _Reading) -> Recognised | None:
+def _verdict(repo: Repository, sha: str, files: Sequence[FileChange], reading: _Reading) -> Recognised | None:
     states = reading.states.get(sha, ())
     if FileState.LACKS in states:
         return None
@@ -161,7 +163,9 @@ def _verdict(repo: GitRepo, sha: str, files: Sequence[FileChange], reading: _Rea
     return Recognised(upstream_sha=sha, method=RecognitionMethod.ALREADY_APPLIED, detail=detail)
 
 
-def _merge_keeps_fork(repo: GitRepo, change: FileChange, fork_blob: str, blobs: Mapping[str, bytes]) -> bool:
+def _merge_keeps_fork(
+    repo: Repository, change: FileChange, fork_blob: str, blobs: Mapping[str, bytes]
+) -> bool:
     """Whether picking this file's change onto the fork's version changes nothing (a three-way merge)."""
     assert change.old_blob is not None and change.new_blob is not None
     sides = [blobs.get(b) for b in (change.old_blob, fork_blob, change.new_blob)]
@@ -170,13 +174,13 @@ def _merge_keeps_fork(repo: GitRepo, change: FileChange, fork_blob: str, blobs: 
     base, ours, theirs = (data or b"" for data in sides)
     with tempfile.TemporaryDirectory(prefix="sluice-applied-") as workdir:
         try:
-            merged, conflicts = Plumbing(repo).merge_file(base, ours, theirs, workdir=Path(workdir))
+            merged, conflicts = repo.plumbing().merge_file(base, ours, theirs, workdir=Path(workdir))
         except GitError:
             return False
     return conflicts == 0 and merged.encode("utf-8", "surrogateescape") == ours
 
 
-def _tree_blobs(repo: GitRepo, commit: str) -> dict[str, str]:
+def _tree_blobs(repo: HistoryReader, commit: str) -> dict[str, str]:
     """path -> blob id of every file in a commit's tree (modes and submodules aside)."""
     out = repo.run("ls-tree", "-r", "-z", "--full-tree", validate_sha(commit))
     blobs: dict[str, str] = {}
@@ -189,7 +193,7 @@ def _tree_blobs(repo: GitRepo, commit: str) -> dict[str, str]:
 
 
 def _pin_values(
-    repo: GitRepo,
+    repo: HistoryReader,
     upstream_head: str,
     changes: Changes,
     position: Mapping[str, int],

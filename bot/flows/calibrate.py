@@ -24,7 +24,7 @@ from bot.flows import mining
 from bot.flows.mining import IngestionWindow
 from bot.flows.planning import build_plan
 from bot.flows.risk_files import default_model
-from bot.git.repo import GitRepo
+from bot.ports import Repository
 
 Progress = Callable[[str], None]
 SIZE_FEATURE = "log2-lines"
@@ -67,7 +67,12 @@ def iso(ts: int | None) -> str | None:
 
 
 def find_windows(
-    repo: GitRepo, config: SluiceConfig, *, fork_head: str, upstream_head: str, options: CalibrateOptions
+    repo: Repository,
+    config: SluiceConfig,
+    *,
+    fork_head: str,
+    upstream_head: str,
+    options: CalibrateOptions,
 ) -> list[IngestionWindow]:
     """Past ingestions in the requested range, oldest first: upstream merges and runs of picks."""
     stream = {sha: i for i, (sha, _) in enumerate(repo.first_parent_times(upstream_head))}
@@ -103,7 +108,7 @@ class PlannedFeatures:
     changed_lines: int
 
 
-def window_features(repo: GitRepo, config: SluiceConfig, window: IngestionWindow) -> list[PlannedFeatures]:
+def window_features(repo: Repository, config: SluiceConfig, window: IngestionWindow) -> list[PlannedFeatures]:
     """The planner's own analysis as of just before the ingestion: fork trunk then, upstream as it took it."""
     as_of = dt.datetime.fromtimestamp(window.time, dt.UTC)
     plan = build_plan(
@@ -176,7 +181,7 @@ class FeatureCache:
 
 
 def mine(
-    repo: GitRepo,
+    repo: Repository,
     config: SluiceConfig,
     windows: Sequence[IngestionWindow],
     *,
@@ -297,7 +302,7 @@ def fallback(
 
 
 def calibrate(
-    repo: GitRepo,
+    repo: Repository,
     config: SluiceConfig,
     *,
     fork: str,
@@ -531,7 +536,7 @@ def _stderr(message: str) -> None:
     print(f"sluice: {message}", file=sys.stderr, flush=True)
 
 
-def run_command(repo: GitRepo, config: SluiceConfig, args: argparse.Namespace) -> int:
+def run_command(repo: Repository, config: SluiceConfig, args: argparse.Namespace) -> int:
     """`sluice calibrate`: the model to --out, the report to stdout (or its JSON with --json)."""
     options = options_from(args)
     cache = Path(args.cache) if args.cache else None
@@ -547,3 +552,19 @@ def run_command(repo: GitRepo, config: SluiceConfig, args: argparse.Namespace) -
         print("\n".join(report(cal, options)))
         print(f"calibrate: model written to {args.out}")
     return 0
+
+
+def mined_culprits(
+    repo: Repository, config: SluiceConfig, *, fork: str, upstream: str, options: CalibrateOptions
+) -> dict[str, str]:
+    """Upstream SHA -> the evidence that it broke the fork, as `sluice calibrate` labels its rows, without
+    planning any window (only the labels: cheap, where the features are not)."""
+    fork_head, upstream_head = repo.resolve(fork), repo.resolve(upstream)
+    windows = find_windows(repo, config, fork_head=fork_head, upstream_head=upstream_head, options=options)
+    found: dict[str, str] = {}
+    for window in windows:
+        brought = set(window.brought)
+        infos = repo.commits(window.upstream, "--not", window.fork, first_parent=True)
+        subjects = {c.sha: c.subject for c in infos if c.sha in brought}
+        found |= mining.outcomes(subjects, window.fixes, picks=window.picks)
+    return found

@@ -9,7 +9,8 @@ from typing import TypedDict
 
 from bot.core.analysis import distinctive, normalise_line
 from bot.core.config import SluiceConfig, Strategy, parse_config
-from bot.core.metrics import pending_shas, stream_status
+from bot.core.errors import MissingObject
+from bot.core.metrics import pending_shas, pick_lead_times, stream_status
 from bot.core.models import (
     CommitInfo,
     FileChange,
@@ -22,7 +23,7 @@ from bot.core.recognise import ingestion_commits, recognise
 from bot.flows.applied import find_applied
 from bot.flows.pick import Picker, StepResult
 from bot.git.facts import CommitFacts, FactKey, stack_touching
-from bot.git.repo import GitRepo, MissingObject
+from bot.ports import FileReader, Repository
 
 CONFIG_PATH = ".github/sluice.yml"
 Progress = Callable[[str], None]
@@ -77,7 +78,7 @@ def patch_stack_of(
 
 
 def load_repo_config(
-    repo: GitRepo, fork_head: str, fork_ref: str, *, trusted_url_prefixes: Sequence[str] = ()
+    repo: FileReader, fork_head: str, fork_ref: str, *, trusted_url_prefixes: Sequence[str] = ()
 ) -> SluiceConfig:
     """The fork's own `.github/sluice.yml` at fork trunk, or the defaults when it has none."""
     text = repo.read_file(fork_head, CONFIG_PATH)
@@ -90,7 +91,7 @@ def load_repo_config(
 
 
 def take_snapshot(
-    repo: GitRepo,
+    repo: Repository,
     *,
     fork_ref: str,
     upstream_ref: str,
@@ -133,6 +134,7 @@ def take_snapshot(
         patch_stack_commits=stack,
         picks_move_tip=config.strategy is Strategy.CHERRY_PICK,
         unreadable=unreadable,
+        lead_times=pick_lead_times(candidates, fork_commits, recognised),
     )
     return Snapshot(
         fork_ref=fork_ref,
@@ -153,7 +155,11 @@ def patch_stack_footprint(
     facts: CommitFacts, snapshot: Snapshot, paths: Iterable[str]
 ) -> PatchStackFootprint:
     """What the patch stack changed in the given paths: files, the upstream lines it replaced, symbols."""
-    stack = [c.sha for c in snapshot.patch_stack]
+    return footprint_of(facts, [c.sha for c in snapshot.patch_stack], paths)
+
+
+def footprint_of(facts: CommitFacts, stack: Sequence[str], paths: Iterable[str]) -> PatchStackFootprint:
+    """What the given patch-stack commits changed in `paths` (see `patch_stack_footprint`)."""
     wanted = set(paths)
     if not stack or not wanted:
         return PatchStackFootprint(commits=len(stack))
@@ -187,7 +193,7 @@ class PendingAnalysis:
 
 
 def analyse_pending(
-    repo: GitRepo,
+    repo: Repository,
     snapshot: Snapshot,
     *,
     config: SluiceConfig,
@@ -251,7 +257,7 @@ class PredictedConflicts(TypedDict):
 
 
 def predict_conflicts(
-    repo: GitRepo,
+    repo: Repository,
     fork_head: str,
     commits: Sequence[CommitInfo],
     *,
@@ -262,7 +268,7 @@ def predict_conflicts(
     """Pick each commit onto fork trunk plus the earlier ones that applied, as `sluice pick` would:
     a conflict a mechanical rule resolves is not a reason for a human; one that needs a human is.
 
-    Probe objects are written into `repo`: give a quarantined view (`GitRepo.quarantined`). `verdicts`
+    Probe objects are written into `repo`: give a quarantined view (`Repository.quarantined`). `verdicts`
     holds the outcomes of conflicted merges met before (it gains the new ones).
     """
     picker = Picker(repo, config, use_resolver=False, evidence=False, verdicts=verdicts)

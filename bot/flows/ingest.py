@@ -42,8 +42,7 @@ from bot.core.reconcile import (
 )
 from bot.flows.pick import Picker, pick_in_order
 from bot.git.mirror import BranchUpdate
-from bot.git.repo import GitRepo
-from bot.ports import Forge
+from bot.ports import Forge, HistoryReader
 
 Push = Callable[[Sequence[BranchUpdate]], Awaitable[None]]  # one atomic push of the fork's branches
 Record = Callable[[IngestionRecord], Awaitable[None]]  # the registry's save_ingestion
@@ -95,7 +94,7 @@ def pick_units(
     return Picking(tuple(picked), people, _upstream_parents(picked, commits))
 
 
-def pushed_by_sluice(repo: GitRepo, head: str, unit_id: str, recorded: IngestionRecord | None) -> bool:
+def pushed_by_sluice(repo: HistoryReader, head: str, unit_id: str, recorded: IngestionRecord | None) -> bool:
     """Whether the branch head is Sluice's work, which it may replace (a person's resolution it may not)."""
     if recorded is not None and head == recorded.head:
         return True

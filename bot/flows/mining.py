@@ -10,7 +10,7 @@ from bot.core.config import SluiceConfig
 from bot.core.recognise import PR_SUFFIX, normalise_title, pr_number
 from bot.core.refs import validate_sha
 from bot.flows.engine import take_snapshot
-from bot.git.repo import GitRepo
+from bot.ports import HistoryReader, Repository
 
 DAY = 86400
 HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{7,40}(?![0-9A-Za-z])")
@@ -50,7 +50,7 @@ class IngestionWindow:
     picks: Mapping[str, TrunkCommit] = field(default_factory=dict)  # pick style: upstream SHA -> its pick
 
 
-def read_trunk(repo: GitRepo, head: str, *revs: str, first_parent: bool = True) -> list[TrunkCommit]:
+def read_trunk(repo: HistoryReader, head: str, *revs: str, first_parent: bool = True) -> list[TrunkCommit]:
     """Commits of `head` (minus `revs`) with their messages, newest first."""
     flags = ["--first-parent"] if first_parent else ["--no-merges"]
     out = repo.run("log", *flags, f"--format={LOG_FORMAT}", validate_sha(head), *revs, "--")
@@ -76,7 +76,7 @@ def named_upstream(subject: str, parents: Sequence[str], stream: Mapping[str, in
 
 
 def taken_upstream(
-    repo: GitRepo, merge: TrunkCommit, stream: Mapping[str, int], upstream_head: str
+    repo: HistoryReader, merge: TrunkCommit, stream: Mapping[str, int], upstream_head: str
 ) -> str | None:
     """The upstream commit a first-parent merge took: named in its subject, else the newest upstream commit
     its second parent has (a fork PR's merge has only what trunk had: it brings nothing, so is no window)."""
@@ -103,7 +103,7 @@ def soon_after(
 
 
 def merge_windows(
-    repo: GitRepo,
+    repo: HistoryReader,
     *,
     trunk: Sequence[TrunkCommit],
     stream: Mapping[str, int],
@@ -187,7 +187,7 @@ def _pick_window(
 
 
 def picks_on_trunk(
-    repo: GitRepo, *, fork_head: str, upstream_head: str, config: SluiceConfig
+    repo: Repository, *, fork_head: str, upstream_head: str, config: SluiceConfig
 ) -> dict[str, list[str]]:
     """Fork pick SHA -> the upstream commits it picked, as recognition finds them today (a fact of history,
     not a feature: features are computed per window, from that window's state)."""

@@ -10,7 +10,7 @@ from bot.core.config import SluiceConfig
 from bot.core.models import CommitInfo, FileChange
 from bot.core.render import plural
 from bot.git.facts import annotate_symbols
-from bot.git.repo import GitRepo
+from bot.ports import HistoryReader
 
 PATCH_STACK_MARKER = "<!-- sluice:patch-stack -->"
 ACTIVE_DAYS = 30  # upstream changes this recent make a conflict at the next ingestion likely
@@ -36,7 +36,7 @@ class GrowthReport:
 
 
 def measure(
-    repo: GitRepo,
+    repo: HistoryReader,
     *,
     base: str,
     head: str,

@@ -33,7 +33,7 @@ from bot.core.models import (
 )
 from bot.flows.resolver_hook import ResolverOutcome, ResolverRequest, run_resolver
 from bot.git.facts import VERSIONS, FactKey, FactKind
-from bot.git.repo import GitRepo, MergeResult, Plumbing, Stage
+from bot.ports import CommitWriter, HistoryReader, MergeResult, Repository, Stage
 
 Recall = Callable[[Iterable[str]], Mapping[str, tuple[str, ...]]]
 SUBMODULE_OR_LINK = ("160000", "120000")
@@ -69,7 +69,7 @@ class Picker:
 
     def __init__(
         self,
-        repo: GitRepo,
+        repo: Repository,
         config: SluiceConfig,
         *,
         recall: Recall = _nothing_remembered,
@@ -78,7 +78,7 @@ class Picker:
         verdicts: MutableMapping[FactKey, str] | None = None,
     ) -> None:
         self.repo = repo
-        self.git = Plumbing(repo)
+        self.git: CommitWriter = repo.plumbing()
         self.config = config
         self.recall = recall
         self.use_resolver = use_resolver and bool(config.resolver.command)
@@ -89,10 +89,10 @@ class Picker:
         self.verdicts = verdicts
         self._git_version: str | None = None
 
-    def through(self, repo: GitRepo) -> Picker:
+    def through(self, repo: Repository) -> Picker:
         """The same picker reading and writing through `repo` (a quarantined view of its repository)."""
         other = copy.copy(self)
-        other.repo, other.git = repo, Plumbing(repo)
+        other.repo, other.git = repo, repo.plumbing()
         return other
 
     def step(self, head: str, tree: str, commit: CommitInfo, *, strategy: Strategy) -> StepResult:
@@ -421,7 +421,7 @@ class PickRequest:
             )
 
 
-def check_branch(repo: GitRepo, branch: str, *, onto: str, trunk: str) -> None:
+def check_branch(repo: HistoryReader, branch: str, *, onto: str, trunk: str) -> None:
     """Refuse a `--branch` that is the ref the pick builds on or fork trunk: a pick never moves those."""
     target = f"refs/heads/{branch}"
     out = repo.run("rev-parse", "--symbolic-full-name", "--end-of-options", onto, ok=(0, 128))

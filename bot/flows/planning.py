@@ -16,13 +16,12 @@ from bot.db.store import Store
 from bot.flows.engine import Snapshot, analyse_pending, take_snapshot
 from bot.flows.risk_files import default_model
 from bot.git.facts import CommitFacts
-from bot.git.repo import GitRepo
-from bot.ports import Clock, FileReader, PlanRecorder
+from bot.ports import Clock, FileReader, HistoryReader, PlanRecorder, Repository
 
 HELD = {Disposition.DEFERRED, Disposition.SKIPPED}
 
 
-def fork_key(config: SluiceConfig, repo: GitRepo, fork_ref: str) -> str:
+def fork_key(config: SluiceConfig, repo: HistoryReader, fork_ref: str) -> str:
     return config.fork.repo or f"{repo.path}#{fork_ref}"
 
 
@@ -77,7 +76,7 @@ def load_risk_model(repo: FileReader, config: SluiceConfig, *, fork_head: str) -
 
 
 def build_plan(
-    repo: GitRepo,
+    repo: Repository,
     config: SluiceConfig,
     *,
     fork: str,

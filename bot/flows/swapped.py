@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bot.core.config import SluiceConfig
 from bot.core.errors import GitError, SluiceError
-from bot.git.repo import GitRepo
+from bot.ports import HistoryReader
 
 # A line naming the upstream commit a pick carries: Sluice's trailer, or `git cherry-pick -x`'s line.
 NAMED_PICK = re.compile(
@@ -53,7 +53,7 @@ def ingestion_like(commit: SideCommit, config: SluiceConfig) -> bool:
     )
 
 
-def _side(repo: GitRepo, head: str, other: str, *, first_parent: bool) -> list[SideCommit]:
+def _side(repo: HistoryReader, head: str, other: str, *, first_parent: bool) -> list[SideCommit]:
     flags = ["--first-parent"] if first_parent else []
     out = repo.run(
         "log", *flags, f"-n{SAMPLE}", f"--format={RECORD}%H{FIELD}%P{FIELD}%B", head, "--not", other, "--"
@@ -65,7 +65,7 @@ def _side(repo: GitRepo, head: str, other: str, *, first_parent: bool) -> list[S
     return commits
 
 
-def _is_ancestor(repo: GitRepo, ancestor: str, descendant: str) -> bool:
+def _is_ancestor(repo: HistoryReader, ancestor: str, descendant: str) -> bool:
     try:
         repo.run("merge-base", "--is-ancestor", ancestor, descendant)
     except GitError:
@@ -73,7 +73,7 @@ def _is_ancestor(repo: GitRepo, ancestor: str, descendant: str) -> bool:
     return True
 
 
-def _brings_in(repo: GitRepo, commit: SideCommit, other_head: str) -> bool:
+def _brings_in(repo: HistoryReader, commit: SideCommit, other_head: str) -> bool:
     """Whether `commit` (on the "upstream" side) brings in commits of the other side's history."""
     if len(commit.parents) > 1:
         # A merge whose side parent shares history with the other side that its first parent lacks.
@@ -85,7 +85,7 @@ def _brings_in(repo: GitRepo, commit: SideCommit, other_head: str) -> bool:
     return True  # a subject in the fork's own pick patterns: upstreams do not write those
 
 
-def merged_sideways(repo: GitRepo, fork_head: str, upstream_head: str) -> bool:
+def merged_sideways(repo: HistoryReader, fork_head: str, upstream_head: str) -> bool:
     """Whether the fork head is in the upstream's history only through a merge's second parent.
 
     A fork that has no commits of its own yet sits on the upstream stream (the fork point); an upstream
@@ -104,7 +104,7 @@ def needed_evidence(fork: Evidence) -> int:
 
 
 def check_not_swapped(
-    repo: GitRepo, *, fork: str, upstream: str, config: SluiceConfig, options: tuple[str, str]
+    repo: HistoryReader, *, fork: str, upstream: str, config: SluiceConfig, options: tuple[str, str]
 ) -> None:
     """Refuse refs that look swapped: the "upstream" ingests the "fork", and the fork hardly does."""
     fork_head, upstream_head = repo.resolve(fork), repo.resolve(upstream)
@@ -124,7 +124,12 @@ def check_not_swapped(
 
 
 def _swap_reason(
-    repo: GitRepo, looking: Sequence[SideCommit], *, fork_head: str, upstream_head: str, config: SluiceConfig
+    repo: HistoryReader,
+    looking: Sequence[SideCommit],
+    *,
+    fork_head: str,
+    upstream_head: str,
+    config: SluiceConfig,
 ) -> str | None:
     """Why the refs look swapped ({fork} stands for the fork's name), or None."""
     if merged_sideways(repo, fork_head, upstream_head):

@@ -16,7 +16,8 @@ from pydantic import TypeAdapter
 from bot.core import diffparse, symbols
 from bot.core.errors import GitError
 from bot.core.models import FileChange, Hunk
-from bot.git.repo import DIFF_OPTIONS, GitRepo
+from bot.git.repo import DIFF_OPTIONS
+from bot.ports import HistoryReader
 
 T = TypeVar("T")
 FactKey = tuple[str, str]  # (commit SHA, path); the path is "" for a fact about the whole commit
@@ -117,7 +118,7 @@ class CommitFacts:
     since the blobs may arrive later.
     """
 
-    def __init__(self, repo: GitRepo, store: FactStore | None = None) -> None:
+    def __init__(self, repo: HistoryReader, store: FactStore | None = None) -> None:
         self.repo = repo
         self.store: FactStore = store if store is not None else MemoryFacts()
         self.unreadable: dict[str, str] = {}
@@ -307,7 +308,7 @@ def _symbol_lines(hunk: Hunk) -> tuple[list[int], list[int]]:
 
 
 def annotate_symbols(
-    repo: GitRepo, changes: Mapping[str, Sequence[FileChange]]
+    repo: HistoryReader, changes: Mapping[str, Sequence[FileChange]]
 ) -> dict[str, tuple[FileChange, ...]]:
     """Fill in each file change's touched symbols from its old and new blobs."""
     every = [f for files in changes.values() for f in files if _parsable(f)]

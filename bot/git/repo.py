@@ -13,13 +13,13 @@ import tempfile
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from bot.core.diffparse import COMMIT_MARK, parse_patch_section, split_log
-from bot.core.errors import GitError
+from bot.core.errors import GitError, MissingObject
 from bot.core.models import CommitInfo, FileChange
 from bot.core.refs import REV_STEPS, SHA_RE, validate_ref, validate_rev, validate_sha
+from bot.ports import MergeResult, Stage
 
 TZ_RE = re.compile(r"^[+-][0-9]{4}$")
 # What opening a repository asks of it: where its objects are, whether it is shallow, whether the path is
@@ -56,14 +56,6 @@ DIFF_OPTIONS = (
     "--no-ext-diff",
     "--no-textconv",
 )
-
-
-class MissingObject(GitError):
-    """git needs an object this repository lacks (a partial clone, a snapshot without large blobs)."""
-
-    def __init__(self, message: str, *, oid: str) -> None:
-        super().__init__(message, f"fetch object {oid} into the repository, or judge the commit without it")
-        self.oid = oid
 
 
 def command_failure(command: str, stderr: bytes, returncode: int) -> GitError:
@@ -146,6 +138,10 @@ class GitRepo:
                 _place(target, source.read_bytes())
                 moved += 1
         return moved
+
+    def plumbing(self) -> Plumbing:
+        """The merges and object writes of a pick, through this repository (or view)."""
+        return Plumbing(self)
 
     # -- running git -------------------------------------------------------------------------------
 
@@ -450,26 +446,6 @@ class GitRepo:
         if not target.exists():
             _place(target, zlib.compress(raw, LOOSE_COMPRESSION))
         return sha
-
-
-@dataclass(frozen=True)
-class Stage:
-    mode: str
-    oid: str
-
-
-@dataclass(frozen=True)
-class MergeResult:
-    """`git merge-tree --write-tree`: the tree (conflict markers where it conflicted) and index stages."""
-
-    tree: str
-    stages: dict[
-        str, dict[int, Stage]
-    ]  # conflicted path -> {1: base, 2: ours, 3: theirs}; a missing stage = absent
-
-    @property
-    def clean(self) -> bool:
-        return not self.stages
 
 
 class Plumbing:

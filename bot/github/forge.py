@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gidgethub import BadRequest
+
+from bot.core.errors import MergeRefused
 from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
 
@@ -107,3 +112,92 @@ class ForkGitHub:
     async def close_issue(self, number: int, *, comment: str) -> None:
         await self.post_comment(number, comment)
         await self.api.patch(self._url(f"/issues/{number}"), data={"state": "closed"})
+
+    # --- the gate and the merge
+
+    async def get_pull(self, number: int) -> dict[str, Any]:
+        return dict(await self.api.get(self._url(f"/pulls/{number}")))
+
+    async def pull_reviews(self, number: int) -> list[dict[str, Any]]:
+        """Every review of the PR, oldest first (GitHub's order), across pages."""
+        url = self._url(f"/pulls/{number}/reviews?per_page=100")
+        return [dict(review) async for review in self.api.getiter(url)]
+
+    async def pull_commits(self, number: int) -> list[dict[str, Any]]:
+        url = self._url(f"/pulls/{number}/commits?per_page=100")
+        return [dict(commit) async for commit in self.api.getiter(url)]
+
+    async def read_text(self, path: str, *, ref: str) -> str | None:
+        """A file's text at `ref`, or None when there is none (or it is not text)."""
+        try:
+            found = await self.api.get(self._url(f"/contents/{path}?ref={ref}"))
+        except BadRequest as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+        if not isinstance(found, dict) or found.get("type") != "file":
+            return None
+        try:
+            return base64.b64decode(str(found.get("content", ""))).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+
+    async def in_team(self, team: str, login: str) -> bool:
+        """Whether `login` is an active member of `@org/team`."""
+        org, slug = team.removeprefix("@").split("/", 1)
+        try:
+            found = await self.api.get(f"/orgs/{org}/teams/{slug}/memberships/{login}")
+        except BadRequest as exc:
+            if exc.status_code == 404:
+                return False
+            raise
+        return isinstance(found, dict) and found.get("state") == "active"
+
+    async def merge_pull(self, number: int, *, sha: str, method: str, title: str) -> str:
+        """Merge the PR at exactly `sha`; the new trunk head. MergeRefused when GitHub says no (never retried:
+        a moved head must be validated again)."""
+        data = {"sha": sha, "merge_method": method, "commit_title": title}
+        try:
+            merged = await self.api.put(self._url(f"/pulls/{number}/merge"), data=data)
+        except BadRequest as exc:
+            if exc.status_code in (405, 409, 422):
+                raise MergeRefused(int(exc.status_code), str(exc) or exc.status_code.phrase) from None
+            raise
+        return str(merged["sha"])
+
+    async def get_commit(self, sha: str) -> dict[str, Any]:
+        return dict(await self.api.get(self._url(f"/commits/{sha}")))
+
+    async def first_parent(self, sha: str) -> str:
+        return str((await self.get_commit(sha))["parents"][0]["sha"])
+
+    async def create_tag(self, name: str, sha: str) -> bool:
+        """A lightweight tag `name` on `sha`; False when the tag exists already."""
+        try:
+            await self.api.post(self._url("/git/refs"), data={"ref": f"refs/tags/{name}", "sha": sha})
+        except BadRequest as exc:
+            if exc.status_code == 422 and "already exists" in str(exc):
+                return False
+            raise
+        return True
+
+    async def set_check_run(
+        self,
+        sha: str,
+        name: str,
+        *,
+        run_id: int | None,
+        status: str,
+        conclusion: str | None,
+        title: str,
+        summary: str,
+    ) -> None:
+        """Create the check run `name` on `sha`, or update run `run_id` in place."""
+        output = {"title": title, "summary": fit_for_github(summary, what="a check run's summary")}
+        data: dict[str, Any] = {"status": status, "output": output}
+        if conclusion is not None:
+            data["conclusion"] = conclusion
+        if run_id is None:
+            await self.api.post(self._url("/check-runs"), data={"name": name, "head_sha": sha, **data})
+        else:
+            await self.api.patch(self._url(f"/check-runs/{run_id}"), data=data)

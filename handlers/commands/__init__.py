@@ -14,8 +14,7 @@ from bot.core.command_args import CommandRefused, Usage, parse_arguments
 from bot.core.commands import SlashCommand, reply_marker
 from bot.core.errors import SluiceError
 from bot.core.permissions import Permission, role_of
-from bot.db.audit import AuditEntry, CommandAudit
-from bot.db.registry import Fork
+from bot.ports import CommandRecord, Fork
 from handlers.commands import cherry_pick, defer, ingest, skip, status
 from handlers.commands import help as help_command  # it reads COMMANDS only when it runs
 from handlers.commands.call import Call, Outcome
@@ -105,7 +104,7 @@ async def _refuse(cmd: SlashCommand, refused: CommandRefused, *, usage: Usage | 
 
 
 async def _audit(ctx: Context, cmd: SlashCommand, outcome: str, reason: str) -> None:
-    entry = AuditEntry(
+    entry = CommandRecord(
         comment_id=cmd.comment_id,
         repo=cmd.on.repo,
         number=cmd.on.number,
@@ -116,7 +115,7 @@ async def _audit(ctx: Context, cmd: SlashCommand, outcome: str, reason: str) -> 
         reason=reason,
         at=ctx.clock(),
     )
-    await ctx.db(CommandAudit(ctx.store).record, entry)
+    await ctx.db(ctx.command_log.record, entry)
 
 
 def _code(text: str) -> str:

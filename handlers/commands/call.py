@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.core.command_args import Arguments, CommandRefused
 from bot.core.commands import SlashCommand
 from bot.core.permissions import Ownership, Permission
-from bot.db.registry import Fork
+from bot.ports import Fork
 
 ACCEPTED, QUEUED = "+1", "eyes"  # reactions: done now / work queued that reports on its own
 
@@ -26,10 +27,10 @@ class Call:
     def actor(self) -> str:
         return self.cmd.actor
 
-    def require_owner(self, ownership: Ownership, *, what: str) -> None:
-        """Refuse unless the commenter owns `what`'s area (every owned path of it)."""
+    def require_owner(self, ownership: Ownership, *, what: str, member_of: Iterable[str] = ()) -> None:
+        """Refuse unless the commenter (in the teams `member_of`) owns `what`'s area, every owned path."""
         self.owner_checked = True
-        refusal = ownership.refusal(self.actor)
+        refusal = ownership.refusal(self.actor, member_of=member_of)
         if refusal is not None:
             raise CommandRefused(
                 f"`/{self.cmd.name}` needs a code owner of {what}: {refusal}",

@@ -19,10 +19,10 @@ from bot.core.models import CommitReport, Disposition
 from bot.core.permissions import Permission
 from bot.core.refs import SHA_RE
 from bot.core.upstream_access import UpstreamRefused
-from bot.db.registry import Fork
 from bot.flows.pick import Picker, pick_in_order
 from bot.git.mirror import BranchUpdate
 from bot.github.client import InstallationAPI
+from bot.ports import Fork
 from handlers import requests
 from handlers.commands.call import Call, Outcome
 from handlers.commands.upstream_commit import Synced, synced

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.app.context import Context
-from bot.core.command_args import Kind, Positional, ShaPrefix, Usage
+from bot.core.command_args import CommandRefused, Kind, Positional, ShaPrefix, Usage
 from bot.core.permissions import Permission
 from handlers import requests
 from handlers.commands.call import QUEUED, Call, Outcome
@@ -18,6 +18,12 @@ HELP = f"`{USAGE.line}` — plan and ingest now, up to that upstream commit"
 
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
+    paused = await ctx.db(ctx.gates.paused, call.fork.repo)
+    if paused is not None:
+        raise CommandRefused(
+            f"ingestion of {call.fork.repo} is paused by {paused.by}: {paused.reason}",
+            "`/resume` it first (maintain access)",
+        )
     target = call.args.get("upstream SHA or tag")
     upto = None
     if target is not None:

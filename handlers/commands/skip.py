@@ -23,5 +23,8 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     assert isinstance(prefix, ShaPrefix)
     fork = await synced(ctx, call.fork)
     sha = await asyncio.to_thread(fork.stream_commit, prefix.text)
-    call.require_owner(await asyncio.to_thread(fork.ownership_of, sha), what=f"upstream commit `{sha[:10]}`")
+    area = await asyncio.to_thread(fork.ownership_of, sha)
+    forge = ctx.forge(call.fork.installation_id, call.fork.repo)
+    teams = [team for team in sorted(area.teams) if await forge.in_team(team, call.actor)]
+    call.require_owner(area, what=f"upstream commit `{sha[:10]}`", member_of=teams)
     return await holding.hold(call, fork, sha, Disposition.SKIPPED, ctx=ctx)

@@ -7,7 +7,6 @@ from bot.core.command_args import Usage
 from bot.core.commands import status_reply
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.permissions import Permission
-from bot.db.lag import LagHistory
 from handlers.commands.call import Call, Outcome
 
 NAME = "status"
@@ -18,7 +17,7 @@ HELP = f"`{USAGE.line}` — where the fork stands: Days Behind Upstream, backlog
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
     repo = call.fork.repo
-    history = await ctx.db(LagHistory(ctx.store).history, repo, limit=1)
+    history = await ctx.db(ctx.lag_points.history, repo, limit=1)
     records = [
         r for state in ("open", "blocked") for r in await ctx.db(ctx.registry.ingestions, repo, state=state)
     ]

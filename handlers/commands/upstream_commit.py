@@ -8,15 +8,13 @@ import asyncio
 from dataclasses import dataclass
 
 from bot.app.context import Context
-from bot.core.codeowners import CODEOWNERS_PATHS, MAX_CODEOWNERS_BYTES, CodeOwners
-from bot.core.codeowners import parse as parse_codeowners
+from bot.core.codeowners import CODEOWNERS_PATHS, CodeOwners, parse_codeowners
 from bot.core.command_args import CommandRefused
 from bot.core.config import SluiceConfig
 from bot.core.permissions import Ownership, ownership
-from bot.db.registry import Fork
 from bot.flows.engine import Snapshot, take_snapshot
 from bot.git.mirror import Mirror, SyncResult
-from bot.git.repo import GitRepo
+from bot.ports import Fork, Repository
 from handlers import ingest, upstream
 
 
@@ -24,7 +22,7 @@ from handlers import ingest, upstream
 class Synced:
     """The fork's mirror just fetched: both heads, and the fork's config at trunk."""
 
-    repo: GitRepo
+    repo: Repository
     sync: SyncResult
     config: SluiceConfig
     mirror: Mirror
@@ -67,7 +65,7 @@ class Synced:
         for path in CODEOWNERS_PATHS:
             text = self.repo.read_file(self.sync.fork_head, path)
             if text is not None:
-                return parse_codeowners(text[:MAX_CODEOWNERS_BYTES].decode("utf-8", "replace"))
+                return parse_codeowners(text.decode("utf-8", "replace"))
         return CodeOwners()
 
     def ownership_of(self, sha: str) -> Ownership:
@@ -81,7 +79,7 @@ async def synced(ctx: Context, fork: Fork) -> Synced:
     """Fetch the fork's trunk and upstream branch into the fork's mirror and read the fork's config."""
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
     mirror, sync = await asyncio.to_thread(ctx.sync_fork, fork, auth=auth, upstream_auth=upstream_auth)
-    repo = GitRepo(mirror.path)
+    repo = ctx.repository(mirror)
     config = await asyncio.to_thread(ingest.fork_config, ctx, repo, sync, fork)
     return Synced(repo, sync, config, mirror, upstream_auth)
 

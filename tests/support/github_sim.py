@@ -350,8 +350,15 @@ class GitHubSim:
         self.rate_reset = int(self.now().timestamp()) + 3600
         self._faults: list[Fault] = []
         self._slows: list[Slow] = []
+        self._init_reviews()
         self.app = web.Application(middlewares=[self._middleware])
         self._routes()
+
+    def _init_reviews(self) -> None:
+        """What the gate reads: reviews per PR, team members, and races staged with `before_next`."""
+        self.reviews: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+        self.teams: dict[str, set[str]] = defaultdict(set)  # "org/slug" (lower case) -> member logins
+        self._before: list[tuple[str, re.Pattern[str], Callable[[], None]]] = []
 
     # ---------------------------------------------------------------- setup and recording
 
@@ -489,6 +496,19 @@ class GitHubSim:
 
     def slow(self, path_regex: str, seconds: float, *, times: int | None = None) -> None:
         self._slows.append(Slow(re.compile(path_regex), seconds, times))
+
+    def before_next(self, method: str, path_regex: str, action: Callable[[], None]) -> None:
+        """Run `action` (someone else's change: a push, say) just before the next matching request is
+        handled: a race with another actor, made deterministic."""
+        self._before.append((method, re.compile(path_regex), action))
+
+    def _run_before(self, request: web.Request) -> None:
+        for entry in list(self._before):
+            method, regex, action = entry
+            if method in ("*", request.method) and regex.search(request.path):
+                self._before.remove(entry)
+                action()
+                return
 
     # ---------------------------------------------------------------- git
 
@@ -633,6 +653,7 @@ class GitHubSim:
             ("GET", "/app/hook/deliveries/{id:\\d+}", self._get_hook_delivery),
             ("POST", "/app/hook/deliveries/{id:\\d+}/attempts", self._redeliver_hook),
             ("GET", "/rate_limit", self._rate_limit),
+            ("GET", "/orgs/{org}/teams/{team}/memberships/{user}", self._team_membership),
         ]
 
     def _repo_routes(self) -> list[tuple[str, str, Handler]]:
@@ -656,6 +677,8 @@ class GitHubSim:
             ("GET", f"{r}/pulls/{{number:\\d+}}/files", self._pull_files),
             ("GET", f"{r}/pulls/{{number:\\d+}}/merge", self._pull_merged),
             ("PUT", f"{r}/pulls/{{number:\\d+}}/merge", self._merge_pull),
+            ("GET", f"{r}/pulls/{{number:\\d+}}/reviews", self._list_reviews),
+            ("POST", f"{r}/pulls/{{number:\\d+}}/reviews", self._create_review),
             ("POST", f"{r}/issues", self._create_issue),
             ("GET", f"{r}/issues", self._list_issues),
             ("GET", f"{r}/issues/{{number:\\d+}}", self._get_issue),
@@ -715,6 +738,7 @@ class GitHubSim:
         identity: str | None = None if git else "anonymous"
         try:
             await self._maybe_sleep(request.path)
+            self._run_before(request)
             fault = self._take_fault(request)
             if fault is not None and fault.status == DROPPED:
                 assert request.transport is not None
@@ -1534,6 +1558,8 @@ class GitHubSim:
         return web.Response(status=204 if merged else 404)
 
     async def _merge_pull(self, request: web.Request) -> web.Response:
+        """GitHub's merge button: `sha` pins the head (409 when it moved), 405 when it cannot merge; `merge`
+        makes a merge commit, `squash` one commit, `rebase` replays each commit onto the base."""
         repo = self._repo(request)
         issue = self._issue(request, repo, pull=True)
         data = await self._json(request)
@@ -1543,21 +1569,10 @@ class GitHubSim:
         if data.get("sha") not in (None, head):
             raise SimError(409, "Head branch was modified. Review and try the merge again.")
         method = data.get("merge_method", "merge")
-        if method not in ("merge", "squash"):
-            raise SimError(405, f"Merge method {method} is not supported by the simulator")
-        tree = self._git(repo, "merge-tree", "--write-tree", base, head)
-        if tree.returncode != 0:
-            raise SimError(405, "Pull Request is not mergeable")
-        title = data.get("commit_title") or (
-            f"Merge pull request #{issue.number} from {repo.owner}/{issue.head_ref}"
-            if method == "merge"
-            else f"{issue.title} (#{issue.number})"
-        )
-        message = title + (f"\n\n{data['commit_message']}" if data.get("commit_message") else "")
-        parents = ["-p", base, "-p", head] if method == "merge" else ["-p", base]
-        when = {"GIT_AUTHOR_DATE": _iso(self.now()), "GIT_COMMITTER_DATE": _iso(self.now())}
-        sha = self._git(repo, "commit-tree", tree.stdout.split()[0], *parents, "-m", message, env=when)
-        new = sha.stdout.strip()
+        if method == "rebase":
+            new = self._rebase_onto(repo, base, head)
+        else:
+            new = self._merge_commit(repo, issue, data, base=base, head=head, squash=method == "squash")
         if self._git(repo, "update-ref", f"refs/heads/{issue.base_ref}", new, base).returncode != 0:
             raise SimError(409, "Base branch was modified. Review and try the merge again.")
         issue.frozen_head_sha, issue.frozen_base_sha = head, base
@@ -1567,6 +1582,144 @@ class GitHubSim:
         self._refs_moved(repo, [RefUpdate(f"refs/heads/{issue.base_ref}", base, new)], pusher=issue.merged_by)
         self._notify_pull(repo, issue, "closed", sender=issue.merged_by)
         return web.json_response({"sha": new, "merged": True, "message": "Pull Request successfully merged"})
+
+    def _merge_commit(
+        self, repo: Repo, issue: Issue, data: dict[str, Any], *, base: str, head: str, squash: bool
+    ) -> str:
+        tree = self._git(repo, "merge-tree", "--write-tree", base, head)
+        if tree.returncode != 0:
+            raise SimError(405, "Pull Request is not mergeable")
+        title = data.get("commit_title") or (
+            f"{issue.title} (#{issue.number})"
+            if squash
+            else f"Merge pull request #{issue.number} from {repo.owner}/{issue.head_ref}"
+        )
+        message = title + (f"\n\n{data['commit_message']}" if data.get("commit_message") else "")
+        parents = ["-p", base] if squash else ["-p", base, "-p", head]
+        when = {"GIT_AUTHOR_DATE": _iso(self.now()), "GIT_COMMITTER_DATE": _iso(self.now())}
+        sha = self._git(repo, "commit-tree", tree.stdout.split()[0], *parents, "-m", message, env=when)
+        return sha.stdout.strip()
+
+    def _rebase_onto(self, repo: Repo, base: str, head: str) -> str:
+        """Each commit of base..head replayed onto base, keeping its author and message (GitHub becomes the
+        committer); 405 when the PR has a merge commit or a commit does not apply."""
+        merge_base = self._git(repo, "merge-base", base, head).stdout.strip()
+        onto = base
+        for sha in self._log(repo, [head, f"^{merge_base}"]):
+            parents = self._git(repo, "rev-list", "--parents", "-n", "1", sha).stdout.split()[1:]
+            if len(parents) != 1:
+                raise SimError(405, "This branch can't be rebased")
+            tree = self._replay_tree(repo, sha, parents[0], onto)
+            fmt = self._git(repo, "show", "-s", "--format=%an%x00%ae%x00%aI%x00%B", sha).stdout
+            name, email, date, message = fmt.split("\0", 3)
+            author = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date}
+            when = {"GIT_COMMITTER_DATE": _iso(self.now())}
+            made = self._git(repo, "commit-tree", tree, "-p", onto, "-m", message, env=author | when)
+            onto = made.stdout.strip()
+        return onto
+
+    def _replay_tree(self, repo: Repo, sha: str, parent: str, onto: str) -> str:
+        """The tree of `sha`'s change applied onto `onto`: a three-way merge with `parent` as the base (git
+        2.39's merge-tree has no --merge-base, so the base is made the only common ancestor)."""
+        root = self._git(repo, "commit-tree", f"{parent}^{{tree}}", "-m", "base").stdout.strip()
+        ours = self._git(repo, "commit-tree", f"{onto}^{{tree}}", "-p", root, "-m", "ours").stdout.strip()
+        theirs = self._git(repo, "commit-tree", f"{sha}^{{tree}}", "-p", root, "-m", "theirs").stdout.strip()
+        merged = self._git(repo, "merge-tree", "--write-tree", ours, theirs)
+        if merged.returncode != 0:
+            raise SimError(405, "This branch can't be rebased")
+        return merged.stdout.split()[0]
+
+    # ---------------------------------------------------------------- reviews and teams
+
+    def review(
+        self,
+        full_name: str,
+        number: int,
+        *,
+        user: str,
+        state: str,
+        commit_id: str | None = None,
+        body: str = "",
+    ) -> dict[str, Any]:
+        """A person's submitted review (APPROVED, CHANGES_REQUESTED, COMMENTED) as GitHub records it, with
+        its `pull_request_review` webhook; `commit_id` defaults to the PR's head."""
+        repo = self.repos[full_name]
+        issue = self.issues[full_name][number]
+        if state in ("APPROVED", "CHANGES_REQUESTED") and user == issue.user:
+            verb = "approve" if state == "APPROVED" else "request changes on"
+            raise validation_failed(
+                {
+                    "resource": "PullRequestReview",
+                    "code": "custom",
+                    "message": f"Can not {verb} your own pull request",
+                }
+            )
+        head, _ = self._pull_shas(repo, issue)
+        review_id = self._next_id()
+        review = {
+            "id": review_id,
+            "node_id": f"PRR_{review_id}",
+            "user": _user(user),
+            "body": body,
+            "state": state,
+            "commit_id": commit_id or head,
+            "submitted_at": _iso(self.now()) if state != "PENDING" else None,
+            "author_association": "MEMBER",
+            "html_url": f"{WEB}/{full_name}/pull/{number}#pullrequestreview-{review_id}",
+            "pull_request_url": f"{API}/repos/{full_name}/pulls/{number}",
+        }
+        self.reviews[(full_name, number)].append(review)
+        if state != "PENDING" and self._hook is not None:
+            payload = {
+                "action": "submitted",
+                "review": review | {"state": state.lower()},  # webhooks spell the state in lower case
+                "pull_request": self._pull_json(repo, issue),
+                **self._envelope(full_name, user),
+            }
+            self._emit("pull_request_review", payload)
+        return review
+
+    async def _list_reviews(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo, pull=True)
+        return self._paginate(request, list(self.reviews[(repo.full_name, issue.number)]))
+
+    async def _create_review(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        issue = self._issue(request, repo, pull=True)
+        data = await self._json(request)
+        states = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
+        event = data.get("event")
+        if event is not None and event not in states:
+            raise validation_failed({"resource": "PullRequestReview", "field": "event", "code": "invalid"})
+        commit_id = data.get("commit_id")
+        if commit_id is not None and self._resolve(repo, str(commit_id)) is None:
+            raise SimError(422, "Unprocessable Entity: commit_id is not part of the pull request")
+        state = states.get(event, "PENDING") if event else "PENDING"
+        review = self.review(
+            repo.full_name,
+            issue.number,
+            user=self.bot_login,
+            state=state,
+            commit_id=commit_id,
+            body=data.get("body") or "",
+        )
+        return web.json_response(review)
+
+    def add_team_member(self, team: str, login: str) -> None:
+        """Make `login` an active member of `org/slug` (or `@org/slug`)."""
+        self.teams[team.removeprefix("@").lower()].add(login)
+
+    async def _team_membership(self, request: web.Request) -> web.Response:
+        org, slug, user = (request.match_info[k] for k in ("org", "team", "user"))
+        inst = self.installations.get(request.get(INSTALLATION_ID, -1))
+        if inst is None or inst.account.lower() != org.lower():
+            raise SimError(404, "Not Found")
+        members = {m.lower() for m in self.teams.get(f"{org}/{slug}".lower(), set())}
+        if user.lower() not in members:
+            raise SimError(404, "Not Found")
+        url = f"{API}/orgs/{org}/teams/{slug}/memberships/{user}"
+        return web.json_response({"url": url, "role": "member", "state": "active"})
 
     def open_issue(
         self, full_name: str, *, title: str, body: str | None = None, user: str | None = None
@@ -1774,6 +1927,8 @@ class GitHubSim:
         }
         self._apply_check_fields(run, data)
         self.check_runs[repo.full_name].append(run)
+        if run["status"] == "completed":
+            self._check_run_completed(repo, run)
         return web.json_response(run, status=201)
 
     async def _get_check_run(self, request: web.Request) -> web.Response:
@@ -1783,8 +1938,53 @@ class GitHubSim:
         run = self._check_run(request)
         updated = json.loads(json.dumps(run))
         self._apply_check_fields(updated, await self._json(request))
+        was = run["status"]
         run.update(updated)
+        if run["status"] == "completed" and was != "completed":
+            self._check_run_completed(self._repo(request), run)
         return web.json_response(run)
+
+    def finish_check(self, full_name: str, sha: str, name: str, conclusion: str) -> dict[str, Any]:
+        """Complete the latest check run `name` on `sha` (a new one when there is none), as a tier's runner
+        does through the API, with the `check_run` webhook."""
+        repo = self.repos[full_name]
+        runs = [r for r in self.check_runs[full_name] if r["head_sha"] == sha and r["name"] == name]
+        if runs:
+            run = runs[-1]
+        else:
+            run = {
+                "id": self._next_id(),
+                "name": name,
+                "head_sha": sha,
+                "output": {},
+                "started_at": _iso(self.now()),
+            }
+            run |= {"app": {"id": self.app_id, "slug": "sluice"}, "details_url": None, "external_id": ""}
+            run |= {"html_url": f"{WEB}/{full_name}/runs/{run['id']}", "node_id": f"CR_{run['id']}"}
+            self.check_runs[full_name].append(run)
+        run |= {"status": "completed", "conclusion": conclusion, "completed_at": _iso(self.now())}
+        self._check_run_completed(repo, run)
+        self._start_hook_worker()
+        return run
+
+    def _check_run_completed(self, repo: Repo, run: dict[str, Any]) -> None:
+        """The `check_run` `completed` webhook, naming the open PRs whose head is the run's commit (only the
+        `completed` action is sent: Sluice acts on no other)."""
+        pulls = []
+        for issue in self._open_pulls(repo):
+            head, base = self._pull_shas(repo, issue)
+            if head == run["head_sha"]:
+                pulls.append(
+                    {
+                        "number": issue.number,
+                        "id": issue.id,
+                        "url": f"{API}/repos/{repo.full_name}/pulls/{issue.number}",
+                        "head": {"ref": issue.head_ref, "sha": head},
+                        "base": {"ref": issue.base_ref, "sha": base},
+                    }
+                )
+        payload = {"action": "completed", "check_run": run | {"pull_requests": pulls}}
+        self._emit("check_run", payload | self._envelope(repo.full_name, self.bot_login))
 
     async def _list_check_runs(self, request: web.Request) -> web.Response:
         repo = self._repo(request)

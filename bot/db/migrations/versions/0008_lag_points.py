@@ -28,6 +28,8 @@ def upgrade() -> None:
         sa.Column("open_ingestions", sa.Integer(), nullable=False),
         sa.Column("ingestion_tip", sa.String(40)),
         sa.Column("upstream_head", sa.String(40), nullable=False),
+        sa.Column("lead_time_days_median", sa.Float()),
+        sa.Column("lead_time_days_p90", sa.Float()),
     )
     op.create_index("ix_lag_points_fork_at", "lag_points", ["fork", "at"])
 

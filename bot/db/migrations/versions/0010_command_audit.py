@@ -1,7 +1,7 @@
 """The command audit log: every slash command, accepted or refused, with who, where, why and when.
 
-Revision ID: 0009_command_audit
-Revises: 0008_lag_points
+Revision ID: 0010_command_audit
+Revises: 0009_gate
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009_command_audit"
-down_revision = "0008_lag_points"
+revision = "0010_command_audit"
+down_revision = "0009_gate"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,191 @@
+"""The audit record of one ingestion: what came in, how each conflict was resolved, what validated it, who
+approved or waived what, and how to roll it back. Opened with its PR, closed when it merges."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Mapping, Sequence
+
+from bot.core.gate import Approval, CheckResult, Resolution, Waiver
+from bot.core.ingestion import PickedUnit, Tier
+from bot.core.models import Frozen
+
+
+class AuditState(enum.StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class AuditCommit(Frozen):
+    upstream: str
+    subject: str
+    status: str  # the pick's outcome: clean, auto_resolved, proposed, needs_human, already_applied
+    commit: str | None = None  # the fork commit written for it
+
+
+class AuditConflict(Frozen):
+    upstream: str
+    path: str
+    cls: str
+    resolved: bool
+    how: str | None  # the rules, "reused" or "proposed"
+    component: str | None = None
+
+    def resolution(self) -> Resolution:
+        return Resolution(self.upstream, self.path, self.cls, self.how)
+
+
+class AuditTier(Frozen):
+    """A reference to a tier's report: its check run (the report itself lives with the run)."""
+
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None
+    url: str | None = None
+
+
+class AuditApproval(Frozen):
+    login: str
+    head_sha: str
+    at: dt.datetime
+    source: str
+
+
+class AuditWaiver(Frozen):
+    tier: str
+    owner: str
+    reason: str
+    recovery_plan: str
+    expires_at: dt.datetime
+    granted_by: str
+
+
+class AuditRecord(Frozen):
+    fork: str
+    ingestion_id: str
+    kind: str  # bundle | chain
+    pr_number: int
+    head: str | None
+    upstream_base: str | None  # the parent of the first upstream commit: where the range starts
+    upstream_target: str  # the last upstream commit
+    commits: tuple[AuditCommit, ...] = ()
+    conflicts: tuple[AuditConflict, ...] = ()
+    tiers: tuple[AuditTier, ...] = ()
+    failing_tier: str | None = None
+    approvals: tuple[AuditApproval, ...] = ()
+    waivers: tuple[AuditWaiver, ...] = ()
+    merge_sha: str | None = None
+    rollback_tag: str | None = None
+    rollback_sha: str | None = None  # fork trunk just before the merge
+    state: AuditState = AuditState.OPEN
+    opened_at: dt.datetime | None = None
+    closed_at: dt.datetime | None = None
+
+    def resolutions(self) -> tuple[Resolution, ...]:
+        return tuple(c.resolution() for c in self.conflicts if c.resolved)
+
+
+def opened(picked: PickedUnit, *, fork: str, pr_number: int, upstream_base: str | None) -> AuditRecord:
+    """The record of a unit as picked: each commit's outcome and each conflict with how it was resolved."""
+    unit = picked.unit
+    return AuditRecord(
+        fork=fork,
+        ingestion_id=unit.id,
+        kind=unit.kind.value,
+        pr_number=pr_number,
+        head=picked.head,
+        upstream_base=upstream_base,
+        upstream_target=unit.commits[-1].sha,
+        commits=tuple(
+            AuditCommit(upstream=r.upstream, subject=r.subject, status=r.status.value, commit=r.commit)
+            for r in picked.reports
+        ),
+        conflicts=tuple(
+            AuditConflict(
+                upstream=r.upstream,
+                path=f.path,
+                cls=f.cls,
+                resolved=f.resolved,
+                how=f.rule,
+                component=f.evidence.component,
+            )
+            for r in picked.reports
+            for f in r.files
+        ),
+    )
+
+
+def closed(
+    record: AuditRecord,
+    *,
+    checks: Mapping[str, CheckResult],
+    approvals: Sequence[Approval],
+    waivers: Sequence[Waiver],
+    merge_sha: str,
+    rollback: tuple[str | None, str],
+    at: dt.datetime,
+) -> AuditRecord:
+    """The record as the merge leaves it: tiers, the approvals and waivers that counted, merge, rollback."""
+    tiers = tuple(
+        AuditTier(name=c.name, head_sha=c.head_sha, status=c.status, conclusion=c.conclusion, url=c.url)
+        for name, c in sorted(checks.items())
+        if name in {t.value for t in Tier if t is not Tier.GATE}
+    )
+    failing = next((t.name for t in tiers if t.status == "completed" and t.conclusion != "success"), None)
+    return record.model_copy(
+        update={
+            "tiers": tiers,
+            "failing_tier": failing,
+            "approvals": tuple(
+                AuditApproval(login=a.login, head_sha=a.head_sha, at=a.at, source=a.source) for a in approvals
+            ),
+            "waivers": tuple(_waiver(w) for w in waivers),
+            "merge_sha": merge_sha,
+            "rollback_tag": rollback[0],
+            "rollback_sha": rollback[1],
+            "state": AuditState.CLOSED,
+            "closed_at": at,
+        }
+    )
+
+
+def _waiver(w: Waiver) -> AuditWaiver:
+    return AuditWaiver(
+        tier=w.tier.value,
+        owner=w.owner,
+        reason=w.reason,
+        recovery_plan=w.recovery_plan,
+        expires_at=w.expires_at,
+        granted_by=w.granted_by,
+    )
+
+
+def render(number: int, record: AuditRecord) -> str:
+    """`sluice audit`'s text: the record, one fact a line."""
+    lines = [
+        f"audit {number}: {record.fork} #{record.pr_number} {record.ingestion_id} ({record.state.value})",
+        f"  upstream: {record.upstream_base or '?'}..{record.upstream_target}",
+        f"  head: {record.head or '-'}   merge: {record.merge_sha or '-'}",
+        f"  rollback: {record.rollback_tag or '-'} at {record.rollback_sha or '-'}",
+        f"  failing tier: {record.failing_tier or 'none'}",
+        "  commits:",
+        *(f"    {c.upstream[:10]} {c.status:<16} {c.subject}" for c in record.commits),
+        "  conflicts:",
+        *(f"    {c.upstream[:10]} {c.path}: {c.cls}, {c.how or 'unresolved'}" for c in record.conflicts),
+        "  tiers:",
+        *(
+            f"    {t.name}: {t.conclusion or t.status} on {t.head_sha[:10]} {t.url or ''}".rstrip()
+            for t in record.tiers
+        ),
+        "  approvals:",
+        *(f"    @{a.login} on {a.head_sha[:10]} ({a.source}, {a.at.isoformat()})" for a in record.approvals),
+        "  waivers:",
+        *(
+            f"    {w.tier} by @{w.granted_by} until {w.expires_at.isoformat()}: {w.reason}"
+            f" (plan: {w.recovery_plan})"
+            for w in record.waivers
+        ),
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,322 @@
+"""`sluice/gate`: whether an ingestion PR may merge; when not, exactly what is missing and who can give it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from bot.core.codeowners import CodeOwners
+from bot.core.config import SluiceConfig
+from bot.core.ingestion import Tier
+
+TIER_KEYS = {"l1": Tier.L1, "l2": Tier.L2, "l3": Tier.L3}
+NEEDS_APPROVAL = frozenset({"api", "semantic"})  # conflict classes no rule resolves: a person's resolution
+PROPOSED = "proposed"  # `how` of a resolution the resolver command proposed
+
+
+class MissingKind(enum.StrEnum):
+    TIER = "tier"
+    APPROVAL = "approval"
+    HOLD = "hold"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A tier's check run as GitHub shows it."""
+
+    name: str
+    head_sha: str
+    status: str  # queued | in_progress | completed
+    conclusion: str | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class Waiver:
+    """A recorded exception for a failed tier (never L1): who answers for it, why, until when, and how the
+    failure gets fixed."""
+
+    tier: Tier
+    owner: str
+    reason: str
+    recovery_plan: str
+    expires_at: dt.datetime
+    granted_by: str
+
+    def valid(self, now: dt.datetime) -> bool:
+        return self.tier is not Tier.L1 and now < self.expires_at
+
+
+@dataclass(frozen=True)
+class Approval:
+    login: str
+    head_sha: str
+    at: dt.datetime
+    source: str = "review"  # review (GitHub's) | command (`/approve`)
+
+
+@dataclass(frozen=True)
+class Review:
+    """A pull request review as GitHub's REST API lists it."""
+
+    login: str
+    state: str  # APPROVED | CHANGES_REQUESTED | COMMENTED | DISMISSED | PENDING
+    commit_id: str
+    submitted_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A fork's automatic ingestion stopped: by whom (a maintainer, or Sluice's safety throttle) and why."""
+
+    by: str
+    reason: str
+    at: dt.datetime
+
+
+@dataclass(frozen=True)
+class Hold:
+    by: str
+    reason: str
+    at: dt.datetime
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How one conflicted file of an ingested commit was resolved (from the audit record)."""
+
+    upstream: str
+    path: str
+    cls: str  # mechanical | api | semantic | unknown
+    how: str | None  # the rules, "reused" (a person's earlier resolution) or "proposed"
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.cls in NEEDS_APPROVAL or PROPOSED in (self.how or "").split(",")
+
+
+@dataclass(frozen=True)
+class GateInput:
+    head_sha: str
+    checks: Mapping[str, CheckResult]
+    waivers: Sequence[Waiver] = ()
+    resolutions: Sequence[Resolution] = ()
+    approvals: Sequence[Approval] = ()
+    hold: Hold | None = None
+    codeowners: CodeOwners = field(default_factory=CodeOwners)
+    teams: Mapping[str, frozenset[str]] = field(default_factory=dict)  # '@org/team' -> approvers in it
+
+
+@dataclass(frozen=True)
+class Missing:
+    kind: MissingKind
+    what: str
+    who: tuple[str, ...]  # who can provide it; () when nobody is named yet
+    how: str
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    head_sha: str
+    missing: tuple[Missing, ...]
+    met: tuple[str, ...]
+    failed: tuple[Tier, ...]  # required tiers that failed on the head without a valid waiver
+    waived: tuple[Waiver, ...] = ()
+    approvals: tuple[Approval, ...] = ()  # the approvals that counted
+
+    @property
+    def passed(self) -> bool:
+        return not self.missing
+
+    @property
+    def conclusion(self) -> str | None:
+        """The check run's conclusion: success, failure (a tier failed unwaived), None (still waiting)."""
+        if self.passed:
+            return "success"
+        return "failure" if self.failed else None
+
+
+def required_tiers(config: SluiceConfig) -> tuple[Tier, ...]:
+    """L1 always, then the tiers `gate.required_tiers` names, in tier order."""
+    named = {TIER_KEYS[key] for key in config.gate.required_tiers} | {Tier.L1}
+    return tuple(t for t in (Tier.L1, Tier.L2, Tier.L3) if t in named)
+
+
+def decide(facts: GateInput, *, config: SluiceConfig, now: dt.datetime) -> GateDecision:
+    """Pure: every condition of the gate on `facts.head_sha` at `now`."""
+    missing: list[Missing] = []
+    met: list[str] = []
+    failed: list[Tier] = []
+    waived: list[Waiver] = []
+    for tier in required_tiers(config):
+        _tier(tier, facts, now, missing=missing, met=met, failed=failed, waived=waived)
+    counted = _approvals(facts, config, missing=missing, met=met)
+    if facts.hold is not None:
+        hold = facts.hold
+        missing.append(
+            Missing(
+                MissingKind.HOLD, f"held by @{hold.by}: {hold.reason or 'no reason given'}", (), "`/unhold`"
+            )
+        )
+    else:
+        met.append("no hold is set")
+    return GateDecision(facts.head_sha, tuple(missing), tuple(met), tuple(failed), tuple(waived), counted)
+
+
+def _tier(
+    tier: Tier,
+    facts: GateInput,
+    now: dt.datetime,
+    *,
+    missing: list[Missing],
+    met: list[str],
+    failed: list[Tier],
+    waived: list[Waiver],
+) -> None:
+    run = facts.checks.get(tier.value)
+    if run is None or run.head_sha != facts.head_sha:
+        missing.append(Missing(MissingKind.TIER, f"{tier.value} has not run on this head", (), "wait for it"))
+        return
+    if run.status != "completed":
+        missing.append(Missing(MissingKind.TIER, f"{tier.value} is {run.status}", (), "wait for it"))
+        return
+    if run.conclusion == "success":
+        met.append(f"{tier.value} succeeded")
+        return
+    waiver = next((w for w in facts.waivers if w.tier is tier and w.valid(now)), None)
+    if waiver is not None:
+        waived.append(waiver)
+        met.append(
+            f"{tier.value} {run.conclusion}, waived by @{waiver.granted_by} until {_when(waiver.expires_at)} "
+            f"(owner {waiver.owner}: {waiver.reason}; recovery plan: {waiver.recovery_plan})"
+        )
+        return
+    failed.append(tier)
+    missing.append(_failed_tier(tier, run, facts.waivers, now))
+
+
+def _failed_tier(tier: Tier, run: CheckResult, waivers: Sequence[Waiver], now: dt.datetime) -> Missing:
+    what = f"{tier.value} concluded {run.conclusion}"
+    expired = [w for w in waivers if w.tier is tier is not Tier.L1 and now >= w.expires_at]
+    if expired:
+        what += f" (the waiver by @{expired[-1].granted_by} expired {_when(expired[-1].expires_at)})"
+    if tier is Tier.L1:
+        return Missing(MissingKind.TIER, what, (), "fix the failure and push; L1 is never waived")
+    how = "fix the failure and push, or record a waiver (`/waive`): owner, reason, expiry, recovery plan"
+    return Missing(MissingKind.TIER, what, ("a maintainer",), how)
+
+
+def _approvals(
+    facts: GateInput, config: SluiceConfig, *, missing: list[Missing], met: list[str]
+) -> tuple[Approval, ...]:
+    current = [a for a in facts.approvals if a.head_sha == facts.head_sha]
+    counted: dict[str, Approval] = {}
+    for resolution in (r for r in facts.resolutions if r.needs_approval):
+        owners = owners_of(resolution.path, facts.codeowners, config)
+        upstream = resolution.upstream[:10]
+        subject = f"the {_kind(resolution)} resolution of `{resolution.path}` (upstream `{upstream}`)"
+        what = f"a code owner's approval of {subject}"
+        by = [a for a in current if _owns(a.login, owners, facts.teams)]
+        if by:
+            counted.update((a.login, a) for a in by)
+            met.append(f"{subject} approved by {', '.join('@' + a.login for a in by)}")
+        elif not owners:
+            how = f"name an owner for `{resolution.path}` in CODEOWNERS or its component's `owners`"
+            missing.append(Missing(MissingKind.APPROVAL, what, (), how))
+        else:
+            missing.append(Missing(MissingKind.APPROVAL, what, owners, _approve_how(resolution, facts)))
+    return tuple(counted.values())
+
+
+def _approve_how(resolution: Resolution, facts: GateInput) -> str:
+    stale = [a for a in facts.approvals if a.head_sha != facts.head_sha]
+    how = f"approve the PR on its head `{facts.head_sha[:10]}` (a review, or `/approve`)"
+    if stale:
+        logins = ", ".join(sorted({"@" + a.login for a in stale}))
+        how += f"; the approvals by {logins} were given on an older head and no longer count"
+    return how
+
+
+def _kind(resolution: Resolution) -> str:
+    return PROPOSED if PROPOSED in (resolution.how or "").split(",") else resolution.cls
+
+
+def owners_of(path: str, codeowners: CodeOwners, config: SluiceConfig) -> tuple[str, ...]:
+    """The code owners of `path`: CODEOWNERS' (last matching line), then its component's `owners`."""
+    component = config.component_for(path)
+    found = (*codeowners.owners(path), *(component.owners if component else ()))
+    return tuple(dict.fromkeys(o for o in found if o.startswith("@")))
+
+
+def _owns(login: str, owners: Sequence[str], teams: Mapping[str, frozenset[str]]) -> bool:
+    name = login.lower()
+    for owner in owners:
+        if "/" in owner and name in {m.lower() for m in teams.get(owner.lower(), frozenset())}:
+            return True
+        if owner.lower() == "@" + name:
+            return True
+    return False
+
+
+def review_approvals(reviews: Sequence[Review], *, bot_login: str) -> tuple[Approval, ...]:
+    """The approvals GitHub's reviews give: each person's latest deciding review (approved, changes requested,
+    dismissed; comments decide nothing), when it approved, on the commit it approved."""
+    latest: dict[str, Review] = {}
+    for review in sorted(reviews, key=lambda r: r.submitted_at):
+        if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") and review.login != bot_login:
+            latest[review.login.lower()] = review
+    return tuple(
+        Approval(r.login, r.commit_id, r.submitted_at) for r in latest.values() if r.state == "APPROVED"
+    )
+
+
+def team_owners(resolutions: Sequence[Resolution], codeowners: CodeOwners, config: SluiceConfig) -> set[str]:
+    """The teams among the owners the resolutions need: the flow asks GitHub which approvers are in them."""
+    needed = (owners_of(r.path, codeowners, config) for r in resolutions if r.needs_approval)
+    return {owner.lower() for owners in needed for owner in owners if "/" in owner}
+
+
+def should_pause(consecutive_failures: int, config: SluiceConfig) -> bool:
+    """The safety throttle: after `gate.pause_after_failures` failed ingestions in a row, stop ingesting."""
+    return consecutive_failures >= config.gate.pause_after_failures
+
+
+def _when(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+# ------------------------------------------------------------------ the check run's text
+
+TITLES = {
+    "success": "Gate open: every condition holds",
+    "failure": "Gate closed: a required tier failed",
+    None: "Gate closed: waiting",
+}
+
+
+def title(decision: GateDecision) -> str:
+    if decision.passed:
+        return TITLES["success"]
+    return TITLES[decision.conclusion] + f" ({len(decision.missing)} missing)"
+
+
+def summary(decision: GateDecision, *, notes: Sequence[str] = ()) -> str:
+    """Markdown: what is missing and who can provide it, then what holds, for the check run's summary."""
+    lines = [f"Head `{decision.head_sha[:10]}`.", ""]
+    if decision.missing:
+        lines += ["### Missing", "", "| what | who can provide it | how |", "|---|---|---|"]
+        for item in decision.missing:
+            who = ", ".join(item.who) if item.who else "—"
+            lines.append(f"| {_cell(item.what)} | {_cell(who)} | {_cell(item.how)} |")
+        lines.append("")
+    lines += ["### Conditions met", ""]
+    lines += [f"- {_cell(line)}" for line in decision.met] or ["- nothing yet"]
+    if notes:
+        lines += ["", "### Notes", "", *(f"- {note}" for note in notes)]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,342 @@
+"""The gate and the merge of one ingestion PR: gather the facts, ask `bot.core.gate`, publish `sluice/gate`
+on the PR's head, count a failure for the safety throttle, and merge with the head pinned when allowed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.core import audit, gate
+from bot.core.codeowners import CODEOWNERS_PATHS, CodeOwners, parse_codeowners
+from bot.core.config import SluiceConfig, Strategy
+from bot.core.errors import MergeRefused
+from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, Pause, Review, Waiver
+from bot.core.ingestion import BRANCH_PREFIX, Tier
+from bot.ports import Clock, GateForge, GateRecords
+
+Db = Callable[..., Awaitable[Any]]  # Context.db: a store call in a worker thread
+ROLLBACK_PREFIX = "sluice/rollback/"
+log = logging.getLogger("sluice.merge")
+
+
+class Outcome(enum.StrEnum):
+    SKIPPED = "skipped"  # not an open ingestion PR of this fork
+    WAITING = "waiting"  # the gate is closed
+    OPEN = "open"  # the gate passed; policy (or a pause, or the base) leaves the merge to a person
+    MERGED = "merged"
+    REFUSED = "refused"  # GitHub refused the pinned merge (409: the head moved); not retried
+
+
+@dataclass(frozen=True)
+class Gatekeeper:
+    """Everything one fork's gate needs: GitHub, the store (through `db`), the config and the clock."""
+
+    forge: GateForge
+    gates: GateRecords
+    db: Db
+    trunk: str  # fork trunk: the only base an ingestion PR is merged into
+    config: SluiceConfig
+    clock: Clock
+    bot_login: str
+
+    @property
+    def fork(self) -> str:
+        return self.forge.repo
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What the store knows of one PR and its fork."""
+
+    waivers: tuple[Waiver, ...]
+    approvals: tuple[Approval, ...]
+    hold: Hold | None
+    record: audit.AuditRecord | None
+    paused: Pause | None
+
+
+@dataclass(frozen=True)
+class Facts:
+    pull: Mapping[str, Any]
+    head: str
+    checks: Mapping[str, CheckResult]
+    runs: Mapping[str, Mapping[str, Any]]
+    stored: Stored
+    facts: GateInput
+
+
+async def evaluate(keeper: Gatekeeper, number: int) -> Outcome:
+    """Re-evaluate the gate of PR `number`; merge it when the gate passes and policy allows."""
+    pull = await keeper.forge.get_pull(number)
+    if not _is_open_ingestion(pull, keeper.fork):
+        return Outcome.SKIPPED
+    found = await _gather(keeper, pull)
+    now = keeper.clock()
+    decision = gate.decide(found.facts, config=keeper.config, now=now)
+    paused = found.stored.paused
+    if decision.failed:
+        paused = await _count_failure(keeper, number, decision, paused)
+    blocker = _merge_blocker(keeper, pull, paused) if decision.passed else None
+    notes = [blocker] if blocker else []
+    await _publish(keeper, found, decision, notes=notes)
+    if not decision.passed:
+        return Outcome.WAITING
+    if blocker is not None:
+        return Outcome.OPEN
+    return await _merge(keeper, found, decision)
+
+
+def _is_open_ingestion(pull: Mapping[str, Any], repo: str) -> bool:
+    head = pull["head"]
+    own = (head.get("repo") or {}).get("full_name") == repo
+    return pull.get("state") == "open" and own and str(head["ref"]).startswith(BRANCH_PREFIX)
+
+
+async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
+    number, head = int(pull["number"]), str(pull["head"]["sha"])
+    runs = await keeper.forge.check_runs(head)
+    checks = {name: _check(run) for name, run in runs.items()}
+    reviews = [_review(r) for r in await keeper.forge.pull_reviews(number) if r.get("submitted_at")]
+    stored: Stored = await keeper.db(_load, keeper.gates, keeper.fork, number)
+    approvals = (*gate.review_approvals(reviews, bot_login=keeper.bot_login), *stored.approvals)
+    resolutions = stored.record.resolutions() if stored.record is not None else ()
+    codeowners = await _codeowners(keeper)
+    teams = await _teams(keeper, resolutions, codeowners, approvals, head)
+    facts = GateInput(
+        head_sha=head,
+        checks=checks,
+        waivers=stored.waivers,
+        resolutions=resolutions,
+        approvals=approvals,
+        hold=stored.hold,
+        codeowners=codeowners,
+        teams=teams,
+    )
+    return Facts(pull, head, checks, runs, stored, facts)
+
+
+def _load(gates: GateRecords, fork: str, number: int) -> Stored:
+    return Stored(
+        waivers=tuple(gates.waivers(fork, number)),
+        approvals=tuple(gates.approvals(fork, number)),
+        hold=gates.hold(fork, number),
+        record=gates.audit(fork, number),
+        paused=gates.paused(fork),
+    )
+
+
+def _check(run: Mapping[str, Any]) -> CheckResult:
+    url = run.get("details_url") or run.get("html_url")
+    return CheckResult(str(run["name"]), str(run["head_sha"]), str(run["status"]), run.get("conclusion"), url)
+
+
+def _review(review: Mapping[str, Any]) -> Review:
+    at = dt.datetime.fromisoformat(str(review["submitted_at"]).replace("Z", "+00:00"))
+    return Review(str(review["user"]["login"]), str(review["state"]), str(review.get("commit_id") or ""), at)
+
+
+async def _codeowners(keeper: Gatekeeper) -> CodeOwners:
+    """CODEOWNERS as fork trunk has it, from the first of GitHub's places that holds one."""
+    for path in CODEOWNERS_PATHS:
+        text = await keeper.forge.read_text(path, ref=keeper.trunk)
+        if text is not None:
+            return parse_codeowners(text)
+    return CodeOwners()
+
+
+async def _teams(
+    keeper: Gatekeeper,
+    resolutions: tuple[gate.Resolution, ...],
+    codeowners: CodeOwners,
+    approvals: tuple[Approval, ...],
+    head: str,
+) -> dict[str, frozenset[str]]:
+    """For each team owner the resolutions need, which of the current head's approvers are in it."""
+    logins = sorted({a.login for a in approvals if a.head_sha == head})
+    teams: dict[str, frozenset[str]] = {}
+    for team in sorted(gate.team_owners(resolutions, codeowners, keeper.config)):
+        teams[team] = frozenset([login for login in logins if await keeper.forge.in_team(team, login)])
+    return teams
+
+
+async def _count_failure(
+    keeper: Gatekeeper, number: int, decision: GateDecision, paused: Pause | None
+) -> Pause | None:
+    """A required tier failed: one more failed ingestion in a row; enough of them pause ingestion."""
+    now = keeper.clock()
+    tier = decision.failed[0].value
+    count = await keeper.db(
+        keeper.gates.record_failure, keeper.fork, number, head_sha=decision.head_sha, tier=tier, at=now
+    )
+    if paused is not None or not gate.should_pause(count, keeper.config):
+        return paused
+    reason = f"{count} failed ingestions in a row (the last: #{number}, {tier})"
+    await keeper.db(keeper.gates.pause, keeper.fork, by=keeper.bot_login, reason=reason, at=now)
+    await keeper.forge.post_comment(number, paused_note(reason))
+    log.warning("%s: automatic ingestion paused after %s", keeper.fork, reason)
+    return Pause(keeper.bot_login, reason, now)
+
+
+def paused_note(reason: str) -> str:
+    return (
+        f"**Sluice paused automatic ingestion** of this fork: {reason} (`gate.pause_after_failures`). "
+        "No new ingestion starts and nothing merges until a maintainer resumes it (`/resume`)."
+    )
+
+
+def _merge_blocker(keeper: Gatekeeper, pull: Mapping[str, Any], paused: Pause | None) -> str | None:
+    """Why Sluice leaves an open gate's merge to a person, or None when it merges."""
+    if paused is not None:
+        return f"Automatic ingestion is paused ({paused.reason}); `/resume` lifts it."
+    if not keeper.config.gate.auto_merge:
+        return "`gate.auto_merge` is off: a person merges this PR."
+    if pull["base"]["ref"] != keeper.trunk:
+        return f"This PR builds on `{pull['base']['ref']}`: it merges after that one, onto `{keeper.trunk}`."
+    return None
+
+
+async def _publish(keeper: Gatekeeper, found: Facts, decision: GateDecision, *, notes: list[str]) -> None:
+    """`sluice/gate` on the head, updated in place; nothing is sent when it already says the same."""
+    conclusion = decision.conclusion
+    await _set_gate(keeper, found, conclusion, gate.title(decision), gate.summary(decision, notes=notes))
+
+
+async def _set_gate(
+    keeper: Gatekeeper, found: Facts, conclusion: str | None, title: str, summary: str
+) -> None:
+    run = found.runs.get(Tier.GATE.value)
+    status = "completed" if conclusion is not None else "in_progress"
+    if run is not None and _shows(run, status, conclusion, summary):
+        return
+    run_id = int(run["id"]) if run is not None else None
+    await keeper.forge.set_check_run(
+        found.head,
+        Tier.GATE.value,
+        run_id=run_id,
+        status=status,
+        conclusion=conclusion,
+        title=title,
+        summary=summary,
+    )
+
+
+def _shows(run: Mapping[str, Any], status: str, conclusion: str | None, summary: str) -> bool:
+    output = run.get("output") or {}
+    return (run.get("status"), run.get("conclusion"), output.get("summary")) == (status, conclusion, summary)
+
+
+async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Outcome:
+    """Merge at the head the gate judged; then the rollback tag, the closed audit record, the success."""
+    number = int(found.pull["number"])
+    method = "rebase" if keeper.config.strategy is Strategy.CHERRY_PICK else "merge"
+    commits = len(await keeper.forge.pull_commits(number))
+    title = f"{found.pull.get('title') or 'Sluice ingestion'} (#{number})"
+    try:
+        merged = await keeper.forge.merge_pull(number, sha=found.head, method=method, title=title)
+    except MergeRefused as exc:
+        await _refused(keeper, found, exc)
+        return Outcome.REFUSED
+    before = merged
+    for _ in range(commits if method == "rebase" else 1):
+        before = await keeper.forge.first_parent(before)
+    ingestion_id = str(found.pull["head"]["ref"]).removeprefix(BRANCH_PREFIX)
+    tag = await _tag(keeper, ingestion_id, number, before)
+    await keeper.db(_close, keeper, found, decision, merged=merged, rollback=(tag, before))
+    log.info("%s: merged #%d (%s) as %s; rollback point %s", keeper.fork, number, method, merged, tag)
+    return Outcome.MERGED
+
+
+async def record_merge(keeper: Gatekeeper, number: int) -> Outcome:
+    """A PR a person merged (Sluice's own merges close their record as they merge): the rollback tag on the
+    trunk it was merged onto, and the audit record closed with what the gate found on its head."""
+    pull = await keeper.forge.get_pull(number)
+    head = pull["head"]
+    ours = (head.get("repo") or {}).get("full_name") == keeper.fork and str(head["ref"]).startswith(
+        BRANCH_PREFIX
+    )
+    if not (pull.get("merged") and pull.get("merge_commit_sha") and ours):
+        return Outcome.SKIPPED
+    found = await _gather(keeper, pull)
+    if found.stored.record is not None and found.stored.record.state is audit.AuditState.CLOSED:
+        return Outcome.SKIPPED
+    decision = gate.decide(found.facts, config=keeper.config, now=keeper.clock())
+    merged = str(pull["merge_commit_sha"])
+    before = await _pre_merge_trunk(keeper, merged, await keeper.forge.pull_commits(number))
+    tag = await _tag(keeper, str(head["ref"]).removeprefix(BRANCH_PREFIX), number, before)
+    await keeper.db(_close, keeper, found, decision, merged=merged, rollback=(tag, before))
+    log.info("%s: #%d was merged as %s; rollback point %s", keeper.fork, number, merged, tag)
+    return Outcome.MERGED
+
+
+async def _pre_merge_trunk(keeper: Gatekeeper, merged: str, commits: list[dict[str, Any]]) -> str:
+    """Trunk before a merge made by any method: a merge commit's first parent; for a rebase (its last commit
+    carries the PR's last message) as many first parents back as the PR had commits; for a squash, one."""
+    commit = await keeper.forge.get_commit(merged)
+    parents = [str(p["sha"]) for p in commit["parents"]]
+    last = commits[-1]["commit"]["message"] if commits else None
+    if len(parents) > 1 or len(commits) < 2 or commit["commit"]["message"] != last:
+        return parents[0]
+    before = merged
+    for _ in commits:
+        before = await keeper.forge.first_parent(before)
+    return before
+
+
+async def _refused(keeper: Gatekeeper, found: Facts, exc: MergeRefused) -> None:
+    number = int(found.pull["number"])
+    what = "the head moved after the gate judged it" if exc.status == 409 else "GitHub cannot merge it"
+    text = f"Sluice did not merge #{number}: {what}. {exc.message}. Not retried: {exc.remedy}."
+    log.warning("%s: %s", keeper.fork, text)
+    summary = f"### Merge refused\n\n{text}\n"
+    await _set_gate(keeper, found, "failure", f"Merge refused by GitHub ({exc.status})", summary)
+    await keeper.forge.post_comment(number, text)
+
+
+async def _tag(keeper: Gatekeeper, ingestion_id: str, number: int, sha: str) -> str | None:
+    """`sluice/rollback/<id>` on the pre-merge trunk (`<id>-pr<N>` when a chain's earlier PR took it); None
+    when both exist (the audit record still names the rollback commit)."""
+    for name in (f"{ROLLBACK_PREFIX}{ingestion_id}", f"{ROLLBACK_PREFIX}{ingestion_id}-pr{number}"):
+        if await keeper.forge.create_tag(name, sha):
+            return name
+    log.warning(
+        "%s: rollback tags for %s exist already; the audit record names %s", keeper.fork, ingestion_id, sha
+    )
+    return None
+
+
+def _close(
+    keeper: Gatekeeper, found: Facts, decision: GateDecision, *, merged: str, rollback: tuple[str | None, str]
+) -> None:
+    """Close the audit record (made now from the PR if ingestion never wrote one) and end the failure run."""
+    now = keeper.clock()
+    number = int(found.pull["number"])
+    record = found.stored.record or _bare_record(keeper.fork, found.pull)
+    closed = audit.closed(
+        record,
+        checks=found.checks,
+        approvals=decision.approvals,
+        waivers=decision.waived,
+        merge_sha=merged,
+        rollback=rollback,
+        at=now,
+    )
+    keeper.gates.save_audit(closed, at=now)
+    keeper.gates.record_success(keeper.fork)
+    log.debug("%s: audit record of #%d closed", keeper.fork, number)
+
+
+def _bare_record(fork: str, pull: Mapping[str, Any]) -> audit.AuditRecord:
+    ref = str(pull["head"]["ref"]).removeprefix(BRANCH_PREFIX)
+    return audit.AuditRecord(
+        fork=fork,
+        ingestion_id=ref,
+        kind=ref.split("-", 1)[0],
+        pr_number=int(pull["number"]),
+        head=str(pull["head"]["sha"]),
+        upstream_base=None,
+        upstream_target="",
+    )

@@ -1,0 +1,105 @@
+"""The gate re-evaluated for an ingestion PR: the fork's config read from trunk, then `bot.flows.merge`."""
+
+from __future__ import annotations
+
+import logging
+
+from bot.app.context import Context
+from bot.core.config import CONFIG_PATH, ConfigError, parse_config
+from bot.core.errors import NotFound
+from bot.core.gate import Waiver
+from bot.flows.merge import Gatekeeper, Outcome, evaluate, record_merge
+from bot.ports import Fork
+from handlers import requests
+
+log = logging.getLogger("sluice.gate")
+
+
+async def reevaluate(ctx: Context, repo: str, number: int) -> Outcome:
+    """Judge PR `number` of `repo` again (and merge it when the gate passes and policy allows)."""
+    fork = await ctx.db(ctx.registry.fork, repo)
+    if fork is None:
+        return Outcome.SKIPPED
+    keeper = await gatekeeper(ctx, fork)
+    if keeper is None:
+        return Outcome.SKIPPED
+    outcome = await evaluate(keeper, number)
+    log.info("%s #%d: gate %s", repo, number, outcome.value)
+    return outcome
+
+
+async def merged(ctx: Context, repo: str, number: int) -> Outcome:
+    """PR `number` was merged (by a person, or by Sluice, whose record is closed already)."""
+    fork = await ctx.db(ctx.registry.fork, repo)
+    keeper = await gatekeeper(ctx, fork) if fork is not None else None
+    return await record_merge(keeper, number) if keeper is not None else Outcome.SKIPPED
+
+
+async def gatekeeper(ctx: Context, fork: Fork) -> Gatekeeper | None:
+    """The fork's gate, with `.github/sluice.yml` as trunk has it; None while that file is broken (its
+    `sluice/config` check run says why)."""
+    forge = ctx.forge(fork.installation_id, fork.repo)
+    text = await forge.read_text(CONFIG_PATH, ref=fork.branch)
+    try:
+        config = parse_config(text or "", trusted_url_prefixes=ctx.trusted_url_prefixes)
+    except ConfigError as exc:
+        log.warning(
+            "%s: %s is invalid; the gate waits for a valid one:\n%s", fork.repo, CONFIG_PATH, exc.message
+        )
+        return None
+    gates = ctx.gates
+    return Gatekeeper(forge, gates, ctx.db, fork.branch, config, ctx.clock, ctx.bot_login)
+
+
+# ------------------------------------------------------------------ what the slash commands (issue 14) call
+# Each records its fact and judges the gate again at once; who may call it is the command's decision.
+
+
+async def approve(ctx: Context, repo: str, number: int, *, login: str) -> Outcome:
+    """`/approve`: `login` approves the PR's current head (it stops counting at the next push)."""
+    fork = await _registered(ctx, repo)
+    pull = await ctx.forge(fork.installation_id, repo).get_pull(number)
+    head, now = str(pull["head"]["sha"]), ctx.clock()
+    await ctx.db(ctx.gates.record_approval, repo, number, login=login, head_sha=head, at=now)
+    return await reevaluate(ctx, repo, number)
+
+
+async def waive(ctx: Context, repo: str, number: int, waiver: Waiver) -> Outcome:
+    """`/waive`: a failed L2 or L3 counts as passed until the waiver's expiry (ValueError for L1)."""
+    await _registered(ctx, repo)
+    await ctx.db(ctx.gates.add_waiver, repo, number, waiver, at=ctx.clock())
+    return await reevaluate(ctx, repo, number)
+
+
+async def hold(ctx: Context, repo: str, number: int, *, by: str, reason: str) -> Outcome:
+    """`/hold`: the gate stays closed until `/unhold`."""
+    await _registered(ctx, repo)
+    await ctx.db(ctx.gates.set_hold, repo, number, by=by, reason=reason, at=ctx.clock())
+    return await reevaluate(ctx, repo, number)
+
+
+async def unhold(ctx: Context, repo: str, number: int) -> Outcome:
+    """`/unhold`: release the hold (nothing changes when there was none) and judge the gate again."""
+    await _registered(ctx, repo)
+    await ctx.db(ctx.gates.clear_hold, repo, number)
+    return await reevaluate(ctx, repo, number)
+
+
+async def pause(ctx: Context, repo: str, *, by: str, reason: str) -> None:
+    """`/pause`: no automatic ingestion and no merge for the fork until `/resume`."""
+    await _registered(ctx, repo)
+    await ctx.db(ctx.gates.pause, repo, by=by, reason=reason, at=ctx.clock())
+
+
+async def resume(ctx: Context, repo: str, *, by: str) -> None:
+    """`/resume`: lift the pause, start the run of failures from zero, and ingest at once."""
+    await _registered(ctx, repo)
+    await ctx.db(ctx.gates.resume, repo)
+    await requests.ingest(ctx, repo, reason=f"ingestion resumed by @{by}")
+
+
+async def _registered(ctx: Context, repo: str) -> Fork:
+    fork = await ctx.db(ctx.registry.fork, repo)
+    if fork is None:
+        raise NotFound(f"{repo} is not a fork Sluice keeps in sync", "add .github/sluice.yml to its trunk")
+    return fork

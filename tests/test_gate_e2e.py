@@ -1,0 +1,399 @@
+"""End to end: ingestion PR → tiers complete → `sluice/gate` → pinned merge → rollback tag and closed audit
+record, against the simulator (real git, real webhooks) and a real database."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from sqlalchemy import select
+
+from bot.app.clock import utc_now
+from bot.app.context import Context
+from bot.app.service import create_app
+from bot.app.settings import Settings
+from bot.core.audit import AuditState
+from bot.core.config import SluiceConfig
+from bot.core.gate import Waiver
+from bot.core.ingestion import BRANCH_PREFIX, Tier
+from bot.db.gates import GateStore
+from bot.db.jobs import JobQueue, jobs
+from bot.db.registry import Registry
+from bot.db.store import Store
+from bot.flows.merge import Outcome
+from bot.flows.pick import Picker, learn_resolutions
+from bot.git.repo import GitRepo
+from bot.github.client import GitHubClient
+from handlers import gatekeeping
+from tests.support.github_sim import GitHubSim
+from tests.support.rig import (
+    fork_config,
+    installation_created,
+    serve_settings,
+    serve_sim,
+    upstream_and_fork,
+    url_of,
+)
+
+SECRET = "gate-secret"
+UPSTREAM = "triton-lang/triton"
+FORK = "meta/triton"
+CORE_PASS = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
+ORIGINAL = "void pipeline() {\n  int depth = 2;\n  step(depth);\n}\n"
+OURS = "void pipeline() {\n  int depth = 2;\n  step(depth, fork_hint());\n}\n"
+THEIRS = "void pipeline() {\n  int depth = 2;\n  step(depth * 2);\n}\n"
+RESOLVED = "void pipeline() {\n  int depth = 2;\n  step(depth * 2, fork_hint());\n}\n"
+CODEOWNERS = "*  @meta/everyone\nlib/Dialect/  @meta/compiler\n"
+
+
+@dataclass
+class Rig:
+    sim: GitHubSim
+    sim_url: str
+    bot_url: str
+    store: Store
+    settings: Settings
+
+    @contextlib.asynccontextmanager
+    async def ctx(self) -> AsyncIterator[Context]:
+        """A handler's context beside the served bot's, for what a slash command would call."""
+        async with aiohttp.ClientSession() as session:
+            github = GitHubClient(
+                session,
+                app_id=self.sim.app_id,
+                private_key=self.settings.private_key_pem(),
+                base_url=self.settings.github_url,
+                clock=utc_now,
+            )
+            store = self.store
+            yield Context(
+                self.settings, store, JobQueue(store), Registry(store), github, "sluice[bot]", utc_now
+            )
+
+    @property
+    def gates(self) -> GateStore:
+        return GateStore(self.store)
+
+    async def settle(self, timeout: float = 90.0) -> None:
+        """Every webhook delivered and every job done (none failed)."""
+        queue, loop = JobQueue(self.store), asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            await self.sim.drain_hooks()
+            counts = queue.counts()
+            if counts["queued"] == 0 and counts["running"] == 0:
+                with self.store._engine.connect() as conn:
+                    errors = conn.execute(
+                        select(jobs.c.kind, jobs.c.error).where(jobs.c.error.is_not(None))
+                    ).all()
+                assert [tuple(e) for e in errors] == []
+                assert self.sim.schema_violations == [] and self.sim.undocumented_statuses == []
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"jobs did not settle: {queue.counts()}")
+
+    def pull(self) -> Any:
+        (pull,) = [i for i in self.sim.issues[FORK].values() if i.is_pull]
+        return pull
+
+    def head(self, pull: Any) -> str:
+        return self.sim.git(FORK, "rev-parse", f"refs/heads/{pull.head_ref}")
+
+    def gate(self, sha: str) -> dict[str, Any]:
+        runs = [r for r in self.sim.check_runs[FORK] if r["head_sha"] == sha and r["name"] == Tier.GATE.value]
+        return runs[-1]
+
+    def trunk(self) -> str:
+        return self.sim.git(FORK, "rev-parse", "refs/heads/main")
+
+
+def fork_files(sim_url: str, gate: str) -> dict[str, str]:
+    return {
+        ".github/sluice.yml": fork_config(sim_url, UPSTREAM) + gate,
+        ".github/CODEOWNERS": CODEOWNERS,
+    }
+
+
+async def start(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, *, gate: str, semantic: bool, docs: int = 1
+) -> Rig:
+    sim, sim_url = await serve_sim(aiohttp_server, tmp_path / "sim")
+    upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n", CORE_PASS: ORIGINAL, "docs/a.md": "a\n"})
+    sim.commit(
+        FORK, "main", {**fork_files(sim_url, gate), CORE_PASS: OURS}, message="fork: hints, Sluice config"
+    )
+    store = Store.open(database_url)
+    if semantic:
+        sim.commit(UPSTREAM, "main", {CORE_PASS: THEIRS}, message="[Pipeliner] deeper pipelines")
+        remember_resolution(sim, store)
+    else:
+        for n in range(docs):
+            sim.commit(UPSTREAM, "main", {f"docs/{n}.md": f"{n}\n"}, message=f"docs: page {n}")
+    settings = serve_settings(
+        sim, sim_url, secret=SECRET, data_dir=tmp_path / "data", allow_private_upstreams=True
+    )
+    bot = await aiohttp_server(create_app(settings, store=store, background=True))
+    sim.hook(f"{url_of(bot)}/webhook", SECRET)
+    rig = Rig(sim, sim_url, url_of(bot), store, settings)
+    for repo in (FORK, UPSTREAM):  # the upstream's pushes start ingestions
+        payload = installation_created(sim, repo, sim.install(repo))
+        assert await sim.deliver(f"{rig.bot_url}/webhook", "installation", payload, secret=SECRET) == 202
+    await rig.settle()
+    return rig
+
+
+def remember_resolution(sim: GitHubSim, store: Store) -> None:
+    """A person resolved this conflict before (`sluice remember`): the pick reuses it, as `semantic`."""
+    sim.git(FORK, "fetch", "--quiet", str(sim.repo_path(UPSTREAM)), "main:refs/remotes/upstream/main")
+    repo = GitRepo(sim.repo_path(FORK))
+    upstream = repo.commits("refs/remotes/upstream/main", "-1")[-1]
+    resolution = sim.commit(
+        FORK, "scratch", {CORE_PASS: RESOLVED}, message="resolve", parent=sim.git(FORK, "rev-parse", "main")
+    )
+    resolved = repo.commits(resolution, "-1")[-1]
+    learned = learn_resolutions(Picker(repo, SluiceConfig()), upstream, resolved)
+    assert learned, "the resolution taught nothing"
+    now = dt.datetime.now(dt.UTC)
+    for key, (path, lines) in learned.items():
+        store.remember_resolution(
+            FORK,
+            key,
+            lines,
+            path=path,
+            recorded_by="alice",
+            upstream_sha=upstream.sha,
+            fork_sha=resolution,
+            at=now,
+        )
+    sim.git(FORK, "update-ref", "-d", "refs/heads/scratch")
+    sim.git(FORK, "update-ref", "-d", "refs/remotes/upstream/main")
+
+
+@pytest.fixture
+async def teardown() -> AsyncIterator[list[Store]]:
+    opened: list[Store] = []
+    yield opened
+    for store in opened:
+        store.close()
+
+
+AUTO_L1 = "gate:\n  required_tiers: [l1]\n  auto_merge: true\n"
+
+
+async def test_a_semantic_resolution_waits_for_a_code_owner_then_merges_with_a_rollback_tag(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    head, trunk_before = rig.head(pull), rig.trunk()
+    record = rig.gates.audit(FORK, pull.number)
+    assert record is not None and [(c.path, c.cls, c.how) for c in record.conflicts] == [
+        (CORE_PASS, "semantic", "reused")
+    ]
+
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    gate = rig.gate(head)
+    assert (gate["status"], gate["conclusion"]) == ("in_progress", None)
+    assert "@meta/compiler" in gate["output"]["summary"] and CORE_PASS in gate["output"]["summary"]
+    assert not pull.merged
+
+    rig.sim.add_team_member("meta/everyone", "bob")
+    rig.sim.review(FORK, pull.number, user="bob", state="APPROVED")  # owns `*`, not the dialects: no
+    await rig.settle()
+    assert not pull.merged and rig.gate(head)["conclusion"] is None
+
+    rig.sim.add_team_member("meta/compiler", "alice")
+    rig.sim.review(FORK, pull.number, user="alice", state="APPROVED")
+    await rig.settle()
+    assert pull.merged and rig.gate(head)["conclusion"] == "success"
+    # one commit per upstream commit (rebase), on top of the trunk it was judged against
+    assert rig.sim.git(FORK, "rev-parse", "main~1") == trunk_before
+    assert "Upstream-Commit:" in rig.sim.git(FORK, "log", "-1", "--format=%B", "main")
+    ingestion_id = pull.head_ref.removeprefix(BRANCH_PREFIX)
+    tag = f"sluice/rollback/{ingestion_id}"
+    assert rig.sim.git(FORK, "rev-parse", f"refs/tags/{tag}") == trunk_before
+    closed = rig.gates.audit(FORK, pull.number)
+    assert closed is not None and closed.state is AuditState.CLOSED
+    assert (closed.merge_sha, closed.rollback_tag, closed.rollback_sha) == (rig.trunk(), tag, trunk_before)
+    assert [a.login for a in closed.approvals] == ["alice"]
+    assert next((t.name, t.conclusion) for t in closed.tiers) == (Tier.L1.value, "success")
+    assert closed.upstream_target and closed.commits[0].status == "auto_resolved"
+
+
+async def test_an_approval_followed_by_a_new_push_does_not_merge(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    old = rig.head(pull)
+    rig.sim.add_team_member("meta/compiler", "alice")
+    rig.sim.review(FORK, pull.number, user="alice", state="APPROVED")  # L1 has not run: the gate waits
+    await rig.settle()
+    new = rig.sim.commit(
+        FORK, pull.head_ref, {"docs/a.md": "a, by a person\n"}, message="touch up", pusher="carol"
+    )
+    await rig.settle()
+    rig.sim.finish_check(FORK, new, Tier.L1.value, "success")
+    await rig.settle()
+    assert not pull.merged and old != new
+    summary = rig.gate(new)["output"]["summary"]
+    assert "@alice were given on an older head" in summary
+
+
+async def test_a_waiver_past_its_expiry_stops_counting(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+) -> None:
+    gate = "gate:\n  required_tiers: [l1, l2]\n  auto_merge: false\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    head = rig.head(pull)
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, Tier.L2.value, "failure")
+    await rig.settle()
+    assert rig.gate(head)["conclusion"] == "failure"
+
+    expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
+    waiver = Waiver(
+        Tier.L2, "@meta/gpu", "the GPU pool is being replaced", "rerun L2 on the new pool", expires, "lead"
+    )
+    async with rig.ctx() as ctx:
+        assert await gatekeeping.waive(ctx, FORK, pull.number, waiver) is Outcome.OPEN
+    await rig.settle()
+    opened = rig.gate(head)
+    assert opened["conclusion"] == "success" and "waived by @lead" in opened["output"]["summary"]
+    assert not pull.merged  # auto_merge is off: a person merges
+
+    await asyncio.sleep(max(0.0, (expires - dt.datetime.now(dt.UTC)).total_seconds()) + 0.2)
+    rig.sim.review(FORK, pull.number, user="carol", state="COMMENTED")
+    await rig.settle()
+    closed = rig.gate(head)
+    assert closed["conclusion"] == "failure" and "expired" in closed["output"]["summary"]
+
+
+async def test_a_head_that_moves_during_the_merge_fails_safely_with_409(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    head, trunk = rig.head(pull), rig.trunk()
+
+    def someone_pushes() -> None:
+        rig.sim.commit(FORK, pull.head_ref, {"docs/b.md": "b\n"}, message="late push", pusher="carol")
+
+    rig.sim.before_next("PUT", r"/pulls/\d+/merge$", someone_pushes)
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    merges = [
+        status for method, path, status in rig.sim.requests if method == "PUT" and path.endswith("/merge")
+    ]
+    assert merges == [409]  # once: no retry loop
+    assert not pull.merged and rig.trunk() == trunk
+    assert "Merge refused" in rig.gate(head)["output"]["summary"]
+    assert any("the head moved" in body for body in rig.sim.comments[(FORK, pull.number)])
+    assert rig.gates.audit(FORK, pull.number).state is AuditState.OPEN  # type: ignore[union-attr]
+
+
+async def test_consecutive_failed_ingestions_pause_ingestion_until_resumed(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+) -> None:
+    gate = "gate:\n  required_tiers: [l1]\n  pause_after_failures: 2\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    first = rig.head(pull)
+    rig.sim.finish_check(FORK, first, Tier.L1.value, "failure")
+    await rig.settle()
+    rig.sim.finish_check(FORK, first, Tier.L1.value, "failure")  # the same failure, judged again: still one
+    await rig.settle()
+    assert rig.gates.consecutive_failures(FORK) == 1 and rig.gates.paused(FORK) is None
+
+    rig.sim.commit(UPSTREAM, "main", {"docs/c.md": "c\n"}, message="docs: more")
+    await rig.settle()
+    second = rig.head(pull)
+    assert second != first
+    rig.sim.finish_check(FORK, second, Tier.L1.value, "failure")
+    await rig.settle()
+    assert rig.gates.paused(FORK) is not None
+    assert any("paused automatic ingestion" in body for body in rig.sim.comments[(FORK, pull.number)])
+
+    rig.sim.commit(UPSTREAM, "main", {"docs/d.md": "d\n"}, message="docs: even more")
+    await rig.settle()
+    assert rig.head(pull) == second  # paused: nothing ingested
+
+    async with rig.ctx() as ctx:
+        await gatekeeping.resume(ctx, FORK, by="lead")  # and ingests at once
+    await rig.settle()
+    assert rig.head(pull) != second and rig.gates.consecutive_failures(FORK) == 0
+
+
+async def test_a_hold_keeps_an_open_gate_from_merging_until_released(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    head = rig.head(pull)
+    async with rig.ctx() as ctx:
+        assert (
+            await gatekeeping.hold(ctx, FORK, pull.number, by="rm", reason="release freeze")
+            is Outcome.WAITING
+        )
+        rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+        await rig.settle()
+        assert not pull.merged and "held by @rm: release freeze" in rig.gate(head)["output"]["summary"]
+        assert await gatekeeping.unhold(ctx, FORK, pull.number) is Outcome.MERGED
+    assert pull.merged and rig.trunk() != head  # rebased: new commits on trunk
+
+
+async def test_an_approve_command_counts_for_the_head_it_was_given_on(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    rig.sim.finish_check(FORK, rig.head(pull), Tier.L1.value, "success")
+    await rig.settle()
+    rig.sim.add_team_member("meta/compiler", "alice")
+    async with rig.ctx() as ctx:
+        assert await gatekeeping.approve(ctx, FORK, pull.number, login="mallory") is Outcome.WAITING
+        assert await gatekeeping.approve(ctx, FORK, pull.number, login="alice") is Outcome.MERGED
+    closed = rig.gates.audit(FORK, pull.number)
+    assert closed is not None and [(a.login, a.source) for a in closed.approvals] == [("alice", "command")]
+
+
+@pytest.mark.parametrize("method", ["merge", "squash", "rebase"])
+async def test_a_pr_a_person_merges_gets_its_rollback_tag_and_closed_record(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store], method: str
+) -> None:
+    gate = "gate:\n  required_tiers: [l1]\n  auto_merge: false\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False, docs=3)
+    teardown.append(rig.store)
+    pull = rig.pull()
+    head, trunk = rig.head(pull), rig.trunk()
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    assert (
+        rig.gate(head)["conclusion"] == "success" and "a person merges" in rig.gate(head)["output"]["summary"]
+    )
+    assert not pull.merged
+    async with rig.ctx() as ctx:  # the maintainer presses the button
+        api = ctx.github.for_installation(rig.sim.install(FORK))
+        await api.put(f"/repos/{FORK}/pulls/{pull.number}/merge", data={"sha": head, "merge_method": method})
+    await rig.settle()
+    tag = "sluice/rollback/" + pull.head_ref.removeprefix(BRANCH_PREFIX)
+    assert rig.sim.git(FORK, "rev-parse", f"refs/tags/{tag}") == trunk
+    closed = rig.gates.audit(FORK, pull.number)
+    assert closed is not None and closed.state is AuditState.CLOSED
+    assert (closed.merge_sha, closed.rollback_sha) == (rig.trunk(), trunk)

@@ -1,0 +1,117 @@
+"""The gate's state in the store, on SQLite and PostgreSQL: waivers, approvals, holds, pause, the throttle's
+run of failures and audit records."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import pytest
+
+from bot.core.audit import AuditCommit, AuditConflict, AuditRecord, AuditState
+from bot.core.gate import Waiver
+from bot.core.ingestion import Tier
+from bot.db.gates import GateStore
+from bot.db.store import Store
+
+FORK = "meta/triton"
+AT = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+H1, H2 = "1" * 40, "2" * 40
+
+
+@pytest.fixture
+def gates(database_url: str) -> Iterator[GateStore]:
+    store = Store.open(database_url)
+    yield GateStore(store)
+    store.close()
+
+
+def test_waivers_round_trip_per_pr_and_never_for_l1(gates: GateStore) -> None:
+    waiver = Waiver(Tier.L2, "@org/gpu", "pool down", "rerun Monday", AT + dt.timedelta(days=2), "lead")
+    gates.add_waiver(FORK, 7, waiver, at=AT)
+    assert gates.waivers(FORK, 7) == [waiver]
+    assert gates.waivers(FORK, 8) == []
+    with pytest.raises(ValueError, match="never waived"):
+        gates.add_waiver(FORK, 7, Waiver(Tier.L1, "@a", "r", "p", AT, "lead"), at=AT)
+
+
+def test_approvals_keep_the_head_they_were_given_on(gates: GateStore) -> None:
+    gates.record_approval(FORK, 7, login="alice", head_sha=H1, at=AT)
+    gates.record_approval(FORK, 7, login="alice", head_sha=H1, at=AT + dt.timedelta(1))  # the same, again
+    gates.record_approval(FORK, 7, login="alice", head_sha=H2, at=AT + dt.timedelta(2))
+    assert [(a.login, a.head_sha, a.at, a.source) for a in gates.approvals(FORK, 7)] == [
+        ("alice", H1, AT, "command"),
+        ("alice", H2, AT + dt.timedelta(2), "command"),
+    ]
+
+
+def test_a_hold_is_set_replaced_and_cleared(gates: GateStore) -> None:
+    assert gates.hold(FORK, 7) is None and gates.clear_hold(FORK, 7) is False
+    gates.set_hold(FORK, 7, by="rm", reason="freeze", at=AT)
+    gates.set_hold(FORK, 7, by="lead", reason="wait for 3.2", at=AT)
+    hold = gates.hold(FORK, 7)
+    assert hold is not None and (hold.by, hold.reason) == ("lead", "wait for 3.2")
+    assert gates.clear_hold(FORK, 7) is True and gates.hold(FORK, 7) is None
+
+
+def test_failures_in_a_row_count_each_pr_head_once_and_reset_on_success_or_resume(gates: GateStore) -> None:
+    assert gates.consecutive_failures(FORK) == 0
+    assert gates.record_failure(FORK, 7, head_sha=H1, tier="sluice/L1", at=AT) == 1
+    assert gates.record_failure(FORK, 7, head_sha=H1, tier="sluice/L1", at=AT) == 1  # the same failure again
+    assert gates.record_failure(FORK, 7, head_sha=H2, tier="sluice/L2", at=AT) == 2
+    gates.record_success(FORK)
+    assert gates.consecutive_failures(FORK) == 0
+    assert gates.record_failure(FORK, 8, head_sha=H1, tier="sluice/L1", at=AT) == 1
+    gates.pause(FORK, by="sluice", reason="3 failed ingestions in a row", at=AT)
+    pause = gates.paused(FORK)
+    assert pause is not None and pause.reason == "3 failed ingestions in a row"
+    gates.resume(FORK)
+    assert gates.paused(FORK) is None and gates.consecutive_failures(FORK) == 0
+    assert gates.consecutive_failures("other/fork") == 0
+
+
+def record(**changes: object) -> AuditRecord:
+    base = AuditRecord(
+        fork=FORK,
+        ingestion_id="bundle-aaaaaaaaaa",
+        kind="bundle",
+        pr_number=7,
+        head=H1,
+        upstream_base="a" * 40,
+        upstream_target="b" * 40,
+        commits=(AuditCommit(upstream="b" * 40, subject="s", status="auto_resolved", commit=H1),),
+        conflicts=(
+            AuditConflict(upstream="b" * 40, path="x.cpp", cls="semantic", resolved=True, how="reused"),
+        ),
+    )
+    return base.model_copy(update=changes)
+
+
+def test_an_audit_record_is_refreshed_while_open_and_never_after_it_closed(gates: GateStore) -> None:
+    gates.save_audit(record(), at=AT)
+    gates.save_audit(record(head=H2), at=AT + dt.timedelta(hours=1))
+    saved = gates.audit(FORK, 7)
+    assert saved is not None and saved.head == H2 and saved.opened_at == AT  # opened when first saved
+    gates.save_audit(saved.model_copy(update={"state": AuditState.CLOSED, "merge_sha": "c" * 40}), at=AT)
+    gates.save_audit(record(head=H1), at=AT)  # a late re-plan does not reopen it
+    closed = gates.audit(FORK, 7)
+    assert closed is not None and closed.state is AuditState.CLOSED and closed.merge_sha == "c" * 40
+    (found,) = gates.find_audits("bundle-aaaaaaaaaa")
+    assert found[1] == closed and gates.find_audits(str(found[0])) == [found]
+
+
+def test_sluice_audit_prints_a_record_by_ingestion_id_or_number(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.app.cli import main
+
+    store = Store.open(database_url)
+    GateStore(store).save_audit(record(), at=AT)
+    store.close()
+    assert main(["audit", "bundle-aaaaaaaaaa", "--database", database_url]) == 0
+    text = capsys.readouterr().out
+    assert "meta/triton #7 bundle-aaaaaaaaaa (open)" in text and "x.cpp: semantic, reused" in text
+    assert main(["audit", "1", "--database", database_url, "--json"]) == 0
+    assert '"ingestion_id": "bundle-aaaaaaaaaa"' in capsys.readouterr().out
+    assert main(["audit", "chain-nothing", "--database", database_url]) == 2
+    assert "no audit record 'chain-nothing'" in capsys.readouterr().err
