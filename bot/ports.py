@@ -233,6 +233,35 @@ class LagRecorder(Protocol):
     def history(self, fork: str, *, limit: int = ...) -> list[LagPoint]: ...
 
 
+class LagReader(Protocol):
+    """The fork's lag history read back (`/status`): its newest `limit` points, oldest first."""
+
+    def history(self, fork: str, *, limit: int = ...) -> list[LagPoint]: ...
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    """One slash command: who ran it where, and what became of it (`accepted`, `refused` or `failed`)."""
+
+    comment_id: int
+    repo: str
+    number: int
+    actor: str
+    command: str
+    line: str
+    outcome: str
+    reason: str
+    at: dt.datetime
+
+
+class CommandLog(Protocol):
+    """The audit log of slash commands, one record per comment (`bot.db.audit.CommandAudit`)."""
+
+    def record(self, entry: CommandRecord) -> None: ...
+
+    def entries(self, repo: str) -> list[CommandRecord]: ...
+
+
 @dataclass(frozen=True)
 class Fork:
     """A repository Sluice keeps in sync: its trunk, and the upstream branch it follows."""

@@ -19,6 +19,7 @@ from bot.core.ingestion import (
     MAX_OPEN_UNITS,
     IngestionRecord,
     Links,
+    Unit,
     units_of,
     upstream_web_url,
 )
@@ -66,7 +67,7 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
         log.warning("%s: automatic ingestion is paused (%s); `/resume` lifts it", fork.repo, paused.reason)
         return
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
-    built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth)
+    built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth, upto=request.upto)
     forge = ctx.forge(fork.installation_id, fork.repo)
     observed = await observe(forge, built.desired, seen=built.seen)
     actions = reconcile(built.desired, observed)
@@ -85,7 +86,14 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     )
 
 
-def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[str, str] | None) -> Built:
+def _build(
+    ctx: Context,
+    fork: Fork,
+    auth: dict[str, str],
+    upstream_auth: dict[str, str] | None,
+    *,
+    upto: str | None = None,
+) -> Built:
     """The git and planning work (blocking: run it in a thread)."""
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
     branches = mirror.fetch_branches(BRANCH_PREFIX, auth=auth)
@@ -102,10 +110,12 @@ def _build(ctx: Context, fork: Fork, auth: dict[str, str], upstream_auth: dict[s
     )
     records = {r.id: r for r in ctx.registry.ingestions(fork.repo)}
     stream = repo.commits(sync.upstream_head, "--not", sync.fork_head, first_parent=True)
+    opened = {i for i, r in records.items() if r.state != "closed"}
+    chosen = _units_upto(repo, units_of(plan), upto=upto, fork_head=sync.fork_head, opened=opened)
     picking = _pick(
         ctx,
         repo,
-        plan,
+        chosen,
         config=config,
         sync=sync,
         fork=fork,
@@ -135,10 +145,27 @@ def _save_audits(ctx: Context, repo: str, picking: Picking) -> None:
         gates.save_audit(opened, at=ctx.clock())
 
 
+def _units_upto(
+    repo: Repository, units: list[Unit], *, upto: str | None, fork_head: str, opened: set[str]
+) -> list[Unit]:
+    """The units, in order, up to the first with a commit after `upto` on the upstream stream that has no
+    ingestion open yet (each unit builds on the one before, so none after it opens either; open ones stay
+    rather than being closed and opened again). The plan itself stays whole, and so does the lag."""
+    if upto is None:
+        return units
+    allowed = {c.sha for c in repo.commits(upto, "--not", fork_head, first_parent=True)}
+    kept: list[Unit] = []
+    for unit in units:
+        if unit.id not in opened and any(c.sha not in allowed for c in unit.commits):
+            break
+        kept.append(unit)
+    return kept
+
+
 def _pick(
     ctx: Context,
     repo: Repository,
-    plan: Plan,
+    units: list[Unit],
     *,
     config: SluiceConfig,
     sync: SyncResult,
@@ -154,7 +181,7 @@ def _pick(
     )
     picking = pick_units(
         picker,
-        units_of(plan)[:MAX_OPEN_UNITS],
+        units[:MAX_OPEN_UNITS],
         commits=commits,
         onto=sync.fork_head,
         base=fork.branch,

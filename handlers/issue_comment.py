@@ -33,4 +33,4 @@ async def on_comment(event: IssueCommentEvent, *, ctx: Context, job: Job) -> Non
     )
     cmd = parse(event.comment.body, actor=author.login, on=on, comment_id=event.comment.id)
     if cmd is not None:
-        await commands.run(cmd, ctx=ctx)
+        await commands.run(cmd, fork=fork, ctx=ctx)

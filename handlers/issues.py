@@ -34,7 +34,7 @@ async def on_edited(event: IssuesEvent, *, ctx: Context, job: Job) -> None:
     fork = await ctx.db(ctx.registry.fork, repo) if ticked else None
     if fork is None:
         return
-    permission = await ctx.forge(fork.installation_id, repo).permission(sender.login)
+    permission = await ctx.forge(fork.installation_id, repo).permission_level(sender.login)
     if permission not in MAY_RETRY:
         log.info(
             "%s#%d: @%s (%s) ticked backlog boxes; retrying needs write access",

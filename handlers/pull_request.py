@@ -8,6 +8,7 @@ import logging
 from gidgethub.routing import Router
 
 from bot.app.context import Context
+from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.webhooks import PullRequestEvent
 from bot.flows import patch_stack
@@ -27,8 +28,8 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
     pull = event.pull_request
     if fork is None or pull.base.ref != fork.branch:
         return
-    if pull.head.ref.startswith(BRANCH_PREFIX):
-        return  # Sluice's own ingestion PRs carry upstream commits, not patch-stack growth
+    if pull.head.ref.startswith((BRANCH_PREFIX, EMERGENCY_PREFIX)):
+        return  # Sluice's own ingestion PRs and emergency picks carry upstream commits, not stack growth
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
     body = await asyncio.to_thread(_comment, ctx, fork, pull.number, auth, upstream_auth)
     forge = ctx.forge(fork.installation_id, fork.repo)

@@ -22,6 +22,8 @@ class IngestRequest(Request):
 
     fork: RepoName
     reason: str = Field(max_length=1000)  # for the log: what moved
+    # `/ingest <ref>`: open only the units whose commits all come at or before this upstream commit
+    upto: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
 
 
 class RegisterRequest(Request):
@@ -34,11 +36,14 @@ class RegisterRequest(Request):
 PAYLOADS: dict[str, type[BaseModel]] = {INGEST: IngestRequest, REGISTER: RegisterRequest}
 
 
-async def ingest(ctx: Context, fork: str, *, reason: str) -> None:
-    """Ask for an ingestion run of `fork`; a burst of requests coalesces into one queued job."""
-    payload = IngestRequest(fork=fork, reason=reason).model_dump(mode="json")
-    if await ctx.db(ctx.job_requests.enqueue_once, INGEST, payload, key=fork, now=ctx.clock()) is not None:
-        log.info("ingestion of %s requested: %s", fork, reason)
+async def ingest(ctx: Context, fork: str, *, reason: str, upto: str | None = None) -> bool:
+    """Ask for an ingestion run of `fork`; a burst of requests coalesces into one queued job (so a
+    request made while one is queued is answered by that one: False)."""
+    payload = IngestRequest(fork=fork, reason=reason, upto=upto).model_dump(mode="json")
+    if await ctx.db(ctx.job_requests.enqueue_once, INGEST, payload, key=fork, now=ctx.clock()) is None:
+        return False
+    log.info("ingestion of %s requested: %s", fork, reason)
+    return True
 
 
 async def register(ctx: Context, repo: str, *, installation_id: int) -> None:

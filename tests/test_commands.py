@@ -11,8 +11,11 @@ import pytest
 from bot.app.context import Context
 from bot.core import commands as core_commands
 from bot.core import webhooks
+from bot.core.command_args import Kind, Positional, Usage
 from bot.core.commands import Conversation, SlashCommand
+from bot.core.permissions import Permission
 from handlers import ROUTES, commands
+from handlers.commands.call import Call, Outcome
 from tests.support.github_sim import GitHubSim
 from tests.test_handlers import FORK, UPSTREAM, ctx, fork_record, job, sim_of
 
@@ -22,38 +25,36 @@ ON = Conversation(repo=FORK, number=7, is_pull=True, installation_id=1)
 
 
 @pytest.mark.parametrize(
-    ("body", "name", "args"),
+    ("body", "name", "rest"),
     [
-        ("/help", "help", ()),
-        ("/help\r\n", "help", ()),
-        ("/Help", "help", ()),
-        ("/hold waiting for the LLVM bump  ", "hold", ("waiting", "for", "the", "LLVM", "bump")),
-        ("/hold\tbecause", "hold", ("because",)),
-        ("/cherry-pick abc123\nwhy: the fix is needed on release", "cherry-pick", ("abc123",)),
-        ("/help me", "help", ("me",)),
-        (" /help", None, ()),  # not at the start of the comment
-        ("please /help", None, ()),
-        ("/help.", None, ()),
-        ("/ help", None, ()),
-        ("/", None, ()),
-        ("/123", None, ()),
-        ("/usr/bin/python crashes", None, ()),  # a path, not a command
-        ("lgtm\n/help", None, ()),  # only the first line counts
-        ("/help \x07", None, ()),  # control characters
-        ("/" + "a" * 33, None, ()),
-        ("/hold " + "x" * 501, None, ()),
-        ("", None, ()),
-        (None, None, ()),
+        ("/help", "help", ""),
+        ("/help\r\n", "help", ""),
+        ("/Help", "help", ""),
+        ("/hold waiting for the LLVM bump  ", "hold", "waiting for the LLVM bump"),
+        ("/hold\tbecause", "hold", "because"),
+        ("/cherry-pick abc123\nwhy: the fix is needed on release", "cherry-pick", "abc123"),
+        ("/help me", "help", "me"),
+        (" /help", None, ""),  # not at the start of the comment
+        ("please /help", None, ""),
+        ("/help.", None, ""),
+        ("/ help", None, ""),
+        ("/", None, ""),
+        ("/123", None, ""),
+        ("/usr/bin/python crashes", None, ""),  # a path, not a command
+        ("lgtm\n/help", None, ""),  # only the first line counts
+        ("/help \x07", None, ""),  # control characters
+        ("/" + "a" * 33, None, ""),
+        ("/hold " + "x" * 501, None, ""),
+        ("", None, ""),
+        (None, None, ""),
     ],
 )
-def test_only_an_exact_first_line_is_a_command(
-    body: str | None, name: str | None, args: tuple[str, ...]
-) -> None:
+def test_only_an_exact_first_line_is_a_command(body: str | None, name: str | None, rest: str) -> None:
     cmd = core_commands.parse(body, actor="alice", on=ON, comment_id=99)
     if name is None:
         assert cmd is None
     else:
-        assert cmd == SlashCommand(name=name, args=args, actor="alice", on=ON, comment_id=99)
+        assert cmd == SlashCommand(name=name, rest=rest, actor="alice", on=ON, comment_id=99)
 
 
 def test_every_command_module_is_registered_under_its_name_with_a_help_line() -> None:
@@ -93,14 +94,16 @@ def replies(sim: GitHubSim, number: int) -> list[str]:
 
 
 class Hold:
-    """A second command (the registry holds only /help so far), to show /help lists what is registered."""
+    """A command that is not built yet, to show /help lists whatever is registered."""
 
     NAME = "hold"
     HELP = "`/hold [reason]` — block merging this ingestion until `/unhold`"
+    WHO = Permission.ANYONE
+    USAGE = Usage("hold", (Positional("reason", Kind.TEXT, optional=True),))
 
     @staticmethod
-    async def handle(cmd: SlashCommand, *, ctx: Context) -> None:
-        await commands.reply(cmd, f"held by @{cmd.actor}: {cmd.rest}", ctx=ctx)
+    async def handle(call: Call, *, ctx: Context) -> Outcome:
+        return Outcome("held", reply=f"held by @{call.actor}: {call.args.get('reason')}")
 
 
 async def test_help_lists_every_registered_command(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,8 +114,8 @@ async def test_help_lists_every_registered_command(ctx: Context, monkeypatch: py
     await comment(ctx, number, "/help")
     (reply,) = replies(sim, number)
     for command in commands.COMMANDS.values():
-        assert f"- {command.HELP}\n" in reply
-    await comment(ctx, number, "/hold the LLVM bump")
+        assert f"- {command.HELP} (who: {command.WHO.described})\n" in reply
+    await comment(ctx, number, '/hold "the LLVM bump"')
     assert replies(sim, number)[-1].endswith("held by @alice: the LLVM bump")
 
 
@@ -128,7 +131,7 @@ async def test_an_unknown_command_gets_a_reply_pointing_to_help(ctx: Context) ->
     sim, number = a_fork_with_a_pull(ctx)
     await comment(ctx, number, "/frobnicate now")
     (reply,) = replies(sim, number)
-    assert "no `/frobnicate` command" in reply and "Comment `/help`" in reply
+    assert "no `/frobnicate` command" in reply and "comment `/help`" in reply
 
 
 @pytest.mark.parametrize(

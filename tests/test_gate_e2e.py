@@ -60,6 +60,7 @@ class Rig:
     bot_url: str
     store: Store
     settings: Settings
+    server: Any = None  # the served bot: stopped (its workers with it) before the database goes
 
     @contextlib.asynccontextmanager
     async def ctx(self) -> AsyncIterator[Context]:
@@ -141,7 +142,7 @@ async def start(
     )
     bot = await aiohttp_server(create_app(settings, store=store, background=True))
     sim.hook(f"{url_of(bot)}/webhook", SECRET)
-    rig = Rig(sim, sim_url, url_of(bot), store, settings)
+    rig = Rig(sim, sim_url, url_of(bot), store, settings, bot)
     for repo in (FORK, UPSTREAM):  # the upstream's pushes start ingestions
         payload = installation_created(sim, repo, sim.install(repo))
         assert await sim.deliver(f"{rig.bot_url}/webhook", "installation", payload, secret=SECRET) == 202
@@ -177,21 +178,25 @@ def remember_resolution(sim: GitHubSim, store: Store) -> None:
 
 
 @pytest.fixture
-async def teardown() -> AsyncIterator[list[Store]]:
-    opened: list[Store] = []
-    yield opened
-    for store in opened:
-        store.close()
+async def teardown() -> AsyncIterator[list[Rig]]:
+    """Each rig's bot stopped, then its store closed, before `database_url` drops the test's schema (its
+    workers would otherwise still be claiming jobs from tables that are gone)."""
+    started: list[Rig] = []
+    yield started
+    for rig in started:
+        if rig.server is not None:
+            await rig.server.close()
+        rig.store.close()
 
 
 AUTO_L1 = "gate:\n  required_tiers: [l1]\n  auto_merge: true\n"
 
 
 async def test_a_semantic_resolution_waits_for_a_code_owner_then_merges_with_a_rollback_tag(
-    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:
     rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
-    teardown.append(rig.store)
+    teardown.append(rig)
     pull = rig.pull()
     head, trunk_before = rig.head(pull), rig.trunk()
     record = rig.gates.audit(FORK, pull.number)
@@ -230,10 +235,10 @@ async def test_a_semantic_resolution_waits_for_a_code_owner_then_merges_with_a_r
 
 
 async def test_an_approval_followed_by_a_new_push_does_not_merge(
-    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:
     rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
-    teardown.append(rig.store)
+    teardown.append(rig)
     pull = rig.pull()
     old = rig.head(pull)
     rig.sim.add_team_member("meta/compiler", "alice")
@@ -251,11 +256,11 @@ async def test_an_approval_followed_by_a_new_push_does_not_merge(
 
 
 async def test_a_waiver_past_its_expiry_stops_counting(
-    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:
     gate = "gate:\n  required_tiers: [l1, l2]\n  auto_merge: false\n"
     rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False)
-    teardown.append(rig.store)
+    teardown.append(rig)
     pull = rig.pull()
     head = rig.head(pull)
     rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
@@ -282,10 +287,10 @@ async def test_a_waiver_past_its_expiry_stops_counting(
 
 
 async def test_a_head_that_moves_during_the_merge_fails_safely_with_409(
-    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:
     rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
-    teardown.append(rig.store)
+    teardown.append(rig)
     pull = rig.pull()
     head, trunk = rig.head(pull), rig.trunk()
 
@@ -306,11 +311,11 @@ async def test_a_head_that_moves_during_the_merge_fails_safely_with_409(
 
 
 async def test_consecutive_failed_ingestions_pause_ingestion_until_resumed(
-    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:
     gate = "gate:\n  required_tiers: [l1]\n  pause_after_failures: 2\n"
     rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False)
-    teardown.append(rig.store)
+    teardown.append(rig)
     pull = rig.pull()
     first = rig.head(pull)
     rig.sim.finish_check(FORK, first, Tier.L1.value, "failure")
@@ -339,10 +344,10 @@ async def test_consecutive_failed_ingestions_pause_ingestion_until_resumed(
 
 
 async def test_a_hold_keeps_an_open_gate_from_merging_until_released(
-    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:
     rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
-    teardown.append(rig.store)
+    teardown.append(rig)
     pull = rig.pull()
     head = rig.head(pull)
     async with rig.ctx() as ctx:
@@ -358,10 +363,10 @@ async def test_a_hold_keeps_an_open_gate_from_merging_until_released(
 
 
 async def test_an_approve_command_counts_for_the_head_it_was_given_on(
-    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store]
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:
     rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
-    teardown.append(rig.store)
+    teardown.append(rig)
     pull = rig.pull()
     rig.sim.finish_check(FORK, rig.head(pull), Tier.L1.value, "success")
     await rig.settle()
@@ -375,11 +380,11 @@ async def test_an_approve_command_counts_for_the_head_it_was_given_on(
 
 @pytest.mark.parametrize("method", ["merge", "squash", "rebase"])
 async def test_a_pr_a_person_merges_gets_its_rollback_tag_and_closed_record(
-    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Store], method: str
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig], method: str
 ) -> None:
     gate = "gate:\n  required_tiers: [l1]\n  auto_merge: false\n"
     rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False, docs=3)
-    teardown.append(rig.store)
+    teardown.append(rig)
     pull = rig.pull()
     head, trunk = rig.head(pull), rig.trunk()
     rig.sim.finish_check(FORK, head, Tier.L1.value, "success")

@@ -115,7 +115,11 @@ async def test_access_token_expires_in_an_hour(aiohttp_client: Any, sim: GitHubS
 
 
 async def test_repo_endpoints_need_the_installation_token(api: Any, sim: GitHubSim) -> None:
-    assert (await api.get(f"/repos/{FORK}/branches/main")).status == 401
+    # Anyone may read a public repository, as on GitHub; writing, or reading a private one, needs a token.
+    assert (await api.get(f"/repos/{FORK}/branches/main")).status == 200
+    assert (await api.post(f"/repos/{FORK}/issues", json={"title": "t"})).status == 401
+    sim.create_repo("someone/secret", private=True)
+    assert (await api.get("/repos/someone/secret")).status == 404
     wrong = await api.get(f"/repos/{FORK}/branches/main", headers={"Authorization": "token ghs_wrong"})
     assert wrong.status == 401
     assert (await wrong.json())["message"] == "Bad credentials"

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, create_engine, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
+import bot.db.audit
 import bot.db.gates
 import bot.db.jobs
 import bot.db.lag
@@ -52,15 +53,16 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0009_gate"
+HEAD_REVISION = "0010_command_audit"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry)
+TABLE_MODULES = (bot.db.audit, bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry)
 TABLES = [
     "alembic_version",
     "approvals",
     "audits",
     "chain_members",
     "chains",
+    "command_audit",
     "commit_facts",
     "deliveries",
     "dispositions",

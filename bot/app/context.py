@@ -28,6 +28,7 @@ from bot.core.upstream_access import (
     needs_consent,
     url_refusal,
 )
+from bot.db.audit import CommandAudit
 from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
@@ -36,7 +37,17 @@ from bot.git.mirror import Mirror, SyncResult, token_auth
 from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
 from bot.github.forge import ForkGitHub
-from bot.ports import Clock, Fork, ForkRegistry, GateRecords, JobRequests, LagRecorder, Repository
+from bot.ports import (
+    Clock,
+    CommandLog,
+    Fork,
+    ForkRegistry,
+    GateRecords,
+    JobRequests,
+    LagReader,
+    LagRecorder,
+    Repository,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -72,6 +83,16 @@ class Context:
     def lag_history(self) -> LagRecorder:
         """Where each ingestion run records where the fork stands (read back by `/metrics` and `GET /`)."""
         return LagHistory(self.store)
+
+    @property
+    def lag_points(self) -> LagReader:
+        """The lag history read back, for `/status` (blocking: call through `db`)."""
+        return LagHistory(self.store)
+
+    @property
+    def command_log(self) -> CommandLog:
+        """The audit log of slash commands (blocking: call through `db`)."""
+        return CommandAudit(self.store)
 
     @property
     def web_url(self) -> str:

@@ -25,6 +25,7 @@ class Label(enum.StrEnum):
     BUNDLE = "sluice:bundle"
     RISKY_CHAIN = "sluice:risky-chain"
     NEEDS_HUMAN = "sluice:needs-human"
+    EMERGENCY = "sluice:emergency"  # `/cherry-pick`'s own ingestion PR; a code owner approves it
 
 
 class Tier(enum.StrEnum):

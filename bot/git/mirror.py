@@ -197,6 +197,17 @@ class Mirror:
         out = self._git("ls-remote", "--", url, ref, auth=auth)
         return next((line.split("\t", 1)[0] for line in out.splitlines() if line.endswith("\t" + ref)), None)
 
+    def upstream_tag(self, tag: str, *, auth: Mapping[str, str] | None = None) -> str | None:
+        """The commit upstream's tag `tag` points at (an annotated tag peeled), or None when upstream has
+        no such tag; nothing is fetched (a tag on the upstream stream names a commit the mirror has)."""
+        ref = f"refs/tags/{validate_ref(tag)}"
+        out = self._git("ls-remote", "--", "upstream", ref, f"{ref}^{{}}", auth=auth)
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            sha, _, name = line.partition("\t")
+            found[name] = sha
+        return found.get(f"{ref}^{{}}") or found.get(ref)
+
     def readable_anonymously(self, url: str) -> bool:
         """Whether git reads `url` with no credential at all (it is public); raises when unreachable."""
         validate_url(url)

@@ -296,7 +296,8 @@ class _PolicedAPI(GitHubAPI):
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
         # Credentials are added per attempt so a retry after a long wait uses an unexpired token.
-        authorised = {**headers, "authorization": await self._authorization()}
+        credential = await self._authorization()
+        authorised = {**headers, "authorization": credential} if credential else dict(headers)
         if self._policy.on_call is not None:
             self._policy.on_call(method)
         log.debug("GitHub: %s %s", method, url)
@@ -428,6 +429,7 @@ class GitHubClient:
         self._token_locks: dict[int, asyncio.Lock] = {}
         self._installations: dict[int, InstallationAPI] = {}
         self._app_api = self._api(self._app_authorization, cache=None)
+        self._anonymous: InstallationAPI | None = None
 
     def __repr__(self) -> str:
         return f"GitHubClient(app_id={self._app_id}, base_url={self._base_url!r})"
@@ -505,6 +507,17 @@ class GitHubClient:
     def forget_tokens(self) -> None:
         """Drop every cached token (git said one was refused, not which)."""
         self._tokens.clear()
+
+    def anonymous(self) -> InstallationAPI:
+        """Requests without credentials: what GitHub shows anyone of a public repository (its own, lower
+        rate limit), for an upstream the App is not installed on."""
+        if self._anonymous is None:
+
+            async def no_credentials() -> str:
+                return ""
+
+            self._anonymous = InstallationAPI(self._api(no_credentials, cache=LRUCache()))
+        return self._anonymous
 
     def for_installation(self, installation_id: int) -> InstallationAPI:
         api = self._installations.get(installation_id)

@@ -67,6 +67,14 @@ class ForkGitHub:
             await self.edit_comment(int(comment["id"]), body)
         return int(comment["id"])
 
+    async def react(self, comment_id: int, content: str) -> None:
+        """A reaction of the App's on a comment (`+1`, `eyes`…): GitHub keeps one per content and user."""
+        await self.api.post(self._url(f"/issues/comments/{comment_id}/reactions"), data={"content": content})
+
+    async def permission(self, login: str) -> dict[str, Any]:
+        """`login`'s collaborator permission on the repository, as GitHub answers it (404: no such user)."""
+        return dict(await self.api.get(self._url("/collaborators/{user}/permission"), {"user": login}))
+
     async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]:
         """The latest check run per name on `sha`."""
         url = self._url(f"/commits/{sha}/check-runs?filter=latest&per_page=100")
@@ -111,7 +119,7 @@ class ForkGitHub:
             self._url(f"/issues/{number}"), data={"state": "open", "title": title, "body": body}
         )
 
-    async def permission(self, login: str) -> str:
+    async def permission_level(self, login: str) -> str:
         """`login`'s permission on the repository as GitHub reports it: admin, write, read or none (a
         maintainer reads as write, triage as read)."""
         try:

@@ -1,13 +1,23 @@
-"""The slash-command registry: one module per command (`NAME`, `HELP`, `handle`), listed in `MODULES`."""
+"""The slash-command registry and what every command goes through: who may, strict arguments, the
+reaction or the refusal, and the audit log. One module per command (`NAME`, `HELP`, `WHO`, `USAGE`,
+`handle`), listed in `MODULES`."""
 
 from __future__ import annotations
 
 import logging
 from typing import Protocol
 
+from gidgethub import BadRequest
+
 from bot.app.context import Context
-from bot.core.commands import SlashCommand, reply_marker, unknown_reply
+from bot.core.command_args import CommandRefused, Usage, parse_arguments
+from bot.core.commands import SlashCommand, reply_marker
+from bot.core.errors import SluiceError
+from bot.core.permissions import Permission, role_of
+from bot.ports import CommandRecord, Fork
+from handlers.commands import cherry_pick, defer, ingest, skip, status
 from handlers.commands import help as help_command  # it reads COMMANDS only when it runs
+from handlers.commands.call import Call, Outcome
 
 log = logging.getLogger("sluice.commands")
 
@@ -17,23 +27,100 @@ class Command(Protocol):
 
     NAME: str
     HELP: str  # one line: "`/name args` — what it does", shown by /help
+    WHO: Permission  # who may run it
+    USAGE: Usage  # its arguments, parsed strictly before `handle` runs
 
-    async def handle(self, cmd: SlashCommand, *, ctx: Context) -> None: ...
+    async def handle(self, call: Call, *, ctx: Context) -> Outcome: ...
 
 
-MODULES: tuple[Command, ...] = (help_command,)
+MODULES: tuple[Command, ...] = (cherry_pick, defer, help_command, ingest, skip, status)
 COMMANDS: dict[str, Command] = {module.NAME: module for module in MODULES}
 
 
-async def run(cmd: SlashCommand, *, ctx: Context) -> None:
-    """Run the command `cmd` names; a name Sluice does not know gets a reply pointing to /help."""
+async def run(cmd: SlashCommand, *, fork: Fork, ctx: Context) -> None:
+    """Run the command `cmd` names, or say why not; either way one audit row records what happened."""
     command = COMMANDS.get(cmd.name)
     if command is None:
-        log.info("%s#%d: @%s asked for /%s, unknown", cmd.on.repo, cmd.on.number, cmd.actor, cmd.name)
-        await reply(cmd, unknown_reply(cmd), ctx=ctx)
+        refused = CommandRefused(f"Sluice has no `/{cmd.name}` command", "comment `/help` for those it has")
+        await _refuse(cmd, refused, usage=None, ctx=ctx)
         return
     log.info("%s#%d: /%s from @%s", cmd.on.repo, cmd.on.number, cmd.name, cmd.actor)
-    await command.handle(cmd, ctx=ctx)
+    try:
+        outcome = await _checked(command, cmd, fork=fork, ctx=ctx)
+    except CommandRefused as refused:
+        await _refuse(cmd, refused, usage=command.USAGE, ctx=ctx)
+        return
+    except Exception as exc:  # GitHub or git failed underneath: the job is retried when it can be
+        reason = exc.message if isinstance(exc, SluiceError) else f"internal error ({type(exc).__name__})"
+        await _audit(ctx, cmd, "failed", reason)
+        raise
+    forge = ctx.forge(cmd.on.installation_id, cmd.on.repo)
+    await forge.react(cmd.comment_id, outcome.reaction)
+    if outcome.reply is not None:
+        await reply(cmd, outcome.reply, ctx=ctx)
+    await _audit(ctx, cmd, "accepted", outcome.done)
+
+
+async def _checked(command: Command, cmd: SlashCommand, *, fork: Fork, ctx: Context) -> Outcome:
+    """Who first (from GitHub, never from the payload), then the arguments, then the command itself."""
+    role = Permission.ANYONE
+    if command.WHO is not Permission.ANYONE:
+        role = await role_on(ctx, cmd)
+        needed = Permission.WRITE if command.WHO is Permission.CODE_OWNER else command.WHO
+        if not needed.allows(role):
+            raise CommandRefused(
+                f"@{cmd.actor} has {role.value} access to {cmd.on.repo}; `/{cmd.name}` needs "
+                f"{command.WHO.described}",
+                "ask someone who has it",
+            )
+    call = Call(cmd, parse_arguments(command.USAGE, cmd.rest), fork=fork, role=role)
+    outcome = await command.handle(call, ctx=ctx)
+    if command.WHO is Permission.CODE_OWNER and not call.owner_checked:
+        raise RuntimeError(f"/{cmd.name} needs a code owner but did not check ownership")  # a bug
+    return outcome
+
+
+async def role_on(ctx: Context, cmd: SlashCommand) -> Permission:
+    """The commenter's role on the repository, as GitHub's collaborator-permission API says."""
+    forge = ctx.forge(cmd.on.installation_id, cmd.on.repo)
+    try:
+        answer = await forge.permission(cmd.actor)
+    except BadRequest as exc:
+        if exc.status_code == 404:  # no such user, as GitHub says: no role
+            return Permission.ANYONE
+        raise
+    return role_of(answer.get("role_name"), answer.get("permission"))
+
+
+async def _refuse(cmd: SlashCommand, refused: CommandRefused, *, usage: Usage | None, ctx: Context) -> None:
+    log.info("%s#%d: /%s from @%s refused: %s", cmd.on.repo, cmd.on.number, cmd.name, cmd.actor, refused)
+    lines = [f"@{cmd.actor}: Sluice did not run `{_code(cmd.line)}`: {refused.message}.", ""]
+    if usage is not None:
+        lines.append(f"Usage: `{usage.line}` ({refused.remedy}).")
+    else:
+        lines.append(f"To fix: {refused.remedy}.")
+    await reply(cmd, "\n".join(lines) + "\n", ctx=ctx)
+    await _audit(ctx, cmd, "refused", refused.message)
+
+
+async def _audit(ctx: Context, cmd: SlashCommand, outcome: str, reason: str) -> None:
+    entry = CommandRecord(
+        comment_id=cmd.comment_id,
+        repo=cmd.on.repo,
+        number=cmd.on.number,
+        actor=cmd.actor,
+        command=cmd.name,
+        line=cmd.line,
+        outcome=outcome,
+        reason=reason,
+        at=ctx.clock(),
+    )
+    await ctx.db(ctx.command_log.record, entry)
+
+
+def _code(text: str) -> str:
+    """Text shown inside backticks: no backtick can close the span early."""
+    return text.replace("`", "'")[:200]
 
 
 async def reply(cmd: SlashCommand, body: str, *, ctx: Context) -> None:

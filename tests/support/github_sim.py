@@ -59,6 +59,7 @@ PUSH_COMMAND = re.compile(r"^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) (\S+)$")
 OPENAPI = Path(__file__).parent.parent / "fixtures" / "openapi" / "operations.json"
 PATH_PARAM = re.compile(r"\{[^}]*\}")
 INSTALLATION_ID = web.RequestKey("installation_id", int)
+ANONYMOUS = web.RequestKey("anonymous", bool)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 HOOK_TIMEOUT_S = 10.0  # GitHub waits this long for a receiver's answer, then records "timed out"
 HOOK_REDELIVERY_WINDOW = dt.timedelta(days=3)  # GitHub redelivers only deliveries of the past 3 days
@@ -824,6 +825,9 @@ class GitHubSim:
     def _authenticate(self, request: web.Request) -> str:
         """Check credentials; returns the rate-limit identity. The repo check happens in `_repo()`."""
         scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+        if not request.headers.get("Authorization") and self._public_read(request):
+            request[ANONYMOUS] = True  # GitHub shows anyone a public repository (`_repo` checks it is public)
+            return "anonymous"
         if not credential:
             raise SimError(401, "Requires authentication")
         if self._wants_jwt(request):
@@ -867,9 +871,22 @@ class GitHubSim:
         if claims["exp"] - now > 600 + 60 or claims["iat"] > now + 60:
             raise SimError(401, "'Expiration time' claim ('exp') is too far in the future")
 
+    @staticmethod
+    def _public_read(request: web.Request) -> bool:
+        """A read GitHub answers without credentials for a public repository (not its Actions artifacts)."""
+        path = request.path
+        return (
+            request.method == "GET"
+            and path.startswith("/repos/")
+            and "/actions/" not in path
+            and not GitHubSim._wants_jwt(request)
+        )
+
     def _repo(self, request: web.Request) -> Repo:
         full_name = f"{request.match_info['owner']}/{request.match_info['repo']}"
         repo = self.repos.get(full_name)
+        if request.get(ANONYMOUS) and repo is not None and not repo.private:
+            return repo  # an anonymous read of a public repository
         inst = self.installations.get(request.get(INSTALLATION_ID, -1))
         if repo is None or inst is None or full_name not in inst.repos:
             raise SimError(404, "Not Found")
@@ -996,15 +1013,28 @@ class GitHubSim:
         return self._branch_sha(repo, issue.head_ref), self._branch_sha(repo, issue.base_ref)
 
     def _mergeable(self, repo: Repo, head: str | None, base: str | None) -> bool:
+        return self._test_merge(repo, head, base) is not None
+
+    def _test_merge(self, repo: Repo, head: str | None, base: str | None) -> str | None:
+        """The test merge commit GitHub reports as an open PR's `merge_commit_sha` (None: it conflicts).
+        It is on no branch: only `merged` says whether a PR was merged."""
         if head is None or base is None:
-            return False
-        return self._git(repo, "merge-tree", "--write-tree", base, head).returncode == 0
+            return None
+        merged = self._git(repo, "merge-tree", "--write-tree", base, head)
+        if merged.returncode != 0:
+            return None
+        tree, message = merged.stdout.split()[0], f"Merge {head} into {base}"
+        when = {"GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
+        return self._git(
+            repo, "commit-tree", tree, "-p", base, "-p", head, "-m", message, env=when
+        ).stdout.strip()
 
     def _pull_json(self, repo: Repo, issue: Issue) -> dict[str, Any]:
         head, base = self._pull_shas(repo, issue)
         out = self._issue_json(repo, issue)
         out.pop("pull_request")
-        mergeable = self._mergeable(repo, head, base) if issue.state == "open" else None
+        test_merge = self._test_merge(repo, head, base) if issue.state == "open" else None
+        mergeable = (test_merge is not None) if issue.state == "open" else None
         out.update(
             {
                 "html_url": f"{WEB}/{repo.full_name}/pull/{issue.number}",
@@ -1016,7 +1046,7 @@ class GitHubSim:
                 "merged": issue.merged,
                 "merged_at": issue.merged_at,
                 "merged_by": _user(issue.merged_by) if issue.merged_by else None,
-                "merge_commit_sha": issue.merge_commit_sha,
+                "merge_commit_sha": issue.merge_commit_sha or test_merge,
                 "mergeable": mergeable,
                 "mergeable_state": {True: "clean", False: "dirty", None: "unknown"}[mergeable],
             }
@@ -1343,8 +1373,10 @@ class GitHubSim:
         body: str | None = None,
         user: str | None = None,
         draft: bool = False,
+        number: int | None = None,
     ) -> dict[str, Any]:
-        """Open a pull request as GitHub would (same validation as the endpoint); returns its REST shape."""
+        """Open a pull request as GitHub would (same validation as the endpoint); returns its REST shape.
+        `number` stands for a repository with a longer history (PR #1872); by default the next one."""
         repo = self.repos[full_name]
         owner, _, head_ref = head.rpartition(":")
         if owner and owner != repo.owner:
@@ -1366,7 +1398,9 @@ class GitHubSim:
             message = f"No commits between {base} and {head_ref}"
             raise validation_failed({"resource": "PullRequest", "code": "custom", "message": message})
         now = _iso(self.now())
-        number = self._new_number(full_name)
+        if number is None:
+            number = self._new_number(full_name)
+        assert number not in self.issues[full_name], f"#{number} exists"
         issue = Issue(number, self._next_id(), title, body, user or self.bot_login, now, is_pull=True)
         issue.head_ref, issue.base_ref, issue.draft = head_ref, base, draft
         self.issues[full_name][number] = issue

@@ -1,0 +1,173 @@
+"""`/cherry-pick <upstream PR number or SHA> [--reason "…"]`: an emergency pick onto fork trunk as its own
+ingestion PR. A PR number is asked of upstream's API (merged? its merge commit?), and the commit must be
+on upstream's first-parent stream before any other git call."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from gidgethub import BadRequest
+
+from bot.app.context import Context
+from bot.core import emergency
+from bot.core.command_args import CommandRefused, Flag, Kind, Positional, PullNumber, ShaPrefix, Usage
+from bot.core.config import Strategy
+from bot.core.emergency import EmergencyPick
+from bot.core.ingestion import TIER_TITLES, Label, Links, Tier, upstream_web_url
+from bot.core.models import CommitReport, Disposition
+from bot.core.permissions import Permission
+from bot.core.refs import SHA_RE
+from bot.core.upstream_access import UpstreamRefused
+from bot.flows.pick import Picker, pick_in_order
+from bot.git.mirror import BranchUpdate
+from bot.github.client import InstallationAPI
+from bot.ports import Fork
+from handlers import requests
+from handlers.commands.call import Call, Outcome
+from handlers.commands.upstream_commit import Synced, synced
+
+NAME = "cherry-pick"
+WHO = Permission.WRITE
+USAGE = Usage(NAME, (Positional("upstream PR number or SHA", Kind.PULL_OR_SHA),), (Flag("reason"),))
+HELP = (
+    f"`{USAGE.line}` — emergency pick onto fork trunk as its own ingestion PR; never moves the ingestion tip"
+)
+
+
+@dataclass(frozen=True)
+class Picked:
+    pick: EmergencyPick
+    head: str
+    report: CommitReport
+
+
+async def handle(call: Call, *, ctx: Context) -> Outcome:
+    target = call.args.get("upstream PR number or SHA")
+    assert isinstance(target, PullNumber | ShaPrefix)
+    pull = target.number if isinstance(target, PullNumber) else None
+    prefix = (
+        target.text if isinstance(target, ShaPrefix) else await merge_commit(ctx, call.fork, target.number)
+    )
+    fork = await synced(ctx, call.fork)
+    sha = await asyncio.to_thread(
+        fork.stream_commit, prefix, shown=f"#{pull}'s merge commit" if pull else None
+    )
+    reason = call.args.get("reason")
+    picked = await asyncio.to_thread(
+        _pick, ctx, fork, call, sha, pull, reason if isinstance(reason, str) else None
+    )
+    open_pr = await _open_pull_for(ctx, call.fork, picked.pick.branch)
+    if open_pr is not None:
+        done = f"the emergency pick of {picked.pick.named} is already open as #{open_pr}"
+        return Outcome(done, reply=f"Nothing to do: {done}.\n")
+    number = await _publish(ctx, call.fork, picked)
+    await ctx.db(
+        ctx.store.set_disposition,
+        call.fork.repo,
+        sha,
+        Disposition.EMERGENCY,
+        reason=f"/cherry-pick by @{call.actor} in #{number}",
+        approver=call.actor,
+        at=ctx.clock(),
+    )
+    await requests.ingest(ctx, call.fork.repo, reason=f"emergency pick {sha[:10]} opened as #{number}")
+    return Outcome(
+        f"opened #{number}, the emergency pick of {picked.pick.named}",
+        emergency.opened_reply(picked.pick, number),
+    )
+
+
+async def merge_commit(ctx: Context, fork: Fork, number: int) -> str:
+    """The merge commit of the upstream PR, as upstream's API says; refused unless it is merged."""
+    if fork.upstream_repo is None:
+        raise CommandRefused(
+            "the fork's upstream is not a repository on this GitHub, so PR numbers mean nothing here",
+            "give the upstream commit's SHA instead",
+        )
+    api = await _upstream_api(ctx, fork)
+    try:
+        pull = await api.get(f"/repos/{fork.upstream_repo}/pulls/{number}")
+    except BadRequest as exc:
+        if exc.status_code in (404, 410):
+            raise CommandRefused(
+                f"{fork.upstream_repo} has no PR #{number} that Sluice can see",
+                "give a merged upstream PR, or the upstream commit's SHA",
+            ) from None
+        raise
+    sha = pull.get("merge_commit_sha")
+    if pull.get("merged") is not True or not isinstance(sha, str) or not SHA_RE.match(sha):
+        raise CommandRefused(
+            f"upstream PR #{number} is not merged ({pull.get('state', 'unknown')})",
+            "wait until it is merged upstream, or give the SHA of an upstream commit",
+        )
+    return sha
+
+
+async def _upstream_api(ctx: Context, fork: Fork) -> InstallationAPI:
+    """Upstream's API as the fork may read it: with the upstream installation's token where the upstream
+    access rule grants it to this fork, else anonymously (a public upstream shows anyone its PRs). Without
+    an upstream installation nothing is decided by git, so a refused PR never reaches git."""
+    assert fork.upstream_repo is not None
+    if await ctx.db(ctx.registry.installation_of, fork.upstream_repo) is None:
+        return ctx.github.anonymous()
+    try:
+        access = await ctx.upstream_access(
+            fork.repo, installation_id=fork.installation_id, upstream_url=fork.upstream_url
+        )
+    except UpstreamRefused as exc:
+        raise CommandRefused(exc.message, exc.remedy) from None
+    if access.installation_id is None:
+        return ctx.github.anonymous()
+    return ctx.github.for_installation(access.installation_id)
+
+
+def _pick(ctx: Context, fork: Synced, call: Call, sha: str, pull: int | None, reason: str | None) -> Picked:
+    """The commit picked onto fork trunk on its own (blocking git work); nothing is pushed here."""
+    snapshot = fork.snapshot()
+    if sha in snapshot.ingested or sha in snapshot.emergency:
+        raise CommandRefused(f"upstream commit `{sha[:10]}` is already in the fork", "nothing to pick")
+    commit = next(c for c in snapshot.candidates if c.sha == sha)
+    pick = EmergencyPick(commit, pull=pull, requested_by=call.actor, reason=reason)
+    recall = lambda keys: ctx.store.resolutions(call.fork.repo, keys)  # noqa: E731
+    picker = Picker(fork.repo, fork.config, recall=recall, use_resolver=False)
+    head, reports = pick_in_order(
+        picker, fork.sync.fork_head, [commit], strategy=Strategy.CHERRY_PICK, trailers=pick.trailers
+    )
+    if head is None:
+        raise CommandRefused(
+            emergency.needs_human(pick, reports[-1]), "pick it by hand: `git cherry-pick -x`"
+        )
+    return Picked(pick, head, reports[-1])
+
+
+async def _open_pull_for(ctx: Context, fork: Fork, branch: str) -> int | None:
+    pulls = await ctx.forge(fork.installation_id, fork.repo).open_pulls()
+    return next((int(p["number"]) for p in pulls if p["head"]["ref"] == branch), None)
+
+
+async def _publish(ctx: Context, fork: Fork, picked: Picked) -> int:
+    """Push the pick's branch, open its PR, label it and queue L1 on its head."""
+    auth = await ctx.git_auth(fork.installation_id)
+    mirror = ctx.mirror(fork.repo)
+    existing = await asyncio.to_thread(mirror.fetch_branches, emergency.EMERGENCY_PREFIX, auth=auth)
+    update = BranchUpdate(picked.pick.branch, picked.head, existing.get(picked.pick.branch))
+    await asyncio.to_thread(mirror.push, [update], auth=auth)
+    forge = ctx.forge(fork.installation_id, fork.repo)
+    links = _links(ctx, fork)
+    body = emergency.pr_body(picked.pick, picked.report, links=links)
+    pull = await forge.create_pull(
+        title=emergency.title(picked.pick), body=body, head=picked.pick.branch, base=fork.branch
+    )
+    number = int(pull["number"])
+    await forge.replace_labels(number, [Label.EMERGENCY.value])
+    await forge.create_check_run(picked.head, Tier.L1.value, title=TIER_TITLES[Tier.L1])
+    return number
+
+
+def _links(ctx: Context, fork: Fork) -> Links:
+    return Links(
+        upstream_web=upstream_web_url(fork.upstream_url, web_base=ctx.web_url),
+        fork_clone_url=ctx.clone_url(fork.repo),
+        fork_branch=fork.branch,
+    )

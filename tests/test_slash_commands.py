@@ -1,0 +1,367 @@
+"""Slash commands against the simulator: who may run each, hostile arguments, what each does, the audit log.
+
+Comments arrive as GitHub's `issue_comment` payloads and run through the real routes; git, the database
+(`database_url`: SQLite and PostgreSQL) and HTTP are real.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot.app.context import Context
+from bot.core.emergency import EMERGENCY_PREFIX
+from bot.core.models import Disposition
+from bot.db.audit import CommandAudit
+from bot.db.lag import LagHistory
+from handlers import ROUTES
+from handlers.commands import COMMANDS
+from tests.support.github_sim import GitHubSim
+from tests.test_commands import as_job, comment, replies
+from tests.test_handlers import FORK, UPSTREAM, ctx, dispatch, fork_record, queued, sim_of
+
+__all__ = ["ctx"]  # the fixture, reused from the handlers' tests
+OLD = dt.datetime.now(dt.UTC) - dt.timedelta(days=10)  # the fork's last regular ingestion
+CORE = "lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp"
+
+
+def dated(at: dt.datetime) -> dict[str, str]:
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%S+0000")
+    return {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
+
+
+def upstream_commit(sim: GitHubSim, files: dict[str, str | None], *, message: str, at: dt.datetime) -> str:
+    """A commit on upstream's main dated `at` (the simulator dates its own commits now)."""
+    made = sim.commit(UPSTREAM, "main", files, message=message)
+    parent = sim.git(UPSTREAM, "rev-parse", f"{made}^")
+    sha = sim.git(UPSTREAM, "commit-tree", f"{made}^{{tree}}", "-p", parent, "-m", message, env=dated(at))
+    sim.git(UPSTREAM, "update-ref", "refs/heads/main", sha)
+    return sha
+
+
+def a_fork(ctx: Context, *, fork_files: dict[str, str] | None = None) -> tuple[GitHubSim, int]:
+    """Upstream and fork sharing one commit ten days old, the fork registered, an issue to comment on.
+    alice has write access, mallory read, carol maintain; `fork_files` are committed on fork trunk."""
+    sim = sim_of(ctx)
+    tree = sim.git(UPSTREAM, "rev-parse", "main^{tree}")
+    base = sim.git(UPSTREAM, "commit-tree", tree, "-m", "initial", env=dated(OLD))
+    sim.git(UPSTREAM, "update-ref", "refs/heads/main", base)
+    sim.git(FORK, "fetch", "--quiet", str(sim.repo_path(UPSTREAM)), "+main:main")
+    if fork_files:
+        sim.commit(FORK, "main", fork_files, message="fork: its own files")
+    fork_record(ctx, installation_id=sim.install(FORK))
+    for user, role in (("alice", "write"), ("mallory", "read"), ("carol", "maintain"), ("dan", "write")):
+        sim.set_permission(FORK, user, role)
+    return sim, sim.open_issue(FORK, title="ingestion questions", user="alice")
+
+
+async def merged_upstream_pull(
+    ctx: Context, files: dict[str, str | None], *, number: int = 1872, merge: bool = True
+) -> dict[str, Any]:
+    """Upstream PR `number`, squash-merged through GitHub's own endpoint (or left open)."""
+    sim = sim_of(ctx)
+    trunk = sim.git(UPSTREAM, "rev-parse", "main")
+    sim.commit(UPSTREAM, f"fix-{number}", files, message=f"[Fix] the crash (#{number})", parent=trunk)
+    sim.open_pull(UPSTREAM, head=f"fix-{number}", base="main", title="[Fix] the crash", number=number)
+    if merge:
+        token = sim.installation_token(sim.install(UPSTREAM))
+        url = f"{ctx.web_url}/repos/{UPSTREAM}/pulls/{number}/merge"
+        headers = {"Authorization": f"token {token}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.put(url, json={"merge_method": "squash"}, headers=headers) as resp,
+        ):
+            assert resp.status == 200, await resp.text()
+    return next(p for p in sim.pulls[UPSTREAM] if p["number"] == number)
+
+
+async def say(ctx: Context, number: int, body: str, *, user: str = "alice") -> str:
+    """Post `body` as `user` and deliver it; Sluice's reply to it (empty when none)."""
+    sim = sim_of(ctx)
+    before = len(replies(sim, number))
+    await comment(ctx, number, body, user=user)
+    after = replies(sim, number)
+    return after[-1] if len(after) > before else ""
+
+
+def reactions(sim: GitHubSim, number: int) -> list[str]:
+    ids = [c["id"] for c in sim.comment_objects(FORK, number) if c["user"]["login"] != sim.bot_login]
+    return [r["content"] for i in ids for r in sim.reactions[i]]
+
+
+def audit(ctx: Context) -> list[tuple[str, str, str]]:
+    return [(e.actor, e.line, e.outcome) for e in CommandAudit(ctx.store).entries(FORK)]
+
+
+def mirror_of(ctx: Context) -> Path:
+    return Path(ctx.settings.data_dir) / "mirrors" / f"{FORK}.git"
+
+
+def git_traffic(sim: GitHubSim) -> int:
+    return len(sim.git_requests)
+
+
+# ------------------------------------------------------------------ who may
+
+
+@pytest.mark.parametrize(
+    ("command", "refused"),
+    [
+        ("/cherry-pick 1872", "mallory"),
+        ("/ingest", "mallory"),
+        ("/defer 1234567", "mallory"),
+        ('/skip 1234567 --reason "x"', "mallory"),  # read access: refused before ownership is looked at
+    ],
+)
+async def test_each_command_refuses_a_commenter_without_the_role(
+    ctx: Context, command: str, refused: str
+) -> None:
+    """The allowed side of each: the /cherry-pick, /ingest, /defer and /skip tests below."""
+    sim, number = a_fork(ctx)
+    reply = await say(ctx, number, command, user=refused)
+    assert f"@{refused} has read access" in reply and "needs" in reply
+    name = command.split()[0][1:]
+    assert f"Usage: `{COMMANDS[name].USAGE.line}`" in reply
+    assert not mirror_of(ctx).exists() and git_traffic(sim) == 0  # git never called
+    assert queued(ctx) == []
+    assert audit(ctx) == [(refused, command, "refused")]
+    # the role is GitHub's answer, never the payload's `author_association` (MEMBER here for everyone)
+    assert ("GET", f"/repos/{FORK}/collaborators/{refused}/permission", 200) in sim.requests
+
+
+async def test_a_user_github_does_not_know_has_no_role(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    sim.fail_next("GET", r"/collaborators/ghost/permission$", 404, body={"message": "Not Found"})
+    reply = await say(ctx, number, "/ingest", user="ghost")
+    assert "@ghost has anyone access" in reply
+    assert queued(ctx) == []
+
+
+async def test_anyone_may_ask_for_status_and_help(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    assert "No ingestion run has finished yet" in await say(ctx, number, "/status", user="stranger")
+    help_reply = await say(ctx, number, "/help", user="stranger")
+    for command in COMMANDS.values():
+        assert f"- {command.HELP} (who: {command.WHO.described})" in help_reply
+    assert "(who: write access to the repository)" in help_reply
+    assert "(who: a code owner of the files it is about, with write access)" in help_reply
+    assert reactions(sim, number) == ["+1", "+1"]
+    assert not any(path.endswith("/permission") for _, path, _ in sim.requests)  # no role was needed
+    assert [outcome for _, _, outcome in audit(ctx)] == ["accepted", "accepted"]
+
+
+# ------------------------------------------------------------------ hostile arguments
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("/cherry-pick 1872;rm", "is not a PR number"),
+        ("/cherry-pick --upload-pack=x", "is not an option"),
+        ("/cherry-pick -1", "is not an option"),
+        ("/cherry-pick \u0661\u0668\u0667\u0662", "is not a PR number"),
+        ("/cherry-pick 1872 1873", "too many arguments"),
+        ('/cherry-pick 1872 --reason "unbalanced', "do not parse"),
+        ("/cherry-pick 1872 --force", "is not an option"),
+        ("/defer HEAD~1", "is not an upstream SHA"),
+        ("/defer --exec=id", "is not an option"),
+        ("/ingest main..evil", "is not a ref"),
+        ("/ingest --upload-pack=touch", "is not an option"),
+        ("/skip 1234567", "--reason is required"),
+    ],
+)
+async def test_hostile_arguments_are_refused_with_the_usage_and_git_is_never_called(
+    ctx: Context, body: str, why: str
+) -> None:
+    sim, number = a_fork(ctx)
+    sim.set_permission(FORK, "alice", "admin")  # allowed: only the arguments are wrong
+    reply = await say(ctx, number, body, user="alice")
+    name = body.split()[0][1:]
+    assert why in reply and f"Usage: `{COMMANDS[name].USAGE.line}`" in reply
+    assert not mirror_of(ctx).exists() and git_traffic(sim) == 0
+    assert not any(UPSTREAM in path for _, path, _ in sim.requests)  # upstream was not even asked
+    assert queued(ctx) == [] and reactions(sim, number) == []
+    ((actor, line, outcome),) = audit(ctx)
+    assert (actor, outcome) == ("alice", "refused") and line == body
+
+
+async def test_an_unmerged_upstream_pull_is_refused_before_any_git_call(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    pull = await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"}, number=1900, merge=False)
+    # As on GitHub, an open PR has a test merge commit as its `merge_commit_sha`: only `merged` counts.
+    assert pull["merged"] is False and pull["merge_commit_sha"] is not None
+    before = git_traffic(sim)
+    reply = await say(ctx, number, "/cherry-pick 1900")
+    assert "upstream PR #1900 is not merged (open)" in reply
+    assert ("GET", f"/repos/{UPSTREAM}/pulls/1900", 200) in sim.requests  # asked anonymously: it is public
+    assert not mirror_of(ctx).exists() and git_traffic(sim) == before
+    missing = await say(ctx, number, "/cherry-pick 4242")
+    assert f"{UPSTREAM} has no PR #4242 that Sluice can see" in missing
+    assert [outcome for _, _, outcome in audit(ctx)] == ["refused", "refused"]
+
+
+async def test_a_sha_not_on_upstreams_first_parent_stream_is_refused(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    side = sim.commit(UPSTREAM, "side", {"side.txt": "x\n"}, message="a branch that never merged")
+    reply = await say(ctx, number, f"/cherry-pick {side[:12]}")
+    assert "is not a commit on upstream's first-parent stream" in reply
+    assert not [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+
+
+# ------------------------------------------------------------------ /cherry-pick
+
+
+async def test_cherry_pick_opens_an_emergency_pr_and_days_behind_upstream_stays(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    upstream_commit(sim, {"docs/guide.md": "guide\n"}, message="docs: a guide", at=OLD + dt.timedelta(days=1))
+    pull = await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"})
+    fix = pull["merge_commit_sha"]
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "test"})
+    (before,) = LagHistory(ctx.store).history(FORK)
+    assert before.days_behind is not None and before.days_behind > 9  # the tip is the ten-day-old commit
+
+    reply = await say(ctx, number, '/cherry-pick 1872 --reason "the crash blocks the release"')
+    assert reply.startswith("<!-- sluice:reply:") and "Opened #" in reply and "code owner" in reply
+    (emergency,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    assert emergency["base"]["ref"] == "main" and emergency["state"] == "open"
+    assert [label["name"] for label in emergency["labels"]] == ["sluice:emergency"]
+    assert "the crash blocks the release" in emergency["body"] and "#1872" in emergency["body"]
+    head = emergency["head"]["sha"]
+    message = sim.git(FORK, "log", "-1", "--format=%B", head)
+    assert f"Upstream-Commit: {fix}" in message and "Sluice-Kind: emergency" in message
+    assert sim.git(FORK, "rev-parse", f"{head}^") == sim.git(FORK, "rev-parse", "main")  # its own unit
+    (l1,) = [r for r in sim.check_runs[FORK] if r["head_sha"] == head]
+    assert (l1["name"], l1["status"]) == ("sluice/L1", "queued")
+    assert reactions(sim, number) == ["+1"]
+    assert ctx.store.dispositions(FORK)[fix].disposition == Disposition.EMERGENCY
+
+    # The emergency PR merges; the next ingestion run recognises the pick and leaves the tip where it was.
+    token = sim.installation_token(sim.install(FORK))
+    async with (
+        aiohttp.ClientSession() as http,
+        http.put(
+            f"{ctx.web_url}/repos/{FORK}/pulls/{emergency['number']}/merge",
+            json={"sha": head},
+            headers={"Authorization": f"token {token}"},
+        ) as resp,
+    ):
+        assert resp.status == 200
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "test"})
+    after = LagHistory(ctx.store).history(FORK)[-1]
+    assert after.ingestion_tip == before.ingestion_tip and after.upstream_head == before.upstream_head == fix
+    assert after.days_behind == before.days_behind
+    assert after.pending_commits == before.pending_commits - 1  # the fix is in; the guide still waits
+    status = await say(ctx, number, "/status", user="stranger")
+    assert f"Days Behind Upstream: **{after.days_behind:.1f}**" in status
+    assert [outcome for _, _, outcome in audit(ctx)] == ["accepted", "accepted"]
+
+
+async def test_cherry_pick_by_sha_and_a_second_request_changes_nothing(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    fix = upstream_commit(sim, {"fix.txt": "fixed\n"}, message="[Fix] direct push", at=OLD)
+    assert "Opened #" in await say(ctx, number, f"/cherry-pick {fix[:9].upper()}")
+    again = await say(ctx, number, f"/cherry-pick {fix}", user="carol")
+    assert "already open as #" in again
+    (emergency,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    # GitHub's `pull_request` event for it: an emergency pick is no fork PR growing the patch stack.
+    await dispatch(ctx, "pull_request", sim.pull_request_payload(FORK, emergency["number"], "opened"))
+    assert sim.comment_objects(FORK, emergency["number"]) == []
+
+
+async def test_cherry_pick_of_a_commit_the_fork_has_is_refused(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    base = sim.git(UPSTREAM, "rev-parse", "main")
+    assert "already in the fork" in await say(ctx, number, f"/cherry-pick {base[:10]}")
+
+
+# ------------------------------------------------------------------ /ingest, /defer, /skip
+
+
+async def test_ingest_queues_a_run_up_to_an_upstream_commit(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    first = upstream_commit(sim, {"a.txt": "a\n"}, message="a", at=OLD + dt.timedelta(days=1))
+    risky = {CORE: "void pipeline();\n"}  # a core pass: a risky chain of its own, after the bundle
+    upstream_commit(sim, risky, message="[Pipeliner] b", at=OLD + dt.timedelta(days=2))
+    reply = await say(ctx, number, "/ingest")
+    assert "is queued" in reply and reactions(sim, number) == ["eyes"]
+    assert queued(ctx) == [("ingest", FORK)]
+    sim.git(UPSTREAM, "tag", "--annotate", "v3.2.0", "--message", "release 3.2.0", first)
+    for named in (first[:10], "v3.2.0"):
+        await say(ctx, number, f"/ingest {named}")
+        claimed = ctx.queue.claim("t", lease=dt.timedelta(minutes=1), now=dt.datetime.now(dt.UTC))
+        assert claimed is not None and claimed.payload["upto"] == first
+        ctx.queue.complete(claimed.id, "t", now=dt.datetime.now(dt.UTC))
+    assert "upstream has no tag or branch `v9`" in await say(ctx, number, "/ingest v9")
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "/ingest v3.2.0", "upto": first})
+    (pull,) = [p for p in sim.pulls[FORK] if p["state"] == "open"]  # only the units up to `first`
+    assert pull["title"] == f"[sluice] bundle: 1 upstream commit ({first[:7]}..{first[:7]})"
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "the next regular run"})
+    assert len([p for p in sim.pulls[FORK] if p["state"] == "open"]) == 2  # the bundle stays, the chain opens
+
+
+async def test_defer_records_the_disposition_and_replans(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    sha = upstream_commit(sim, {"a.txt": "a\n"}, message="feat: later", at=OLD + dt.timedelta(days=1))
+    reply = await say(ctx, number, f"/defer {sha[:8]}", user="dan")
+    assert f"`{sha[:10]}` feat: later is deferred to the backlog by @dan" in reply
+    record = ctx.store.dispositions(FORK)[sha]
+    assert record.disposition == Disposition.DEFERRED and record.approver == "dan"
+    assert queued(ctx) == [("ingest", FORK)]
+    assert audit(ctx) == [("dan", f"/defer {sha[:8]}", "accepted")]
+
+
+async def test_skip_needs_a_code_owner_of_the_files_the_commit_touches(ctx: Context) -> None:
+    codeowners = "* @carol\n/lib/ @dan\n"
+    sim, number = a_fork(ctx, fork_files={".github/CODEOWNERS": codeowners})
+    sha = upstream_commit(sim, {CORE: "void f();\n"}, message="[Pipeliner] rewrite", at=OLD)
+    refused = await say(ctx, number, f'/skip {sha[:10]} --reason "we keep ours"', user="alice")
+    assert "needs a code owner of upstream commit" in refused and f"`{CORE}` (@dan)" in refused
+    assert sha not in ctx.store.dispositions(FORK)
+    reply = await say(ctx, number, f'/skip {sha[:10]} --reason "we keep ours"', user="dan")
+    assert "is skipped (won't port) by @dan" in reply and "Reason: we keep ours" in reply
+    record = ctx.store.dispositions(FORK)[sha]
+    assert (record.disposition, record.reason, record.approver) == (
+        Disposition.SKIPPED,
+        "we keep ours",
+        "dan",
+    )
+    assert [(a, o) for a, _, o in audit(ctx)] == [("alice", "refused"), ("dan", "accepted")]
+
+
+async def test_a_redelivered_command_keeps_one_audit_row_and_one_reply(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    payload = sim.issue_comment_payload(FORK, sim.add_comment(FORK, number, "/cherry-pick -1", user="alice"))
+    await ROUTES.dispatch(as_job(payload), ctx=ctx)
+    await ROUTES.dispatch(as_job(payload), ctx=ctx)
+    assert len(replies(sim, number)) == 1 and len(audit(ctx)) == 1
+
+
+async def test_a_command_that_fails_underneath_is_audited_as_failed(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"})
+    sim.fail_next("GET", rf"/repos/{UPSTREAM}/pulls/1872$", 403, body={"message": "Forbidden"})
+    with pytest.raises(Exception):  # noqa: B017  # the worker records it and retries or fails the job
+        await say(ctx, number, "/cherry-pick 1872")
+    assert audit(ctx) == [("alice", "/cherry-pick 1872", "failed")]
+    assert not mirror_of(ctx).exists()
+
+
+async def test_skip_by_a_member_of_an_owning_team(ctx: Context) -> None:
+    sim, number = a_fork(ctx, fork_files={".github/CODEOWNERS": "/lib/ @meta/compiler\n"})
+    sha = upstream_commit(sim, {CORE: "void f();\n"}, message="[Pipeliner] rewrite", at=OLD)
+    refused = await say(ctx, number, f'/skip {sha[:10]} --reason "ours"', user="alice")
+    assert f"`{CORE}` (@meta/compiler)" in refused
+    sim.add_team_member("@meta/compiler", "alice")
+    assert "is skipped (won't port) by @alice" in await say(ctx, number, f'/skip {sha[:10]} --reason "ours"')
+
+
+async def test_ingest_while_ingestion_is_paused_is_refused(ctx: Context) -> None:
+    _, number = a_fork(ctx)
+    ctx.gates.pause(FORK, by="@carol", reason="LLVM bump in progress", at=dt.datetime.now(dt.UTC))
+    reply = await say(ctx, number, "/ingest")
+    assert "is paused by @carol: LLVM bump in progress" in reply and "`/resume` it first" in reply
+    assert queued(ctx) == [] and not mirror_of(ctx).exists()
