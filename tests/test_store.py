@@ -19,6 +19,7 @@ import bot.db.jobs
 import bot.db.leases
 import bot.db.registry
 import bot.db.store
+import bot.db.tier_runs
 from bot.core.models import (
     Dependency,
     DependencyKind,
@@ -50,9 +51,9 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0007_github_ids"
+HEAD_REVISION = "0008_tier_runs"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (bot.db.jobs, bot.db.registry)
+TABLE_MODULES = (bot.db.jobs, bot.db.registry, bot.db.tier_runs)
 TABLES = [
     "alembic_version",
     "chain_members",
@@ -68,6 +69,7 @@ TABLES = [
     "leases",
     "plans",
     "resolutions",
+    "tier_runs",
 ]
 
 A, B, C, D, E, F = (letter * 40 for letter in "abcdef")
