@@ -5,8 +5,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gidgethub import BadRequest
+
+from bot.core.errors import BadInput
 from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
+
+
+class DispatchRefused(BadInput):
+    """GitHub refused a workflow dispatch: 404 (no such workflow on that ref) or 422 (inputs it does not
+    take). Retrying the same request cannot help; the check run says what to fix."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(
+            f"GitHub refused the workflow dispatch ({status}): {message}",
+            "add the tier's workflow from deploy/workflows/ to fork trunk, with the inputs Sluice sends",
+        )
+        self.status, self.reason = status, message
 
 
 class ForkGitHub:
@@ -99,3 +114,37 @@ class ForkGitHub:
     async def close_issue(self, number: int, *, comment: str) -> None:
         await self.post_comment(number, comment)
         await self.api.patch(self._url(f"/issues/{number}"), data={"state": "closed"})
+
+    # --- tier workflows
+
+    async def dispatch_workflow(self, workflow: str, *, ref: str, inputs: Mapping[str, str]) -> int | None:
+        """Start `workflow` on `ref`; the run's id when GitHub returns it (`return_run_details`), else None.
+        Raises DispatchRefused for GitHub's 404 and 422."""
+        data = {"ref": ref, "inputs": dict(inputs), "return_run_details": True}
+        try:
+            answer = await self.api.post(self._url(f"/actions/workflows/{workflow}/dispatches"), data=data)
+        except BadRequest as exc:
+            if exc.status_code in (404, 422):
+                raise DispatchRefused(int(exc.status_code), str(exc) or exc.status_code.phrase) from None
+            raise
+        run_id = answer.get("workflow_run_id") if isinstance(answer, dict) else None
+        return int(run_id) if run_id is not None else None
+
+    async def dispatched_runs(self, *, created_since: str) -> list[dict[str, Any]]:
+        """The repository's `workflow_dispatch` runs created since then (ISO time), newest first."""
+        url = self._url(f"/actions/runs?event=workflow_dispatch&created=>={created_since}&per_page=100")
+        return [dict(run) async for run in self.api.getiter(url, iterable_key="workflow_runs")]
+
+    async def workflow_run(self, run_id: int) -> dict[str, Any]:
+        return dict(await self.api.get(self._url(f"/actions/runs/{run_id}")))
+
+    async def run_artifact(self, run_id: int, name: str) -> bytes | None:
+        """The zip of the run's artifact called `name`, or None when the run uploaded none."""
+        url = self._url(f"/actions/runs/{run_id}/artifacts?name={name}&per_page=100")
+        async for artifact in self.api.getiter(url, iterable_key="artifacts"):
+            if artifact["name"] == name and not artifact.get("expired"):
+                return await self.api.download(str(artifact["archive_download_url"]))
+        return None
+
+    async def update_check_run(self, check_run_id: int, body: Mapping[str, Any]) -> None:
+        await self.api.patch(self._url(f"/check-runs/{check_run_id}"), data=dict(body))
