@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from bot.core.models import Disposition, Plan
+from bot.core.tiers import Subject, TierRun
 
 # The one time type: an injected clock returning an aware UTC datetime (tests freeze it). Durations measured
 # with `time.monotonic()` (deadlines, timeouts) are not times of day and stay as they are.
@@ -73,3 +74,33 @@ class Forge(Protocol):
     async def edit_issue(self, number: int, *, title: str, body: str) -> None: ...
 
     async def close_issue(self, number: int, *, comment: str) -> None: ...
+
+
+class TierForge(Protocol):
+    """What tiered validation needs of GitHub for one fork: the PR under test, its check runs, and the tier
+    workflows (dispatch, the dispatched runs, their artifacts)."""
+
+    repo: str
+
+    async def pull(self, number: int) -> dict[str, Any]: ...
+
+    async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]: ...
+
+    async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int: ...
+
+    async def update_check_run(self, check_run_id: int, body: Mapping[str, Any]) -> None: ...
+
+    async def dispatch_workflow(
+        self, workflow: str, *, ref: str, inputs: Mapping[str, str]
+    ) -> int | None: ...
+
+    async def dispatched_runs(self, *, created_since: str) -> list[dict[str, Any]]: ...
+
+    async def run_artifact(self, run_id: int, name: str) -> bytes | None: ...
+
+
+class TierBackend(Protocol):
+    """Where a tier runs: GitHub Actions (a workflow dispatch) or the bot's own machine (`local`). `start`
+    returns the workflow run's id when it is known; it raises DispatchRefused when GitHub refuses."""
+
+    async def start(self, subject: Subject, run: TierRun, *, workflow: str) -> int | None: ...

@@ -6,7 +6,18 @@ from gidgethub.routing import Router
 
 from bot.app.routing import Routes
 from bot.core import webhooks
-from handlers import ingest, installation, issue_comment, pull_request, push, recorded, register, requests
+from handlers import (
+    ingest,
+    installation,
+    issue_comment,
+    pull_request,
+    push,
+    recorded,
+    register,
+    requests,
+    tiers,
+    workflow_run,
+)
 
 ROUTES = Routes(
     Router(
@@ -17,6 +28,8 @@ ROUTES = Routes(
         recorded.router,
         register.router,
         ingest.router,
+        tiers.router,
+        workflow_run.router,
     ),
     payloads={**webhooks.MODELS, **requests.PAYLOADS},
 )

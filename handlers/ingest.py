@@ -30,7 +30,7 @@ from bot.flows.pick import Picker
 from bot.flows.planning import build_plan
 from bot.git.mirror import BranchUpdate, SyncResult
 from bot.git.repo import GitRepo
-from handlers import upstream
+from handlers import requests, upstream
 from handlers.requests import IngestRequest
 
 KIND = "ingest"
@@ -62,6 +62,9 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     observed = await observe(forge, built.desired, seen=built.seen)
     actions = reconcile(built.desired, observed)
     await apply(actions, forge=forge, push=_pusher(ctx, fork), record=_recorder(ctx))
+    for record in await ctx.db(ctx.registry.ingestions, fork.repo, state="open"):
+        if record.pr_number is not None:  # level-triggered: a resync also times out stalled tier runs
+            await requests.tiers(ctx, fork.repo, record.pr_number)
     log.info(
         "ingested %s: %d units, %d pushed, %d actions, %d pending upstream commits",
         fork.repo,

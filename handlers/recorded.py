@@ -1,4 +1,4 @@
-"""Events Sluice records now and acts on in later work: reviews, check and workflow runs, comments."""
+"""Events Sluice records now and acts on in later work: reviews, check runs and suites, comments."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.db.jobs import Job
 
-RECORDED = ("issue_comment", "pull_request_review", "check_run", "check_suite", "workflow_run")
+RECORDED = (
+    "issue_comment",
+    "pull_request_review",
+    "check_run",
+    "check_suite",
+)  # workflow_run: handlers.workflow_run
 router = Router()
 log = logging.getLogger("sluice.recorded")
 

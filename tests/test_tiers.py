@@ -149,7 +149,7 @@ def test_config_defaults_and_checks() -> None:
 
 
 def test_workflow_inputs_are_integers_and_shas() -> None:
-    inputs = workflow_inputs(BUNDLE, Dispatch(L2, 1, Selection.FULL, "x"), request=12)
+    inputs = workflow_inputs(BUNDLE, dataclasses.replace(run(L2), id=12))
     assert inputs == {
         "tier": "2",
         "pull": "7",

@@ -360,15 +360,16 @@ def valid_inputs(inputs: Mapping[str, str]) -> bool:
     return all(value.isdigit() or SHA40.fullmatch(value) for value in inputs.values())
 
 
-def workflow_inputs(subject: Subject, dispatch: Dispatch, *, request: int) -> dict[str, str]:
+def workflow_inputs(subject: Subject, run: TierRun) -> dict[str, str]:
     """The `workflow_dispatch` inputs of a tier run; `request`, the tier run's id, names its run."""
+    assert run.id is not None
     inputs = {
-        "tier": str(dispatch.level.number),
+        "tier": str(run.level.number),
         "pull": str(subject.pull),
         "head_sha": subject.head_sha,
         "baseline_sha": subject.baseline_sha,
-        "selection": str(int(dispatch.selection)),
-        "request": str(request),
+        "selection": str(int(run.selection)),
+        "request": str(run.id),
     }
     assert valid_inputs(inputs), inputs
     return inputs

@@ -75,6 +75,15 @@ class TierRuns:
         with self.store._engine.begin() as conn:
             conn.execute(update(tier_runs).where(tier_runs.c.id == row.pop("id")).values(row))
 
+    def set_run_id(self, key: int, run_id: int) -> None:
+        """The workflow run a dispatch started (its result may arrive before this: it is not overwritten)."""
+        with self.store._engine.begin() as conn:
+            conn.execute(
+                update(tier_runs)
+                .where(tier_runs.c.id == key, tier_runs.c.run_id.is_(None))
+                .values(run_id=run_id)
+            )
+
     def get(self, run_id: int) -> TierRun | None:
         with self.store._engine.connect() as conn:
             row = conn.execute(select(tier_runs).where(tier_runs.c.id == run_id)).first()
@@ -90,6 +99,13 @@ class TierRuns:
         with self.store._engine.connect() as conn:
             row = conn.execute(query.order_by(desc(tier_runs.c.id))).first()
         return _run(row._mapping) if row is not None else None
+
+    def pull_for_head(self, fork: str, head_sha: str) -> int | None:
+        """The PR whose tiers ran on `head_sha` (a check run's button names only the commit)."""
+        query = select(tier_runs.c.pull).where(tier_runs.c.fork == fork, tier_runs.c.head_sha == head_sha)
+        with self.store._engine.connect() as conn:
+            found = conn.execute(query.order_by(desc(tier_runs.c.id)).limit(1)).scalar()
+        return int(found) if found is not None else None
 
     def latest_report(self, fork: str, level: Level, *, head_sha: str) -> str | None:
         """The newest report of `level` on `head_sha` (fork trunk's, as a baseline), if one was kept."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -145,6 +146,24 @@ class ForkGitHub:
             if artifact["name"] == name and not artifact.get("expired"):
                 return await self.api.download(str(artifact["archive_download_url"]))
         return None
+
+    async def file(self, path: str, *, ref: str) -> bytes | None:
+        """A file's bytes at `ref`, or None when there is none."""
+        try:
+            content = await self.api.get(self._url(f"/contents/{path}?ref={ref}"))
+        except BadRequest as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+        return base64.b64decode(str(content.get("content", "")))
+
+    async def pull(self, number: int) -> dict[str, Any]:
+        return dict(await self.api.get(self._url(f"/pulls/{number}")))
+
+    async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int:
+        """A check run named `name` on `sha` with `body`'s fields; its id."""
+        created = await self.api.post(self._url("/check-runs"), data={"name": name, "head_sha": sha, **body})
+        return int(created["id"])
 
     async def update_check_run(self, check_run_id: int, body: Mapping[str, Any]) -> None:
         await self.api.patch(self._url(f"/check-runs/{check_run_id}"), data=dict(body))
