@@ -148,6 +148,8 @@ def test_every_job_kind_has_a_payload_model_and_a_callback() -> None:
             data: dict[str, Any] = {"action": "opened"}
         elif kind == "issue_comment":
             data = {"action": "created"}
+        elif kind == "workflow_run":  # a tier workflow's result
+            data = {"action": "completed"}
         else:
             data = {}
         assert ROUTES.router.fetch(Event(data, event=kind, delivery_id="d")), kind

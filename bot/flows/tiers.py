@@ -92,13 +92,13 @@ async def advance(t: Tiering, number: int, *, want: Want | None = None) -> None:
     if pull.get("state") != "open":
         return
     subject, want = subject_of(pull, fork=t.forge.repo), want or Want()
-    for _ in LEVELS:  # a time-out can block the tiers above it: at most one pass per tier
+    for _ in (*LEVELS, None):  # a time-out or a refused dispatch blocks the tiers above: one more pass
         runs = await t.db(t.runs.for_pull, subject.fork, subject.pull)
         for old in stale_runs(subject.head_sha, runs):
             await _discard(t, old, why=f"the PR's head moved on to {subject.head_sha[:10]}")
         actions = next_actions(subject, runs, t.config, now=t.clock(), want=want)
         await _perform(t, subject, actions)
-        if not any(isinstance(a, TimeOut) for a in actions):
+        if not any(isinstance(a, TimeOut | Dispatch) for a in actions):
             return
         want = Want()
 
