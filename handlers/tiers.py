@@ -93,7 +93,7 @@ async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) ->
     timeout_s = tier_config(t.config, run.level).timeout_minutes * 60
     baseline = str(pull["base"]["sha"])
     finished = await asyncio.to_thread(
-        run_local, Path(mirror.path), run, baseline_sha=baseline, timeout_s=timeout_s
+        run_local, Path(mirror.path), run, config=t.config, baseline_sha=baseline, timeout_s=timeout_s
     )
     if finished is None:
         await time_out(t, run)

@@ -186,6 +186,7 @@ BUSY = FailedTest(
         ("success", facts(), "", Verdict.PASSED),
         ("failure", facts(ASSERT), "", Verdict.FAILED),
         ("failure", facts(BUSY), "", Verdict.INFRA),
+        ("failure", facts(BUSY, problems=("1 test failed: test_mm",)), "", Verdict.INFRA),
         ("failure", facts(BUSY, ASSERT), "", Verdict.FAILED),  # a real failure among them: never retried
         ("failure", facts(problems=("ran 3 tests, expected 10 (expected_tests)",)), "", Verdict.FAILED),
         (

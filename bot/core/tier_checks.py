@@ -10,6 +10,7 @@ from bot.core.limits import fit_for_github
 from bot.core.render import plural
 from bot.core.tiers import FailedTest, Level, ReportFacts, TierRun, Triage, Verdict
 
+LOG_LINES = 40
 MAX_ANNOTATIONS = 50  # per request; more go in further updates of the same check run
 RERUN = "rerun"  # the requested action's identifier (GitHub: at most 20 characters)
 RUN_L3 = "run-l3"
@@ -75,6 +76,7 @@ class Shown:
     baseline_sha: str | None = None
     retrying: bool = False  # an infrastructure failure that is dispatched again
     l3_button: bool = False
+    log_tail: str = ""  # the run's log, shown when it left no usable report
     extra: Sequence[str] = field(default_factory=tuple)
 
 
@@ -126,6 +128,9 @@ def completed(run: TierRun, shown: Shown) -> CheckOutput:
     if shown.facts is not None:
         lines += [*_suite_table(shown.facts), "", *_environment(shown.facts), ""]
         lines += _failures(shown.facts.failures, broken=set(shown.triage.broken_trunk))
+    elif shown.log_tail.strip():
+        tail = "\n".join(shown.log_tail.strip().splitlines()[-LOG_LINES:]).replace("`" * 3, "'" * 3)
+        lines += [f"### The run's log (last {LOG_LINES} lines)", "", "```text", tail, "```"]
     if shown.triage.broken_trunk:
         lines += ["", f"### Broken trunk ({plural(len(shown.triage.broken_trunk), 'failure')})", ""]
         lines += ["These fail on fork trunk's latest report too: trunk is broken, not this change.", ""]

@@ -249,6 +249,7 @@ REAL_MARKERS = re.compile(
     r"expected \d+|the baseline ran|ran no tests|has no suite|SyntaxError|NameError|TypeError|ImportError",
     re.I | re.M,
 )
+NAMES_FAILURES = re.compile(r"^\d+ tests? (?:failed|could not run): ")  # a suite's summary of its tests
 LOCATION = re.compile(r"(?P<path>[A-Za-z0-9_./-]+\.(?:py|mlir|cpp|cc|c|h|hpp|td|ll)):(?P<line>\d+)")
 
 
@@ -327,7 +328,8 @@ def triage(
 
 
 def _failed(conclusion: str, facts: ReportFacts, *, log: str, trunk: ReportFacts | None) -> Triage:
-    texts = [f.message for f in facts.failures] + [p for s in facts.suites for p in s.problems]
+    texts = [f.message for f in facts.failures]
+    texts += [p for s in facts.suites for p in s.problems if not NAMES_FAILURES.match(p)]
     if facts.passed:  # the report is fine but the job failed after it: the log says why
         texts.append(log)
     real = [t for t in texts if REAL_MARKERS.search(t) or _infra_marker(t) is None]

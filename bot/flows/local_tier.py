@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -10,20 +11,30 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from bot.core.config import SluiceConfig
 from bot.core.tiers import TierRun
 from bot.flows.tiers import Finished
 
 SLUICE_ROOT = Path(__file__).resolve().parent.parent.parent  # where `runners` is importable from
 MAX_LOG_CHARS = 200_000
+RUNNER_SECTIONS = {"tiers", "extensions", "numerics", "bench", "performance"}
 
 
-def run_local(git_dir: Path, run: TierRun, *, baseline_sha: str, timeout_s: float) -> Finished | None:
+def run_local(
+    git_dir: Path, run: TierRun, *, config: SluiceConfig, baseline_sha: str, timeout_s: float
+) -> Finished | None:
     """Run the tier on a clean export of the head commit, as a tier workflow does; None when it ran past the
     tier's timeout (blocking: run it in a thread). The bot's own settings (`SLUICE_*`) stay out of its
-    environment: the fork's tier commands must not read the App's key or webhook secret."""
+    environment: the fork's tier commands must not read the App's key or webhook secret.
+
+    The runner gets the sections of `config` (fork trunk's, as the bot read it) that it reads: the tiers
+    and what their suites use."""
     with tempfile.TemporaryDirectory(prefix="sluice-tier-") as tmp:
-        tree, out = Path(tmp) / "tree", Path(tmp) / "report.json"
+        tree, out, settings = Path(tmp) / "tree", Path(tmp) / "report.json", Path(tmp) / "sluice.yml"
         _export(git_dir, run.head_sha, tree)
+        settings.write_text(
+            json.dumps(config.model_dump(mode="json", include=RUNNER_SECTIONS))
+        )  # JSON is YAML
         argv = [
             sys.executable,
             "-m",
@@ -39,6 +50,8 @@ def run_local(git_dir: Path, run: TierRun, *, baseline_sha: str, timeout_s: floa
             baseline_sha,
             "--out",
             str(out),
+            "--config",
+            str(settings),
         ]
         try:
             done = subprocess.run(

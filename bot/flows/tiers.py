@@ -228,9 +228,8 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     keep = finished.report if report is not None else None
     done = _finish(t, run, RunState.COMPLETED, detail=found.reason, verdict=found.verdict, report=keep)
     await t.db(t.runs.save, done)
-    await show(
-        t, run.head_sha, run.level, completed(done, _shown(t, done, found, facts, report, trunk, subject))
-    )
+    shown = dataclasses.replace(_shown(t, done, found, facts, report, trunk, subject), log_tail=finished.log)
+    await show(t, run.head_sha, run.level, completed(done, shown))
     await advance(t, run.pull)
 
 

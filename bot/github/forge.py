@@ -144,7 +144,8 @@ class ForkGitHub:
         url = self._url(f"/actions/runs/{run_id}/artifacts?name={name}&per_page=100")
         async for artifact in self.api.getiter(url, iterable_key="artifacts"):
             if artifact["name"] == name and not artifact.get("expired"):
-                return await self.api.download(str(artifact["archive_download_url"]))
+                # by id on the API Sluice talks to (archive_download_url is absolute, on github.com's host)
+                return await self.api.download(self._url(f"/actions/artifacts/{int(artifact['id'])}/zip"))
         return None
 
     async def file(self, path: str, *, ref: str) -> bytes | None:
