@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -249,3 +250,26 @@ def test_annotations_go_fifty_per_request_and_the_summary_fits() -> None:
 def test_a_refused_dispatch_says_why_and_is_not_retried() -> None:
     out = refused(L1, status=422, message='Unexpected inputs provided: ["request"]', owner=None)
     assert out.conclusion == "failure" and "HTTP 422" in out.title and "not retried" in out.summary
+
+
+@pytest.mark.parametrize("level", [L1, L2, L3])
+def test_the_workflow_templates_take_what_sluice_sends(level: Level) -> None:
+    import yaml
+
+    tier = getattr(CONFIG.tiers, level.value)
+    workflow = yaml.safe_load(
+        (Path(__file__).parent.parent / "deploy" / "workflows" / tier.workflow).read_text()
+    )
+    inputs = workflow[True]["workflow_dispatch"]["inputs"]  # YAML 1.1 reads a bare `on` as True
+    sent = workflow_inputs(BUNDLE, dataclasses.replace(run(level), id=3))
+    assert set(inputs) == set(sent) and all(spec["required"] for spec in inputs.values())
+    assert {spec["type"] for spec in inputs.values()} <= {"number", "string"}
+    assert {name for name, spec in inputs.items() if spec["type"] == "string"} == {"head_sha", "baseline_sha"}
+    job = workflow["jobs"]["tier"]
+    runs_on = job["runs-on"] if isinstance(job["runs-on"], list) else [job["runs-on"]]
+    assert tuple(runs_on) == tier.runs_on and job["timeout-minutes"] == tier.timeout_minutes
+    assert job.get("environment") == ("compiler-production-gate" if level is L3 else None)
+    assert "request ${{ inputs.request }}" in workflow["run-name"]
+    script = "\n".join(step.get("run", "") for step in job["steps"])
+    assert "${{" not in script  # inputs reach the shell through the environment only, after the checks
+    assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in job["steps"])
