@@ -132,7 +132,10 @@ async def _dispatch(t: Tiering, subject: Subject, action: Dispatch) -> None:
     if added is None:
         return  # another worker records and starts this attempt
     tier = tier_config(t.config, action.level)
-    shown = dispatched(action.level, attempt=action.attempt, reason=action.reason)
+    reason = action.reason
+    if action.level is Level.L3:  # its workflow's job waits for the environment's required reviewers
+        reason += f"; it runs in the `{t.config.tiers.environment}` environment once its reviewers approve"
+    shown = dispatched(action.level, attempt=action.attempt, reason=reason)
     await show(
         t, subject.head_sha, action.level, shown
     )  # first: a local run may finish before `start` returns
