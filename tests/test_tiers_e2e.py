@@ -60,6 +60,7 @@ def tier_config(sim_url: str) -> str:
         f"    suites: [{{name: unit, command: [{python}, ci/check.py, l1]}}]\n"
         f"  l2:\n    owner: '@meta/gpu-ci'\n"
         f"    suites: [{{name: gpu, command: [{python}, ci/check.py, l2]}}]\n"
+        f"  l3:\n    suites: [{{name: bench, command: [{python}, ci/check.py, l3]}}]\n"
     )
 
 
@@ -225,6 +226,18 @@ async def test_upstream_push_to_l1_then_l2_with_real_reports(local: Rig) -> None
     ]
     report = json.loads(runs[0].report or "{}")
     assert report["run"]["head_sha"] == head and report["suites"][0]["name"] == "unit"
+
+
+async def test_run_l3_on_request(local: Rig) -> None:
+    number, head = await ingestion_pr(local, {"docs/guide.md": "guide, clarified\n"})
+    l2 = local.checks(head)["sluice/L2"]
+    await local.deliver(
+        "check_run", local.sim.check_run_payload(FORK, l2["id"], identifier="run-l3", sender="dev")
+    )
+    await local.settle()
+    l3 = local.checks(head)["sluice/L3"]
+    assert l3["conclusion"] == "success" and l3["output"]["title"] == "L3: passed (1 test)"
+    assert [r.level.value for r in TierRuns(local.store).for_pull(FORK, number)] == ["l1", "l2", "l3"]
 
 
 async def test_l2_does_not_start_after_l1_failed(local: Rig) -> None:
