@@ -289,6 +289,18 @@ async def test_dispatch_with_run_details_and_results_from_the_artifact(actions: 
     assert actions.checks(head)["sluice/L2"]["conclusion"] == "success"
 
 
+async def test_without_run_details_the_run_is_found_by_the_id_in_its_name(actions: Rig) -> None:
+    actions.sim.run_details = False  # GitHub answers 204, without the run's id
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    (recorded,) = TierRuns(actions.store).for_pull(FORK, number)
+    assert l1["display_title"] == f"sluice L1 pull {number} request {recorded.id}"
+    assert recorded.run_id == l1["id"]  # found among the dispatched runs
+    actions.act_as_runner(l1)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+
+
 async def test_a_missing_report_is_a_failure_not_a_pass(actions: Rig) -> None:
     _, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
     (l1,) = actions.sim.workflow_runs[FORK]

@@ -331,6 +331,7 @@ class GitHubSim:
         self.dispatches: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.workflow_runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.artifacts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.run_details = True  # False: a GitHub (Enterprise Server) from before `return_run_details` (204)
         # GitHub's published request schemas and statuses (tests/fixtures/openapi), checked on every call
         self.operations: dict[str, Any] = json.loads(OPENAPI.read_text())["operations"]
         self.schema_violations: list[str] = []
@@ -1798,7 +1799,7 @@ class GitHubSim:
         run = self._new_run(repo, workflow, ref, sha, title=self._run_name(declared, workflow, inputs))
         run["inputs"] = inputs  # not in GitHub's run JSON: what a test acting as the runner reads
         self.workflow_runs[repo.full_name].append(run)
-        if data.get("return_run_details"):
+        if data.get("return_run_details") and self.run_details:
             api_url = f"{API}/repos/{repo.full_name}/actions/runs/{run['id']}"
             details = {"workflow_run_id": run["id"], "run_url": api_url, "html_url": run["html_url"]}
             return web.json_response(details, status=200)
