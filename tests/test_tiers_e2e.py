@@ -375,3 +375,7 @@ async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) 
     actions.act_as_runner(again)
     await actions.settle()
     assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+    l1_checks = [
+        r for r in actions.sim.check_runs[FORK] if r["name"] == "sluice/L1" and r["head_sha"] == head
+    ]
+    assert [r["conclusion"] for r in l1_checks] == ["timed_out", "success"]  # attempt 2 got its own check run

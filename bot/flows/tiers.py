@@ -189,9 +189,10 @@ async def _discard(t: Tiering, run: TierRun, *, why: str) -> None:
 
 
 async def show(t: Tiering, sha: str, level: Level, output: CheckOutput) -> None:
-    """Update the tier's check run on `sha` (creating it where there is none, as on a fork PR)."""
+    """Update the tier's check run on `sha`; a new one where there is none (a fork PR) or where a new attempt
+    starts after a completed one (as Actions re-runs do: the completed one keeps its result)."""
     check = (await t.forge.check_runs(sha)).get(level.check.value)
-    if check is None:
+    if check is None or (check.get("status") == "completed" and output.status != "completed"):
         title = TIER_TITLES[level.check]
         body = {"status": "queued", "output": {"title": title, "summary": f"{title}: queued by Sluice."}}
         check_id = await t.forge.new_check_run(sha, level.check.value, body)
