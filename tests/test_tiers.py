@@ -273,3 +273,41 @@ def test_the_workflow_templates_take_what_sluice_sends(level: Level) -> None:
     script = "\n".join(step.get("run", "") for step in job["steps"])
     assert "${{" not in script  # inputs reach the shell through the environment only, after the checks
     assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in job["steps"])
+
+
+def test_a_report_is_read_from_the_artifact_and_checked() -> None:
+    import io
+    import zipfile
+
+    from bot.flows.tiers import Finished, read_report, unpack
+
+    assert unpack(None, "success").problem == "the run uploaded no `sluice-tier-report` artifact"
+    assert unpack(b"not a zip", "success").problem == "the `sluice-tier-report` artifact is not a zip archive"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("report.json", "{}")
+        archive.writestr("tier.log", "log line")
+    unpacked = unpack(buffer.getvalue(), "failure")
+    assert (unpacked.report, unpacked.log, unpacked.problem) == ("{}", "log line", None)
+    l1 = run(L1, RunState.DISPATCHED, verdict=None)
+    assert "malformed" in (read_report(Finished("success", "{}"), l1)[1] or "")
+    report = {
+        "schema": "sluice.tier-report/1",
+        "run": {"tier": "l1", "head_sha": OLD, "started_at": NOW.isoformat(), "finished_at": NOW.isoformat()},
+        "environment": {
+            "python": "3.11",
+            "cpu": "x",
+            "os": "linux",
+            "interpreter": True,
+            "context_hash": "h",
+        },
+    }
+    import json
+
+    assert read_report(Finished("success", json.dumps(report)), l1) == (
+        None,
+        f"the tier report is for commit {OLD}, not {HEAD}",
+    )
+    report["run"]["head_sha"] = HEAD  # type: ignore[index]
+    parsed, problem = read_report(Finished("success", json.dumps(report)), l1)
+    assert problem is None and parsed is not None and parsed.run.head_sha == HEAD
