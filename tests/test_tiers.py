@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
+import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bot.core.config import ConfigError, SluiceConfig, parse_config
 from bot.core.tier_checks import MAX_ANNOTATIONS, Shown, completed, refused
@@ -31,6 +35,7 @@ from bot.core.tiers import (
     triage,
     workflow_inputs,
 )
+from bot.flows.tiers import Finished, read_report, unpack
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 HEAD, OLD, BASE = "a" * 40, "b" * 40, "c" * 40
@@ -254,8 +259,6 @@ def test_a_refused_dispatch_says_why_and_is_not_retried() -> None:
 
 @pytest.mark.parametrize("level", [L1, L2, L3])
 def test_the_workflow_templates_take_what_sluice_sends(level: Level) -> None:
-    import yaml
-
     tier = getattr(CONFIG.tiers, level.value)
     workflow = yaml.safe_load(
         (Path(__file__).parent.parent / "deploy" / "workflows" / tier.workflow).read_text()
@@ -276,11 +279,6 @@ def test_the_workflow_templates_take_what_sluice_sends(level: Level) -> None:
 
 
 def test_a_report_is_read_from_the_artifact_and_checked() -> None:
-    import io
-    import zipfile
-
-    from bot.flows.tiers import Finished, read_report, unpack
-
     assert unpack(None, "success").problem == "the run uploaded no `sluice-tier-report` artifact"
     assert unpack(b"not a zip", "success").problem == "the `sluice-tier-report` artifact is not a zip archive"
     buffer = io.BytesIO()
@@ -302,8 +300,6 @@ def test_a_report_is_read_from_the_artifact_and_checked() -> None:
             "context_hash": "h",
         },
     }
-    import json
-
     assert read_report(Finished("success", json.dumps(report)), l1) == (
         None,
         f"the tier report is for commit {OLD}, not {HEAD}",
