@@ -19,6 +19,7 @@ from bot.core.gate import Approval, Hold, Pause, Waiver
 from bot.core.ingestion import IngestionRecord
 from bot.core.lag import LagPoint
 from bot.core.models import CommitInfo, Disposition, FileChange, Plan
+from bot.core.tiers import Level, Subject, TierRun
 
 # The one time type: an injected clock returning an aware UTC datetime (tests freeze it). Durations measured
 # with `time.monotonic()` (deadlines, timeouts) are not times of day and stay as they are.
@@ -384,3 +385,53 @@ class GateForge(Protocol):
     async def create_tag(self, name: str, sha: str) -> bool: ...
 
     async def post_comment(self, number: int, body: str) -> int: ...
+
+
+class TierRunRecords(Protocol):
+    """Each attempt of a tier on a PR head, as the tier flows keep it (`bot.db.tier_runs.TierRuns`)."""
+
+    def add(self, run: TierRun) -> TierRun | None: ...
+
+    def save(self, run: TierRun) -> None: ...
+
+    def set_run_id(self, key: int, run_id: int) -> None: ...
+
+    def get(self, run_id: int) -> TierRun | None: ...
+
+    def for_pull(self, fork: str, pull: int) -> list[TierRun]: ...
+
+    def by_workflow_run(self, fork: str, run_id: int) -> TierRun | None: ...
+
+    def pull_for_head(self, fork: str, head_sha: str) -> int | None: ...
+
+    def latest_report(self, fork: str, level: Level, *, head_sha: str) -> str | None: ...
+
+
+class TierForge(Protocol):
+    """What tiered validation needs of GitHub for one fork: the PR under test, its check runs, and the tier
+    workflows (dispatch, the dispatched runs, their artifacts)."""
+
+    repo: str
+
+    async def pull(self, number: int) -> dict[str, Any]: ...
+
+    async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]: ...
+
+    async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int: ...
+
+    async def update_check_run(self, check_run_id: int, body: Mapping[str, Any]) -> None: ...
+
+    async def dispatch_workflow(
+        self, workflow: str, *, ref: str, inputs: Mapping[str, str]
+    ) -> int | None: ...
+
+    async def dispatched_runs(self, *, created_since: str) -> list[dict[str, Any]]: ...
+
+    async def run_artifact(self, run_id: int, name: str) -> bytes | None: ...
+
+
+class TierBackend(Protocol):
+    """Where a tier runs: GitHub Actions (a workflow dispatch) or the bot's own machine (`local`). `start`
+    returns the workflow run's id when it is known; it raises DispatchRefused when GitHub refuses."""
+
+    async def start(self, subject: Subject, run: TierRun, *, workflow: str) -> int | None: ...

@@ -18,6 +18,8 @@ from handlers import (
     recorded,
     register,
     requests,
+    tiers,
+    workflow_run,
 )
 
 ROUTES = Routes(
@@ -32,6 +34,8 @@ ROUTES = Routes(
         recorded.router,
         register.router,
         ingest.router,
+        tiers.router,
+        workflow_run.router,
     ),
     payloads={**webhooks.MODELS, **requests.PAYLOADS},
 )

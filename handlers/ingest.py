@@ -32,7 +32,7 @@ from bot.flows.pick import Picker
 from bot.flows.planning import build_plan
 from bot.git.mirror import BranchUpdate, SyncResult
 from bot.ports import FileReader, Fork, Job, Repository
-from handlers import dashboard, upstream
+from handlers import dashboard, requests, upstream
 from handlers.dashboard import Shown
 from handlers.requests import IngestRequest
 
@@ -74,6 +74,9 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     await apply(actions, forge=forge, push=_pusher(ctx, fork), record=_recorder(ctx))
     await ctx.db(_record_lag, ctx, fork.repo, built.plan)
     await ctx.db(_save_audits, ctx, fork.repo, built.picking)
+    for record in await ctx.db(ctx.registry.ingestions, fork.repo, state="open"):
+        if record.pr_number is not None:  # level-triggered: a resync also times out stalled tier runs
+            await requests.tiers(ctx, fork.repo, record.pr_number)
     shown = Shown(built.plan, built.config, backlog_of(built.stream, built.plan), _links(ctx, fork))
     await dashboard.update(ctx, forge, shown)
     log.info(

@@ -1,4 +1,4 @@
-"""Events Sluice records now and acts on in later work: reviews, check and workflow runs, comments."""
+"""Events Sluice records now and acts on in later work: reviews, check runs and suites, comments."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.ports import Job
 
-RECORDED = ("issue_comment", "issues", "check_suite", "workflow_run")
+RECORDED = ("issue_comment", "issues", "check_suite")  # workflow_run: handlers.workflow_run
 router = Router()
 log = logging.getLogger("sluice.recorded")
 

@@ -7,9 +7,11 @@ import logging
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.app.context import Context
+from bot.core.tiers import Level
 from bot.core.webhooks import GitHubId, RepoName
 
 INGEST, REGISTER = "ingest", "register"  # the jobs' kinds
+TIERS, TIER_LOCAL = "tiers", "tier-local"
 log = logging.getLogger("sluice.requests")
 
 
@@ -33,7 +35,28 @@ class RegisterRequest(Request):
     installation_id: GitHubId
 
 
-PAYLOADS: dict[str, type[BaseModel]] = {INGEST: IngestRequest, REGISTER: RegisterRequest}
+class TiersRequest(Request):
+    """Bring one PR's tiers forward: start the next, retry, time out; a re-run or L3 when a person asked."""
+
+    fork: RepoName
+    pull: GitHubId
+    rerun: Level | None = None
+    l3: bool = False
+
+
+class LocalTierRequest(Request):
+    """Run one tier run on this machine (the `local` tier backend)."""
+
+    fork: RepoName
+    run: GitHubId  # the tier run's id
+
+
+PAYLOADS: dict[str, type[BaseModel]] = {
+    INGEST: IngestRequest,
+    REGISTER: RegisterRequest,
+    TIERS: TiersRequest,
+    TIER_LOCAL: LocalTierRequest,
+}
 
 
 async def ingest(ctx: Context, fork: str, *, reason: str, upto: str | None = None) -> bool:
@@ -50,3 +73,18 @@ async def register(ctx: Context, repo: str, *, installation_id: int) -> None:
     """Ask for `repo` to be (re-)registered from its config; requests for one repo coalesce too."""
     payload = RegisterRequest(repo=repo, installation_id=installation_id).model_dump(mode="json")
     await ctx.db(ctx.job_requests.enqueue_once, REGISTER, payload, key=repo, now=ctx.clock())
+
+
+async def tiers(ctx: Context, fork: str, pull: int, *, rerun: Level | None = None, l3: bool = False) -> None:
+    """Ask for PR `pull`'s tiers to be brought forward; plain requests for one PR coalesce, asks do not."""
+    payload = TiersRequest(fork=fork, pull=pull, rerun=rerun, l3=l3).model_dump(mode="json")
+    key = f"{fork}#{pull}" + (f":rerun-{rerun.value}" if rerun else "") + (":l3" if l3 else "")
+    await ctx.db(ctx.job_requests.enqueue_once, TIERS, payload, key=key, now=ctx.clock())
+
+
+async def local_tier(ctx: Context, fork: str, run: int) -> None:
+    """Ask for tier run `run` to run on this machine."""
+    payload = LocalTierRequest(fork=fork, run=run).model_dump(mode="json")
+    await ctx.db(
+        ctx.job_requests.enqueue_once, TIER_LOCAL, payload, key=f"{fork}:tier-run-{run}", now=ctx.clock()
+    )

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bot.core.tiers import Selection
 from runners.report import Tier
 
 DESCRIPTION = "Sluice's tier runner: runs a tier's suites on a CI machine and writes the tier report."
@@ -53,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--baseline-sha", help="the commit the benchmarks compare against")
     run.add_argument("--upstream-range", metavar="A..B", help="the upstream commits this ingestion brings")
     run.add_argument("--ingestion-id", help="the ingestion this run validates")
+    run.add_argument(
+        "--selection",
+        type=int,
+        choices=[int(s) for s in Selection],
+        default=int(Selection.FULL),
+        help="0: an ingestion's suites, with the extensions' (default); 1: a fork PR's critical subset",
+    )
     run.set_defaults(handler=_run)
 
     commands.add_parser(
@@ -78,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         baseline_sha=args.baseline_sha,
         upstream_range=args.upstream_range,
         ingestion_id=args.ingestion_id,
+        selection=Selection(args.selection),
     )
     return run.main(request)
 

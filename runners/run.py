@@ -25,6 +25,7 @@ from rich.table import Table
 
 from bot.config_file import load_config
 from bot.core.config import CONFIG_PATH, BuiltinSuite, ConfigError, SluiceConfig, SuiteConfig
+from bot.core.tiers import Level, Selection, suites_for
 from runners.report import Benchmark, Outcome, Report, RunInfo, SuiteResult, TestResult, Tier
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class RunRequest:
     baseline_sha: str | None = None
     upstream_range: str | None = None
     ingestion_id: str | None = None
+    selection: Selection = Selection.FULL  # an ingestion's suites (with the extensions'), or a fork PR's
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,9 @@ class SuiteRun:
 
 
 def select_suites(request: RunRequest) -> tuple[SuiteConfig, ...]:
-    """The tier's suites, or those `--only` names (by name or built-in kind); BadInput for an unknown one."""
-    suites = getattr(request.config.tiers, request.tier.value).suites
+    """The selection's suites of the tier, or those `--only` names (by name or built-in kind); BadInput for an
+    unknown one."""
+    suites = suites_for(request.config, Level(request.tier.value), request.selection)
     if not request.only:
         return tuple(suites)
     unknown = [wanted for wanted in request.only if not any(wanted in (s.name, s.builtin) for s in suites)]
@@ -350,6 +353,7 @@ class RunArgs:
     baseline_sha: str | None = None
     upstream_range: str | None = None
     ingestion_id: str | None = None
+    selection: Selection = Selection.FULL
 
 
 def main(args: RunArgs, *, console: Console | None = None) -> int:
@@ -386,6 +390,7 @@ def _request(args: RunArgs, console: Console) -> RunRequest:
         baseline_sha=args.baseline_sha,
         upstream_range=args.upstream_range,
         ingestion_id=args.ingestion_id,
+        selection=args.selection,
     )
 
 

@@ -63,6 +63,7 @@ from bot.github.client import (
     _PolicedAPI,
     github_failure,
 )
+from bot.github.forge import DispatchRefused
 from handlers import ROUTES
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import serve_sim, sim_with_fork
@@ -99,6 +100,7 @@ TAXONOMY: list[tuple[type[SluiceError], bool]] = [
     (GitHubNotFound, False),
     (GitHubForbidden, False),
     (InstallationGone, False),
+    (DispatchRefused, False),  # a tier workflow GitHub will not start: shown on the check run, not retried
     (DatabaseBusy, True),
     (Rejected, False),
     (SandboxError, False),

@@ -373,25 +373,70 @@ async def test_check_runs_list_shape_keeps_the_latest_per_name(api: Any, sim: Gi
     ] == 422
 
 
+WORKFLOW = """name: tier
+run-name: tier ${{ inputs.tier }} request ${{ inputs.request }}
+on:
+  workflow_dispatch:
+    inputs:
+      tier: {type: number, required: true}
+      request: {type: number, required: true}
+      pr: {type: string}
+jobs: {}
+"""
+
+
+def with_workflow(sim: GitHubSim) -> None:
+    sim.commit(FORK, "main", {".github/workflows/tier-l1.yml": WORKFLOW}, message="ci: tier workflow")
+
+
 async def test_workflow_dispatch_is_recorded(api: Any, sim: GitHubSim) -> None:
-    resp = await api.post(
-        f"/repos/{FORK}/actions/workflows/tier-l1.yml/dispatches",
-        headers=api.headers,
-        json={"ref": "main", "inputs": {"pr": "1"}},
-    )
+    with_workflow(sim)
+    inputs = {"tier": "1", "request": "5", "pr": "1"}
+    url = f"/repos/{FORK}/actions/workflows/tier-l1.yml/dispatches"
+    resp = await api.post(url, headers=api.headers, json={"ref": "main", "inputs": inputs})
     assert resp.status == 204
-    assert sim.dispatches[FORK] == [{"workflow": "tier-l1.yml", "ref": "main", "inputs": {"pr": "1"}}]
+    assert sim.dispatches[FORK] == [{"workflow": "tier-l1.yml", "ref": "main", "inputs": inputs}]
     _, runs = await call(api, "GET", f"/repos/{FORK}/actions/runs")
     assert runs["total_count"] == 1 and runs["workflow_runs"][0]["status"] == "queued"
-    bad = await api.post(
-        f"/repos/{FORK}/actions/workflows/tier-l1.yml/dispatches", headers=api.headers, json={"ref": "nope"}
+    assert runs["workflow_runs"][0]["display_title"] == "tier 1 request 5"  # its run-name, filled in
+    assert (await api.post(url, headers=api.headers, json={"ref": "nope"})).status == 422
+    # the 2025 API: the run's id in a 200 answer
+    status, details = await call(
+        api, "POST", url, json={"ref": "main", "inputs": inputs, "return_run_details": True}
     )
-    assert bad.status == 422
+    assert status == 200 and details["workflow_run_id"] == sim.workflow_runs[FORK][-1]["id"]
+
+
+@pytest.mark.parametrize(
+    ("workflow", "inputs", "status", "message"),
+    [
+        ("missing.yml", {"tier": "1", "request": "1"}, 404, "Not Found"),
+        (
+            "tier-l1.yml",
+            {"tier": "1", "request": "1", "extra": "x"},
+            422,
+            'Unexpected inputs provided: ["extra"]',
+        ),
+        ("tier-l1.yml", {"tier": "1"}, 422, "Required input 'request' not provided"),
+        ("tier-l1.yml", {"tier": "one", "request": "1"}, 422, "not a number"),
+    ],
+)
+async def test_workflow_dispatch_refusals(
+    api: Any, sim: GitHubSim, workflow: str, inputs: dict[str, str], status: int, message: str
+) -> None:
+    with_workflow(sim)
+    url = f"/repos/{FORK}/actions/workflows/{workflow}/dispatches"
+    got, body = await call(api, "POST", url, json={"ref": "main", "inputs": inputs})
+    assert got == status and message in body["message"]
+    assert sim.dispatches[FORK] == [] and sim.workflow_runs[FORK] == []
 
 
 async def test_run_artifacts_list_and_download_through_a_signed_redirect(api: Any, sim: GitHubSim) -> None:
+    with_workflow(sim)
     await api.post(
-        f"/repos/{FORK}/actions/workflows/tier-l1.yml/dispatches", headers=api.headers, json={"ref": "main"}
+        f"/repos/{FORK}/actions/workflows/tier-l1.yml/dispatches",
+        headers=api.headers,
+        json={"ref": "main", "inputs": {"tier": "1", "request": "1"}},
     )
     run_id = sim.workflow_runs[FORK][0]["id"]
     report = '{"schema": "sluice.tier-report/1"}'

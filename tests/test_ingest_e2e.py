@@ -187,7 +187,18 @@ async def test_upstream_pushes_open_then_update_ingestion_prs_without_duplicates
     bundle_head = rig.sim.git(FORK, "rev-parse", f"refs/heads/{bundle.head_ref}").strip()
     runs = {r["name"]: r for r in rig.sim.check_runs[FORK] if r["head_sha"] == bundle_head}
     assert sorted(runs) == ["sluice/L1", "sluice/L2", "sluice/L3", "sluice/gate"]
-    assert {r["status"] for r in runs.values()} == {"queued"}
+    # This fork has no tier workflows: L1's dispatch is refused (404), asking for action, not retried;
+    # the tiers above it do not start; the gate waits.
+    assert (
+        runs["sluice/L1"]["conclusion"] == "action_required"
+        and "HTTP 404" in runs["sluice/L1"]["output"]["title"]
+    )
+    assert {runs[name]["conclusion"] for name in ("sluice/L2", "sluice/L3")} == {"skipped"}
+    assert runs["sluice/gate"]["conclusion"] is None  # waiting (queued, or in progress once it judged)
+    assert (
+        len(rig.sim.dispatches[FORK]) == 0
+        and ("POST", f"/repos/{FORK}/actions/workflows/sluice-l1.yml/dispatches", 404) in rig.sim.requests
+    )
 
     # A second upstream push: the bundle grows in place; nothing is opened twice.
     more = await upstream_commits(rig, ("docs: one more", {"docs/more.md": "more\n"}))
@@ -224,20 +235,26 @@ async def test_upstream_pushes_open_then_update_ingestion_prs_without_duplicates
     assert rig.sim.git(FORK, "rev-parse", f"{chain_head}^").strip() == trunk
 
     # The same push delivered again (a redelivery) changes nothing: the ingestion it runs writes nothing.
-    # (Once first: the dashboard issue catches up with the gate's and tiers' states, which moved since.)
+    # (Once first: the dashboard issue and the sticky comments' validation line catch up with the gate's and
+    # the tiers' check runs, which moved since.)
     payload = rig.sim.push_payload(UPSTREAM, "refs/heads/main", low[0], more[0])
     since = len(rig.sim.requests)
     await rig.sim.deliver(f"{rig.bot_url}/webhook", "push", payload, secret=SECRET)
     await rig.settle()
     dashboard = {i.number for i in rig.sim.issues[FORK].values() if "sluice:dashboard" in (i.body or "")}
+    sticky = {c["id"] for p in rig.pulls("all") for c in rig.sticky(p.number)}
     caught_up = {path for _, path in writes_to_the_fork(rig.sim.requests[since:])}
-    assert caught_up <= {f"/repos/{FORK}/issues/{n}" for n in dashboard}, caught_up
+    assert caught_up <= {f"/repos/{FORK}/issues/{n}" for n in dashboard} | {
+        f"/repos/{FORK}/issues/comments/{i}" for i in sticky
+    }, caught_up
     before, since = [(p.number, p.title, p.body) for p in rig.pulls("all")], len(rig.sim.requests)
     await rig.sim.deliver(f"{rig.bot_url}/webhook", "push", payload, secret=SECRET)
     await rig.settle()
     assert [(p.number, p.title, p.body) for p in rig.pulls("all")] == before
     assert ("GET", f"/repos/{FORK}/pulls", 200) in rig.sim.requests[since:]  # it did run and look
-    assert writes_to_the_fork(rig.sim.requests[since:]) == []
+    # at most the sticky comments' validation line catches up with the tiers' check runs
+    writes = writes_to_the_fork(rig.sim.requests[since:])
+    assert all(method == "PATCH" and "/issues/comments/" in path for method, path in writes), writes
     assert ("POST", f"/{FORK}.git/git-receive-pack") in writes_to_the_fork(rig.sim.requests[:since])
 
 

@@ -150,7 +150,7 @@ def test_every_job_kind_has_a_payload_model_and_a_callback() -> None:
             data = {"action": "created"}
         elif kind == "pull_request_review":
             data = {"action": "submitted"}
-        elif kind == "check_run":
+        elif kind in ("check_run", "workflow_run"):  # a tier's check run; a tier workflow's result
             data = {"action": "completed"}
         else:
             data = {}

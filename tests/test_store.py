@@ -22,6 +22,7 @@ import bot.db.lag
 import bot.db.leases
 import bot.db.registry
 import bot.db.store
+import bot.db.tier_runs
 from bot.core.models import (
     Dependency,
     DependencyKind,
@@ -53,9 +54,9 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0010_command_audit"
+HEAD_REVISION = "0011_tier_runs"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (bot.db.audit, bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry)
+TABLE_MODULES = (bot.db.audit, bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry, bot.db.tier_runs)
 TABLES = [
     "alembic_version",
     "approvals",
@@ -78,6 +79,7 @@ TABLES = [
     "leases",
     "plans",
     "resolutions",
+    "tier_runs",
     "waivers",
 ]
 

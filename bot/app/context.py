@@ -33,6 +33,7 @@ from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
 from bot.db.store import Store
+from bot.db.tier_runs import TierRuns
 from bot.git.mirror import Mirror, SyncResult, token_auth
 from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
@@ -47,6 +48,7 @@ from bot.ports import (
     LagReader,
     LagRecorder,
     Repository,
+    TierRunRecords,
 )
 
 P = ParamSpec("P")
@@ -78,6 +80,11 @@ class Context:
     def gates(self) -> GateRecords:
         """Waivers, approvals, holds, pauses, failures and audit records (blocking: call through `db`)."""
         return GateStore(self.store)
+
+    @property
+    def tier_runs(self) -> TierRunRecords:
+        """Each tier attempt on a PR head (blocking: call through `db`)."""
+        return TierRuns(self.store)
 
     @property
     def lag_history(self) -> LagRecorder:

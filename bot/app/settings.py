@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -15,7 +16,8 @@ MAX_WEBHOOK_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 class Settings(BaseSettings):
     """`SLUICE_APP_ID`, `SLUICE_PRIVATE_KEY` or `SLUICE_PRIVATE_KEY_FILE`, `SLUICE_WEBHOOK_SECRET`,
     `SLUICE_DATABASE_URL`, `SLUICE_GITHUB_URL`, and the worker's `SLUICE_DATA_DIR`, `SLUICE_WORKERS`,
-    `SLUICE_POLL_INTERVAL`, `SLUICE_GIT_URL`, `SLUICE_REDELIVERY_INTERVAL`, `SLUICE_RESYNC_INTERVAL`; the
+    `SLUICE_POLL_INTERVAL`, `SLUICE_GIT_URL`, `SLUICE_REDELIVERY_INTERVAL`, `SLUICE_RESYNC_INTERVAL`,
+    `SLUICE_TIER_BACKEND` (github | local); the
     upstreams forks may name: `SLUICE_ALLOWED_UPSTREAM_HOSTS`, `SLUICE_ALLOW_PRIVATE_UPSTREAMS`.
 
     The intake's deadline: `SLUICE_WEBHOOK_BODY_TIMEOUT` (seconds to receive a body, default 10; then 408),
@@ -47,6 +49,10 @@ class Settings(BaseSettings):
     webhook_body_timeout: float = Field(default=10.0, gt=0)
     # a delivery the database has not recorded after this many seconds gets 503 (GitHub may redeliver it)
     intake_deadline: float = Field(default=4.0, gt=0, le=9)
+    # Where the tiers run: `github` (the fork's tier workflows, dispatched) or `local` (`runners run`
+    # on this machine, for the demo and the tests: it runs the fork's tier commands here, so only for a fork
+    # whose trunk the operator trusts as much as this machine).
+    tier_backend: Literal["github", "local"] = "github"
     intake_capacity: int = Field(
         default=200, ge=1
     )  # deliveries waiting for the database; beyond: 503 at once

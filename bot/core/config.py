@@ -592,8 +592,22 @@ class SuiteConfig(Frozen):
         return self.timeout_seconds or DEFAULT_SUITE_TIMEOUT
 
 
+RunnerLabel = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
+WorkflowFile = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}\.ya?ml$")]
+Minutes = Annotated[StrictInt, Field(ge=1, le=7 * 24 * 60)]
+Retries = Annotated[StrictInt, Field(ge=0, le=5)]
+
+
 class TierConfig(Frozen):
+    """One tier: its suites, where its workflow runs, how long it may take, who owns a failure."""
+
     suites: Annotated[tuple[SuiteConfig, ...], Field(min_length=1)]
+    workflow: WorkflowFile = "sluice-l1.yml"  # the fork's workflow file Sluice dispatches for this tier
+    runs_on: tuple[RunnerLabel, ...] = ("ubuntu-latest",)  # the runner labels its workflow asks for
+    owner: Owner | None = None  # the team a failed run of this tier is for
+    timeout_minutes: Minutes = 60  # a run still not finished then is marked timed out
+    retries: Retries = 2  # infrastructure failures (runner lost, GPU busy...) retried this many times
+    critical: tuple[Name, ...] = ()  # the suites a fork PR runs (the critical-kernel subset); () = all
 
     @field_validator("suites", mode="wrap")
     @classmethod
@@ -602,15 +616,46 @@ class TierConfig(Frozen):
     ) -> Any:
         return _unique_names(value, handler, field=str(info.field_name))
 
+    @model_validator(mode="after")
+    def _critical_are_suites(self) -> TierConfig:
+        names = {s.name for s in self.suites}
+        unknown = [name for name in self.critical if name not in names]
+        if unknown:
+            raise ValueError(f"`critical` names {unknown[0]!r}, which is none of this tier's suites")
+        return self
 
-def _tier(name: str, builtin: BuiltinSuite) -> TierConfig:
-    return TierConfig(suites=(SuiteConfig(name=name, builtin=builtin),))
+
+class L2Config(TierConfig):
+    workflow: WorkflowFile = "sluice-l2.yml"
+    runs_on: tuple[RunnerLabel, ...] = ("self-hosted", "linux", "gpu")
+    timeout_minutes: Minutes = 360
+
+
+class L3Config(TierConfig):
+    workflow: WorkflowFile = "sluice-l3.yml"
+    runs_on: tuple[RunnerLabel, ...] = ("self-hosted", "linux", "gpu")
+    timeout_minutes: Minutes = 720
+
+
+class L3Policy(enum.StrEnum):
+    REQUEST = "request"  # only when someone asks (the check run's "Run L3" button)
+    CHAINS = "chains"  # every risky chain, and on request
+    ALWAYS = "always"  # every ingestion, after L2 passed
+
+
+def _tier(name: str, builtin: BuiltinSuite) -> tuple[SuiteConfig, ...]:
+    return (SuiteConfig(name=name, builtin=builtin),)
+
+
+ProductionGate = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
 class Tiers(Frozen):
-    l1: TierConfig = _tier("smoke", BuiltinSuite.SMOKE)
-    l2: TierConfig = _tier("numerics", BuiltinSuite.NUMERICS)
-    l3: TierConfig = _tier("bench", BuiltinSuite.BENCH)
+    l1: TierConfig = TierConfig(suites=_tier("smoke", BuiltinSuite.SMOKE))
+    l2: L2Config = L2Config(suites=_tier("numerics", BuiltinSuite.NUMERICS))
+    l3: L3Config = L3Config(suites=_tier("bench", BuiltinSuite.BENCH))
+    l3_policy: L3Policy = L3Policy.REQUEST
+    environment: ProductionGate = "compiler-production-gate"  # L3's GitHub environment (required reviewers)
 
 
 GateTier = Literal["l1", "l2", "l3"]

@@ -16,6 +16,9 @@ NEEDS_APPROVAL = frozenset({"api", "semantic"})  # conflict classes no rule reso
 PROPOSED = "proposed"  # `how` of a resolution the resolver command proposed
 
 
+FAILED = ("failure", "timed_out")  # a required tier's conclusions that close the gate as failed
+
+
 class MissingKind(enum.StrEnum):
     TIER = "tier"
     APPROVAL = "approval"
@@ -184,6 +187,10 @@ def _tier(
         return
     if run.conclusion == "success":
         met.append(f"{tier.value} succeeded")
+        return
+    if run.conclusion not in FAILED:  # action_required (not started), skipped, cancelled...: nothing failed
+        what = f"{tier.value} concluded {run.conclusion}: it has not passed on this head"
+        missing.append(Missing(MissingKind.TIER, what, ("a maintainer",), "see its check run, then Re-run"))
         return
     waiver = next((w for w in facts.waivers if w.tier is tier and w.valid(now)), None)
     if waiver is not None:

@@ -181,28 +181,6 @@ class CheckRunPull(Payload):
     number: GitHubId
 
 
-class CheckRun(Payload):
-    name: str
-    head_sha: str
-    status: str
-    conclusion: str | None = None
-    pull_requests: tuple[CheckRunPull, ...] = ()  # the open PRs of this repository whose head it ran on
-
-    @field_validator("head_sha")
-    @classmethod
-    def _sha(cls, value: str) -> str:
-        if not SHA.match(value):
-            raise ValueError(f"not a commit SHA: {value!r}")
-        return value
-
-
-class CheckRunEvent(Payload):
-    action: str  # created, completed, rerequested, requested_action
-    check_run: CheckRun
-    repository: Repository
-    installation: Installation
-
-
 class Label(Payload):
     name: str
 
@@ -248,6 +226,57 @@ class RepositoryEvent(Payload):
     installation: Installation  # every App delivery about a repository names its installation
 
 
+def _sha(value: str) -> str:
+    if not SHA.match(value):
+        raise ValueError(f"not a commit SHA: {value!r}")
+    return value
+
+
+CommitSha = Annotated[str, AfterValidator(_sha)]
+
+
+class WorkflowRun(Payload):
+    id: GitHubId
+    name: str | None = None
+    path: str = ""  # .github/workflows/<file>
+    display_title: str = ""  # the run's `run-name`: Sluice's tier workflows put the tier run's id in it
+    event: str = ""
+    status: str | None = None
+    conclusion: str | None = None  # success, failure, cancelled, timed_out, ... once completed
+    head_sha: CommitSha
+    run_attempt: int = 1
+    html_url: str | None = None
+
+
+class WorkflowRunEvent(Payload):
+    action: str  # requested, in_progress, completed
+    workflow_run: WorkflowRun
+    repository: Repository
+    installation: Installation  # every App delivery about a repository names its installation
+
+
+class CheckRun(Payload):
+    id: GitHubId
+    name: str
+    head_sha: CommitSha
+    status: str | None = None
+    conclusion: str | None = None
+    pull_requests: tuple[CheckRunPull, ...] = ()  # the open PRs of this repository whose head it ran on
+
+
+class RequestedAction(Payload):
+    identifier: str = Field(max_length=20)
+
+
+class CheckRunEvent(Payload):
+    action: str  # created, completed, rerequested, requested_action
+    check_run: CheckRun
+    requested_action: RequestedAction | None = None  # the button a person pressed (requested_action)
+    repository: Repository
+    installation: Installation
+    sender: User | None = None
+
+
 MODELS: dict[str, type[Payload]] = {
     "push": PushEvent,
     "pull_request": PullRequestEvent,
@@ -258,7 +287,7 @@ MODELS: dict[str, type[Payload]] = {
     "pull_request_review": PullRequestReviewEvent,
     "check_run": CheckRunEvent,
     "check_suite": RepositoryEvent,
-    "workflow_run": RepositoryEvent,
+    "workflow_run": WorkflowRunEvent,
 }
 
 

@@ -383,6 +383,20 @@ class InstallationAPI:
     async def post(self, url: str, url_vars: Mapping[str, Any] | None = None, *, data: Any, **kw: Any) -> Any:
         return await self._api.post(url, url_vars or {}, data=data, **kw)
 
+    async def download(self, url: str) -> bytes:
+        """A binary body (an artifact's zip): GitHub answers 302 to its storage, which is followed."""
+        full = sansio.format_url(url, {}, base_url=self._api.base_url)
+        headers = sansio.create_headers(REQUESTER, accept=sansio.accept_format())
+        status, _, body = await self._api._request("GET", full, headers)
+        if status >= 500:
+            raise GitHubDown(f"GitHub answered {status} for {url}", "nothing to do: it is tried again later")
+        if status >= 400:
+            raise GitHubNotFound(
+                f"GitHub answered {status} for {url}",
+                "the artifact expired or was deleted: run the tier again",
+            )
+        return body
+
     async def patch(
         self, url: str, url_vars: Mapping[str, Any] | None = None, *, data: Any, **kw: Any
     ) -> Any:

@@ -9,9 +9,21 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.core.errors import MergeRefused, NotFound
+from bot.core.errors import BadInput, MergeRefused, NotFound
 from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
+
+
+class DispatchRefused(BadInput):
+    """GitHub refused a workflow dispatch: 404 (no such workflow on that ref) or 422 (inputs it does not
+    take). Retrying the same request cannot help; the check run says what to fix."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(
+            f"GitHub refused the workflow dispatch ({status}): {message}",
+            "add the tier's workflow from deploy/workflows/ to fork trunk, with the inputs Sluice sends",
+        )
+        self.status, self.reason = status, message
 
 
 class ForkGitHub:
@@ -220,3 +232,56 @@ class ForkGitHub:
             await self.api.post(self._url("/check-runs"), data={"name": name, "head_sha": sha, **data})
         else:
             await self.api.patch(self._url(f"/check-runs/{run_id}"), data=data)
+
+    # --- tier workflows
+
+    async def dispatch_workflow(self, workflow: str, *, ref: str, inputs: Mapping[str, str]) -> int | None:
+        """Start `workflow` on `ref`; the run's id when GitHub returns it (`return_run_details`), else None.
+        Raises DispatchRefused for GitHub's 404 and 422."""
+        data = {"ref": ref, "inputs": dict(inputs), "return_run_details": True}
+        try:
+            answer = await self.api.post(self._url(f"/actions/workflows/{workflow}/dispatches"), data=data)
+        except BadRequest as exc:
+            if exc.status_code in (404, 422):
+                raise DispatchRefused(int(exc.status_code), str(exc) or exc.status_code.phrase) from None
+            raise
+        run_id = answer.get("workflow_run_id") if isinstance(answer, dict) else None
+        return int(run_id) if run_id is not None else None
+
+    async def dispatched_runs(self, *, created_since: str) -> list[dict[str, Any]]:
+        """The repository's `workflow_dispatch` runs created since then (ISO time), newest first."""
+        url = self._url(f"/actions/runs?event=workflow_dispatch&created=>={created_since}&per_page=100")
+        return [dict(run) async for run in self.api.getiter(url, iterable_key="workflow_runs")]
+
+    async def workflow_run(self, run_id: int) -> dict[str, Any]:
+        return dict(await self.api.get(self._url(f"/actions/runs/{run_id}")))
+
+    async def run_artifact(self, run_id: int, name: str) -> bytes | None:
+        """The zip of the run's artifact called `name`, or None when the run uploaded none."""
+        url = self._url(f"/actions/runs/{run_id}/artifacts?name={name}&per_page=100")
+        async for artifact in self.api.getiter(url, iterable_key="artifacts"):
+            if artifact["name"] == name and not artifact.get("expired"):
+                # by id on the API Sluice talks to (archive_download_url is absolute, on github.com's host)
+                return await self.api.download(self._url(f"/actions/artifacts/{int(artifact['id'])}/zip"))
+        return None
+
+    async def file(self, path: str, *, ref: str) -> bytes | None:
+        """A file's bytes at `ref`, or None when there is none."""
+        try:
+            content = await self.api.get(self._url(f"/contents/{path}?ref={ref}"))
+        except BadRequest as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+        return base64.b64decode(str(content.get("content", "")))
+
+    async def pull(self, number: int) -> dict[str, Any]:
+        return dict(await self.api.get(self._url(f"/pulls/{number}")))
+
+    async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int:
+        """A check run named `name` on `sha` with `body`'s fields; its id."""
+        created = await self.api.post(self._url("/check-runs"), data={"name": name, "head_sha": sha, **body})
+        return int(created["id"])
+
+    async def update_check_run(self, check_run_id: int, body: Mapping[str, Any]) -> None:
+        await self.api.patch(self._url(f"/check-runs/{check_run_id}"), data=dict(body))

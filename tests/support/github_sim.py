@@ -332,6 +332,7 @@ class GitHubSim:
         self.dispatches: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.workflow_runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.artifacts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.run_details = True  # False: a GitHub (Enterprise Server) from before `return_run_details` (204)
         # GitHub's published request schemas and statuses (tests/fixtures/openapi), checked on every call
         self.operations: dict[str, Any] = json.loads(OPENAPI.read_text())["operations"]
         self.schema_violations: list[str] = []
@@ -2049,37 +2050,134 @@ class GitHubSim:
         return web.json_response(body)
 
     async def _dispatch(self, request: web.Request) -> web.Response:
+        """As GitHub: 404 when the workflow file is not on `ref`; 422 for an undeclared input, a missing
+        required one or a non-numeric `number`; 200 with the run's id for `return_run_details`, else 204."""
         repo = self._repo(request)
         data = await self._json(request)
         ref = data.get("ref")
-        if not isinstance(ref, str) or self._resolve(repo, ref) is None:
+        sha = self._resolve(repo, ref) if isinstance(ref, str) else None
+        if sha is None:
             raise SimError(422, f"No ref found for: {ref}")
         inputs = data.get("inputs") or {}
-        if not isinstance(inputs, dict) or len(inputs) > 10:
-            raise SimError(422, "inputs must be an object with at most 10 properties")
+        if not isinstance(inputs, dict) or len(inputs) > 25:
+            raise SimError(422, "inputs must be an object with at most 25 properties")
         workflow = request.match_info["workflow"]
+        declared = self._workflow_file(repo, sha, workflow)
+        self._check_inputs(declared, inputs)
         self.dispatches[repo.full_name].append({"workflow": workflow, "ref": ref, "inputs": inputs})
-        run_id = self._next_id()
-        self.workflow_runs[repo.full_name].append(
-            {
-                "id": run_id,
-                "name": workflow,
-                "path": f".github/workflows/{workflow}",
-                "event": "workflow_dispatch",
-                "head_branch": ref.removeprefix("refs/heads/"),
-                "head_sha": self._resolve(repo, ref),
-                "status": "queued",
-                "conclusion": None,
-                "created_at": _iso(self.now()),
-                "html_url": f"{WEB}/{repo.full_name}/actions/runs/{run_id}",
-            }
-        )
+        run = self._new_run(repo, workflow, ref, sha, title=self._run_name(declared, workflow, inputs))
+        run["inputs"] = inputs  # not in GitHub's run JSON: what a test acting as the runner reads
+        self.workflow_runs[repo.full_name].append(run)
+        if data.get("return_run_details") and self.run_details:
+            api_url = f"{API}/repos/{repo.full_name}/actions/runs/{run['id']}"
+            details = {"workflow_run_id": run["id"], "run_url": api_url, "html_url": run["html_url"]}
+            return web.json_response(details, status=200)
         return web.Response(status=204)
 
-    def finish_run(self, full_name: str, run_id: int, conclusion: str) -> None:
-        for run in self.workflow_runs[full_name]:
-            if run["id"] == run_id:
-                run["status"], run["conclusion"] = "completed", conclusion
+    def _workflow_file(self, repo: Repo, sha: str, workflow: str) -> dict[str, Any]:
+        import yaml
+
+        path = f".github/workflows/{workflow}"
+        shown = self._git(repo, "show", f"{sha}:{path}")
+        if shown.returncode != 0:
+            raise SimError(404, "Not Found")
+        parsed = yaml.safe_load(shown.stdout) or {}
+        triggers = parsed.get("on", parsed.get(True)) or {}  # YAML 1.1 reads a bare `on` as True
+        if not isinstance(triggers, dict) or "workflow_dispatch" not in triggers:
+            raise SimError(422, "Workflow does not have 'workflow_dispatch' trigger")
+        return {
+            "run-name": parsed.get("run-name"),
+            "inputs": (triggers["workflow_dispatch"] or {}).get("inputs") or {},
+        }
+
+    @staticmethod
+    def _check_inputs(declared: dict[str, Any], inputs: dict[str, Any]) -> None:
+        known = declared["inputs"]
+        unexpected = sorted(set(inputs) - set(known))
+        if unexpected:
+            raise SimError(422, f"Unexpected inputs provided: {json.dumps(unexpected)}")
+        for name, spec in known.items():
+            if (spec or {}).get("required") and name not in inputs:
+                raise SimError(422, f"Required input '{name}' not provided")
+            if name in inputs and (spec or {}).get("type") == "number":
+                try:
+                    float(str(inputs[name]))
+                except ValueError:
+                    raise SimError(
+                        422, f"Provided value '{inputs[name]}' for input '{name}' not a number"
+                    ) from None
+
+    @staticmethod
+    def _run_name(declared: dict[str, Any], workflow: str, inputs: dict[str, Any]) -> str:
+        template = declared["run-name"]
+        if not isinstance(template, str):
+            return workflow
+        return re.sub(
+            r"\$\{\{\s*inputs\.([A-Za-z0-9_-]+)\s*\}\}", lambda m: str(inputs.get(m[1], "")), template
+        )
+
+    def _new_run(self, repo: Repo, workflow: str, ref: str, sha: str, *, title: str) -> dict[str, Any]:
+        run_id = self._next_id()
+        return {
+            "id": run_id,
+            "name": workflow,
+            "display_title": title,
+            "path": f".github/workflows/{workflow}",
+            "event": "workflow_dispatch",
+            "head_branch": ref.removeprefix("refs/heads/"),
+            "head_sha": sha,
+            "status": "queued",
+            "conclusion": None,
+            "run_attempt": 1,
+            "created_at": _iso(self.now()),
+            "updated_at": _iso(self.now()),
+            "html_url": f"{WEB}/{repo.full_name}/actions/runs/{run_id}",
+            "artifacts_url": f"{API}/repos/{repo.full_name}/actions/runs/{run_id}/artifacts",
+        }
+
+    def finish_run(
+        self,
+        full_name: str,
+        run_id: int,
+        conclusion: str,
+        *,
+        artifact: tuple[str, dict[str, str | bytes]] | None = None,
+    ) -> None:
+        """Complete a workflow run (with the artifact it uploaded, if any) and send `workflow_run` completed,
+        as GitHub does when the last job ends."""
+        run = next(r for r in self.workflow_runs[full_name] if r["id"] == run_id)
+        if artifact is not None:
+            self.add_artifact(full_name, run_id, artifact[0], artifact[1])
+        run["status"], run["conclusion"], run["updated_at"] = "completed", conclusion, _iso(self.now())
+        self._emit("workflow_run", self.workflow_run_payload(full_name, run_id, "completed"))
+
+    def workflow_run_payload(self, full_name: str, run_id: int, action: str) -> dict[str, Any]:
+        run = next(r for r in self.workflow_runs[full_name] if r["id"] == run_id)
+        shown = {k: v for k, v in run.items() if k != "inputs"}
+        workflow = {
+            "id": abs(hash(run["path"])) % 10**8,
+            "name": run["name"],
+            "path": run["path"],
+            "state": "active",
+        }
+        return {
+            "action": action,
+            "workflow_run": shown,
+            "workflow": workflow,
+            **self._envelope(full_name, None),
+        }
+
+    def check_run_payload(
+        self, full_name: str, check_run_id: int, *, identifier: str, sender: str
+    ) -> dict[str, Any]:
+        """`check_run` `requested_action`: a person pressed one of the check run's buttons."""
+        run = next(r for r in self.check_runs[full_name] if r["id"] == check_run_id)
+        return {
+            "action": "requested_action",
+            "check_run": run,
+            "requested_action": {"identifier": identifier},
+            **self._envelope(full_name, sender),
+        }
 
     async def _list_runs(self, request: web.Request) -> web.Response:
         repo = self._repo(request)

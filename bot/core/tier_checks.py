@@ -1,0 +1,241 @@
+"""A tier's check run as data: conclusion, summary, annotations and the Re-run button, in GitHub's limits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.core.limits import fit_for_github
+from bot.core.render import plural
+from bot.core.tiers import FailedTest, Level, ReportFacts, TierRun, Triage, Verdict
+
+LOG_LINES = 40
+MAX_ANNOTATIONS = 50  # per request; more go in further updates of the same check run
+RERUN = "rerun"  # the requested action's identifier (GitHub: at most 20 characters)
+RUN_L3 = "run-l3"
+ACTIONS_RERUN = ({"label": "Re-run", "description": "Run this tier again on this head", "identifier": RERUN},)
+ACTION_RUN_L3 = {"label": "Run L3", "description": "Run L3 on this head", "identifier": RUN_L3}
+ENVIRONMENT_KEYS = (
+    "gpu_model",
+    "gpu_count",
+    "driver",
+    "cuda",
+    "triton",
+    "torch",
+    "python",
+    "os",
+    "interpreter",
+)
+
+CONCLUSIONS: Mapping[Verdict, str] = {
+    Verdict.PASSED: "success",
+    Verdict.FAILED: "failure",
+    Verdict.INFRA: "failure",
+    Verdict.BROKEN_TRUNK: "failure",
+}
+
+
+@dataclass(frozen=True)
+class CheckOutput:
+    """One check-run update: `status` and `conclusion` (None while it runs), the output, the buttons."""
+
+    status: str
+    conclusion: str | None
+    title: str
+    summary: str
+    annotations: tuple[dict[str, Any], ...] = ()
+    actions: tuple[dict[str, str], ...] = ACTIONS_RERUN
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The PATCH bodies: the first carries everything, the rest 50 annotations each (GitHub's limit)."""
+        chunks = [
+            self.annotations[i : i + MAX_ANNOTATIONS]
+            for i in range(0, len(self.annotations), MAX_ANNOTATIONS)
+        ]
+        output = {"title": self.title, "summary": fit_for_github(self.summary, what="a check run's summary")}
+        annotated = {"annotations": list(chunks[0])} if chunks else {}
+        first: dict[str, Any] = {
+            "status": self.status,
+            "output": output | annotated,
+            "actions": list(self.actions),
+        }
+        if self.conclusion is not None:
+            first["conclusion"] = self.conclusion
+        return [first] + [{"output": output | {"annotations": list(chunk)}} for chunk in chunks[1:]]
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Everything the summary of a completed run shows besides the run itself."""
+
+    facts: ReportFacts | None
+    triage: Triage
+    owner: str | None = None
+    regressions: str | None = None  # runners.compare's markdown against the baseline report
+    baseline_sha: str | None = None
+    retrying: bool = False  # an infrastructure failure that is dispatched again
+    l3_button: bool = False
+    log_tail: str = ""  # the run's log, shown when it left no usable report
+    extra: Sequence[str] = field(default_factory=tuple)
+
+
+def dispatched(level: Level, *, attempt: int, reason: str, url: str | None = None) -> CheckOutput:
+    where = f" ([workflow run]({url}))" if url else ""
+    summary = f"{level.name} dispatched{where}: {reason}." + (f" Attempt {attempt}." if attempt > 1 else "")
+    return CheckOutput("in_progress", None, f"{level.name}: running (attempt {attempt})", summary)
+
+
+def blocked(level: Level, *, reason: str) -> CheckOutput:
+    summary = (
+        f"{level.name} does not start on this head: {reason}. A tier never starts when the one below failed."
+    )
+    return CheckOutput("completed", "skipped", f"{level.name}: not started ({reason})", summary, actions=())
+
+
+def refused(level: Level, *, status: int, message: str, owner: str | None) -> CheckOutput:
+    summary = (
+        f"GitHub refused to start {level.name}'s workflow (HTTP {status}): {message}\n\n"
+        "It is not retried: a 404 means the fork has no such workflow file on its trunk (copy it from "
+        "Sluice's `deploy/workflows/`), a 422 that the workflow does not take these inputs. Fix it, then "
+        "press Re-run." + _owner_line(owner)
+    )
+    # action_required, not failure: nothing ran, so nothing failed (the gate stays closed, the safety throttle
+    # does not count it); an operator must act.
+    return CheckOutput(
+        "completed", "action_required", f"{level.name}: dispatch refused (HTTP {status})", summary
+    )
+
+
+def timed_out(run: TierRun, *, minutes: int, owner: str | None) -> CheckOutput:
+    summary = (
+        f"{run.level.name} (attempt {run.attempt}) sent no result within its {minutes}-minute timeout; "
+        "Sluice stopped waiting for it. A result that still arrives is ignored; press Re-run to try again."
+        + _owner_line(owner)
+    )
+    return CheckOutput("completed", "timed_out", f"{run.level.name}: timed out after {minutes} min", summary)
+
+
+def stale(level: Level, *, head: str) -> CheckOutput:
+    summary = (
+        f"This result is for an earlier head; the PR's head is now `{head[:10]}`, where {level.name} runs."
+    )
+    return CheckOutput(
+        "completed", "skipped", f"{level.name}: superseded by a newer head", summary, actions=()
+    )
+
+
+def completed(run: TierRun, shown: Shown) -> CheckOutput:
+    """The summary of a finished run: per-suite counts, the environment, regressions, broken trunk, owner."""
+    verdict = shown.triage.verdict
+    lines = [_headline(run, shown), ""]
+    if shown.facts is not None:
+        lines += [*_suite_table(shown.facts), "", *_environment(shown.facts), ""]
+        lines += _failures(shown.facts.failures, broken=set(shown.triage.broken_trunk))
+    elif shown.log_tail.strip():
+        tail = "\n".join(shown.log_tail.strip().splitlines()[-LOG_LINES:]).replace("`" * 3, "'" * 3)
+        lines += [f"### The run's log (last {LOG_LINES} lines)", "", "```text", tail, "```"]
+    if shown.triage.broken_trunk:
+        lines += ["", f"### Broken trunk ({plural(len(shown.triage.broken_trunk), 'failure')})", ""]
+        lines += ["These fail on fork trunk's latest report too: trunk is broken, not this change.", ""]
+        lines += [f"- `{key}`" for key in shown.triage.broken_trunk]
+    if shown.regressions:
+        against = f" against `{shown.baseline_sha[:10]}`" if shown.baseline_sha else ""
+        lines += ["", f"### Benchmarks{against}", "", shown.regressions]
+    lines += [*shown.extra]
+    if verdict is not Verdict.PASSED and not shown.retrying:
+        lines.append(_owner_line(shown.owner))
+    status, conclusion = ("in_progress", None) if shown.retrying else ("completed", CONCLUSIONS[verdict])
+    annotations = tuple(_annotations(shown.facts.failures if shown.facts else ()))
+    actions = ACTIONS_RERUN + ((ACTION_RUN_L3,) if shown.l3_button else ())
+    return CheckOutput(status, conclusion, _title(run, shown), "\n".join(lines) + "\n", annotations, actions)
+
+
+def _title(run: TierRun, shown: Shown) -> str:
+    verdict, name = shown.triage.verdict, run.level.name
+    if shown.retrying:
+        return f"{name}: infrastructure failure ({shown.triage.infra}), retrying"
+    if verdict is Verdict.PASSED:
+        counts = shown.facts.suites if shown.facts else ()
+        return f"{name}: passed ({plural(sum(s.executed for s in counts), 'test')})"
+    if verdict is Verdict.INFRA:
+        return f"{name}: infrastructure failure ({shown.triage.infra}), retries used up"
+    if verdict is Verdict.BROKEN_TRUNK:
+        return f"{name}: fails as fork trunk does (broken trunk)"
+    failed = len(shown.facts.failures) if shown.facts else 0
+    return f"{name}: failed" + (f" ({plural(failed, 'test')})" if failed else "")
+
+
+def _headline(run: TierRun, shown: Shown) -> str:
+    attempt = f" (attempt {run.attempt})" if run.attempt > 1 else ""
+    triage = shown.triage
+    if triage.verdict is Verdict.INFRA:
+        what = "retried" if shown.retrying else "not retried again: the retries are used up"
+        head = f"**{run.level.name}{attempt}: infrastructure failure**"
+        return f"{head} — {triage.reason}. Not a test failure; {what}."
+    word = {Verdict.PASSED: "passed", Verdict.FAILED: "failed", Verdict.BROKEN_TRUNK: "failed as trunk does"}
+    return f"**{run.level.name}{attempt} {word[triage.verdict]}**: {triage.reason}."
+
+
+def _suite_table(facts: ReportFacts) -> list[str]:
+    rows = [
+        "| suite | outcome | executed | expected | passed | failed | errors | skipped |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in facts.suites:
+        expected = "—" if s.expected is None else str(s.expected)
+        counts = f"{s.executed} | {expected} | {s.passed} | {s.failed} | {s.errors} | {s.skipped}"
+        rows.append(f"| `{s.name}` | {s.outcome} | {counts} |")
+    problems = [f"- `{s.name}`: {_cell(p)}" for s in facts.suites for p in s.problems]
+    return rows + (["", *problems] if problems else [])
+
+
+def _environment(facts: ReportFacts) -> list[str]:
+    env = facts.environment
+    shown = [f"{key} `{env[key]}`" for key in ENVIRONMENT_KEYS if env.get(key) not in (None, "")]
+    fingerprint = f" (context `{env['context_hash'][:12]}`)" if env.get("context_hash") else ""
+    return [f"**Environment**{fingerprint}: " + (", ".join(shown) or "not reported")]
+
+
+def _failures(failures: Sequence[FailedTest], *, broken: set[str]) -> list[str]:
+    new = [f for f in failures if f.key not in broken]
+    if not new:
+        return []
+    lines = [f"### Failing tests ({len(new)})", ""]
+    for failure in new[:30]:
+        lines.append(
+            f"- `{failure.key}`: {_cell(failure.message.splitlines()[0] if failure.message else '')}"
+        )
+    if len(new) > 30:
+        lines.append(f"- … and {len(new) - 30} more (the report artifact lists them all)")
+    return lines
+
+
+def _annotations(failures: Sequence[FailedTest]) -> list[dict[str, Any]]:
+    found = []
+    for failure in failures:
+        where = failure.location()
+        if where is None:
+            continue
+        path, line = where
+        found.append(
+            {
+                "path": path,
+                "start_line": line,
+                "end_line": line,
+                "annotation_level": "failure",
+                "title": failure.key[:255],
+                "message": (failure.message or failure.key)[:4000],
+            }
+        )
+    return found
+
+
+def _owner_line(owner: str | None) -> str:
+    if owner is None:
+        return "\n\nNo owner is configured for this tier (`tiers.<tier>.owner` in `.github/sluice.yml`)."
+    return f"\n\nOwner of this tier: {owner}."
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")[:300]

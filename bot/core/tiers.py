@@ -1,0 +1,377 @@
+"""Tiered validation as data: which tier runs next on a PR head, and how a finished run is triaged."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from bot.core.config import Extension, L3Policy, SluiceConfig, SuiteConfig, TierConfig
+from bot.core.ingestion import Tier
+
+SHA40 = re.compile(r"^[0-9a-f]{40}$")
+EXTENSION_PREFIX = "ext-"  # an extension's suites run as one command suite named ext-<extension>
+
+
+class Level(enum.StrEnum):
+    """A tier as the runner names it (`python -m runners run --tier l1`)."""
+
+    L1 = "l1"
+    L2 = "l2"
+    L3 = "l3"
+
+    @property
+    def check(self) -> Tier:
+        return Tier(f"sluice/{self.name}")
+
+    @property
+    def number(self) -> int:
+        return int(self.value[1])
+
+    @classmethod
+    def of_number(cls, number: int) -> Level:
+        return cls(f"l{number}")
+
+
+LEVELS = (Level.L1, Level.L2, Level.L3)
+
+
+class Selection(enum.IntEnum):
+    """Which suites of a tier run: a workflow input, so an integer."""
+
+    FULL = 0  # an ingestion: every suite of the tier, and L1 adds the internal-extension suites
+    CRITICAL = 1  # a fork PR: the tier's `critical` subset (its critical kernels), all when none is named
+
+
+class SubjectKind(enum.StrEnum):
+    BUNDLE = "bundle"
+    CHAIN = "chain"
+    FORK_PR = "fork-pr"  # the team's own PR against fork trunk
+
+
+class RunState(enum.StrEnum):
+    DISPATCHED = "dispatched"  # asked for; waiting for its result
+    COMPLETED = "completed"  # a result came back (its verdict says which)
+    TIMED_OUT = "timed_out"  # no result within the tier's timeout: not waited on any longer
+    REFUSED = "refused"  # GitHub refused the dispatch (404 no such workflow, 422 bad inputs)
+    STALE = "stale"  # the PR's head moved on: its result is discarded
+
+
+class Verdict(enum.StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"  # a real failure: assertions, numerics, compiler errors, missing suites or tests
+    INFRA = "infrastructure"  # the machine failed, not the code: retried a bounded number of times
+    BROKEN_TRUNK = "broken-trunk"  # every failure also fails on fork trunk's latest report
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a tier validates: one PR's head."""
+
+    fork: str
+    pull: int
+    head_sha: str
+    baseline_sha: str  # the PR's base: what the benchmarks compare against
+    kind: SubjectKind
+    ingestion: str  # the ingestion id, or `pull-<n>` for a fork PR
+
+    @property
+    def selection(self) -> Selection:
+        return Selection.CRITICAL if self.kind is SubjectKind.FORK_PR else Selection.FULL
+
+
+@dataclass(frozen=True)
+class TierRun:
+    """One attempt of one tier on one head, as the store keeps it."""
+
+    fork: str
+    pull: int
+    ingestion: str
+    level: Level
+    head_sha: str
+    attempt: int
+    state: RunState
+    dispatched_at: datetime
+    selection: Selection = Selection.FULL
+    id: int | None = None
+    run_id: int | None = None  # the workflow run (GitHub backend)
+    verdict: Verdict | None = None
+    detail: str = ""  # why: the refusal, the infrastructure marker, the first real failure
+    report: str | None = None  # the tier report's JSON
+    completed_at: datetime | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.state in (RunState.TIMED_OUT, RunState.REFUSED) or (
+            self.state is RunState.COMPLETED and self.verdict is not Verdict.PASSED
+        )
+
+
+# --- what to do next --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    level: Level
+    attempt: int
+    selection: Selection
+    reason: str  # for the check run: "L1 passed", "retry 2 of 3: runner lost"
+
+
+@dataclass(frozen=True)
+class TimeOut:
+    run: TierRun
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A tier that will not start on this head, and why (its check run says so)."""
+
+    level: Level
+    reason: str
+
+
+TierAction = Dispatch | TimeOut | Blocked
+
+
+@dataclass(frozen=True)
+class Want:
+    """Who asked for what, besides the policy: a person's re-run or L3 request on this head."""
+
+    rerun: Level | None = None
+    l3: bool = False
+
+
+def next_actions(
+    subject: Subject, runs: Sequence[TierRun], config: SluiceConfig, *, now: datetime, want: Want = Want()
+) -> list[TierAction]:
+    """Walk L1 → L2 → L3 on the subject's head: dispatch the first tier that should run and has not, time out
+    a stalled one, retry an infrastructure failure, and block the tiers above one that failed."""
+    latest = latest_runs(subject.head_sha, runs)
+    for level in LEVELS:
+        tier = tier_config(config, level)
+        run = latest.get(level)
+        if want.rerun is level and run is not None and run.state is not RunState.DISPATCHED:
+            return [Dispatch(level, run.attempt + 1, subject.selection, "re-run requested")]
+        if run is None:
+            return _start(subject, level, config, want=want)
+        if run.state is RunState.DISPATCHED:
+            deadline = run.dispatched_at + timedelta(minutes=tier.timeout_minutes)
+            return [TimeOut(run)] if now >= deadline else []
+        if not run.failed:
+            continue
+        if run.verdict is Verdict.INFRA and run.attempt <= tier.retries:
+            why = f"retry {run.attempt} of {tier.retries}: {run.detail or 'infrastructure failure'}"
+            return [Dispatch(level, run.attempt + 1, run.selection, why)]
+        return [Blocked(above, f"{level.name} failed") for above in LEVELS if above.number > level.number]
+    return []
+
+
+def _start(subject: Subject, level: Level, config: SluiceConfig, *, want: Want) -> list[TierAction]:
+    if level is Level.L1:
+        return [Dispatch(level, 1, subject.selection, "every ingestion and fork PR runs L1")]
+    if level is Level.L2:
+        return [Dispatch(level, 1, subject.selection, "L1 passed")]
+    policy = config.tiers.l3_policy
+    chain = subject.kind is SubjectKind.CHAIN and policy is L3Policy.CHAINS
+    if want.l3 or (policy is L3Policy.ALWAYS and subject.kind is not SubjectKind.FORK_PR) or chain:
+        return [
+            Dispatch(level, 1, subject.selection, "L2 passed; L3 " + ("requested" if want.l3 else policy))
+        ]
+    return []
+
+
+def latest_runs(head_sha: str, runs: Sequence[TierRun]) -> dict[Level, TierRun]:
+    """The newest attempt of each tier on `head_sha` (stale runs and other heads do not count)."""
+    latest: dict[Level, TierRun] = {}
+    for run in runs:
+        if run.head_sha != head_sha or run.state is RunState.STALE:
+            continue
+        if run.level not in latest or run.attempt > latest[run.level].attempt:
+            latest[run.level] = run
+    return latest
+
+
+def stale_runs(head_sha: str, runs: Sequence[TierRun]) -> list[TierRun]:
+    """Runs still waiting for a result on a head that is no longer the PR's: their results are discarded."""
+    return [r for r in runs if r.head_sha != head_sha and r.state is RunState.DISPATCHED]
+
+
+def tier_config(config: SluiceConfig, level: Level) -> TierConfig:
+    tier: TierConfig = getattr(config.tiers, level.value)
+    return tier
+
+
+# --- which suites ------------------------------------------------------------------------------------------
+
+
+def extension_suite(extension: Extension) -> SuiteConfig:
+    """An internal extension's test paths as one pytest suite (JUnit XML, so each test counts)."""
+    argv = ("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml={junit}", *extension.suites)
+    return SuiteConfig(name=f"{EXTENSION_PREFIX}{extension.name}", command=argv)
+
+
+def suites_for(config: SluiceConfig, level: Level, selection: Selection) -> tuple[SuiteConfig, ...]:
+    """The suites a tier runs for a selection: an ingestion's L1 adds every internal extension's suites."""
+    tier = tier_config(config, level)
+    if selection is Selection.CRITICAL:
+        return tuple(s for s in tier.suites if not tier.critical or s.name in tier.critical)
+    extensions = tuple(extension_suite(e) for e in config.extensions if e.suites)
+    return tier.suites + (extensions if level is Level.L1 else ())
+
+
+# --- triage ------------------------------------------------------------------------------------------------
+
+# What a lost runner, a missing or busy GPU, a driver mismatch, the network, a full disk or memory say.
+INFRA_MARKERS: Mapping[str, re.Pattern[str]] = {
+    "runner lost": re.compile(
+        r"lost communication with the server|runner has received a shutdown signal|runner.*(?:lost|offline)",
+        re.I,
+    ),
+    "GPU missing": re.compile(
+        r"no CUDA GPUs are available|no (?:GPU|CUDA-capable device)|NVIDIA-SMI has failed", re.I
+    ),
+    "GPU busy": re.compile(r"busy or unavailable|CUDA_ERROR_DEVICE_BUSY|device is busy", re.I),
+    "driver mismatch": re.compile(r"driver version is insufficient|driver/library version mismatch", re.I),
+    "network": re.compile(
+        r"Temporary failure in name resolution|Could not resolve host|Connection (?:reset|refused|timed out)"
+        r"|Network is unreachable",
+        re.I,
+    ),
+    "disk full": re.compile(r"No space left on device|ENOSPC|disk quota exceeded", re.I),
+    "out of memory": re.compile(r"out of memory|OutOfMemoryError|MemoryError|Killed signal|oom-kill", re.I),
+}
+# What a real failure says: never retried, whatever else the log holds.
+REAL_MARKERS = re.compile(
+    r"AssertionError|assert |mismatch|not close|Mismatched elements|(?-i:(?:^|: )error: )|CompilationError|"
+    r"expected \d+|the baseline ran|ran no tests|has no suite|SyntaxError|NameError|TypeError|ImportError",
+    re.I | re.M,
+)
+NAMES_FAILURES = re.compile(r"^\d+ tests? (?:failed|could not run): ")  # a suite's summary of its tests
+LOCATION = re.compile(r"(?P<path>[A-Za-z0-9_./-]+\.(?:py|mlir|cpp|cc|c|h|hpp|td|ll)):(?P<line>\d+)")
+
+
+@dataclass(frozen=True)
+class SuiteFacts:
+    name: str
+    outcome: str
+    executed: int
+    expected: int | None = None
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FailedTest:
+    suite: str
+    name: str
+    message: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.suite}::{self.name}"
+
+    def location(self) -> tuple[str, int] | None:
+        """The file and line a failure message names (a traceback's last frame), if any."""
+        found = list(LOCATION.finditer(self.message))
+        return (found[-1]["path"].lstrip("./"), int(found[-1]["line"])) if found else None
+
+
+@dataclass(frozen=True)
+class ReportFacts:
+    """What the decisions read of a tier report (the report's schema lives in runners.report)."""
+
+    suites: tuple[SuiteFacts, ...]
+    failures: tuple[FailedTest, ...]
+    environment: Mapping[str, str] = field(default_factory=dict)
+    head_sha: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.suites) and all(s.outcome == "passed" for s in self.suites)
+
+
+@dataclass(frozen=True)
+class Triage:
+    verdict: Verdict
+    reason: str
+    broken_trunk: tuple[str, ...] = ()  # failing tests trunk's latest report fails too
+    infra: str | None = None  # which infrastructure marker
+
+
+def triage(
+    conclusion: str,
+    facts: ReportFacts | None,
+    *,
+    report_problem: str | None = None,
+    log: str = "",
+    trunk: ReportFacts | None = None,
+) -> Triage:
+    """Passed, a real failure, an infrastructure failure (retried), or a failure trunk already has.
+
+    A run without a valid report is a failure (an infrastructure one only when the log says so), never a pass.
+    """
+    if facts is None:
+        marker = _infra_marker(log) if not REAL_MARKERS.search(log) else None
+        problem = report_problem or "the run left no tier report"
+        if marker is not None:
+            return Triage(Verdict.INFRA, f"{marker}: {problem}", infra=marker)
+        return Triage(Verdict.FAILED, f"{problem} (workflow conclusion: {conclusion})")
+    if facts.passed and conclusion == "success":
+        return Triage(Verdict.PASSED, "every suite passed")
+    return _failed(conclusion, facts, log=log, trunk=trunk)
+
+
+def _failed(conclusion: str, facts: ReportFacts, *, log: str, trunk: ReportFacts | None) -> Triage:
+    texts = [f.message for f in facts.failures]
+    texts += [p for s in facts.suites for p in s.problems if not NAMES_FAILURES.match(p)]
+    if facts.passed:  # the report is fine but the job failed after it: the log says why
+        texts.append(log)
+    real = [t for t in texts if REAL_MARKERS.search(t) or _infra_marker(t) is None]
+    if texts and not real:
+        marker = next(m for t in texts if (m := _infra_marker(t)) is not None)
+        return Triage(Verdict.INFRA, f"{marker}: {texts[0][:200]}", infra=marker)
+    reason = real[0][:200] if real else f"the workflow concluded {conclusion}"
+    if trunk is not None and facts.failures:
+        theirs = {f.key for f in trunk.failures}
+        shared = tuple(sorted(f.key for f in facts.failures if f.key in theirs))
+        if len(shared) == len(facts.failures) and not _suite_only_problems(facts):
+            return Triage(Verdict.BROKEN_TRUNK, "every failure also fails on fork trunk", broken_trunk=shared)
+        return Triage(Verdict.FAILED, reason, broken_trunk=shared)
+    return Triage(Verdict.FAILED, reason)
+
+
+def _suite_only_problems(facts: ReportFacts) -> bool:
+    """A suite that ran fewer tests than expected fails on its own, whatever trunk does."""
+    return any(
+        "expected" in p or "baseline ran" in p or "no tests" in p for s in facts.suites for p in s.problems
+    )
+
+
+def _infra_marker(text: str) -> str | None:
+    return next((name for name, pattern in INFRA_MARKERS.items() if pattern.search(text)), None)
+
+
+def valid_inputs(inputs: Mapping[str, str]) -> bool:
+    """Workflow inputs are integers and 40-hex SHAs only: nothing a shell or an expression could misread."""
+    return all(value.isdigit() or SHA40.fullmatch(value) for value in inputs.values())
+
+
+def workflow_inputs(subject: Subject, run: TierRun) -> dict[str, str]:
+    """The `workflow_dispatch` inputs of a tier run; `request`, the tier run's id, names its run."""
+    assert run.id is not None
+    inputs = {
+        "tier": str(run.level.number),
+        "pull": str(subject.pull),
+        "head_sha": subject.head_sha,
+        "baseline_sha": subject.baseline_sha,
+        "selection": str(int(run.selection)),
+        "request": str(run.id),
+    }
+    assert valid_inputs(inputs), inputs
+    return inputs

@@ -1,0 +1,86 @@
+"""The `local` tier backend: the tier's `python -m runners run` as a subprocess on the bot's machine."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from bot.core.config import SluiceConfig
+from bot.core.tiers import TierRun
+from bot.flows.tiers import Finished
+
+SLUICE_ROOT = Path(__file__).resolve().parent.parent.parent  # where `runners` is importable from
+MAX_LOG_CHARS = 200_000
+RUNNER_SECTIONS = {"tiers", "extensions", "numerics", "bench", "performance"}
+
+
+def run_local(
+    git_dir: Path, run: TierRun, *, config: SluiceConfig, baseline_sha: str, timeout_s: float
+) -> Finished | None:
+    """Run the tier on a clean export of the head commit, as a tier workflow does; None when it ran past the
+    tier's timeout (blocking: run it in a thread). The bot's own settings (`SLUICE_*`) stay out of its
+    environment: the fork's tier commands must not read the App's key or webhook secret.
+
+    The runner gets the sections of `config` (fork trunk's, as the bot read it) that it reads: the tiers
+    and what their suites use."""
+    with tempfile.TemporaryDirectory(prefix="sluice-tier-") as tmp:
+        tree, out, settings = Path(tmp) / "tree", Path(tmp) / "report.json", Path(tmp) / "sluice.yml"
+        _export(git_dir, run.head_sha, tree)
+        settings.write_text(
+            json.dumps(config.model_dump(mode="json", include=RUNNER_SECTIONS))
+        )  # JSON is YAML
+        argv = [
+            sys.executable,
+            "-m",
+            "runners",
+            "run",
+            "--tier",
+            run.level.value,
+            "--selection",
+            str(int(run.selection)),
+            "--head-sha",
+            run.head_sha,
+            "--baseline-sha",
+            baseline_sha,
+            "--out",
+            str(out),
+            "--config",
+            str(settings),
+        ]
+        try:
+            done = subprocess.run(
+                argv,
+                cwd=tree,
+                env=_environment(),
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return None
+        report = out.read_text() if out.is_file() else None
+        logged = (done.stdout + done.stderr)[-MAX_LOG_CHARS:]
+        return Finished("success" if done.returncode == 0 else "failure", report, log=logged)
+
+
+def _export(git_dir: Path, sha: str, tree: Path) -> None:
+    """The commit's files (no .git): what actions/checkout gives the job."""
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", sha], cwd=git_dir, capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+
+
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SLUICE_ROOT), os.environ.get("PYTHONPATH")) if p)
+    return env

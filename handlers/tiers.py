@@ -1,0 +1,134 @@
+"""Tiered validation's jobs: bring a PR's tiers forward (`tiers`), run a tier here (`tier-local`), and the
+events that ask for it: a PR opened or pushed, a check run's Re-run or Run L3 button."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from gidgethub.routing import Router
+
+from bot.app.context import Context
+from bot.app.worker import Rejected
+from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
+from bot.core.tier_checks import RERUN, RUN_L3
+from bot.core.tiers import LEVELS, RunState, Subject, TierRun, Want, tier_config
+from bot.core.webhooks import CheckRunEvent, PullRequestEvent
+from bot.flows.local_tier import run_local
+from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, time_out
+from bot.github.forge import ForkGitHub
+from bot.ports import Fork, Job, TierBackend
+from handlers import requests
+from handlers.requests import LocalTierRequest, TiersRequest
+
+router = Router()
+log = logging.getLogger("sluice.tiers")
+
+
+class LocalBackend:
+    """The `local` backend: each tier run becomes a `tier-local` job on this machine's workers."""
+
+    def __init__(self, ctx: Context, fork: str) -> None:
+        self.ctx, self.fork = ctx, fork
+
+    async def start(self, subject: Subject, run: TierRun, *, workflow: str) -> int | None:
+        assert run.id is not None
+        await requests.local_tier(self.ctx, self.fork, run.id)
+        return None
+
+
+async def tiering(ctx: Context, fork: Fork) -> Tiering:
+    """The fork's tier settings (its `.github/sluice.yml` on trunk) and where its tiers run."""
+    forge = ctx.forge(fork.installation_id, fork.repo)
+    config = await repo_config(ctx, forge, fork)
+    backend: TierBackend = (
+        LocalBackend(ctx, fork.repo)
+        if ctx.settings.tier_backend == "local"
+        else ActionsBackend(forge, trunk=fork.branch, clock=ctx.clock)
+    )
+    return Tiering(forge, ctx.tier_runs, ctx.db, backend, config, ctx.clock)
+
+
+async def repo_config(ctx: Context, forge: ForkGitHub, fork: Fork) -> SluiceConfig:
+    raw = await forge.file(CONFIG_PATH, ref=fork.branch)
+    if raw is None:
+        return SluiceConfig()
+    name = f"{fork.repo}:{fork.branch}:{CONFIG_PATH}"
+    try:
+        return parse_config(
+            raw.decode("utf-8", "replace"), filename=name, trusted_url_prefixes=ctx.trusted_url_prefixes
+        )
+    except ConfigError as exc:
+        raise Rejected(
+            f"{name} is invalid:\n{exc.message}",
+            "fix it and push; the tiers start on the next push or resync",
+        ) from exc
+
+
+@router.register(requests.TIERS)
+async def on_tiers(request: TiersRequest, *, ctx: Context, job: Job) -> None:
+    fork = await ctx.db(ctx.registry.fork, request.fork)
+    if fork is None:
+        return
+    t = await tiering(ctx, fork)
+    await advance(t, request.pull, want=Want(rerun=request.rerun, l3=request.l3))
+
+
+@router.register(requests.TIER_LOCAL)
+async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) -> None:
+    fork = await ctx.db(ctx.registry.fork, request.fork)
+    runs = ctx.tier_runs
+    run = await ctx.db(runs.get, request.run)
+    if fork is None or run is None or run.state is not RunState.DISPATCHED:
+        return
+    t = await tiering(ctx, fork)
+    pull = await t.forge.pull(run.pull)
+    auth = await ctx.git_auth(fork.installation_id)
+    mirror = ctx.mirror(fork.repo)
+    await asyncio.to_thread(mirror.fetch_ref, f"refs/pull/{run.pull}/head", auth=auth)
+    timeout_s = tier_config(t.config, run.level).timeout_minutes * 60
+    baseline = str(pull["base"]["sha"])
+    finished = await asyncio.to_thread(
+        run_local, Path(mirror.path), run, config=t.config, baseline_sha=baseline, timeout_s=timeout_s
+    )
+    if finished is None:
+        await time_out(t, run)
+        await advance(t, run.pull)
+        return
+    assert run.id is not None
+    await complete(t, run.id, finished)
+
+
+@router.register("pull_request", action="opened")
+@router.register("pull_request", action="synchronize")
+@router.register("pull_request", action="reopened")
+async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
+    """L1 on every ingestion PR and fork PR against fork trunk, on each new head."""
+    fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
+    if fork is not None and event.pull_request.base.ref == fork.branch:
+        await requests.tiers(ctx, fork.repo, event.pull_request.number)
+
+
+@router.register("check_run", action="requested_action")
+async def on_requested_action(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
+    """A person pressed Re-run (or Run L3) on a tier's check run: that tier is dispatched again."""
+    fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
+    wanted = event.requested_action.identifier if event.requested_action else None
+    level = next((lv for lv in LEVELS if lv.check.value == event.check_run.name), None)
+    if fork is None or level is None or wanted not in (RERUN, RUN_L3):
+        return
+    runs = ctx.tier_runs
+    pull = await ctx.db(runs.pull_for_head, fork.repo, event.check_run.head_sha)
+    if pull is None:
+        log.info(
+            "%s: %s pressed on %s, which no PR Sluice validates has",
+            fork.repo,
+            wanted,
+            event.check_run.head_sha,
+        )
+        return
+    if wanted == RUN_L3:
+        await requests.tiers(ctx, fork.repo, pull, l3=True)
+    else:
+        await requests.tiers(ctx, fork.repo, pull, rerun=level)

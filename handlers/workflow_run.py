@@ -1,0 +1,34 @@
+"""`workflow_run` completed: a tier workflow's result, read from its artifact and shown on the check run."""
+
+from __future__ import annotations
+
+import logging
+
+from gidgethub.routing import Router
+
+from bot.app.context import Context
+from bot.core.webhooks import WorkflowRunEvent
+from bot.flows.tiers import ARTIFACT, complete, request_of, unpack
+from bot.ports import Job
+from handlers.tiers import tiering
+
+router = Router()
+log = logging.getLogger("sluice.workflow_run")
+
+
+@router.register("workflow_run", action="completed")
+async def on_completed(event: WorkflowRunEvent, *, ctx: Context, job: Job) -> None:
+    fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
+    if fork is None or event.workflow_run.event != "workflow_dispatch":
+        return
+    workflow_run, runs = event.workflow_run, ctx.tier_runs
+    found = await ctx.db(runs.by_workflow_run, fork.repo, workflow_run.id)
+    key = found.id if found is not None else request_of(workflow_run.display_title)
+    run = await ctx.db(runs.get, key) if key is not None else None
+    if run is None or run.fork != fork.repo or (run.run_id not in (None, workflow_run.id)):
+        return  # not a tier run of Sluice's
+    t = await tiering(ctx, fork)
+    archive = await t.forge.run_artifact(workflow_run.id, ARTIFACT)
+    assert run.id is not None
+    await ctx.db(runs.set_run_id, run.id, workflow_run.id)
+    await complete(t, run.id, unpack(archive, workflow_run.conclusion or "failure"))

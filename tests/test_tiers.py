@@ -1,0 +1,309 @@
+"""The tier state machine and triage (core.tiers), the tier check runs (core.tier_checks): tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import zipfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.core.config import ConfigError, SluiceConfig, parse_config
+from bot.core.tier_checks import MAX_ANNOTATIONS, Shown, completed, refused
+from bot.core.tiers import (
+    Blocked,
+    Dispatch,
+    FailedTest,
+    Level,
+    ReportFacts,
+    RunState,
+    Selection,
+    Subject,
+    SubjectKind,
+    SuiteFacts,
+    TierRun,
+    TimeOut,
+    Triage,
+    Verdict,
+    Want,
+    next_actions,
+    suites_for,
+    triage,
+    workflow_inputs,
+)
+from bot.flows.tiers import Finished, read_report, unpack
+
+NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
+HEAD, OLD, BASE = "a" * 40, "b" * 40, "c" * 40
+BUNDLE = Subject("o/f", 7, HEAD, BASE, SubjectKind.BUNDLE, "bundle-1")
+
+
+def run(
+    level: Level,
+    state: RunState = RunState.COMPLETED,
+    *,
+    verdict: Verdict | None = Verdict.PASSED,
+    attempt: int = 1,
+    head: str = HEAD,
+    at: datetime = NOW,
+    detail: str = "",
+) -> TierRun:
+    return TierRun("o/f", 7, "bundle-1", level, head, attempt, state, at, verdict=verdict, detail=detail)
+
+
+CONFIG = SluiceConfig()
+L1, L2, L3 = Level.L1, Level.L2, Level.L3
+
+
+@pytest.mark.parametrize(
+    ("runs", "want", "expected"),
+    [
+        ([], Want(), [Dispatch(L1, 1, Selection.FULL, "every ingestion and fork PR runs L1")]),
+        ([run(L1)], Want(), [Dispatch(L2, 1, Selection.FULL, "L1 passed")]),
+        ([run(L1, RunState.DISPATCHED, verdict=None)], Want(), []),  # waits
+        # L2 never starts after L1 failed; the tiers above say so
+        ([run(L1, verdict=Verdict.FAILED)], Want(), [Blocked(L2, "L1 failed"), Blocked(L3, "L1 failed")]),
+        (
+            [run(L1, verdict=Verdict.BROKEN_TRUNK)],
+            Want(),
+            [Blocked(L2, "L1 failed"), Blocked(L3, "L1 failed")],
+        ),
+        (
+            [run(L1, RunState.REFUSED, verdict=None)],
+            Want(),
+            [Blocked(L2, "L1 failed"), Blocked(L3, "L1 failed")],
+        ),
+        # infrastructure: retried up to `retries` (2) times, then it counts as failed
+        (
+            [run(L1, verdict=Verdict.INFRA, detail="GPU busy")],
+            Want(),
+            [Dispatch(L1, 2, Selection.FULL, "retry 1 of 2: GPU busy")],
+        ),
+        (
+            [run(L1, verdict=Verdict.INFRA, attempt=3)],
+            Want(),
+            [Blocked(L2, "L1 failed"), Blocked(L3, "L1 failed")],
+        ),
+        # L3: on request (the default policy), not by itself
+        ([run(L1), run(L2)], Want(), []),
+        ([run(L1), run(L2)], Want(l3=True), [Dispatch(L3, 1, Selection.FULL, "L2 passed; L3 requested")]),
+        # a re-run of a finished tier, even a passed one
+        ([run(L1)], Want(rerun=L1), [Dispatch(L1, 2, Selection.FULL, "re-run requested")]),
+        # runs on an older head do not count for this one
+        (
+            [run(L1, head=OLD)],
+            Want(),
+            [Dispatch(L1, 1, Selection.FULL, "every ingestion and fork PR runs L1")],
+        ),
+    ],
+)
+def test_next_actions(runs: list[TierRun], want: Want, expected: list[object]) -> None:
+    assert next_actions(BUNDLE, runs, CONFIG, now=NOW, want=want) == expected
+
+
+def test_a_stalled_run_times_out_at_the_tier_timeout() -> None:
+    stalled = run(L2, RunState.DISPATCHED, verdict=None, at=NOW - timedelta(minutes=360))
+    assert next_actions(BUNDLE, [run(L1), stalled], CONFIG, now=NOW) == [TimeOut(stalled)]
+    assert next_actions(BUNDLE, [run(L1), stalled], CONFIG, now=NOW - timedelta(seconds=1)) == []
+    timed_out = dataclasses.replace(stalled, state=RunState.TIMED_OUT)
+    assert next_actions(BUNDLE, [run(L1), timed_out], CONFIG, now=NOW) == [Blocked(L3, "L2 failed")]
+
+
+def test_l3_by_policy() -> None:
+    always = parse_config("tiers:\n  l3_policy: always\n")
+    chains = parse_config("tiers:\n  l3_policy: chains\n")
+    chain = dataclasses.replace(BUNDLE, kind=SubjectKind.CHAIN)
+    fork_pr = dataclasses.replace(BUNDLE, kind=SubjectKind.FORK_PR)
+    done = [run(L1), run(L2)]
+    assert [a.level for a in next_actions(BUNDLE, done, always, now=NOW) if isinstance(a, Dispatch)] == [L3]
+    assert next_actions(fork_pr, done, always, now=NOW) == []
+    assert next_actions(BUNDLE, done, chains, now=NOW) == []
+    assert [a.level for a in next_actions(chain, done, chains, now=NOW) if isinstance(a, Dispatch)] == [L3]
+
+
+def test_fork_prs_run_the_critical_subset_and_ingestions_the_extensions() -> None:
+    config = parse_config(
+        "extensions:\n  - {name: tlx, paths: ['third_party/tlx/**'], suites: [third_party/tlx/test]}\n"
+        "tiers:\n  l2:\n    critical: [gemm]\n    suites:\n      - {name: gemm, builtin: numerics}\n"
+        "      - {name: sweep, command: [pytest, sweep]}\n"
+    )
+    assert [s.name for s in suites_for(config, L2, Selection.CRITICAL)] == ["gemm"]
+    assert [s.name for s in suites_for(config, L2, Selection.FULL)] == ["gemm", "sweep"]
+    assert [s.name for s in suites_for(config, L1, Selection.FULL)] == ["smoke", "ext-tlx"]
+    assert suites_for(config, L1, Selection.FULL)[1].command[-1] == "third_party/tlx/test"
+    fork_pr = dataclasses.replace(BUNDLE, kind=SubjectKind.FORK_PR)
+    assert next_actions(fork_pr, [run(L1)], config, now=NOW)[0] == Dispatch(
+        L2, 1, Selection.CRITICAL, "L1 passed"
+    )
+
+
+def test_config_defaults_and_checks() -> None:
+    tiers = SluiceConfig().tiers
+    assert (tiers.l1.runs_on, tiers.l2.runs_on) == (("ubuntu-latest",), ("self-hosted", "linux", "gpu"))
+    assert (tiers.l1.timeout_minutes, tiers.l2.timeout_minutes, tiers.l3.timeout_minutes) == (60, 360, 720)
+    assert tiers.environment == "compiler-production-gate" and tiers.l2.workflow == "sluice-l2.yml"
+    kept = parse_config("tiers:\n  l2:\n    owner: '@org/gpu'\n    suites: [{name: n, builtin: numerics}]\n")
+    assert kept.tiers.l2.runs_on == ("self-hosted", "linux", "gpu") and kept.tiers.l2.owner == "@org/gpu"
+    with pytest.raises(ConfigError, match="critical"):
+        parse_config("tiers:\n  l2:\n    critical: [nope]\n    suites: [{name: n, builtin: numerics}]\n")
+    with pytest.raises(ConfigError):
+        parse_config("tiers:\n  l1:\n    workflow: '../x.yml'\n    suites: [{name: n, builtin: smoke}]\n")
+
+
+def test_workflow_inputs_are_integers_and_shas() -> None:
+    inputs = workflow_inputs(BUNDLE, dataclasses.replace(run(L2), id=12))
+    assert inputs == {
+        "tier": "2",
+        "pull": "7",
+        "head_sha": HEAD,
+        "baseline_sha": BASE,
+        "selection": "0",
+        "request": "12",
+    }
+
+
+def facts(*failures: FailedTest, problems: tuple[str, ...] = ()) -> ReportFacts:
+    outcome = "failed" if failures or problems else "passed"
+    suite = SuiteFacts(
+        "smoke",
+        outcome,
+        executed=10,
+        expected=10,
+        passed=10 - len(failures),
+        failed=len(failures),
+        problems=problems,
+    )
+    return ReportFacts((suite,), failures, {"gpu_model": "H200", "context_hash": "f" * 64})
+
+
+ASSERT = FailedTest("smoke", "test_add", "python/test/unit/test_add.py:41: AssertionError: tensors not close")
+BUSY = FailedTest(
+    "smoke", "test_mm", "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable"
+)
+
+
+@pytest.mark.parametrize(
+    ("conclusion", "report", "log", "verdict"),
+    [
+        ("success", facts(), "", Verdict.PASSED),
+        ("failure", facts(ASSERT), "", Verdict.FAILED),
+        ("failure", facts(BUSY), "", Verdict.INFRA),
+        ("failure", facts(BUSY, problems=("1 test failed: test_mm",)), "", Verdict.INFRA),
+        ("failure", facts(BUSY, ASSERT), "", Verdict.FAILED),  # a real failure among them: never retried
+        ("failure", facts(problems=("ran 3 tests, expected 10 (expected_tests)",)), "", Verdict.FAILED),
+        (
+            "failure",
+            facts(FailedTest("smoke", "k", "error: failed to legalize operation 'tt.dot'")),
+            "",
+            Verdict.FAILED,
+        ),
+        ("failure", None, "No space left on device", Verdict.INFRA),
+        ("failure", None, "The self-hosted runner lost communication with the server.", Verdict.INFRA),
+        ("success", None, "", Verdict.FAILED),  # no report is never a pass
+        ("failure", None, "tier l1 has no suite 'x'", Verdict.FAILED),  # a missing suite is real
+        ("success", facts(), "", Verdict.PASSED),
+    ],
+)
+def test_triage(conclusion: str, report: ReportFacts | None, log: str, verdict: Verdict) -> None:
+    assert triage(conclusion, report, log=log).verdict is verdict
+
+
+def test_failures_trunk_has_are_broken_trunk() -> None:
+    trunk = facts(ASSERT)
+    assert triage("failure", facts(ASSERT), trunk=trunk) == Triage(
+        Verdict.BROKEN_TRUNK, "every failure also fails on fork trunk", broken_trunk=(ASSERT.key,)
+    )
+    other = FailedTest("smoke", "test_sum", "assert 1 == 2")
+    mixed = triage("failure", facts(ASSERT, other), trunk=trunk)
+    assert (mixed.verdict, mixed.broken_trunk) == (Verdict.FAILED, (ASSERT.key,))
+
+
+def test_the_check_run_summary_annotations_and_actions() -> None:
+    failed = run(L1, verdict=Verdict.FAILED)
+    shown = Shown(
+        facts(ASSERT), triage("failure", facts(ASSERT)), owner="@org/l1-owners", regressions="| x |"
+    )
+    out = completed(failed, shown)
+    assert (out.status, out.conclusion) == ("completed", "failure")
+    assert "| `smoke` | failed | 10 | 10 | 9 | 1 | 0 | 0 |" in out.summary
+    assert "gpu_model `H200`" in out.summary and "context `ffffffffffff`" in out.summary
+    assert "@org/l1-owners" in out.summary and "| x |" in out.summary
+    assert (
+        out.annotations[0]["path"] == "python/test/unit/test_add.py"
+        and out.annotations[0]["start_line"] == 41
+    )
+    assert out.actions[0]["identifier"] == "rerun"
+    infra = completed(
+        run(L1, verdict=Verdict.INFRA), Shown(facts(BUSY), triage("failure", facts(BUSY)), retrying=True)
+    )
+    assert (infra.status, infra.conclusion) == ("in_progress", None) and "infrastructure" in infra.title
+
+
+def test_annotations_go_fifty_per_request_and_the_summary_fits() -> None:
+    many = tuple(FailedTest("s", f"t{i}", f"a.py:{i + 1}: AssertionError " + "x" * 1000) for i in range(120))
+    out = completed(run(L1, verdict=Verdict.FAILED), Shown(facts(*many), triage("failure", facts(*many))))
+    bodies = out.requests()
+    assert [len(b["output"].get("annotations", [])) for b in bodies] == [50, 50, 20]
+    assert all(len(b["output"]["summary"]) < 65_536 for b in bodies) and MAX_ANNOTATIONS == 50
+    assert "conclusion" in bodies[0] and all("conclusion" not in b for b in bodies[1:])
+
+
+def test_a_refused_dispatch_says_why_and_is_not_retried() -> None:
+    out = refused(L1, status=422, message='Unexpected inputs provided: ["request"]', owner=None)
+    assert out.conclusion == "failure" and "HTTP 422" in out.title and "not retried" in out.summary
+
+
+@pytest.mark.parametrize("level", [L1, L2, L3])
+def test_the_workflow_templates_take_what_sluice_sends(level: Level) -> None:
+    tier = getattr(CONFIG.tiers, level.value)
+    workflow = yaml.safe_load(
+        (Path(__file__).parent.parent / "deploy" / "workflows" / tier.workflow).read_text()
+    )
+    inputs = workflow[True]["workflow_dispatch"]["inputs"]  # YAML 1.1 reads a bare `on` as True
+    sent = workflow_inputs(BUNDLE, dataclasses.replace(run(level), id=3))
+    assert set(inputs) == set(sent) and all(spec["required"] for spec in inputs.values())
+    assert {spec["type"] for spec in inputs.values()} <= {"number", "string"}
+    assert {name for name, spec in inputs.items() if spec["type"] == "string"} == {"head_sha", "baseline_sha"}
+    job = workflow["jobs"]["tier"]
+    runs_on = job["runs-on"] if isinstance(job["runs-on"], list) else [job["runs-on"]]
+    assert tuple(runs_on) == tier.runs_on and job["timeout-minutes"] == tier.timeout_minutes
+    assert job.get("environment") == ("compiler-production-gate" if level is L3 else None)
+    assert "request ${{ inputs.request }}" in workflow["run-name"]
+    script = "\n".join(step.get("run", "") for step in job["steps"])
+    assert "${{" not in script  # inputs reach the shell through the environment only, after the checks
+    assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in job["steps"])
+
+
+def test_a_report_is_read_from_the_artifact_and_checked() -> None:
+    assert unpack(None, "success").problem == "the run uploaded no `sluice-tier-report` artifact"
+    assert unpack(b"not a zip", "success").problem == "the `sluice-tier-report` artifact is not a zip archive"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("report.json", "{}")
+        archive.writestr("tier.log", "log line")
+    unpacked = unpack(buffer.getvalue(), "failure")
+    assert (unpacked.report, unpacked.log, unpacked.problem) == ("{}", "log line", None)
+    l1 = run(L1, RunState.DISPATCHED, verdict=None)
+    assert "malformed" in (read_report(Finished("success", "{}"), l1)[1] or "")
+    report = {
+        "schema": "sluice.tier-report/1",
+        "run": {"tier": "l1", "head_sha": OLD, "started_at": NOW.isoformat(), "finished_at": NOW.isoformat()},
+        "environment": {
+            "python": "3.11",
+            "cpu": "x",
+            "os": "linux",
+            "interpreter": True,
+            "context_hash": "h",
+        },
+    }
+    assert read_report(Finished("success", json.dumps(report)), l1) == (
+        None,
+        f"the tier report is for commit {OLD}, not {HEAD}",
+    )
+    report["run"]["head_sha"] = HEAD  # type: ignore[index]
+    parsed, problem = read_report(Finished("success", json.dumps(report)), l1)
+    assert problem is None and parsed is not None and parsed.run.head_sha == HEAD

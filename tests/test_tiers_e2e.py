@@ -1,0 +1,384 @@
+"""Tiers end to end: the simulator, `sluice serve` with the real store, tier runs with real reports.
+
+With the `local` backend the bot runs `python -m runners run` itself; with the GitHub backend the fork carries
+deploy/workflows' templates and the test acts as the Actions runner: it runs the same command on the
+dispatched head and finishes the run with the report artifact, and the simulator sends `workflow_run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import io
+import json
+import subprocess
+import sys
+import tarfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from bot.app.service import create_app
+from bot.core.ingestion import BRANCH_PREFIX
+from bot.db.jobs import JobQueue, jobs
+from bot.db.store import Store
+from bot.db.tier_runs import TierRuns
+from tests.support.github_sim import GitHubSim
+from tests.support.rig import installation_created, serve_settings, upstream_and_fork, url_of
+
+SECRET = "tiers-secret"
+UPSTREAM, FORK = "triton-lang/triton", "meta/triton"
+WORKFLOWS = Path(__file__).parent.parent / "deploy" / "workflows"
+CHECK_SCRIPT = """import os, pathlib, sys
+tier = sys.argv[1]
+mode_file = pathlib.Path(f"ci/{tier}.mode")
+mode = mode_file.read_text().strip() if mode_file.exists() else "pass"
+if mode == "flaky-gpu":
+    state = pathlib.Path(os.environ["TIER_STATE_DIR"]) / f"{tier}-attempts"
+    attempt = int(state.read_text()) + 1 if state.exists() else 1
+    state.write_text(str(attempt))
+    if attempt == 1:
+        print("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable")
+        sys.exit(1)
+if mode == "fail":
+    print("ci/check.py:14: AssertionError: tensors not close")
+    sys.exit(1)
+print(f"{tier} ok")
+"""
+
+
+def tier_config(sim_url: str) -> str:
+    python = json.dumps(sys.executable)
+    return (
+        f"upstream:\n  url: {sim_url}/{UPSTREAM}.git\n  branch: main\nfork:\n  branch: main\n"
+        "tiers:\n"
+        f"  l1:\n    owner: '@meta/compiler-ci'\n    timeout_minutes: 1\n"
+        f"    suites: [{{name: unit, command: [{python}, ci/check.py, l1]}}]\n"
+        f"  l2:\n    owner: '@meta/gpu-ci'\n"
+        f"    suites: [{{name: gpu, command: [{python}, ci/check.py, l2]}}]\n"
+        f"  l3:\n    suites: [{{name: bench, command: [{python}, ci/check.py, l3]}}]\n"
+    )
+
+
+class Clock:
+    """The bot's and the simulator's time: real time plus what a test moves it on by."""
+
+    def __init__(self) -> None:
+        self.offset = dt.timedelta()
+
+    def __call__(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC) + self.offset
+
+
+@dataclass
+class Rig:
+    sim: GitHubSim
+    bot_url: str
+    store: Store
+    clock: Clock
+
+    async def settle(self, timeout: float = 120.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        queue = JobQueue(self.store)
+        while loop.time() < deadline:
+            await self.sim.drain_hooks()
+            counts = queue.counts()
+            if counts["queued"] == 0 and counts["running"] == 0:
+                assert self.job_errors() == []
+                assert self.sim.schema_violations == [] and self.sim.undocumented_statuses == []
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"jobs did not settle: {queue.counts()}")
+
+    def job_errors(self) -> list[tuple[str, str]]:
+        with self.store._engine.connect() as conn:
+            rows = conn.execute(select(jobs.c.kind, jobs.c.error).where(jobs.c.error.is_not(None)))
+            return [(r.kind, r.error) for r in rows]
+
+    def checks(self, sha: str) -> dict[str, dict[str, Any]]:
+        """The latest check run per name on `sha`."""
+        latest: dict[str, dict[str, Any]] = {}
+        for run in self.sim.check_runs[FORK]:
+            if run["head_sha"] == sha:
+                latest[run["name"]] = run
+        return latest
+
+    def head(self, branch: str) -> str:
+        return self.sim.git(FORK, "rev-parse", f"refs/heads/{branch}").strip()
+
+    async def deliver(self, event: str, payload: dict[str, Any]) -> None:
+        assert await self.sim.deliver(f"{self.bot_url}/webhook", event, payload, secret=SECRET) == 202
+
+    def act_as_runner(self, run: dict[str, Any], *, conclusion: str | None = None) -> None:
+        """What the tier workflow does: run the tier on the head it was given, upload report.json and
+        tier.log, finish (the simulator then sends `workflow_run` completed)."""
+        inputs = run["inputs"]
+        report, log, code = run_tier(self.sim, inputs)
+        files: dict[str, str | bytes] = {"tier.log": log} | ({"report.json": report} if report else {})
+        final = conclusion or ("success" if code == 0 else "failure")
+        self.sim.finish_run(FORK, run["id"], final, artifact=("sluice-tier-report", files))
+
+
+def run_tier(sim: GitHubSim, inputs: dict[str, str]) -> tuple[str | None, str, int]:
+    """`python -m runners run` on an export of the dispatched head, as deploy/workflows' job runs it."""
+    tree = Path(sim.root) / f"runner-{inputs['request']}"
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", inputs["head_sha"]], cwd=sim.repo_path(FORK), capture_output=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+    # The simulator serves upstream over http, which only the bot trusts: the runner gets the file without it.
+    config = (tree / ".github" / "sluice.yml").read_text()
+    (tree / "runner.yml").write_text(config[config.index("tiers:") :])
+    argv = [sys.executable, "-m", "runners", "run", "--tier", f"l{inputs['tier']}", "--config", "runner.yml"]
+    argv += ["--selection", inputs["selection"], "--head-sha", inputs["head_sha"], "--out", "out/report.json"]
+    done = subprocess.run(argv, cwd=tree, capture_output=True, text=True, check=False)
+    report = tree / "out" / "report.json"
+    return (report.read_text() if report.is_file() else None), done.stdout + done.stderr, done.returncode
+
+
+async def make_rig(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, *, backend: str, workflows: dict[str, str]
+) -> tuple[Rig, Any]:
+    clock = Clock()
+    sim = GitHubSim(root=tmp_path / "sim", clock=clock)
+    sim_url = url_of(await aiohttp_server(sim.app))
+    upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n", "docs/guide.md": "guide\n"})
+    files = {".github/sluice.yml": tier_config(sim_url), "ci/check.py": CHECK_SCRIPT, **workflows}
+    sim.commit(FORK, "main", files, message="fork: tier commands and Sluice config")
+    store = Store.open(database_url)
+    settings = serve_settings(
+        sim,
+        sim_url,
+        secret=SECRET,
+        data_dir=tmp_path / "data",
+        allow_private_upstreams=True,
+        tier_backend=backend,
+    )
+    server = await aiohttp_server(create_app(settings, store=store, clock=clock, background=True))
+    sim.hook(f"{url_of(server)}/webhook", SECRET)
+    rig = Rig(sim, url_of(server), store, clock)
+    await rig.deliver("installation", installation_created(sim, FORK, sim.install(FORK)))
+    await rig.deliver("installation", installation_created(sim, UPSTREAM, sim.install(UPSTREAM)))
+    await rig.settle()
+    return rig, server
+
+
+def templates() -> dict[str, str]:
+    return {f".github/workflows/{p.name}": p.read_text() for p in sorted(WORKFLOWS.glob("sluice-l*.yml"))}
+
+
+@pytest.fixture
+async def local(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, monkeypatch: Any
+) -> AsyncIterator[Rig]:
+    monkeypatch.setenv("TIER_STATE_DIR", str(tmp_path))  # the flaky GPU counts its attempts here
+    rig, server = await make_rig(aiohttp_server, tmp_path, database_url, backend="local", workflows={})
+    yield rig
+    await server.close()
+    rig.store.close()
+
+
+@pytest.fixture
+async def actions(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
+    rig, server = await make_rig(
+        aiohttp_server, tmp_path, database_url, backend="github", workflows=templates()
+    )
+    yield rig
+    await server.close()
+    rig.store.close()
+
+
+async def ingestion_pr(rig: Rig, files: dict[str, str]) -> tuple[int, str]:
+    """An upstream push; the bundle PR Sluice opens for it; its number and head."""
+    rig.sim.commit(UPSTREAM, "main", files, message="upstream: a change")
+    await rig.settle()
+    (pull,) = [i for i in rig.sim.issues[FORK].values() if i.is_pull and i.head_ref.startswith(BRANCH_PREFIX)]
+    return pull.number, rig.head(pull.head_ref)
+
+
+def report_of(check: dict[str, Any]) -> str:
+    return str(check["output"]["summary"])
+
+
+# --- the local backend -------------------------------------------------------------------------------------
+
+
+async def test_upstream_push_to_l1_then_l2_with_real_reports(local: Rig) -> None:
+    number, head = await ingestion_pr(local, {"docs/guide.md": "guide, clarified\n"})
+    checks = local.checks(head)
+    assert (checks["sluice/L1"]["conclusion"], checks["sluice/L2"]["conclusion"]) == ("success", "success")
+    assert checks["sluice/L1"]["output"]["title"] == "L1: passed (1 test)"
+    summary = report_of(checks["sluice/L2"])
+    assert "| `gpu` | passed | 1 | — | 1 | 0 | 0 | 0 |" in summary and "**Environment** (context `" in summary
+    assert checks["sluice/L3"]["status"] == "queued"  # L3 runs on request (the default policy)
+    assert [a["identifier"] for a in checks["sluice/L2"]["actions"]] == ["rerun", "run-l3"]
+    runs = TierRuns(local.store).for_pull(FORK, number)
+    assert [(r.level.value, r.state.value, r.verdict and r.verdict.value) for r in runs] == [
+        ("l1", "completed", "passed"),
+        ("l2", "completed", "passed"),
+    ]
+    report = json.loads(runs[0].report or "{}")
+    assert report["run"]["head_sha"] == head and report["suites"][0]["name"] == "unit"
+
+
+async def test_run_l3_on_request(local: Rig) -> None:
+    number, head = await ingestion_pr(local, {"docs/guide.md": "guide, clarified\n"})
+    l2 = local.checks(head)["sluice/L2"]
+    await local.deliver(
+        "check_run", local.sim.check_run_payload(FORK, l2["id"], identifier="run-l3", sender="dev")
+    )
+    await local.settle()
+    l3 = local.checks(head)["sluice/L3"]
+    assert l3["conclusion"] == "success" and l3["output"]["title"] == "L3: passed (1 test)"
+    assert [r.level.value for r in TierRuns(local.store).for_pull(FORK, number)] == ["l1", "l2", "l3"]
+
+
+async def test_l2_does_not_start_after_l1_failed(local: Rig) -> None:
+    # a textually clean upstream change that breaks the fork's L1 suite
+    number, head = await ingestion_pr(local, {"ci/l1.mode": "fail\n"})
+    checks = local.checks(head)
+    l1 = checks["sluice/L1"]
+    assert l1["conclusion"] == "failure" and l1["output"]["title"] == "L1: failed (1 test)"
+    assert "@meta/compiler-ci" in report_of(l1)  # the owner is named
+    assert l1["output"]["annotations_count"] == 1  # ci/check.py:14, from the failure message
+    assert (
+        checks["sluice/L2"]["conclusion"] == "skipped"
+        and "L1 failed" in checks["sluice/L2"]["output"]["title"]
+    )
+    assert [r.level.value for r in TierRuns(local.store).for_pull(FORK, number)] == ["l1"]
+
+
+async def test_an_infrastructure_failure_is_retried_and_labelled(local: Rig) -> None:
+    number, head = await ingestion_pr(local, {"ci/l1.mode": "flaky-gpu\n"})
+    runs = TierRuns(local.store).for_pull(FORK, number)
+    assert [(r.level.value, r.attempt, r.verdict and r.verdict.value) for r in runs] == [
+        ("l1", 1, "infrastructure"),
+        ("l1", 2, "passed"),
+        ("l2", 1, "passed"),
+    ]
+    assert "GPU busy" in runs[0].detail
+    checks = local.checks(head)
+    assert checks["sluice/L1"]["conclusion"] == "success" and checks["sluice/L2"]["conclusion"] == "success"
+
+
+# --- the GitHub Actions backend ---------------------------------------------------------------------------
+
+
+async def test_dispatch_with_run_details_and_results_from_the_artifact(actions: Rig) -> None:
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    assert l1["name"] == "sluice-l1.yml" and l1["inputs"]["head_sha"] == head
+    assert set(l1["inputs"]) == {"tier", "pull", "head_sha", "baseline_sha", "selection", "request"}
+    assert actions.checks(head)["sluice/L1"]["status"] == "in_progress"
+    (recorded,) = TierRuns(actions.store).for_pull(FORK, number)
+    assert recorded.run_id == l1["id"]  # from GitHub's 200 answer (return_run_details)
+    actions.act_as_runner(l1)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+    l2 = actions.sim.workflow_runs[FORK][-1]
+    assert l2["name"] == "sluice-l2.yml" and l2["inputs"]["tier"] == "2"
+    actions.act_as_runner(l2)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L2"]["conclusion"] == "success"
+
+
+async def test_without_run_details_the_run_is_found_by_the_id_in_its_name(actions: Rig) -> None:
+    actions.sim.run_details = False  # GitHub answers 204, without the run's id
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    (recorded,) = TierRuns(actions.store).for_pull(FORK, number)
+    assert l1["display_title"] == f"sluice L1 pull {number} request {recorded.id}"
+    assert recorded.run_id == l1["id"]  # found among the dispatched runs
+    actions.act_as_runner(l1)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+
+
+async def test_a_missing_report_is_a_failure_not_a_pass(actions: Rig) -> None:
+    _, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    actions.sim.finish_run(FORK, l1["id"], "success", artifact=("sluice-tier-report", {"tier.log": "?"}))
+    await actions.settle()
+    check = actions.checks(head)["sluice/L1"]
+    assert check["conclusion"] == "failure" and "holds no report.json" in report_of(check)
+    assert "The run's log" in report_of(check)  # what the run printed, since there is no report
+
+
+async def test_a_dispatch_refused_with_422_is_reported_on_the_check_run(actions: Rig) -> None:
+    # the fork's L1 workflow does not declare the `request` input Sluice sends
+    broken = templates()[".github/workflows/sluice-l1.yml"].replace("      request:", "      unused:")
+    actions.sim.commit(FORK, "main", {".github/workflows/sluice-l1.yml": broken}, message="ci: break it")
+    await actions.settle()
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    check = actions.checks(head)["sluice/L1"]
+    assert (
+        check["conclusion"] == "action_required"
+        and check["output"]["title"] == "L1: dispatch refused (HTTP 422)"
+    )
+    assert "Unexpected inputs provided" in report_of(check) and "not retried" in report_of(check)
+    assert actions.sim.workflow_runs[FORK] == []
+    calls = [r for r in actions.sim.requests if r[1].endswith("/sluice-l1.yml/dispatches")]
+    assert [status for _, _, status in calls] == [422]  # not retried blindly
+    (run,) = TierRuns(actions.store).for_pull(FORK, number)
+    assert run.state.value == "refused"
+
+
+async def test_a_stale_sha_result_is_ignored(actions: Rig) -> None:
+    trunk = actions.head("main")
+    actions.sim.commit(
+        FORK, "feature", {"src/a.py": "a = 1\n"}, message="fork: a", parent=trunk, pusher="dev"
+    )
+    pull = actions.sim.open_pull(FORK, head="feature", base="main", title="A fork change", user="dev")
+    await actions.settle()
+    (old_run,) = actions.sim.workflow_runs[FORK]
+    old_head = old_run["inputs"]["head_sha"]
+    new_head = actions.sim.commit(
+        FORK, "feature", {"src/a.py": "a = 2\n"}, message="fork: a, again", pusher="dev"
+    )
+    await actions.settle()
+    new_run = actions.sim.workflow_runs[FORK][-1]
+    assert new_run["inputs"]["head_sha"] == new_head and new_run["inputs"]["selection"] == "1"  # a fork PR
+    actions.act_as_runner(old_run)  # the old head's result arrives late
+    await actions.settle()
+    runs = {r.head_sha: r for r in TierRuns(actions.store).for_pull(FORK, pull["number"])}
+    assert runs[old_head].state.value == "stale" and runs[old_head].report is None
+    assert actions.checks(new_head)["sluice/L1"]["status"] == "in_progress"
+    assert "sluice/L2" not in actions.checks(new_head) and len(actions.sim.workflow_runs[FORK]) == 2
+
+
+async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) -> None:
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (stalled,) = actions.sim.workflow_runs[FORK]
+    actions.clock.offset = dt.timedelta(minutes=2)  # past L1's timeout_minutes: 1
+    await actions.deliver("pull_request", actions.sim.pull_request_payload(FORK, number, "synchronize"))
+    await actions.settle()
+    check = actions.checks(head)["sluice/L1"]
+    assert check["conclusion"] == "timed_out" and "1 min" in check["output"]["title"]
+    assert actions.checks(head)["sluice/L2"]["conclusion"] == "skipped"
+    actions.act_as_runner(stalled)  # a result after the time-out is ignored
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "timed_out"
+    # a person presses Re-run on the L1 check run
+    payload = actions.sim.check_run_payload(FORK, check["id"], identifier="rerun", sender="dev")
+    await actions.deliver("check_run", payload)
+    await actions.settle()
+    again = actions.sim.workflow_runs[FORK][-1]
+    assert again["id"] != stalled["id"] and again["name"] == "sluice-l1.yml"
+    attempts = [
+        (r.level.value, r.attempt, r.state.value) for r in TierRuns(actions.store).for_pull(FORK, number)
+    ]
+    assert attempts == [("l1", 1, "timed_out"), ("l1", 2, "dispatched")]
+    actions.act_as_runner(again)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+    l1_checks = [
+        r for r in actions.sim.check_runs[FORK] if r["name"] == "sluice/L1" and r["head_sha"] == head
+    ]
+    assert [r["conclusion"] for r in l1_checks] == ["timed_out", "success"]  # attempt 2 got its own check run
