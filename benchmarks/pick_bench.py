@@ -20,6 +20,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support (the case builders)
+
 from bot.app.clock import utc_now
 from bot.core.config import SluiceConfig, Strategy
 from bot.core.models import PickStatus
