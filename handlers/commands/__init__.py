@@ -15,7 +15,21 @@ from bot.core.commands import SlashCommand, reply_marker
 from bot.core.errors import SluiceError
 from bot.core.permissions import Permission, role_of
 from bot.ports import CommandRecord, Fork
-from handlers.commands import cherry_pick, defer, ingest, skip, status
+from handlers.commands import (
+    approve,
+    cherry_pick,
+    defer,
+    hold,
+    ingest,
+    l3,
+    pause,
+    resume,
+    retry,
+    skip,
+    status,
+    unhold,
+    waive,
+)
 from handlers.commands import help as help_command  # it reads COMMANDS only when it runs
 from handlers.commands.call import Call, Outcome
 
@@ -33,7 +47,22 @@ class Command(Protocol):
     async def handle(self, call: Call, *, ctx: Context) -> Outcome: ...
 
 
-MODULES: tuple[Command, ...] = (cherry_pick, defer, help_command, ingest, skip, status)
+MODULES: tuple[Command, ...] = (
+    approve,
+    cherry_pick,
+    defer,
+    help_command,
+    hold,
+    ingest,
+    l3,
+    pause,
+    resume,
+    retry,
+    skip,
+    status,
+    unhold,
+    waive,
+)
 COMMANDS: dict[str, Command] = {module.NAME: module for module in MODULES}
 
 

@@ -1,0 +1,31 @@
+"""`/l3 [suite]`: run L3 on the ingestion PR's head now, whatever `tiers.l3_policy` says. A suite named
+must be one of the config's L3 suites; L3 is dispatched as one tier, so all of its suites run."""
+
+from __future__ import annotations
+
+from bot.app.context import Context
+from bot.core.command_args import CommandRefused, Kind, Positional, Usage
+from bot.core.permissions import Permission
+from handlers import requests
+from handlers.commands.call import QUEUED, Call, Outcome
+from handlers.commands.on_pull import gate_of, ingestion_pull
+
+NAME = "l3"
+WHO = Permission.WRITE
+USAGE = Usage(NAME, (Positional("suite", Kind.TEXT, optional=True),))
+HELP = f"`{USAGE.line}` — run L3 on this ingestion PR's head now (a suite named must be an L3 suite)"
+
+
+async def handle(call: Call, *, ctx: Context) -> Outcome:
+    pull = await ingestion_pull(call, ctx=ctx)
+    number, head = int(pull["number"]), str(pull["head"]["sha"])
+    keeper = await gate_of(call, ctx=ctx)
+    suites = [suite.name for suite in keeper.config.tiers.l3.suites]
+    named = call.args.get("suite")
+    if named is not None and named not in suites:
+        shown = str(named)[:40].replace("`", "'")
+        raise CommandRefused(f"`{shown}` is not an L3 suite", f"name one of {', '.join(suites)}")
+    await requests.tiers(ctx, call.fork.repo, number, l3=True)
+    done = f"L3 requested on #{number}'s head `{head[:10]}` by @{call.actor}"
+    reply = f"{done}; it runs its suites ({', '.join(suites)}) and its check run reports.\n"
+    return Outcome(done, reply=reply, reaction=QUEUED)

@@ -1,0 +1,76 @@
+"""What the commands about one ingestion PR share: the PR found (and anything else refused with a reply
+that says where the command works), the fork's gate as trunk configures it, tier names, the gate's word."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.app.context import Context
+from bot.core.codeowners import CODEOWNERS_PATHS, CodeOwners, parse_codeowners
+from bot.core.command_args import CommandRefused
+from bot.core.ingestion import BRANCH_PREFIX
+from bot.core.tiers import Level
+from bot.flows.merge import Gatekeeper, Outcome
+from handlers import gatekeeping
+from handlers.commands.call import Call
+
+GATE_SAYS = {
+    Outcome.WAITING: "the gate is closed",
+    Outcome.OPEN: "the gate is open; the merge is left to a person",
+    Outcome.MERGED: "the gate is open and Sluice merged the PR",
+    Outcome.REFUSED: "the gate is open but GitHub refused the merge (the head moved)",
+    Outcome.SKIPPED: "the gate was not judged",
+}
+
+
+async def ingestion_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
+    """The open ingestion PR the command was commented on; refused on an issue or any other PR."""
+    on = call.cmd.on
+    where = f"`/{call.cmd.name}` acts on an open ingestion PR (branch `{BRANCH_PREFIX}…`)"
+    if not on.is_pull:
+        raise CommandRefused(f"{where}; #{on.number} is an issue", "comment it on the ingestion PR")
+    pull = await ctx.forge(call.fork.installation_id, call.fork.repo).get_pull(on.number)
+    head = pull["head"]
+    own = (head.get("repo") or {}).get("full_name") == call.fork.repo
+    if not own or not str(head["ref"]).startswith(BRANCH_PREFIX):
+        raise CommandRefused(f"{where}; #{on.number} is not one", "comment it on the ingestion PR")
+    if pull.get("state") != "open":
+        raise CommandRefused(f"{where}; #{on.number} is {pull.get('state')}", "nothing to do on it")
+    return pull
+
+
+async def gate_of(call: Call, *, ctx: Context) -> Gatekeeper:
+    """The fork's gate with trunk's config; refused while `.github/sluice.yml` is broken."""
+    keeper = await gatekeeping.gatekeeper(ctx, call.fork)
+    if keeper is None:
+        raise CommandRefused(
+            f"`.github/sluice.yml` on {call.fork.branch} is invalid (its `sluice/config` check says why)",
+            "fix the config first",
+        )
+    return keeper
+
+
+def level_of(text: object, *, waivable: bool = False) -> Level:
+    """`l1`, `L2`, `sluice/l3`… as a tier; L1 refused where it may never be waived."""
+    name = str(text).lower().removeprefix("sluice/")
+    level = next((lv for lv in Level if lv.value == name), None)
+    if level is None:
+        shown = str(text)[:20].replace("`", "'")
+        raise CommandRefused(f"`{shown}` is not a tier", "name l1, l2 or l3")
+    if waivable and level is Level.L1:
+        raise CommandRefused("L1 is never waived: the fork must build and pass its smoke tests", "fix L1")
+    return level
+
+
+async def codeowners(keeper: Gatekeeper) -> CodeOwners:
+    """CODEOWNERS as fork trunk has it (the first of GitHub's places that holds one), as the gate reads it."""
+    for path in CODEOWNERS_PATHS:
+        text = await keeper.forge.read_text(path, ref=keeper.trunk)
+        if text is not None:
+            return parse_codeowners(text)
+    return CodeOwners()
+
+
+async def teams_of(keeper: Gatekeeper, teams: set[str], login: str) -> list[str]:
+    """The teams among `teams` that GitHub says `login` is an active member of."""
+    return [team for team in sorted(teams) if await keeper.forge.in_team(team, login)]

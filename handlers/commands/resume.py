@@ -1,0 +1,24 @@
+"""`/resume`: lift the fork's pause (a maintainer's or the safety throttle's) and ingest at once."""
+
+from __future__ import annotations
+
+from bot.app.context import Context
+from bot.core.command_args import CommandRefused, Usage
+from bot.core.permissions import Permission
+from handlers import gatekeeping
+from handlers.commands.call import QUEUED, Call, Outcome
+
+NAME = "resume"
+WHO = Permission.MAINTAIN
+USAGE = Usage(NAME)
+HELP = f"`{USAGE.line}` — restart automatic ingestion of the fork; an ingestion run starts now"
+
+
+async def handle(call: Call, *, ctx: Context) -> Outcome:
+    repo = call.fork.repo
+    paused = await ctx.db(ctx.gates.paused, repo)
+    if paused is None:
+        raise CommandRefused(f"ingestion of {repo} is not paused", "`/ingest` to ingest now")
+    await gatekeeping.resume(ctx, repo, by=call.actor)
+    done = f"@{call.actor} resumed automatic ingestion of {repo} (paused by @{paused.by}: {paused.reason})"
+    return Outcome(done, reply=f"{done}; an ingestion run is queued.\n", reaction=QUEUED)

@@ -1,0 +1,63 @@
+"""`/waive <tier> --until YYYY-MM-DD --reason "…" --plan "…"`: a failed L2 or L3 counts as passed on this
+ingestion PR until the end of that day (UTC), then the gate closes again. Never L1. Whoever owns the tier
+(its config `owner`, else the code owners of `.github/sluice.yml`, the fork's policy) may grant it."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from bot.app.context import Context
+from bot.core.command_args import CommandRefused, Flag, Kind, Positional, Usage
+from bot.core.config import CONFIG_PATH
+from bot.core.gate import Waiver
+from bot.core.permissions import Ownership, Permission, ownership
+from bot.core.tiers import Level, tier_config
+from bot.flows.merge import Gatekeeper
+from handlers import gatekeeping
+from handlers.commands.call import Call, Outcome
+from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, ingestion_pull, level_of, teams_of
+
+NAME = "waive"
+WHO = Permission.CODE_OWNER
+USAGE = Usage(
+    NAME,
+    (Positional("tier", Kind.TEXT),),
+    (
+        Flag("until", Kind.DATE, required=True),
+        Flag("reason", required=True),
+        Flag("plan", required=True),
+    ),
+)
+HELP = f"`{USAGE.line}` — a failed L2 or L3 counts as passed on this PR until that day ends (UTC)"
+
+
+async def handle(call: Call, *, ctx: Context) -> Outcome:
+    level = level_of(call.args.get("tier"), waivable=True)
+    until = call.args.get("until")
+    assert isinstance(until, dt.date)
+    today = ctx.clock().astimezone(dt.UTC).date()
+    if until < today:
+        raise CommandRefused(f"--until {until.isoformat()} is in the past", f"give {today} or later")
+    pull = await ingestion_pull(call, ctx=ctx)
+    keeper = await gate_of(call, ctx=ctx)
+    area, owner = await _tier_owners(keeper, level)
+    call.require_owner(
+        area, what=f"tier {level.name}", member_of=await teams_of(keeper, area.teams, call.actor)
+    )
+    expires = dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    reason, plan = str(call.args.get("reason")), str(call.args.get("plan"))
+    waiver = Waiver(level.check, owner, reason, plan, expires, call.actor)
+    number = int(pull["number"])
+    outcome = await gatekeeping.waive(ctx, call.fork.repo, number, waiver)
+    done = f"{level.name} is waived on #{number} by @{call.actor} until {until.isoformat()} (end of day, UTC)"
+    reply = f"{done}: {reason}\n\nRecovery plan: {plan}\n\nNow {GATE_SAYS[outcome]}.\n"
+    return Outcome(done, reply=reply)
+
+
+async def _tier_owners(keeper: Gatekeeper, level: Level) -> tuple[Ownership, str]:
+    """Who may waive the tier, and the owner the waiver names."""
+    owner = tier_config(keeper.config, level).owner
+    if owner is not None:
+        return Ownership({f"tiers.{level.value}": (owner,)}), owner
+    area = ownership([CONFIG_PATH], codeowners=await codeowners(keeper), config=keeper.config)
+    return area, " ".join(area.owners.get(CONFIG_PATH, ())) or "nobody"

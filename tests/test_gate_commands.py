@@ -1,0 +1,274 @@
+"""The gate's slash commands against the simulator: /hold, /unhold, /pause, /resume, /waive, /approve, /retry
+and /l3 — who may run each, bad arguments refused with the usage line, refused off an ingestion PR, and what
+each changes. The end-to-end ones run the served bot with its workers (tests/test_gate_e2e.py's rig)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app.context import Context
+from bot.core.ingestion import Tier
+from bot.db.jobs import jobs
+from bot.flows.merge import Outcome
+from handlers import gatekeeping
+from handlers.commands import COMMANDS
+from tests.support.github_sim import GitHubSim
+from tests.support.rig import fork_config
+from tests.test_gate_e2e import AUTO_L1, SECRET, Rig, start, teardown
+from tests.test_handlers import FORK, NOW, UPSTREAM, ctx, queued
+from tests.test_slash_commands import a_fork, audit, reactions, say
+
+__all__ = ["ctx", "teardown"]  # the fixtures, reused
+BRANCH = "sluice/ingest/u1"
+TWO_TIERS = "gate:\n  required_tiers: [l1, l2]\n  auto_merge: false\n"
+WAIVE = '/waive l2 --until {} --reason "the GPU pool is being replaced" --plan "rerun on the new pool"'
+ON_A_PULL = ["/hold", "/unhold", "/approve", "/retry l1", "/l3", WAIVE.format("2027-01-01")]
+
+
+def an_ingestion_pull(ctx: Context, *, gate: str = "") -> tuple[GitHubSim, int, int]:
+    """The fork (see `a_fork`), its config on trunk, an open ingestion PR; (sim, issue, PR)."""
+    sim, issue = a_fork(ctx, fork_files={".github/sluice.yml": fork_config(ctx.web_url, UPSTREAM) + gate})
+    trunk = sim.git(FORK, "rev-parse", "main")
+    sim.commit(FORK, BRANCH, {"docs/new.md": "new\n"}, message="docs: new", parent=trunk)
+    pull = sim.open_pull(FORK, head=BRANCH, base="main", title="Ingest upstream", user="sluice[bot]")
+    return sim, issue, int(pull["number"])
+
+
+def head_of(sim: GitHubSim) -> str:
+    return sim.git(FORK, "rev-parse", f"refs/heads/{BRANCH}")
+
+
+def gate_run(sim: GitHubSim, sha: str) -> dict[str, Any]:
+    return [r for r in sim.check_runs[FORK] if r["head_sha"] == sha and r["name"] == Tier.GATE.value][-1]
+
+
+def nothing_recorded(ctx: Context, number: int) -> bool:
+    gates = ctx.gates
+    facts = (gates.hold(FORK, number), gates.waivers(FORK, number), gates.approvals(FORK, number))
+    return facts == (None, [], []) and gates.paused(FORK) is None
+
+
+# ------------------------------------------------------------------ who may
+
+
+@pytest.mark.parametrize(
+    ("command", "refused", "role"),
+    [
+        ('/hold "release freeze"', "mallory", "read"),
+        ("/unhold", "mallory", "read"),
+        ("/pause", "alice", "write"),  # maintain needed
+        ("/resume", "alice", "write"),
+        (WAIVE.format("2027-01-01"), "mallory", "read"),
+        ("/approve", "mallory", "read"),
+        ("/retry", "mallory", "read"),
+        ("/l3", "mallory", "read"),
+    ],
+)
+async def test_each_gate_command_refuses_a_commenter_without_the_role(
+    ctx: Context, command: str, refused: str, role: str
+) -> None:
+    sim, _, number = an_ingestion_pull(ctx)
+    reply = await say(ctx, number, command, user=refused)
+    name = command.split()[0][1:]
+    assert f"@{refused} has {role} access" in reply and COMMANDS[name].WHO.described in reply
+    assert f"Usage: `{COMMANDS[name].USAGE.line}`" in reply
+    assert queued(ctx) == [] and nothing_recorded(ctx, number) and reactions(sim, number) == []
+    assert audit(ctx) == [(refused, command, "refused")]
+
+
+# ------------------------------------------------------------------ bad arguments
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("/hold release freeze", "too many arguments"),
+        ("/unhold now", "too many arguments"),
+        ("/pause --force", "is not an option"),
+        ("/resume all", "too many arguments"),
+        ('/waive l2 --reason "r" --plan "p"', "--until is required"),
+        ('/waive l2 --until 2027-02-30 --reason "r" --plan "p"', "is not a date"),
+        ('/waive l2 --until tomorrow --reason "r" --plan "p"', "is not a date"),
+        ('/waive l2 --until 2027-01-01 --reason "r"', "--plan is required"),
+        ('/waive l1 --until 2027-01-01 --reason "r" --plan "p"', "L1 is never waived"),
+        ('/waive l4 --until 2027-01-01 --reason "r" --plan "p"', "is not a tier"),
+        ('/waive l2 --until 2026-11-28 --reason "r" --plan "p"', "is in the past"),  # NOW is 2026-11-29
+        ("/approve --yes", "is not an option"),
+        ("/retry l4", "is not a tier"),
+        ("/retry --upload-pack=x", "is not an option"),
+        ("/l3 bench extra", "too many arguments"),
+        ("/l3 nosuch", "is not an L3 suite"),
+    ],
+)
+async def test_bad_arguments_are_refused_with_the_usage_line_and_change_nothing(
+    ctx: Context, body: str, why: str
+) -> None:
+    sim, _, number = an_ingestion_pull(ctx)
+    sim.set_permission(FORK, "alice", "admin")
+    reply = await say(ctx, number, body, user="alice")
+    name = body.split()[0][1:]
+    assert why in reply and f"Usage: `{COMMANDS[name].USAGE.line}`" in reply
+    assert queued(ctx) == [] and nothing_recorded(ctx, number) and reactions(sim, number) == []
+    assert audit(ctx) == [("alice", body, "refused")]
+
+
+@pytest.mark.parametrize("body", ON_A_PULL)
+async def test_a_pull_command_is_refused_on_an_issue_and_on_a_pull_that_is_no_ingestion(
+    ctx: Context, body: str
+) -> None:
+    sim, issue, _ = an_ingestion_pull(ctx)
+    sim.set_permission(FORK, "alice", "admin")
+    trunk = sim.git(FORK, "rev-parse", "main")
+    sim.commit(FORK, "feature", {"a.txt": "a\n"}, message="a", parent=trunk)
+    feature = int(sim.open_pull(FORK, head="feature", base="main", title="A", user="dev")["number"])
+    on_issue = await say(ctx, issue, body)
+    assert f"acts on an open ingestion PR (branch `sluice/ingest/…`); #{issue} is an issue" in on_issue
+    on_feature = await say(ctx, feature, body)
+    assert f"#{feature} is not one" in on_feature and "comment it on the ingestion PR" in on_feature
+    assert queued(ctx) == [] and [outcome for _, _, outcome in audit(ctx)] == ["refused", "refused"]
+
+
+# ------------------------------------------------------------------ what each does
+
+
+async def test_hold_and_unhold_record_and_release_the_hold(ctx: Context) -> None:
+    sim, _, number = an_ingestion_pull(ctx)
+    reply = await say(ctx, number, '/hold "release freeze"')
+    assert (
+        f"#{number} is held by @alice: release freeze" in reply
+        and "until someone comments `/unhold`" in reply
+    )
+    held = ctx.gates.hold(FORK, number)
+    assert held is not None and (held.by, held.reason) == ("alice", "release freeze")
+    gate = gate_run(sim, head_of(sim))
+    assert gate["conclusion"] is None and "held by @alice: release freeze" in gate["output"]["summary"]
+    released = await say(ctx, number, "/unhold", user="dan")
+    assert "@dan released the hold" in released and "the gate is closed" in released  # L1 has not run
+    assert ctx.gates.hold(FORK, number) is None
+    assert "is not held" in await say(ctx, number, "/unhold")
+    assert reactions(sim, number) == ["+1", "+1"]
+
+
+async def test_pause_stops_ingestion_until_resume_which_ingests(ctx: Context) -> None:
+    _, issue = a_fork(ctx)  # a fork-wide command: any of the fork's issues will do
+    reply = await say(ctx, issue, '/pause "upstream is mid-refactor"', user="carol")
+    assert "paused by @carol: upstream is mid-refactor" in reply
+    paused = ctx.gates.paused(FORK)
+    assert paused is not None and paused.by == "carol"
+    assert "is already paused by @carol" in await say(ctx, issue, "/pause", user="carol")
+    assert "is paused by carol" in await say(ctx, issue, "/ingest")  # write access is not enough now
+    assert queued(ctx) == []
+    resumed = await say(ctx, issue, "/resume", user="carol")
+    assert "@carol resumed automatic ingestion" in resumed and "an ingestion run is queued" in resumed
+    assert ctx.gates.paused(FORK) is None and queued(ctx) == [("ingest", FORK)]
+    assert "is not paused" in await say(ctx, issue, "/resume", user="carol")
+
+
+def tier_requests(ctx: Context) -> list[dict[str, Any]]:
+    with ctx.store._engine.connect() as conn:
+        rows = conn.execute(jobs.select().where(jobs.c.kind == "tiers").order_by(jobs.c.id)).all()
+    return [r.payload if isinstance(r.payload, dict) else json.loads(r.payload) for r in rows]
+
+
+async def test_retry_reruns_the_named_tier_or_the_failed_ones(ctx: Context) -> None:
+    sim, _, number = an_ingestion_pull(ctx)
+    nothing = await say(ctx, number, "/retry")
+    assert f"no tier failed on #{number}'s head" in nothing and tier_requests(ctx) == []
+    sim.finish_check(FORK, head_of(sim), Tier.L2.value, "failure")
+    sim.finish_check(FORK, head_of(sim), Tier.L1.value, "success")
+    assert "L2 re-run" in await say(ctx, number, "/retry")
+    assert "L1 re-run" in await say(ctx, number, "/retry L1")
+    asked = [(p["pull"], p["rerun"], p["l3"]) for p in tier_requests(ctx)]
+    assert asked == [(number, "l2", False), (number, "l1", False)]
+    assert reactions(sim, number) == ["eyes", "eyes"]
+
+
+async def test_l3_runs_on_demand_with_a_suite_of_the_config(ctx: Context) -> None:
+    _, _, number = an_ingestion_pull(ctx)
+    reply = await say(ctx, number, "/l3 bench")
+    assert f"L3 requested on #{number}'s head" in reply and "(bench)" in reply
+    assert [(p["pull"], p["rerun"], p["l3"]) for p in tier_requests(ctx)] == [(number, None, True)]
+    assert "name one of bench" in await say(ctx, number, "/l3 numerics")  # an L2 suite, not L3's
+
+
+async def test_a_waiver_from_the_command_counts_until_the_day_ends_then_stops(ctx: Context) -> None:
+    gate = TWO_TIERS.replace(
+        "gate:",
+        "tiers:\n  l2:\n    suites: [{name: numerics, builtin: numerics}]\n    owner: '@meta/gpu'\ngate:",
+    )
+    sim, _, number = an_ingestion_pull(ctx, gate=gate)
+    head = head_of(sim)
+    sim.finish_check(FORK, head, Tier.L1.value, "success")
+    sim.finish_check(FORK, head, Tier.L2.value, "failure")
+    assert await gatekeeping.reevaluate(ctx, FORK, number) is Outcome.WAITING
+    refused = await say(ctx, number, WAIVE.format("2026-11-30"), user="dan")  # not in @meta/gpu
+    assert "needs a code owner of tier L2: @dan does not own `tiers.l2` (@meta/gpu)" in refused
+    sim.add_team_member("meta/gpu", "dan")
+    reply = await say(ctx, number, WAIVE.format("2026-11-30"), user="dan")
+    assert "L2 is waived on" in reply and "until 2026-11-30" in reply and "the gate is open" in reply
+    (waiver,) = ctx.gates.waivers(FORK, number)
+    assert (waiver.owner, waiver.granted_by) == ("@meta/gpu", "dan")
+    assert waiver.expires_at == dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    assert gate_run(sim, head)["conclusion"] == "success"
+    ctx.clock = lambda: NOW + dt.timedelta(days=2)  # past the end of 2026-11-30
+    assert await gatekeeping.reevaluate(ctx, FORK, number) is Outcome.WAITING
+    closed = gate_run(sim, head)
+    assert closed["conclusion"] == "failure" and "expired" in closed["output"]["summary"]
+
+
+# ------------------------------------------------------------------ end to end: the served bot merges
+
+
+async def command(rig: Rig, number: int, body: str, *, user: str) -> str:
+    """`body` commented by `user` and delivered to the served bot as GitHub would; Sluice's reply."""
+    comment_id = rig.sim.add_comment(FORK, number, body, user=user)
+    payload = rig.sim.issue_comment_payload(FORK, comment_id)
+    assert await rig.sim.deliver(f"{rig.bot_url}/webhook", "issue_comment", payload, secret=SECRET) == 202
+    await rig.settle()
+    mine = [
+        c["body"] for c in rig.sim.comment_objects(FORK, number) if f"sluice:reply:{comment_id}" in c["body"]
+    ]
+    return mine[-1] if mine else ""
+
+
+async def test_hold_keeps_a_passing_gate_from_merging_until_unhold(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig)
+    rig.sim.set_permission(FORK, "rm", "write")
+    pull = rig.pull()
+    head = rig.head(pull)
+    assert "is held by @rm" in await command(rig, pull.number, '/hold "release freeze"', user="rm")
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    assert not pull.merged and "held by @rm: release freeze" in rig.gate(head)["output"]["summary"]
+    reply = await command(rig, pull.number, "/unhold", user="rm")
+    assert "merged the PR" in reply and pull.merged
+
+
+async def test_approve_counts_for_the_head_it_was_given_on(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
+    teardown.append(rig)
+    for user in ("alice", "mallory"):
+        rig.sim.set_permission(FORK, user, "write")
+    rig.sim.add_team_member("meta/compiler", "alice")
+    pull = rig.pull()
+    old = rig.head(pull)
+    refused = await command(rig, pull.number, "/approve", user="mallory")
+    assert "@mallory does not own `lib/Dialect/TritonGPU/Transforms/Pipeliner.cpp`" in refused
+    assert f"head `{old[:10]}`" in await command(rig, pull.number, "/approve", user="alice")
+    new = rig.sim.commit(FORK, pull.head_ref, {"docs/a.md": "by a person\n"}, message="touch", pusher="carol")
+    await rig.settle()
+    rig.sim.finish_check(FORK, new, Tier.L1.value, "success")
+    await rig.settle()
+    assert not pull.merged and "@alice were given on an older head" in rig.gate(new)["output"]["summary"]
+    assert "merged the PR" in await command(rig, pull.number, "/approve", user="alice")
+    assert pull.merged
