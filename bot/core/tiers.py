@@ -174,9 +174,11 @@ def _start(subject: Subject, level: Level, config: SluiceConfig, *, want: Want) 
     if level is Level.L1:
         return [Dispatch(level, 1, subject.selection, "every ingestion and fork PR runs L1")]
     if subject.kind is SubjectKind.EMERGENCY and not want.l3:
-        if level.value not in config.gate.emergency_required_tiers:
-            return []  # an emergency pick runs only what its gate requires (L3 on request)
-        return [Dispatch(level, 1, subject.selection, f"{level.name} is required for emergency picks")]
+        highest = max(Level(key).number for key in config.gate.emergency_required_tiers)
+        if level.number > highest:
+            return []  # an emergency pick runs the tiers up to the highest its gate requires (L3 on request)
+        below = Level.of_number(level.number - 1).name
+        return [Dispatch(level, 1, subject.selection, f"{below} passed; the emergency gate requires it")]
     if level is Level.L2:
         return [Dispatch(level, 1, subject.selection, "L1 passed")]
     policy = config.tiers.l3_policy
