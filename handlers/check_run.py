@@ -5,6 +5,7 @@ from __future__ import annotations
 from gidgethub.routing import Router
 
 from bot.app.context import Context
+from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.ingestion import Tier
 from bot.core.webhooks import CheckRunEvent
 from bot.ports import Job
@@ -23,5 +24,19 @@ async def on_completed(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
     if not numbers:  # GitHub leaves the list empty for some runs: the registry knows which PR has the head
         records = await ctx.db(ctx.registry.ingestions, repo, state="open")
         numbers = [r.pr_number for r in records if r.pr_number and r.head == event.check_run.head_sha]
+    if not numbers:  # nor does it keep emergency picks: the fork's open PRs from their branches do
+        numbers = await _emergency_pulls(ctx, repo, event.check_run.head_sha)
     for number in numbers:
         await gatekeeping.reevaluate(ctx, repo, number)
+
+
+async def _emergency_pulls(ctx: Context, repo: str, head_sha: str) -> list[int]:
+    fork = await ctx.db(ctx.registry.fork, repo)
+    if fork is None:
+        return []
+    pulls = await ctx.forge(fork.installation_id, repo).open_pulls()
+    return [
+        int(p["number"])
+        for p in pulls
+        if p["head"]["sha"] == head_sha and str(p["head"]["ref"]).startswith(EMERGENCY_PREFIX)
+    ]

@@ -38,15 +38,19 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
 
 @router.register("pull_request", action="synchronize")
 async def on_ingestion_push(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
-    """A new head on an ingestion PR: approvals of the old head stop counting, so its gate is judged anew."""
-    if event.pull_request.head.ref.startswith(BRANCH_PREFIX):
+    """A new head on an ingestion PR (or an emergency pick): approvals of the old head stop counting, so its
+    gate is judged anew."""
+    if event.pull_request.head.ref.startswith((BRANCH_PREFIX, EMERGENCY_PREFIX)):
         await gatekeeping.reevaluate(ctx, event.repository.full_name, event.pull_request.number)
 
 
 @router.register("pull_request", action="closed")
 async def on_ingestion_merged(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
-    """An ingestion PR merged by a person: its rollback tag and its closed audit record."""
-    if event.pull_request.merged and event.pull_request.head.ref.startswith(BRANCH_PREFIX):
+    """An ingestion PR (or an emergency pick) merged by a person: its rollback tag and its closed audit
+    record."""
+    if event.pull_request.merged and event.pull_request.head.ref.startswith(
+        (BRANCH_PREFIX, EMERGENCY_PREFIX)
+    ):
         await gatekeeping.merged(ctx, event.repository.full_name, event.pull_request.number)
 
 

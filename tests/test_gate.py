@@ -319,3 +319,42 @@ def test_codeowners_lines_github_ignores_are_reported() -> None:
 )
 def test_codeowners_patterns(pattern: str, path: str, matches: bool) -> None:
     assert bool(parse_codeowners(f"{pattern} @o\n").owners(path)) is matches
+
+
+FIX = "python/triton/runtime/fix.py"
+
+
+def test_an_emergency_pick_needs_l1_and_a_code_owner_of_its_files_on_the_head() -> None:
+    owners = parse_codeowners("* @global\npython/ @python-owner\n")
+    pick = facts(checks=green(Tier.L1), codeowners=owners, emergency=[FIX, "docs/x.md"])
+    waiting = decide(pick, config=CONFIG, now=NOW)  # L2 is required of ingestions, not of emergency picks
+    assert [(m.kind, m.who) for m in waiting.missing] == [
+        (MissingKind.APPROVAL, ("@python-owner", "@global"))
+    ]
+    assert "`python/triton/runtime/fix.py`, `docs/x.md`" in waiting.missing[0].what
+    stale = dataclasses.replace(pick, approvals=(Approval("python-owner", OLD, NOW),))
+    assert "given on an older head" in decide(stale, config=CONFIG, now=NOW).missing[0].how
+    stranger = dataclasses.replace(pick, approvals=(Approval("someone", HEAD, NOW),))
+    assert not decide(stranger, config=CONFIG, now=NOW).passed
+    approved = dataclasses.replace(pick, approvals=(Approval("python-owner", HEAD, NOW, "command"),))
+    decision = decide(approved, config=CONFIG, now=NOW)
+    assert decision.passed and [a.login for a in decision.approvals] == ["python-owner"]
+    # no conflict is needed for the approval to be asked, and a conflict's own approval still is
+    both = dataclasses.replace(approved, resolutions=(SEMANTIC,))
+    assert [m.kind for m in decide(both, config=CONFIG, now=NOW).missing] == [MissingKind.APPROVAL]
+    assert not decide(dataclasses.replace(approved, checks={}), config=CONFIG, now=NOW).passed
+
+
+def test_an_emergency_pick_nobody_owns_says_how_to_name_an_owner() -> None:
+    pick = facts(checks=green(Tier.L1), codeowners=CodeOwners(), emergency=["odd/file.txt"])
+    (missing,) = decide(pick, config=SluiceConfig(components=()), now=NOW).missing
+    assert missing.who == () and "CODEOWNERS" in missing.how
+
+
+def test_emergency_required_tiers() -> None:
+    assert required_tiers(SluiceConfig(), emergency=True) == (Tier.L1,)
+    l2 = parse_config("gate:\n  emergency_required_tiers: [l1, l2]\n")
+    assert required_tiers(l2, emergency=True) == (Tier.L1, Tier.L2)
+    with pytest.raises(ConfigError, match="l1 is always required"):
+        parse_config("gate:\n  emergency_required_tiers: [l2]\n")
+    assert team_owners([], CODEOWNERS, CONFIG, emergency=[PASS]) == {"@org/compiler"}

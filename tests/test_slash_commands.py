@@ -14,9 +14,11 @@ import aiohttp
 import pytest
 
 from bot.app.context import Context
+from bot.core.audit import AuditState
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.models import Disposition
 from bot.db.audit import CommandAudit
+from bot.db.gates import GateStore
 from bot.db.lag import LagHistory
 from handlers import ROUTES
 from handlers.commands import COMMANDS
@@ -365,3 +367,67 @@ async def test_ingest_while_ingestion_is_paused_is_refused(ctx: Context) -> None
     reply = await say(ctx, number, "/ingest")
     assert "is paused by @carol: LLVM bump in progress" in reply and "`/resume` it first" in reply
     assert queued(ctx) == [] and not mirror_of(ctx).exists()
+
+
+# ------------------------------------------------------------------ an emergency pick through the gate
+
+
+async def finish_l1(ctx: Context, head: str) -> None:
+    """L1 succeeds on `head`, and GitHub's `check_run` event for it is routed, with its `pull_requests` left
+    empty as GitHub leaves it for some runs: Sluice finds the emergency pick's PR by its head."""
+    sim = sim_of(ctx)
+    payload = sim.check_run_completed_payload(FORK, sim.finish_check(FORK, head, "sluice/L1", "success"))
+    assert [p["number"] for p in payload["check_run"]["pull_requests"]] != []
+    payload["check_run"]["pull_requests"] = []
+    await dispatch(ctx, "check_run", payload)
+
+
+async def approve(ctx: Context, number: int, user: str) -> None:
+    sim = sim_of(ctx)
+    review = sim.review(FORK, number, user=user, state="APPROVED")
+    await dispatch(ctx, "pull_request_review", sim.review_payload(FORK, number, review))
+
+
+def gate_run(sim: GitHubSim, head: str) -> dict[str, Any]:
+    return [r for r in sim.check_runs[FORK] if r["head_sha"] == head and r["name"] == "sluice/gate"][-1]
+
+
+async def test_an_emergency_pick_merges_after_l1_and_a_code_owners_approval(ctx: Context) -> None:
+    files = {
+        ".github/sluice.yml": "gate:\n  auto_merge: true\n",
+        ".github/CODEOWNERS": "* @carol\nfix.txt @dan\n",
+    }
+    sim, number = a_fork(ctx, fork_files=files)
+    upstream_commit(sim, {"docs/guide.md": "guide\n"}, message="docs: a guide", at=OLD + dt.timedelta(days=1))
+    await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"})
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "test"})
+    (before,) = LagHistory(ctx.store).history(FORK)
+    trunk = sim.git(FORK, "rev-parse", "main")
+    assert "Opened #" in await say(ctx, number, "/cherry-pick 1872")
+    (pull,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    head, pick = pull["head"]["sha"], pull["head"]["ref"].removeprefix(EMERGENCY_PREFIX)
+
+    await finish_l1(ctx, head)  # L1 alone is required (L2 is not, for an emergency pick), but no approval
+    gate = gate_run(sim, head)
+    assert (gate["status"], gate["conclusion"]) == ("in_progress", None)
+    summary = gate["output"]["summary"]
+    assert "a code owner's approval of the emergency pick (`fix.txt`)" in summary and "@dan" in summary
+    assert "sluice/L1 succeeded" in summary and "sluice/L2" not in summary
+    await approve(ctx, pull["number"], "carol")  # owns `*`, but `fix.txt`'s last matching line is @dan's
+    assert not sim.issues[FORK][pull["number"]].merged and gate_run(sim, head)["conclusion"] is None
+
+    await approve(ctx, pull["number"], "dan")
+    assert sim.issues[FORK][pull["number"]].merged and gate_run(sim, head)["conclusion"] == "success"
+    assert sim.git(FORK, "rev-parse", "main~1") == trunk  # rebased: the picked commit itself, on trunk
+    assert "Sluice-Kind: emergency" in sim.git(FORK, "log", "-1", "--format=%B", "main")
+    tag = f"sluice/rollback/emergency-{pick}"
+    assert sim.git(FORK, "rev-parse", f"refs/tags/{tag}") == trunk
+    record = GateStore(ctx.store).audit(FORK, pull["number"])
+    assert record is not None and record.state is AuditState.CLOSED and record.kind == "emergency"
+    assert (record.merge_sha, record.rollback_tag) == (sim.git(FORK, "rev-parse", "main"), tag)
+    assert [a.login for a in record.approvals] == ["dan"]
+
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "after the emergency pick"})
+    after = LagHistory(ctx.store).history(FORK)[-1]
+    assert (after.ingestion_tip, after.days_behind) == (before.ingestion_tip, before.days_behind)
+    assert after.pending_commits == before.pending_commits - 1

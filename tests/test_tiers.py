@@ -307,3 +307,18 @@ def test_a_report_is_read_from_the_artifact_and_checked() -> None:
     report["run"]["head_sha"] = HEAD  # type: ignore[index]
     parsed, problem = read_report(Finished("success", json.dumps(report)), l1)
     assert problem is None and parsed is not None and parsed.run.head_sha == HEAD
+
+
+def test_an_emergency_pick_runs_the_tiers_its_gate_requires() -> None:
+    emergency = dataclasses.replace(BUNDLE, kind=SubjectKind.EMERGENCY, ingestion="emergency-abcdef0123")
+    first = [Dispatch(L1, 1, Selection.FULL, "every ingestion and fork PR runs L1")]
+    assert next_actions(emergency, [], CONFIG, now=NOW) == first
+    assert next_actions(emergency, [run(L1)], CONFIG, now=NOW) == []  # L1 alone by default
+    assert next_actions(emergency, [run(L1)], CONFIG, now=NOW, want=Want(l3=True)) == [
+        Dispatch(L2, 1, Selection.FULL, "L1 passed")
+    ]
+    l3 = parse_config("gate:\n  emergency_required_tiers: [l1, l3]\n")  # L3 needs L2 below it
+    assert next_actions(emergency, [run(L1)], l3, now=NOW) == [
+        Dispatch(L2, 1, Selection.FULL, "L1 passed; the emergency gate requires it")
+    ]
+    assert next_actions(emergency, [run(L1), run(L2)], l3, now=NOW)[0].level is L3  # type: ignore[union-attr]

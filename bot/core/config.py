@@ -666,11 +666,13 @@ class GatePolicy(Frozen):
 
     # L1 is always required; list L2 (and L3) to require them too.
     required_tiers: tuple[GateTier, ...] = ("l1", "l2")
+    # An emergency pick (`/cherry-pick`) is urgent: L1 alone by default, then a code owner's approval.
+    emergency_required_tiers: tuple[GateTier, ...] = ("l1",)
     auto_merge: StrictBool = False  # merge when the gate passes; otherwise a person merges
     # Automatic ingestion pauses after this many failed ingestions in a row, until a maintainer resumes it.
     pause_after_failures: Count = 3
 
-    @field_validator("required_tiers")
+    @field_validator("required_tiers", "emergency_required_tiers")
     @classmethod
     def _l1_is_required(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if "l1" not in value:

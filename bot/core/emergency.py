@@ -11,6 +11,11 @@ EMERGENCY_PREFIX = "sluice/emergency/"
 KIND_TRAILER = ("Sluice-Kind", "emergency")  # recognised as an emergency pick: never moves the ingestion tip
 
 
+def emergency_id(branch: str) -> str:
+    """The ingestion id of an emergency pick's branch (`sluice/emergency/<sha10>` -> `emergency-<sha10>`)."""
+    return "emergency-" + branch.removeprefix(EMERGENCY_PREFIX)
+
+
 @dataclass(frozen=True)
 class EmergencyPick:
     """One upstream commit picked onto fork trunk on its own, at someone's request."""
@@ -22,7 +27,7 @@ class EmergencyPick:
 
     @property
     def id(self) -> str:
-        return f"emergency-{self.commit.sha[:10]}"
+        return emergency_id(self.branch)
 
     @property
     def branch(self) -> str:

@@ -110,6 +110,9 @@ class GateInput:
     hold: Hold | None = None
     codeowners: CodeOwners = field(default_factory=CodeOwners)
     teams: Mapping[str, frozenset[str]] = field(default_factory=dict)  # '@org/team' -> approvers in it
+    # An emergency pick (`/cherry-pick`): the files its commit touches. A code owner of them approves it on
+    # the head whatever its conflicts were, and only `gate.emergency_required_tiers` are required.
+    emergency: Sequence[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -141,9 +144,11 @@ class GateDecision:
         return "failure" if self.failed else None
 
 
-def required_tiers(config: SluiceConfig) -> tuple[Tier, ...]:
-    """L1 always, then the tiers `gate.required_tiers` names, in tier order."""
-    named = {TIER_KEYS[key] for key in config.gate.required_tiers} | {Tier.L1}
+def required_tiers(config: SluiceConfig, *, emergency: bool = False) -> tuple[Tier, ...]:
+    """L1 always, then the tiers `gate.required_tiers` (an emergency pick: `gate.emergency_required_tiers`)
+    names, in tier order."""
+    keys = config.gate.emergency_required_tiers if emergency else config.gate.required_tiers
+    named = {TIER_KEYS[key] for key in keys} | {Tier.L1}
     return tuple(t for t in (Tier.L1, Tier.L2, Tier.L3) if t in named)
 
 
@@ -153,9 +158,11 @@ def decide(facts: GateInput, *, config: SluiceConfig, now: dt.datetime) -> GateD
     met: list[str] = []
     failed: list[Tier] = []
     waived: list[Waiver] = []
-    for tier in required_tiers(config):
+    for tier in required_tiers(config, emergency=facts.emergency is not None):
         _tier(tier, facts, now, missing=missing, met=met, failed=failed, waived=waived)
     counted = _approvals(facts, config, missing=missing, met=met)
+    if facts.emergency is not None:
+        counted = _emergency_approval(facts, config, facts.emergency, counted, missing=missing, met=met)
     if facts.hold is not None:
         hold = facts.hold
         missing.append(
@@ -237,7 +244,44 @@ def _approvals(
     return tuple(counted.values())
 
 
-def _approve_how(resolution: Resolution, facts: GateInput) -> str:
+def _emergency_approval(
+    facts: GateInput,
+    config: SluiceConfig,
+    paths: Sequence[str],
+    counted: tuple[Approval, ...],
+    *,
+    missing: list[Missing],
+    met: list[str],
+) -> tuple[Approval, ...]:
+    """An emergency pick skips the planner's batching and the upstream order, so a code owner of the files
+    it touches (any of them: one owner vouches for the pick) approves it on the current head."""
+    owners = emergency_owners(paths, facts.codeowners, config)
+    subject = "the emergency pick"
+    by = [a for a in facts.approvals if a.head_sha == facts.head_sha and _owns(a.login, owners, facts.teams)]
+    if by:
+        met.append(f"{subject} approved by {', '.join('@' + a.login for a in by)}")
+        return tuple({a.login: a for a in (*counted, *by)}.values())
+    what = f"a code owner's approval of {subject} ({_files(paths)})"
+    if not owners:
+        how = "name an owner for its files in CODEOWNERS or their component's `owners`"
+        missing.append(Missing(MissingKind.APPROVAL, what, (), how))
+    else:
+        missing.append(Missing(MissingKind.APPROVAL, what, owners, _approve_how(None, facts)))
+    return counted
+
+
+def emergency_owners(paths: Sequence[str], codeowners: CodeOwners, config: SluiceConfig) -> tuple[str, ...]:
+    """Every code owner of any of `paths`, in the order first named."""
+    found = (owner for path in paths for owner in owners_of(path, codeowners, config))
+    return tuple(dict.fromkeys(found))
+
+
+def _files(paths: Sequence[str]) -> str:
+    shown = ", ".join(f"`{p}`" for p in paths[:5])
+    return shown + (f" and {len(paths) - 5} more" if len(paths) > 5 else "") if paths else "no files"
+
+
+def _approve_how(resolution: Resolution | None, facts: GateInput) -> str:
     stale = [a for a in facts.approvals if a.head_sha != facts.head_sha]
     how = f"approve the PR on its head `{facts.head_sha[:10]}` (a review, or `/approve`)"
     if stale:
@@ -279,9 +323,17 @@ def review_approvals(reviews: Sequence[Review], *, bot_login: str) -> tuple[Appr
     )
 
 
-def team_owners(resolutions: Sequence[Resolution], codeowners: CodeOwners, config: SluiceConfig) -> set[str]:
-    """The teams among the owners the resolutions need: the flow asks GitHub which approvers are in them."""
-    needed = (owners_of(r.path, codeowners, config) for r in resolutions if r.needs_approval)
+def team_owners(
+    resolutions: Sequence[Resolution],
+    codeowners: CodeOwners,
+    config: SluiceConfig,
+    *,
+    emergency: Sequence[str] = (),
+) -> set[str]:
+    """The teams among the owners the resolutions (and an emergency pick's files) need: the flow asks GitHub
+    which approvers are in them."""
+    needed = [owners_of(r.path, codeowners, config) for r in resolutions if r.needs_approval]
+    needed.append(emergency_owners(emergency, codeowners, config))
     return {owner.lower() for owners in needed for owner in owners if "/" in owner}
 
 

@@ -49,6 +49,7 @@ class SubjectKind(enum.StrEnum):
     BUNDLE = "bundle"
     CHAIN = "chain"
     FORK_PR = "fork-pr"  # the team's own PR against fork trunk
+    EMERGENCY = "emergency"  # an emergency pick (`/cherry-pick`): the tiers its gate requires, L1 by default
 
 
 class RunState(enum.StrEnum):
@@ -172,6 +173,12 @@ def next_actions(
 def _start(subject: Subject, level: Level, config: SluiceConfig, *, want: Want) -> list[TierAction]:
     if level is Level.L1:
         return [Dispatch(level, 1, subject.selection, "every ingestion and fork PR runs L1")]
+    if subject.kind is SubjectKind.EMERGENCY and not want.l3:
+        highest = max(Level(key).number for key in config.gate.emergency_required_tiers)
+        if level.number > highest:
+            return []  # an emergency pick runs the tiers up to the highest its gate requires (L3 on request)
+        below = Level.of_number(level.number - 1).name
+        return [Dispatch(level, 1, subject.selection, f"{below} passed; the emergency gate requires it")]
     if level is Level.L2:
         return [Dispatch(level, 1, subject.selection, "L1 passed")]
     policy = config.tiers.l3_policy

@@ -13,6 +13,7 @@ from typing import Any
 from bot.core import audit, gate
 from bot.core.codeowners import CODEOWNERS_PATHS, CodeOwners, parse_codeowners
 from bot.core.config import SluiceConfig, Strategy
+from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.errors import MergeRefused
 from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, Pause, Review, Waiver
 from bot.core.ingestion import BRANCH_PREFIX, Tier
@@ -78,7 +79,7 @@ async def evaluate(keeper: Gatekeeper, number: int) -> Outcome:
     now = keeper.clock()
     decision = gate.decide(found.facts, config=keeper.config, now=now)
     paused = found.stored.paused
-    if decision.failed:
+    if decision.failed and found.facts.emergency is None:  # an emergency pick is no failed ingestion
         paused = await _count_failure(keeper, number, decision, paused)
     blocker = _merge_blocker(keeper, pull, paused) if decision.passed else None
     notes = [blocker] if blocker else []
@@ -91,9 +92,24 @@ async def evaluate(keeper: Gatekeeper, number: int) -> Outcome:
 
 
 def _is_open_ingestion(pull: Mapping[str, Any], repo: str) -> bool:
+    return pull.get("state") == "open" and _ours(pull, repo)
+
+
+def _ours(pull: Mapping[str, Any], repo: str) -> bool:
+    """Sluice's own PR: an ingestion's or an emergency pick's branch in the fork itself."""
     head = pull["head"]
     own = (head.get("repo") or {}).get("full_name") == repo
-    return pull.get("state") == "open" and own and str(head["ref"]).startswith(BRANCH_PREFIX)
+    return own and str(head["ref"]).startswith((BRANCH_PREFIX, EMERGENCY_PREFIX))
+
+
+def _is_emergency(pull: Mapping[str, Any]) -> bool:
+    return str(pull["head"]["ref"]).startswith(EMERGENCY_PREFIX)
+
+
+def ingestion_id(pull: Mapping[str, Any]) -> str:
+    """The id in the PR's branch: `bundle-…`/`chain-…`, or `emergency-<sha10>` for an emergency pick."""
+    ref = str(pull["head"]["ref"])
+    return emergency_id(ref) if _is_emergency(pull) else ref.removeprefix(BRANCH_PREFIX)
 
 
 async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
@@ -105,7 +121,8 @@ async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
     approvals = (*gate.review_approvals(reviews, bot_login=keeper.bot_login), *stored.approvals)
     resolutions = stored.record.resolutions() if stored.record is not None else ()
     codeowners = await _codeowners(keeper)
-    teams = await _teams(keeper, resolutions, codeowners, approvals, head)
+    emergency = await keeper.forge.pull_files(number) if _is_emergency(pull) else None
+    teams = await _teams(keeper, resolutions, codeowners, approvals, head, emergency or ())
     facts = GateInput(
         head_sha=head,
         checks=checks,
@@ -115,6 +132,7 @@ async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
         hold=stored.hold,
         codeowners=codeowners,
         teams=teams,
+        emergency=emergency,
     )
     return Facts(pull, head, checks, runs, stored, facts)
 
@@ -154,11 +172,14 @@ async def _teams(
     codeowners: CodeOwners,
     approvals: tuple[Approval, ...],
     head: str,
+    emergency: tuple[str, ...] | list[str],
 ) -> dict[str, frozenset[str]]:
-    """For each team owner the resolutions need, which of the current head's approvers are in it."""
+    """For each team owner the resolutions (or an emergency pick's files) need, which of the current head's
+    approvers are in it."""
     logins = sorted({a.login for a in approvals if a.head_sha == head})
     teams: dict[str, frozenset[str]] = {}
-    for team in sorted(gate.team_owners(resolutions, codeowners, keeper.config)):
+    needed = gate.team_owners(resolutions, codeowners, keeper.config, emergency=emergency)
+    for team in sorted(needed):
         teams[team] = frozenset([login for login in logins if await keeper.forge.in_team(team, login)])
     return teams
 
@@ -232,7 +253,8 @@ def _shows(run: Mapping[str, Any], status: str, conclusion: str | None, summary:
 async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Outcome:
     """Merge at the head the gate judged; then the rollback tag, the closed audit record, the success."""
     number = int(found.pull["number"])
-    method = "rebase" if keeper.config.strategy is Strategy.CHERRY_PICK else "merge"
+    rebase = keeper.config.strategy is Strategy.CHERRY_PICK or _is_emergency(found.pull)
+    method = "rebase" if rebase else "merge"  # an emergency pick keeps its commit: `Sluice-Kind: emergency`
     commits = len(await keeper.forge.pull_commits(number))
     title = f"{found.pull.get('title') or 'Sluice ingestion'} (#{number})"
     try:
@@ -243,8 +265,7 @@ async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Ou
     before = merged
     for _ in range(commits if method == "rebase" else 1):
         before = await keeper.forge.first_parent(before)
-    ingestion_id = str(found.pull["head"]["ref"]).removeprefix(BRANCH_PREFIX)
-    tag = await _tag(keeper, ingestion_id, number, before)
+    tag = await _tag(keeper, ingestion_id(found.pull), number, before)
     await keeper.db(_close, keeper, found, decision, merged=merged, rollback=(tag, before))
     log.info("%s: merged #%d (%s) as %s; rollback point %s", keeper.fork, number, method, merged, tag)
     return Outcome.MERGED
@@ -254,11 +275,7 @@ async def record_merge(keeper: Gatekeeper, number: int) -> Outcome:
     """A PR a person merged (Sluice's own merges close their record as they merge): the rollback tag on the
     trunk it was merged onto, and the audit record closed with what the gate found on its head."""
     pull = await keeper.forge.get_pull(number)
-    head = pull["head"]
-    ours = (head.get("repo") or {}).get("full_name") == keeper.fork and str(head["ref"]).startswith(
-        BRANCH_PREFIX
-    )
-    if not (pull.get("merged") and pull.get("merge_commit_sha") and ours):
+    if not (pull.get("merged") and pull.get("merge_commit_sha") and _ours(pull, keeper.fork)):
         return Outcome.SKIPPED
     found = await _gather(keeper, pull)
     if found.stored.record is not None and found.stored.record.state is audit.AuditState.CLOSED:
@@ -266,7 +283,7 @@ async def record_merge(keeper: Gatekeeper, number: int) -> Outcome:
     decision = gate.decide(found.facts, config=keeper.config, now=keeper.clock())
     merged = str(pull["merge_commit_sha"])
     before = await _pre_merge_trunk(keeper, merged, await keeper.forge.pull_commits(number))
-    tag = await _tag(keeper, str(head["ref"]).removeprefix(BRANCH_PREFIX), number, before)
+    tag = await _tag(keeper, ingestion_id(pull), number, before)
     await keeper.db(_close, keeper, found, decision, merged=merged, rollback=(tag, before))
     log.info("%s: #%d was merged as %s; rollback point %s", keeper.fork, number, merged, tag)
     return Outcome.MERGED
@@ -325,12 +342,13 @@ def _close(
         at=now,
     )
     keeper.gates.save_audit(closed, at=now)
-    keeper.gates.record_success(keeper.fork)
+    if found.facts.emergency is None:  # an emergency pick says nothing of how ingestions fare
+        keeper.gates.record_success(keeper.fork)
     log.debug("%s: audit record of #%d closed", keeper.fork, number)
 
 
 def _bare_record(fork: str, pull: Mapping[str, Any]) -> audit.AuditRecord:
-    ref = str(pull["head"]["ref"]).removeprefix(BRANCH_PREFIX)
+    ref = ingestion_id(pull)
     return audit.AuditRecord(
         fork=fork,
         ingestion_id=ref,

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bot.core.config import L3Policy, SluiceConfig
+from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
 from bot.core.tier_checks import CheckOutput, Shown, blocked, completed, dispatched, refused, timed_out
 from bot.core.tiers import (
@@ -74,13 +75,16 @@ class Finished:
 
 
 def subject_of(pull: Mapping[str, Any], *, fork: str) -> Subject:
-    """The PR as a tier subject: an ingestion (bundle or chain) from Sluice's branch, or a fork PR."""
+    """The PR as a tier subject: an ingestion (bundle or chain) or an emergency pick from Sluice's branch,
+    or a fork PR."""
     head = pull["head"]
-    ours = str(head["ref"]).startswith(BRANCH_PREFIX) and (head.get("repo") or {}).get("full_name") == fork
-    ingestion = str(head["ref"]).removeprefix(BRANCH_PREFIX) if ours else f"pull-{pull['number']}"
-    kind = SubjectKind.FORK_PR
-    if ours:
+    ref, own = str(head["ref"]), (head.get("repo") or {}).get("full_name") == fork
+    ingestion, kind = f"pull-{pull['number']}", SubjectKind.FORK_PR
+    if own and ref.startswith(BRANCH_PREFIX):
+        ingestion = ref.removeprefix(BRANCH_PREFIX)
         kind = SubjectKind.CHAIN if ingestion.startswith("chain-") else SubjectKind.BUNDLE
+    elif own and ref.startswith(EMERGENCY_PREFIX):
+        ingestion, kind = emergency_id(ref), SubjectKind.EMERGENCY
     return Subject(fork, int(pull["number"]), head["sha"], pull["base"]["sha"], kind, ingestion)
 
 

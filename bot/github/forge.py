@@ -158,6 +158,17 @@ class ForkGitHub:
         url = self._url(f"/pulls/{number}/commits?per_page=100")
         return [dict(commit) async for commit in self.api.getiter(url)]
 
+    async def pull_files(self, number: int) -> list[str]:
+        """The paths the PR changes (a rename names its old path too), across pages."""
+        url = self._url(f"/pulls/{number}/files?per_page=100")
+        paths: list[str] = []
+        async for entry in self.api.getiter(url):
+            paths += [
+                str(entry["filename"]),
+                *([str(entry["previous_filename"])] if "previous_filename" in entry else []),
+            ]
+        return list(dict.fromkeys(paths))
+
     async def read_text(self, path: str, *, ref: str) -> str | None:
         """A file's text at `ref`, or None when there is none (or it is not text)."""
         try:

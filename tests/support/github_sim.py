@@ -1671,14 +1671,18 @@ class GitHubSim:
         }
         self.reviews[(full_name, number)].append(review)
         if state != "PENDING" and self._hook is not None:
-            payload = {
-                "action": "submitted",
-                "review": review | {"state": state.lower()},  # webhooks spell the state in lower case
-                "pull_request": self._pull_json(repo, issue),
-                **self._envelope(full_name, user),
-            }
-            self._emit("pull_request_review", payload)
+            self._emit("pull_request_review", self.review_payload(full_name, number, review))
         return review
+
+    def review_payload(self, full_name: str, number: int, review: dict[str, Any]) -> dict[str, Any]:
+        """`pull_request_review` `submitted` as GitHub sends it (for rigs that route events themselves)."""
+        repo, issue = self.repos[full_name], self.issues[full_name][number]
+        return {
+            "action": "submitted",
+            "review": review | {"state": str(review["state"]).lower()},  # webhooks spell it in lower case
+            "pull_request": self._pull_json(repo, issue),
+            **self._envelope(full_name, str(review["user"]["login"])),
+        }
 
     async def _list_reviews(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
@@ -2006,6 +2010,12 @@ class GitHubSim:
     def _check_run_completed(self, repo: Repo, run: dict[str, Any]) -> None:
         """The `check_run` `completed` webhook, naming the open PRs whose head is the run's commit (only the
         `completed` action is sent: Sluice acts on no other)."""
+        if self._hook is not None:
+            self._emit("check_run", self.check_run_completed_payload(repo.full_name, run))
+
+    def check_run_completed_payload(self, full_name: str, run: dict[str, Any]) -> dict[str, Any]:
+        """`check_run` `completed` as GitHub sends it (for rigs that route events themselves)."""
+        repo = self.repos[full_name]
         pulls = []
         for issue in self._open_pulls(repo):
             head, base = self._pull_shas(repo, issue)
@@ -2020,7 +2030,7 @@ class GitHubSim:
                     }
                 )
         payload = {"action": "completed", "check_run": run | {"pull_requests": pulls}}
-        self._emit("check_run", payload | self._envelope(repo.full_name, self.bot_login))
+        return payload | self._envelope(repo.full_name, self.bot_login)
 
     async def _list_check_runs(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
