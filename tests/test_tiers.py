@@ -254,7 +254,7 @@ def test_annotations_go_fifty_per_request_and_the_summary_fits() -> None:
 
 def test_a_refused_dispatch_says_why_and_is_not_retried() -> None:
     out = refused(L1, status=422, message='Unexpected inputs provided: ["request"]', owner=None)
-    assert out.conclusion == "failure" and "HTTP 422" in out.title and "not retried" in out.summary
+    assert out.conclusion == "action_required" and "HTTP 422" in out.title and "not retried" in out.summary
 
 
 @pytest.mark.parametrize("level", [L1, L2, L3])
