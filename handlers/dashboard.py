@@ -35,9 +35,6 @@ async def update(ctx: Context, forge: ForkGitHub, shown: Shown) -> Published:
     repo = forge.repo
     history = await ctx.db(ctx.lag_history.history, repo)
     records = [r for state in LIVE for r in await ctx.db(ctx.registry.ingestions, repo, state=state)]
-    # The registry keeps a merged PR's record open (nothing closes it yet): GitHub says which PRs are open.
-    open_pulls = {int(p["number"]) for p in await forge.open_pulls()}
-    records = [r for r in records if r.state == "blocked" or r.pr_number in open_pulls]
     model = DashboardModel(
         fork=repo,
         now=ctx.clock(),

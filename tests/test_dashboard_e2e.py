@@ -8,6 +8,7 @@ from bot.core import dashboard
 from bot.core.models import Disposition
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
+from bot.db.registry import Registry
 from tests.support.github_sim import Issue
 from tests.test_ingest_e2e import (  # the rig: a served sim and `sluice serve` over loopback
     CORE_PASS,
@@ -175,3 +176,8 @@ async def test_a_merged_ingestion_pr_leaves_the_open_ingestions(rig: Rig) -> Non
     shown = body[body.index("## Open ingestions") : body.index("## Risky chains")]
     assert f"| #{bundle.number} |" not in shown
     assert all(f"| #{p.number} |" in shown for p in rig.pulls())
+    (merged,) = [r for r in Registry(rig.store).ingestions(FORK) if r.pr_number == bundle.number]
+    assert merged.state == "closed"  # the registry closed its record: it counts as open no longer
+    live = [r for r in Registry(rig.store).ingestions(FORK) if r.state in ("open", "blocked")]
+    assert {r.pr_number for r in live if r.state == "open"} == {p.number for p in rig.pulls()}
+    assert LagHistory(rig.store).history(FORK)[-1].open_ingestions == len(live) == len(rig.pulls())
