@@ -9,11 +9,21 @@ from typing import Any
 
 from bot.app.context import Context
 from bot.core.config import SluiceConfig
-from bot.core.dashboard import BacklogCommit, DashboardModel, OpenIngestion, render
+from bot.core.dashboard import (
+    BacklogCommit,
+    DashboardModel,
+    HoldLine,
+    OpenIngestion,
+    PauseState,
+    ThrottleState,
+    WaiverLine,
+    render,
+)
 from bot.core.ingestion import IngestionRecord, Links, Tier
 from bot.core.models import Plan
 from bot.flows.dashboard import Published, publish
 from bot.github.forge import ForkGitHub
+from bot.ports import GateRecords
 
 log = logging.getLogger("sluice.dashboard")
 TIERS = frozenset(t.value for t in Tier)
@@ -35,9 +45,9 @@ async def update(ctx: Context, forge: ForkGitHub, shown: Shown) -> Published:
     repo = forge.repo
     history = await ctx.db(ctx.lag_history.history, repo)
     records = [r for state in LIVE for r in await ctx.db(ctx.registry.ingestions, repo, state=state)]
-    # The registry keeps a merged PR's record open (nothing closes it yet): GitHub says which PRs are open.
-    open_pulls = {int(p["number"]) for p in await forge.open_pulls()}
-    records = [r for r in records if r.state == "blocked" or r.pr_number in open_pulls]
+    numbers = sorted(r.pr_number for r in records if r.state == "open" and r.pr_number is not None)
+    limit = shown.config.gate.pause_after_failures
+    gate = await ctx.db(gate_state, ctx.gates, repo, numbers, limit=limit)
     model = DashboardModel(
         fork=repo,
         now=ctx.clock(),
@@ -47,11 +57,44 @@ async def update(ctx: Context, forge: ForkGitHub, shown: Shown) -> Published:
         components=shown.config.all_components,
         backlog=shown.backlog,
         ingestions=[await _ingestion(forge, r) for r in sorted(records, key=_order)],
-        # waivers, holds, paused and throttle: given here once the gate records them; absent, they read "none"
+        waivers=gate.waivers,
+        holds=gate.holds,
+        paused=gate.paused,
+        throttle=gate.throttle,
     )
     published, number = await publish(forge, render(model))
     log.info("%s: dashboard #%d %s", repo, number, published.value)
     return published
+
+
+@dataclass(frozen=True)
+class GateShown:
+    """What the gate remembers that the dashboard shows: the open ingestion PRs' waivers and holds, the
+    fork's pause and its safety throttle."""
+
+    waivers: tuple[WaiverLine, ...]
+    holds: tuple[HoldLine, ...]
+    paused: PauseState | None
+    throttle: ThrottleState
+
+
+def gate_state(gates: GateRecords, repo: str, numbers: list[int], *, limit: int) -> GateShown:
+    """The gate's records for the open ingestion PRs `numbers` (blocking: one `ctx.db` call). A waiver
+    stays listed after it expires, marked so, while its PR is open: the gate is closed again because of it."""
+    waivers = tuple(
+        WaiverLine(n, w.tier.name, w.reason, w.granted_by, w.expires_at)
+        for n in numbers
+        for w in gates.waivers(repo, n)
+    )
+    holds = tuple(HoldLine(n, h.by, h.reason, h.at) for n in numbers if (h := gates.hold(repo, n)))
+    pause = gates.paused(repo)
+    failures = gates.consecutive_failures(repo)
+    return GateShown(
+        waivers=waivers,
+        holds=holds,
+        paused=None if pause is None else PauseState(pause.by, pause.reason, pause.at),
+        throttle=ThrottleState(failures=failures, limit=limit, tripped=failures >= limit),
+    )
 
 
 def _order(record: IngestionRecord) -> tuple[int, str]:

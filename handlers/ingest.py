@@ -63,12 +63,13 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
         log.info("ingest job %d: %s is no longer a registered fork; nothing to do", job.id, request.fork)
         return
     paused = await ctx.db(ctx.gates.paused, fork.repo)
-    if paused is not None:
-        log.warning("%s: automatic ingestion is paused (%s); `/resume` lifts it", fork.repo, paused.reason)
-        return
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
     built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth, upto=request.upto)
     forge = ctx.forge(fork.installation_id, fork.repo)
+    if paused is not None:  # planned, not applied: the dashboard alone says so, and where the fork stands
+        log.warning("%s: automatic ingestion is paused (%s); `/resume` lifts it", fork.repo, paused.reason)
+        await dashboard.update(ctx, forge, _shown(ctx, fork, built))
+        return
     observed = await observe(forge, built.desired, seen=built.seen)
     actions = reconcile(built.desired, observed)
     await apply(actions, forge=forge, push=_pusher(ctx, fork), record=_recorder(ctx))
@@ -77,8 +78,7 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     for record in await ctx.db(ctx.registry.ingestions, fork.repo, state="open"):
         if record.pr_number is not None:  # level-triggered: a resync also times out stalled tier runs
             await requests.tiers(ctx, fork.repo, record.pr_number)
-    shown = Shown(built.plan, built.config, backlog_of(built.stream, built.plan), _links(ctx, fork))
-    await dashboard.update(ctx, forge, shown)
+    await dashboard.update(ctx, forge, _shown(ctx, fork, built))
     log.info(
         "ingested %s: %d units, %d pushed, %d actions, %d pending upstream commits",
         fork.repo,
@@ -202,6 +202,10 @@ def _record_lag(ctx: Context, repo: str, plan: Plan) -> None:
     open_now = sum(len(ctx.registry.ingestions(repo, state=state)) for state in ("open", "blocked"))
     point = lag_point(repo, plan.status, open_ingestions=open_now, at=ctx.clock())
     ctx.lag_history.record(point)
+
+
+def _shown(ctx: Context, fork: Fork, built: Built) -> Shown:
+    return Shown(built.plan, built.config, backlog_of(built.stream, built.plan), _links(ctx, fork))
 
 
 def _links(ctx: Context, fork: Fork) -> Links:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import aiohttp
 
 from bot.core import dashboard
+from bot.core.gate import Waiver
+from bot.core.ingestion import Tier
 from bot.core.models import Disposition
+from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
+from bot.db.registry import Registry
 from tests.support.github_sim import Issue
 from tests.test_ingest_e2e import (  # the rig: a served sim and `sluice serve` over loopback
     CORE_PASS,
@@ -175,3 +181,46 @@ async def test_a_merged_ingestion_pr_leaves_the_open_ingestions(rig: Rig) -> Non
     shown = body[body.index("## Open ingestions") : body.index("## Risky chains")]
     assert f"| #{bundle.number} |" not in shown
     assert all(f"| #{p.number} |" in shown for p in rig.pulls())
+    (merged,) = [r for r in Registry(rig.store).ingestions(FORK) if r.pr_number == bundle.number]
+    assert merged.state == "closed"  # the registry closed its record: it counts as open no longer
+    live = [r for r in Registry(rig.store).ingestions(FORK) if r.state in ("open", "blocked")]
+    assert {r.pr_number for r in live if r.state == "open"} == {p.number for p in rig.pulls()}
+    assert LagHistory(rig.store).history(FORK)[-1].open_ingestions == len(live) == len(rig.pulls())
+
+
+async def test_the_gates_waivers_holds_pause_and_throttle_show_after_the_next_run(rig: Rig) -> None:  # noqa: F811
+    await upstream_commits(rig, ("docs: first", {"docs/guide.md": "guide 2\n"}))
+    await start(rig)
+    body = the_dashboard(rig).body or ""
+    assert "## Waivers\n\nnone" in body and "## Holds\n\nnone" in body
+    assert "## Paused\n\nnone" in body and "## Safety throttle\n\nnone" in body
+    (pull,) = rig.pulls()
+    gates, now = GateStore(rig.store), rig.sim.now()
+    until = now + dt.timedelta(days=3)
+    waiver = Waiver(Tier.L2, "alice", "flaky runner", "pin the driver", until, granted_by="alice")
+    gates.add_waiver(FORK, pull.number, waiver, at=now)  # as `/waive`, `/hold` and a failed gate record them
+    gates.set_hold(FORK, pull.number, by="bob", reason="release freeze", at=now)
+    gates.record_failure(
+        FORK,
+        pull.number,
+        head_sha=rig.sim.git(FORK, "rev-parse", pull.head_ref).strip(),
+        tier="sluice/L2",
+        at=now,
+    )
+    gates.pause(FORK, by="carol", reason="LLVM bump week", at=now)
+    runs = ingest_runs(rig)
+    await upstream_commits(rig, ("docs: second", {"docs/more.md": "more 2\n"}))
+    await rig.settle()
+    assert ingest_runs(rig) == runs + 1
+    body = the_dashboard(rig).body or ""
+    assert f"- #{pull.number} L2: flaky runner (by @alice, expires {until.date().isoformat()})" in body
+    assert f"- #{pull.number}: held by @bob since {now.date().isoformat()}: release freeze" in body
+    assert f"Paused by @carol since {now.date().isoformat()}: LLVM bump week (`/resume`)" in body
+    assert "armed (1 of 3 failures in a row)" in body
+    assert [p.number for p in rig.pulls()] == [pull.number] and "more 2" not in (pull.body or "")
+
+    gates.clear_hold(FORK, pull.number)  # the next run shows the hold gone (still paused: nothing applied)
+    await upstream_commits(rig, ("docs: third", {"docs/third.md": "third\n"}))
+    await rig.settle()
+    body = the_dashboard(rig).body or ""
+    assert "## Holds\n\nnone" in body and "Paused by @carol" in body

@@ -200,6 +200,20 @@ CASES: list[tuple[str, Desired, ObservedState, list[Action]]] = [
         ],
     ),
     (
+        "a PR merged or closed on GitHub whose unit left the plan: only its record closes",
+        desired(B),
+        dataclasses.replace(synced(B), records={**synced(B).records, CHAIN: record(C, number=8)}),
+        [RecordIngestion(record(C, number=8, state="closed"))],
+    ),
+    (
+        "a record closed already, or a tracking issue's: nothing to record",
+        desired(),
+        ObservedState(
+            records={BUNDLE: record(B, state="closed"), CHAIN: record(C, number=3, state="blocked")}
+        ),
+        [],
+    ),
+    (
         "a unit that left the plan, never recorded: its PR closes",
         desired(),
         dataclasses.replace(synced(B), records={}),

@@ -18,9 +18,11 @@ from bot.core.charts import Series, line_chart
 from bot.core.ingestion import IngestionRecord
 from bot.core.lag import LagPoint
 from bot.core.status_page import ForkView, status_page
+from bot.core.tiers import Level, RunState, TierRun, TierStats, Verdict
 from bot.db.lag import LagHistory
 from bot.db.registry import Fork, Registry
 from bot.db.store import Store
+from bot.db.tier_runs import TierRuns
 from tests.conftest import running_in_ci
 from tests.support.browser import browser, chromium_path
 
@@ -108,6 +110,40 @@ def test_the_history_keeps_every_point_in_order_and_latest_is_per_fork(store: St
     assert history.since(START + dt.timedelta(days=1)) == 3
 
 
+def tier_run(
+    fork: str, level: Level, attempt: int, *, minutes: int, state: RunState = RunState.COMPLETED, **kw: Any
+) -> TierRun:
+    at = START + dt.timedelta(hours=attempt)
+    done = at + dt.timedelta(minutes=minutes) if state is not RunState.DISPATCHED else None
+    return TierRun(fork, 42, "bundle-abc", level, "a" * 40, attempt, state, at, completed_at=done, **kw)
+
+
+def seeded_tiers(store: Store) -> None:
+    """meta/triton's L1 passed 3 of 4 (10+20+30+40 minutes), its L2 failed on infrastructure once; a run
+    still dispatched and one timed out count in neither figure; intel's L1 passed once."""
+    runs = TierRuns(store)
+    verdicts = [Verdict.PASSED, Verdict.FAILED, Verdict.PASSED, Verdict.PASSED]
+    for n, verdict in enumerate(verdicts, start=1):
+        runs.add(tier_run(FORK, Level.L1, n, minutes=10 * n, verdict=verdict))
+    runs.add(tier_run(FORK, Level.L1, 5, minutes=0, state=RunState.DISPATCHED))
+    runs.add(tier_run(FORK, Level.L1, 6, minutes=90, state=RunState.TIMED_OUT))
+    runs.add(tier_run(FORK, Level.L2, 1, minutes=5, verdict=Verdict.INFRA))
+    runs.add(tier_run(OTHER, Level.L1, 1, minutes=3, verdict=Verdict.PASSED))
+
+
+def test_tier_stats_are_per_fork_and_tier_over_completed_runs(store: Store) -> None:
+    seeded_tiers(store)
+    runs = TierRuns(store)
+    assert runs.stats() == [
+        TierStats(OTHER, Level.L1, recent=1, passed=1, runner_minutes=3.0),
+        TierStats(FORK, Level.L1, recent=4, passed=3, runner_minutes=100.0),
+        TierStats(FORK, Level.L2, recent=1, passed=0, runner_minutes=5.0),
+    ]
+    newest = runs.stats(window=2)[1]  # the window is the newest runs: attempts 4 (passed) and 3 (passed)
+    assert (newest.recent, newest.passed, newest.pass_rate, newest.runner_minutes) == (2, 2, 1.0, 100.0)
+    assert TierRuns(store).stats(window=1)[2].pass_rate == 0.0
+
+
 # ---------------------------------------------------------------- served, and seen in Chromium
 
 
@@ -144,6 +180,15 @@ async def test_the_service_serves_the_page_and_the_gauges(aiohttp_client: Any, s
     assert 'sluice_ingestion_lead_time_days{fork="meta/triton",quantile="0.9"} 1.1' in metrics
     assert 'sluice_days_behind_upstream{fork="meta/triton"} 0.8' in metrics
     assert 'sluice_backlog_commits{fork="meta/triton"} 1.0' in metrics
+    assert "sluice_tier_pass_rate{" not in metrics  # no tier has completed a run yet
+    seeded_tiers(store)
+    metrics = await (await client.get("/metrics")).text()
+    assert 'sluice_tier_pass_rate{fork="meta/triton",tier="L1"} 0.75' in metrics
+    assert 'sluice_tier_pass_rate{fork="meta/triton",tier="L2"} 0.0' in metrics
+    assert 'sluice_tier_pass_rate_runs{fork="meta/triton",tier="L1"} 4.0' in metrics
+    assert 'sluice_tier_runner_minutes{fork="meta/triton",tier="L1"} 100.0' in metrics
+    assert 'sluice_tier_runner_minutes{fork="intel/triton-xpu",tier="L1"} 3.0' in metrics
+    assert 'tier="L3"' not in metrics  # a tier that never completed a run has no series
 
 
 @pytest.fixture

@@ -21,13 +21,14 @@ from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.intake import RETRY_AFTER_S, DatabaseBusy, Intake, Lane
 from bot.app.settings import MAX_WEBHOOK_BYTES, Settings
-from bot.app.status import LagGauges, fork_views
+from bot.app.status import LagGauges, TierGauges, fork_views
 from bot.core import webhooks
 from bot.core.status_page import status_page
 from bot.db.jobs import Delivery, JobQueue, JobState
 from bot.db.lag import LagHistory
 from bot.db.registry import Registry
 from bot.db.store import Store
+from bot.db.tier_runs import TierRuns
 from bot.github.client import GitHubClient
 from bot.ports import Clock
 
@@ -76,6 +77,7 @@ class Metrics:
             registry=self.registry,
         )
         self.lag = LagGauges(self.registry)
+        self.tiers = TierGauges(self.registry)
 
     def count_call(self, method: str) -> None:
         self.github_calls.labels(method=method).inc()
@@ -215,15 +217,18 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     app = request.app
-    lag = LagHistory(app[HEALTH_STORE])
+    lag, runs = LagHistory(app[HEALTH_STORE]), TierRuns(app[HEALTH_STORE])
     try:  # one call on the lane: a stalled database costs /metrics one deadline, not one per figure
-        counts, latest = await app[HEALTH].run(lambda: (app[HEALTH_QUEUE].counts(), lag.latest()))
+        counts, latest, tiers = await app[HEALTH].run(
+            lambda: (app[HEALTH_QUEUE].counts(), lag.latest(), runs.stats())
+        )
     except (DatabaseBusy, SQLAlchemyError) as exc:  # the gauges keep their last values; the rest matter
-        log.warning("/metrics: job and lag gauges not refreshed: %s", str(exc).splitlines()[0])
+        log.warning("/metrics: job, lag and tier gauges not refreshed: %s", str(exc).splitlines()[0])
     else:
         for state in JobState:
             app[METRICS].jobs.labels(state=state.value).set(counts.get(state.value, 0))
         app[METRICS].lag.update(latest)
+        app[METRICS].tiers.update(tiers)
     body = generate_latest(app[METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

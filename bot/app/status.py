@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Gauge
 
 from bot.core.lag import LagPoint
 from bot.core.status_page import ForkView
+from bot.core.tiers import PASS_RATE_WINDOW, TierStats
 from bot.db.lag import LagHistory
 from bot.db.registry import Registry
 from bot.db.store import Store
@@ -62,6 +63,29 @@ class LagGauges:
             self.open.labels(fork=fork).set(point.open_ingestions)
             self.lead_time.labels(fork=fork, quantile="0.5").set(_or_nan(point.lead_time_days_median))
             self.lead_time.labels(fork=fork, quantile="0.9").set(_or_nan(point.lead_time_days_p90))
+
+
+class TierGauges:
+    """Each tier's record per fork on `/metrics`, from the tier runs table (`TierRuns.stats`)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, ["fork", "tier"], registry=registry)
+
+        self.pass_rate = gauge(
+            "sluice_tier_pass_rate", f"Passed share of a tier's newest {PASS_RATE_WINDOW} completed runs"
+        )
+        self.runs = gauge("sluice_tier_pass_rate_runs", "Completed runs the pass rate is over")
+        self.runner_minutes = gauge(
+            "sluice_tier_runner_minutes", "Minutes a tier's completed runs took, dispatch to result"
+        )
+
+    def update(self, stats: Sequence[TierStats]) -> None:
+        for s in stats:
+            labels = {"fork": s.fork, "tier": s.level.name}
+            self.pass_rate.labels(**labels).set(_or_nan(s.pass_rate))
+            self.runs.labels(**labels).set(s.recent)
+            self.runner_minutes.labels(**labels).set(round(s.runner_minutes, 3))
 
 
 def _or_nan(value: float | None) -> float:

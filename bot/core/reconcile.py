@@ -256,7 +256,7 @@ def reconcile(desired: Desired, observed: ObservedState) -> list[Action]:
     actions: list[Action] = [push for u in ours if (push := _push(u, observed)) is not None]
     for unit in ours:
         actions += _publish(unit, observed, fork=desired.fork)
-    return actions + _close_stale(desired, observed)
+    return actions + _close_stale(desired, observed) + _record_gone(desired, observed)
 
 
 def _push(unit: DesiredUnit, observed: ObservedState) -> PushBranch | None:
@@ -376,3 +376,16 @@ def _close_stale(desired: Desired, observed: ObservedState) -> list[Action]:
         if record is not None and record.state == "open":
             actions.append(RecordIngestion(dataclasses.replace(record, state="closed")))
     return actions
+
+
+def _record_gone(desired: Desired, observed: ObservedState) -> list[Action]:
+    """Close the records of PRs GitHub no longer shows open (merged, or closed by a person) whose unit left
+    the plan: otherwise they would count as open ingestions forever. A unit still planned keeps its record,
+    which its new PR's record replaces."""
+    planned = {u.id for u in desired.units}
+    shown = {p.number for p in observed.pulls}
+    return [
+        RecordIngestion(dataclasses.replace(record, state="closed"))
+        for record in observed.records.values()
+        if record.state == "open" and record.id not in planned and record.pr_number not in shown
+    ]

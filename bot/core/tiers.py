@@ -382,3 +382,24 @@ def workflow_inputs(subject: Subject, run: TierRun) -> dict[str, str]:
     }
     assert valid_inputs(inputs), inputs
     return inputs
+
+
+PASS_RATE_WINDOW = (
+    50  # a tier's pass rate is over its newest completed runs on a fork: today's, not last year's
+)
+
+
+@dataclass(frozen=True)
+class TierStats:
+    """A tier's record on one fork, for `/metrics`: how many of its newest completed runs passed, and the
+    runner minutes all its completed runs took (dispatch to result, so a runner's queueing counts too)."""
+
+    fork: str
+    level: Level
+    recent: int  # completed runs in the pass-rate window (at most PASS_RATE_WINDOW)
+    passed: int  # of those, the ones whose verdict is `passed`
+    runner_minutes: float
+
+    @property
+    def pass_rate(self) -> float | None:
+        return self.passed / self.recent if self.recent else None

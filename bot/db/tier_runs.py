@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -21,7 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from bot.core.tiers import Level, RunState, Selection, TierRun, Verdict
+from bot.core.tiers import PASS_RATE_WINDOW, Level, RunState, Selection, TierRun, TierStats, Verdict
 from bot.db.store import Store, UTCDateTime, metadata
 
 RunId = BigInteger().with_variant(Integer, "sqlite")  # GitHub's workflow run ids outgrow 32 bits
@@ -120,6 +121,34 @@ class TierRuns:
         with self.store._engine.connect() as conn:
             found = conn.execute(query).scalar()
         return str(found) if found is not None else None
+
+    def stats(self, *, window: int = PASS_RATE_WINDOW) -> list[TierStats]:
+        """Each fork's and tier's pass rate over its newest `window` completed runs, and its runner minutes
+        over all of them; one read of only the columns these need (a report's JSON is left where it is)."""
+        columns = (tier_runs.c.fork, tier_runs.c.level, tier_runs.c.verdict)
+        times = (tier_runs.c.dispatched_at, tier_runs.c.completed_at)
+        query = (
+            select(*columns, *times)
+            .where(tier_runs.c.state == RunState.COMPLETED.value, tier_runs.c.verdict.is_not(None))
+            .order_by(desc(tier_runs.c.id))
+        )
+        with self.store._engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return _stats(rows, window=window)
+
+
+def _stats(rows: Sequence[Any], *, window: int) -> list[TierStats]:
+    """`rows` newest first: (fork, level, verdict, dispatched_at, completed_at)."""
+    seen: dict[tuple[str, str], list[Any]] = {}
+    for row in rows:
+        seen.setdefault((row.fork, row.level), []).append(row)
+    found = []
+    for (fork, level), runs in sorted(seen.items()):
+        recent = runs[:window]
+        seconds = sum((r.completed_at - r.dispatched_at).total_seconds() for r in runs if r.completed_at)
+        passed = sum(r.verdict == Verdict.PASSED.value for r in recent)
+        found.append(TierStats(fork, Level(level), len(recent), passed, max(seconds, 0.0) / 60))
+    return found
 
 
 def _row(run: TierRun) -> dict[str, Any]:
