@@ -29,10 +29,12 @@ from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.intake import DatabaseBusy
 from bot.app.worker import MAX_ATTEMPTS, Rejected, Worker, is_permanent
+from bot.core.command_args import CommandRefused
 from bot.core.config import ConfigError
 from bot.core.errors import (
     BadInput,
     ConfigRefused,
+    DispatchRefused,
     Forbidden,
     GitAuthRejected,
     GitError,
@@ -63,7 +65,6 @@ from bot.github.client import (
     _PolicedAPI,
     github_failure,
 )
-from bot.github.forge import DispatchRefused
 from handlers import ROUTES
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import serve_sim, sim_with_fork
@@ -101,6 +102,7 @@ TAXONOMY: list[tuple[type[SluiceError], bool]] = [
     (GitHubForbidden, False),
     (InstallationGone, False),
     (DispatchRefused, False),  # a tier workflow GitHub will not start: shown on the check run, not retried
+    (CommandRefused, False),  # a slash command refused (role, arguments): the reply says why, never retried
     (DatabaseBusy, True),
     (Rejected, False),
     (SandboxError, False),

@@ -135,6 +135,11 @@ def test_fork_prs_run_the_critical_subset_and_ingestions_the_extensions() -> Non
     assert [s.name for s in suites_for(config, L2, Selection.FULL)] == ["gemm", "sweep"]
     assert [s.name for s in suites_for(config, L1, Selection.FULL)] == ["smoke", "ext-tlx"]
     assert suites_for(config, L1, Selection.FULL)[1].command[-1] == "third_party/tlx/test"
+    own = parse_config(  # the fork runs its extension's tests in L1 itself: they do not run twice
+        "extensions:\n  - {name: tlx, paths: ['third_party/tlx/**'], suites: [third_party/tlx/test]}\n"
+        "tiers:\n  l1:\n    suites:\n      - {name: tlx, command: [pytest, third_party/tlx/test]}\n"
+    )
+    assert [s.name for s in suites_for(own, L1, Selection.FULL)] == ["tlx"]
     fork_pr = dataclasses.replace(BUNDLE, kind=SubjectKind.FORK_PR)
     assert next_actions(fork_pr, [run(L1)], config, now=NOW)[0] == Dispatch(
         L2, 1, Selection.CRITICAL, "L1 passed"

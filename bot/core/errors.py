@@ -94,6 +94,18 @@ class MergeRefused(SluiceError):
         self.status = status
 
 
+class DispatchRefused(BadInput):
+    """GitHub refused a workflow dispatch: 404 (no such workflow on that ref) or 422 (inputs it does not
+    take). Retrying the same request cannot help; the check run says what to fix."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(
+            f"GitHub refused the workflow dispatch ({status}): {message}",
+            "add the tier's workflow from deploy/workflows/ to fork trunk, with the inputs Sluice sends",
+        )
+        self.status, self.reason = status, message
+
+
 class GitError(SluiceError):
     """A git command failed or a repository is not usable as given (a path, a ref, a URL)."""
 

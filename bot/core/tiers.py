@@ -221,11 +221,17 @@ def extension_suite(extension: Extension) -> SuiteConfig:
 
 
 def suites_for(config: SluiceConfig, level: Level, selection: Selection) -> tuple[SuiteConfig, ...]:
-    """The suites a tier runs for a selection: an ingestion's L1 adds every internal extension's suites."""
+    """The suites a tier runs for a selection: an ingestion's L1 adds every internal extension's suites, but
+    for an extension the tier already tests with a suite of its own name (the fork said how to run them)."""
     tier = tier_config(config, level)
     if selection is Selection.CRITICAL:
         return tuple(s for s in tier.suites if not tier.critical or s.name in tier.critical)
-    extensions = tuple(extension_suite(e) for e in config.extensions if e.suites)
+    named = {s.name for s in tier.suites}
+    extensions = tuple(
+        extension_suite(e)
+        for e in config.extensions
+        if e.suites and not {e.name, f"{EXTENSION_PREFIX}{e.name}"} & named
+    )
     return tier.suites + (extensions if level is Level.L1 else ())
 
 

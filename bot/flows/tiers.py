@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from bot.core.config import L3Policy, SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
+from bot.core.errors import DispatchRefused
 from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
 from bot.core.tier_checks import CheckOutput, Shown, blocked, completed, dispatched, refused, timed_out
 from bot.core.tiers import (
@@ -40,7 +41,6 @@ from bot.core.tiers import (
     triage,
     workflow_inputs,
 )
-from bot.github.forge import DispatchRefused
 from bot.ports import Clock, TierBackend, TierForge, TierRunRecords
 from runners.report import Outcome, Report
 

@@ -9,21 +9,9 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.core.errors import BadInput, MergeRefused, NotFound
+from bot.core.errors import DispatchRefused, MergeRefused, NotFound
 from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
-
-
-class DispatchRefused(BadInput):
-    """GitHub refused a workflow dispatch: 404 (no such workflow on that ref) or 422 (inputs it does not
-    take). Retrying the same request cannot help; the check run says what to fix."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(
-            f"GitHub refused the workflow dispatch ({status}): {message}",
-            "add the tier's workflow from deploy/workflows/ to fork trunk, with the inputs Sluice sends",
-        )
-        self.status, self.reason = status, message
 
 
 class ForkGitHub:
