@@ -270,5 +270,7 @@ async def test_approve_counts_for_the_head_it_was_given_on(
     rig.sim.finish_check(FORK, new, Tier.L1.value, "success")
     await rig.settle()
     assert not pull.merged and "@alice were given on an older head" in rig.gate(new)["output"]["summary"]
-    assert "merged the PR" in await command(rig, pull.number, "/approve", user="alice")
-    assert pull.merged
+    # Approved on the new head, the gate opens; but carol's push is no commit Sluice made: a person merges.
+    reply = await command(rig, pull.number, "/approve", user="alice")
+    assert "the gate is open; the merge is left to a person" in reply and not pull.merged
+    assert "not the commit Sluice pushed" in rig.gate(new)["output"]["summary"]

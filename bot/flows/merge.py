@@ -81,7 +81,7 @@ async def evaluate(keeper: Gatekeeper, number: int) -> Outcome:
     paused = found.stored.paused
     if decision.failed and found.facts.emergency is None:  # an emergency pick is no failed ingestion
         paused = await _count_failure(keeper, number, decision, paused)
-    blocker = _merge_blocker(keeper, pull, paused) if decision.passed else None
+    blocker = _merge_blocker(keeper, found, paused) if decision.passed else None
     notes = [blocker] if blocker else []
     await _publish(keeper, found, decision, notes=notes)
     if not decision.passed:
@@ -209,8 +209,15 @@ def paused_note(reason: str) -> str:
     )
 
 
-def _merge_blocker(keeper: Gatekeeper, pull: Mapping[str, Any], paused: Pause | None) -> str | None:
+def _merge_blocker(keeper: Gatekeeper, found: Facts, paused: Pause | None) -> str | None:
     """Why Sluice leaves an open gate's merge to a person, or None when it merges."""
+    pull = found.pull
+    author = str((pull.get("user") or {}).get("login", ""))
+    if author != keeper.bot_login:  # a branch named like Sluice's proves nothing: who opened the PR does
+        return f"@{author} opened this PR, not Sluice: a person merges it."
+    pushed = found.stored.record.head if found.stored.record is not None else None
+    if found.facts.emergency is None and pushed != found.head:
+        return "Its head is not the commit Sluice pushed (someone pushed to the branch): a person merges it."
     if paused is not None:
         return f"Automatic ingestion is paused ({paused.reason}); `/resume` lifts it."
     if not keeper.config.gate.auto_merge:
