@@ -72,7 +72,7 @@ async def on_tiers(request: TiersRequest, *, ctx: Context, job: Job) -> None:
     if fork is None:
         return
     t = await tiering(ctx, fork)
-    await advance(t, request.pull, want=Want(rerun=request.rerun, l3=request.l3))
+    await advance(t, request.pull, want=Want(rerun=request.rerun, l3=request.l3, suite=request.suite))
 
 
 @router.register(requests.TIER_LOCAL)

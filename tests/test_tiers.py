@@ -15,6 +15,7 @@ import yaml
 from bot.core.config import ConfigError, SluiceConfig, parse_config
 from bot.core.tier_checks import MAX_ANNOTATIONS, Shown, completed, refused
 from bot.core.tiers import (
+    ONE_SUITE,
     Blocked,
     Dispatch,
     FailedTest,
@@ -30,7 +31,9 @@ from bot.core.tiers import (
     Triage,
     Verdict,
     Want,
+    decode_selection,
     next_actions,
+    selection_code,
     suites_for,
     triage,
     workflow_inputs,
@@ -51,8 +54,11 @@ def run(
     head: str = HEAD,
     at: datetime = NOW,
     detail: str = "",
+    suite: int | None = None,
 ) -> TierRun:
-    return TierRun("o/f", 7, "bundle-1", level, head, attempt, state, at, verdict=verdict, detail=detail)
+    return TierRun(
+        "o/f", 7, "bundle-1", level, head, attempt, state, at, verdict=verdict, detail=detail, suite=suite
+    )
 
 
 CONFIG = SluiceConfig()
@@ -152,6 +158,38 @@ def test_config_defaults_and_checks() -> None:
         parse_config("tiers:\n  l2:\n    critical: [nope]\n    suites: [{name: n, builtin: numerics}]\n")
     with pytest.raises(ConfigError):
         parse_config("tiers:\n  l1:\n    workflow: '../x.yml'\n    suites: [{name: n, builtin: smoke}]\n")
+
+
+TWO_L3 = parse_config(
+    "tiers:\n  l3:\n    suites:\n      - {name: bench, builtin: bench}\n      - {name: sweep, command: [x]}\n"
+)
+
+
+def test_an_l3_request_naming_a_suite_dispatches_only_it_by_index() -> None:
+    done = [run(L1), run(L2)]
+    (only,) = next_actions(BUNDLE, done, TWO_L3, now=NOW, want=Want(l3=True, suite="sweep"))
+    assert only == Dispatch(L3, 1, Selection.FULL, "L2 passed; L3 requested (suite sweep only)", suite=1)
+    (every,) = next_actions(BUNDLE, done, TWO_L3, now=NOW, want=Want(l3=True))
+    assert isinstance(every, Dispatch) and every.suite is None
+    assert [s.name for s in suites_for(TWO_L3, L3, Selection.FULL, suite=1)] == ["sweep"]
+    assert [s.name for s in suites_for(TWO_L3, L3, Selection.FULL)] == ["bench", "sweep"]
+    assert suites_for(TWO_L3, L3, Selection.FULL, suite=2) == ()
+    lost = run(L3, verdict=Verdict.INFRA, detail="runner lost", suite=1)
+    (retry,) = next_actions(BUNDLE, [*done, lost], TWO_L3, now=NOW)
+    assert isinstance(retry, Dispatch) and retry.suite == 1  # a retry runs the same one suite
+
+
+def test_a_one_suite_selection_travels_as_an_integer_and_reads_back() -> None:
+    assert [selection_code(Selection.FULL, None), selection_code(Selection.CRITICAL, None)] == [0, 1]
+    assert selection_code(Selection.FULL, 0) == ONE_SUITE and decode_selection(ONE_SUITE + 3) == (
+        Selection.FULL,
+        3,
+    )
+    assert decode_selection(1) == (Selection.CRITICAL, None)
+    with pytest.raises(ValueError):
+        decode_selection(-1)
+    one = dataclasses.replace(run(L3), id=12, suite=1)
+    assert workflow_inputs(BUNDLE, one)["selection"] == str(ONE_SUITE + 1)
 
 
 def test_workflow_inputs_are_integers_and_shas() -> None:

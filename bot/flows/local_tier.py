@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from bot.core.config import SluiceConfig
-from bot.core.tiers import TierRun
+from bot.core.tiers import TierRun, selection_code
 from bot.flows.tiers import Finished
 
 SLUICE_ROOT = Path(__file__).resolve().parent.parent.parent  # where `runners` is importable from
@@ -43,7 +43,7 @@ def run_local(
             "--tier",
             run.level.value,
             "--selection",
-            str(int(run.selection)),
+            str(selection_code(run.selection, run.suite)),
             "--head-sha",
             run.head_sha,
             "--baseline-sha",

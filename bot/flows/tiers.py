@@ -130,6 +130,7 @@ async def _dispatch(t: Tiering, subject: Subject, action: Dispatch) -> None:
         RunState.DISPATCHED,
         t.clock(),
         selection=action.selection,
+        suite=action.suite,
     )
     added = await t.db(t.runs.add, run)
     if added is None:
