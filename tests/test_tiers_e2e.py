@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from sqlalchemy import select
 
 from bot.app.service import create_app
@@ -288,6 +289,16 @@ async def test_an_infrastructure_failure_is_retried_and_labelled(local: Rig) -> 
 
 
 # --- the GitHub Actions backend ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("selection", "accepted"), [("0", True), ("1", True), ("3", True), ("1;x", False)])
+def test_the_templates_input_check_takes_a_one_suite_selection(selection: str, accepted: bool) -> None:
+    for path in sorted(WORKFLOWS.glob("sluice-l*.yml")):
+        steps = yaml.safe_load(path.read_text())["jobs"]["tier"]["steps"]
+        (check,) = [step["run"] for step in steps if step.get("name") == "Check the inputs"]
+        env = {"TIER": "3", "SELECTION": selection, "HEAD_SHA": "a" * 40, "BASELINE_SHA": "b" * 40}
+        done = subprocess.run(["bash", "-c", check], env=env, capture_output=True, text=True, check=False)
+        assert (done.returncode == 0) is accepted, (path.name, done.stdout)
 
 
 async def test_l3_with_a_suite_named_dispatches_its_index_as_the_selection(actions: Rig) -> None:
