@@ -7,6 +7,7 @@ import logging
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.app.context import Context
+from bot.core.config import Name
 from bot.core.tiers import Level
 from bot.core.webhooks import GitHubId, RepoName
 
@@ -42,6 +43,7 @@ class TiersRequest(Request):
     pull: GitHubId
     rerun: Level | None = None
     l3: bool = False
+    suite: Name | None = None  # with `l3`: run only this L3 suite
 
 
 class LocalTierRequest(Request):
@@ -75,10 +77,20 @@ async def register(ctx: Context, repo: str, *, installation_id: int) -> None:
     await ctx.db(ctx.job_requests.enqueue_once, REGISTER, payload, key=repo, now=ctx.clock())
 
 
-async def tiers(ctx: Context, fork: str, pull: int, *, rerun: Level | None = None, l3: bool = False) -> None:
-    """Ask for PR `pull`'s tiers to be brought forward; plain requests for one PR coalesce, asks do not."""
-    payload = TiersRequest(fork=fork, pull=pull, rerun=rerun, l3=l3).model_dump(mode="json")
+async def tiers(
+    ctx: Context,
+    fork: str,
+    pull: int,
+    *,
+    rerun: Level | None = None,
+    l3: bool = False,
+    suite: str | None = None,
+) -> None:
+    """Ask for PR `pull`'s tiers to be brought forward; plain requests for one PR coalesce, asks do not
+    (`suite`, with `l3`: run only that L3 suite)."""
+    payload = TiersRequest(fork=fork, pull=pull, rerun=rerun, l3=l3, suite=suite).model_dump(mode="json")
     key = f"{fork}#{pull}" + (f":rerun-{rerun.value}" if rerun else "") + (":l3" if l3 else "")
+    key += f":{suite}" if suite else ""
     await ctx.db(ctx.job_requests.enqueue_once, TIERS, payload, key=key, now=ctx.clock())
 
 

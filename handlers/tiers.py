@@ -72,7 +72,7 @@ async def on_tiers(request: TiersRequest, *, ctx: Context, job: Job) -> None:
     if fork is None:
         return
     t = await tiering(ctx, fork)
-    await advance(t, request.pull, want=Want(rerun=request.rerun, l3=request.l3))
+    await advance(t, request.pull, want=Want(rerun=request.rerun, l3=request.l3, suite=request.suite))
 
 
 @router.register(requests.TIER_LOCAL)
@@ -106,8 +106,20 @@ async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) ->
 async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
     """L1 on every ingestion PR and fork PR against fork trunk, on each new head."""
     fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
-    if fork is not None and event.pull_request.base.ref == fork.branch:
-        await requests.tiers(ctx, fork.repo, event.pull_request.number)
+    if fork is None or event.pull_request.base.ref != fork.branch:
+        return
+    head_repo = event.pull_request.head.repo.full_name if event.pull_request.head.repo else None
+    if ctx.settings.tier_backend == "local" and head_repo != fork.repo:
+        # The local backend runs the head on the bot's own machine: only the fork's own branches, never code
+        # from another repository (the GitHub backend runs those on GitHub's runners).
+        log.warning(
+            "%s#%d: from %s; the local backend runs only the fork's own branches",
+            fork.repo,
+            event.pull_request.number,
+            head_repo or "a deleted repository",
+        )
+        return
+    await requests.tiers(ctx, fork.repo, event.pull_request.number)
 
 
 @router.register("check_run", action="requested_action")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bot.core.tiers import Selection
+from bot.core.tiers import ONE_SUITE, Selection, decode_selection
 from runners.report import Tier
 
 DESCRIPTION = "Sluice's tier runner: runs a tier's suites on a CI machine and writes the tier report."
@@ -56,10 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--ingestion-id", help="the ingestion this run validates")
     run.add_argument(
         "--selection",
-        type=int,
-        choices=[int(s) for s in Selection],
+        type=_selection,
         default=int(Selection.FULL),
-        help="0: an ingestion's suites, with the extensions' (default); 1: a fork PR's critical subset",
+        help="0: an ingestion's suites, with the extensions' (default); 1: a fork PR's critical subset; "
+        f"{ONE_SUITE}+i: only the tier's suite i (0-based, in the config's order)",
     )
     run.set_defaults(handler=_run)
 
@@ -73,9 +73,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _selection(text: str) -> int:
+    """`--selection`: a non-negative integer (see bot.core.tiers.selection_code)."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a selection (0, 1 or {ONE_SUITE}+i)")
+    return int(text)
+
+
 def _run(args: argparse.Namespace) -> int:
     from runners import run
 
+    selection, suite = decode_selection(args.selection)
     request = run.RunArgs(
         tier=Tier(args.tier),
         out=args.out,
@@ -86,7 +94,8 @@ def _run(args: argparse.Namespace) -> int:
         baseline_sha=args.baseline_sha,
         upstream_range=args.upstream_range,
         ingestion_id=args.ingestion_id,
-        selection=Selection(args.selection),
+        selection=selection,
+        suite=suite,
     )
     return run.main(request)
 

@@ -52,6 +52,7 @@ class RunRequest:
     upstream_range: str | None = None
     ingestion_id: str | None = None
     selection: Selection = Selection.FULL  # an ingestion's suites (with the extensions'), or a fork PR's
+    suite: int | None = None  # only this suite of the tier, by index (an `/l3 <suite>` request)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,9 @@ class SuiteRun:
 def select_suites(request: RunRequest) -> tuple[SuiteConfig, ...]:
     """The selection's suites of the tier, or those `--only` names (by name or built-in kind); BadInput for an
     unknown one."""
-    suites = suites_for(request.config, Level(request.tier.value), request.selection)
+    suites = suites_for(request.config, Level(request.tier.value), request.selection, suite=request.suite)
+    if request.suite is not None and not suites:
+        raise BadInput(f"tier {request.tier.value} has no suite {request.suite} (0-based; check the config)")
     if not request.only:
         return tuple(suites)
     unknown = [wanted for wanted in request.only if not any(wanted in (s.name, s.builtin) for s in suites)]
@@ -354,6 +357,7 @@ class RunArgs:
     upstream_range: str | None = None
     ingestion_id: str | None = None
     selection: Selection = Selection.FULL
+    suite: int | None = None
 
 
 def main(args: RunArgs, *, console: Console | None = None) -> int:
@@ -391,6 +395,7 @@ def _request(args: RunArgs, console: Console) -> RunRequest:
         upstream_range=args.upstream_range,
         ingestion_id=args.ingestion_id,
         selection=args.selection,
+        suite=args.suite,
     )
 
 

@@ -191,8 +191,11 @@ async def test_retry_reruns_the_named_tier_or_the_failed_ones(ctx: Context) -> N
 async def test_l3_runs_on_demand_with_a_suite_of_the_config(ctx: Context) -> None:
     _, _, number = an_ingestion_pull(ctx)
     reply = await say(ctx, number, "/l3 bench")
-    assert f"L3 requested on #{number}'s head" in reply and "(bench)" in reply
-    assert [(p["pull"], p["rerun"], p["l3"]) for p in tier_requests(ctx)] == [(number, None, True)]
+    assert f"L3 requested on #{number}'s head" in reply and "its suite bench only" in reply
+    asked = [(p["pull"], p["rerun"], p["l3"], p["suite"]) for p in tier_requests(ctx)]
+    assert asked == [(number, None, True, "bench")]
+    assert "its suites (bench)" in await say(ctx, number, "/l3")
+    assert [p["suite"] for p in tier_requests(ctx)] == ["bench", None]
     assert "name one of bench" in await say(ctx, number, "/l3 numerics")  # an L2 suite, not L3's
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.core.config import ConfigError, SluiceConfig, SuiteConfig, check_config, parse_config
-from runners import commands, environment
+from runners import cli, commands, environment
 from runners import report as model  # not `import TestResult`: pytest would try to collect it
 from runners.report import Environment, Outcome, Report, RunInfo, SuiteResult, Tier
 from runners.run import BadInput, Expectation, RunRequest, SuiteRun, exit_code, judge, run_tier, select_suites
@@ -102,6 +102,24 @@ def test_only_an_unknown_suite_is_bad_input() -> None:
 
     with pytest.raises(BadInput, match=r"tier l3 has no suite 'perf' \(its suites: bench\)"):
         select_suites(request)
+
+
+TWO_L3 = (
+    "tiers:\n  l3:\n    suites:\n      - {name: bench, builtin: bench}\n      - {name: sweep, command: [x]}\n"
+)
+
+
+def test_a_one_suite_selection_runs_only_that_suite_and_past_the_suites_is_bad_input(tmp_path: Path) -> None:
+    config = TWO_L3
+    request = RunRequest(tier=Tier.L3, config=parse_config(config), suite=1)
+    assert [s.name for s in select_suites(request)] == ["sweep"]
+    with pytest.raises(BadInput, match="tier l3 has no suite 2"):
+        select_suites(RunRequest(tier=Tier.L3, config=parse_config(config), suite=2))
+    (tmp_path / "c.yml").write_text(config)
+    argv = ["run", "--tier", "l3", "--config", str(tmp_path / "c.yml"), "--out", str(tmp_path / "r.json")]
+    assert cli.main([*argv, "--selection", "4"]) == 2 and not (tmp_path / "r.json").exists()  # no suite 2
+    with pytest.raises(SystemExit):
+        cli.main([*argv, "--selection", "-1"])
 
 
 # --- command suites, for real -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,8 @@ import yaml
 from bot.core.config import ConfigError, SluiceConfig, parse_config
 from bot.core.tier_checks import MAX_ANNOTATIONS, Shown, completed, refused
 from bot.core.tiers import (
+    INFRA_MARKERS,
+    ONE_SUITE,
     Blocked,
     Dispatch,
     FailedTest,
@@ -30,7 +33,9 @@ from bot.core.tiers import (
     Triage,
     Verdict,
     Want,
+    decode_selection,
     next_actions,
+    selection_code,
     suites_for,
     triage,
     workflow_inputs,
@@ -51,8 +56,11 @@ def run(
     head: str = HEAD,
     at: datetime = NOW,
     detail: str = "",
+    suite: int | None = None,
 ) -> TierRun:
-    return TierRun("o/f", 7, "bundle-1", level, head, attempt, state, at, verdict=verdict, detail=detail)
+    return TierRun(
+        "o/f", 7, "bundle-1", level, head, attempt, state, at, verdict=verdict, detail=detail, suite=suite
+    )
 
 
 CONFIG = SluiceConfig()
@@ -157,6 +165,38 @@ def test_config_defaults_and_checks() -> None:
         parse_config("tiers:\n  l2:\n    critical: [nope]\n    suites: [{name: n, builtin: numerics}]\n")
     with pytest.raises(ConfigError):
         parse_config("tiers:\n  l1:\n    workflow: '../x.yml'\n    suites: [{name: n, builtin: smoke}]\n")
+
+
+TWO_L3 = parse_config(
+    "tiers:\n  l3:\n    suites:\n      - {name: bench, builtin: bench}\n      - {name: sweep, command: [x]}\n"
+)
+
+
+def test_an_l3_request_naming_a_suite_dispatches_only_it_by_index() -> None:
+    done = [run(L1), run(L2)]
+    (only,) = next_actions(BUNDLE, done, TWO_L3, now=NOW, want=Want(l3=True, suite="sweep"))
+    assert only == Dispatch(L3, 1, Selection.FULL, "L2 passed; L3 requested (suite sweep only)", suite=1)
+    (every,) = next_actions(BUNDLE, done, TWO_L3, now=NOW, want=Want(l3=True))
+    assert isinstance(every, Dispatch) and every.suite is None
+    assert [s.name for s in suites_for(TWO_L3, L3, Selection.FULL, suite=1)] == ["sweep"]
+    assert [s.name for s in suites_for(TWO_L3, L3, Selection.FULL)] == ["bench", "sweep"]
+    assert suites_for(TWO_L3, L3, Selection.FULL, suite=2) == ()
+    lost = run(L3, verdict=Verdict.INFRA, detail="runner lost", suite=1)
+    (retry,) = next_actions(BUNDLE, [*done, lost], TWO_L3, now=NOW)
+    assert isinstance(retry, Dispatch) and retry.suite == 1  # a retry runs the same one suite
+
+
+def test_a_one_suite_selection_travels_as_an_integer_and_reads_back() -> None:
+    assert [selection_code(Selection.FULL, None), selection_code(Selection.CRITICAL, None)] == [0, 1]
+    assert selection_code(Selection.FULL, 0) == ONE_SUITE and decode_selection(ONE_SUITE + 3) == (
+        Selection.FULL,
+        3,
+    )
+    assert decode_selection(1) == (Selection.CRITICAL, None)
+    with pytest.raises(ValueError):
+        decode_selection(-1)
+    one = dataclasses.replace(run(L3), id=12, suite=1)
+    assert workflow_inputs(BUNDLE, one)["selection"] == str(ONE_SUITE + 1)
 
 
 def test_workflow_inputs_are_integers_and_shas() -> None:
@@ -327,3 +367,39 @@ def test_an_emergency_pick_runs_the_tiers_its_gate_requires() -> None:
         Dispatch(L2, 1, Selection.FULL, "L1 passed; the emergency gate requires it")
     ]
     assert next_actions(emergency, [run(L1), run(L2)], l3, now=NOW)[0].level is L3  # type: ignore[union-attr]
+
+
+def test_a_local_tier_run_sees_the_toolchain_not_the_bots_settings_or_credentials(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from bot.flows.local_tier import SLUICE_ROOT, _environment
+
+    for name, value in {
+        "SLUICE_WEBHOOK_SECRET": "s3cret",
+        "AWS_SECRET_ACCESS_KEY": "k",
+        "PGPASSWORD": "p",
+        "HOME": "/root",
+        "TRITON_INTERPRET": "1",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "KEPT_FOR_TESTS": "x",
+        "SLUICE_TIER_PASS_ENV": "KEPT_FOR_TESTS, SLUICE_DATABASE_URL",
+        "SLUICE_DATABASE_URL": "postgresql://u:p@db/sluice",
+    }.items():
+        monkeypatch.setenv(name, value)
+    env = _environment(tmp_path)
+    assert {"SLUICE_WEBHOOK_SECRET", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD", "SLUICE_DATABASE_URL"}.isdisjoint(
+        env
+    )
+    assert env["HOME"] == env["TMPDIR"] == str(tmp_path)  # not the bot's home (its credentials, its config)
+    assert (
+        env["TRITON_INTERPRET"] == "1" and env["CUDA_VISIBLE_DEVICES"] == "0" and env["KEPT_FOR_TESTS"] == "x"
+    )
+    assert "PATH" in env and env["PYTHONPATH"].split(os.pathsep)[0] == str(SLUICE_ROOT)
+
+
+def test_the_runner_lost_marker_looks_a_bounded_way_along_the_line() -> None:
+    marker = INFRA_MARKERS["runner lost"]  # bounded, so a 700 kB line costs linear time, not quadratic
+    assert marker.search("The self-hosted runner lost communication with the server.")
+    assert marker.search("runner gpu-7 went offline") and not marker.search(
+        "runner " + "x" * 100 + " offline"
+    )

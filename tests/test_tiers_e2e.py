@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from sqlalchemy import select
 
 from bot.app.service import create_app
@@ -60,7 +61,8 @@ def tier_config(sim_url: str) -> str:
         f"    suites: [{{name: unit, command: [{python}, ci/check.py, l1]}}]\n"
         f"  l2:\n    owner: '@meta/gpu-ci'\n"
         f"    suites: [{{name: gpu, command: [{python}, ci/check.py, l2]}}]\n"
-        f"  l3:\n    suites: [{{name: bench, command: [{python}, ci/check.py, l3]}}]\n"
+        f"  l3:\n    suites:\n      - {{name: bench, command: [{python}, ci/check.py, l3]}}\n"
+        f"      - {{name: sweep, command: [{python}, ci/check.py, l3-sweep]}}\n"
     )
 
 
@@ -179,6 +181,7 @@ async def local(
     aiohttp_server: Any, tmp_path: Path, database_url: str, monkeypatch: Any
 ) -> AsyncIterator[Rig]:
     monkeypatch.setenv("TIER_STATE_DIR", str(tmp_path))  # the flaky GPU counts its attempts here
+    monkeypatch.setenv("SLUICE_TIER_PASS_ENV", "TIER_STATE_DIR")  # an operator lets the tier see it
     rig, server = await make_rig(aiohttp_server, tmp_path, database_url, backend="local", workflows={})
     yield rig
     await server.close()
@@ -236,8 +239,26 @@ async def test_run_l3_on_request(local: Rig) -> None:
     )
     await local.settle()
     l3 = local.checks(head)["sluice/L3"]
-    assert l3["conclusion"] == "success" and l3["output"]["title"] == "L3: passed (1 test)"
+    assert l3["conclusion"] == "success" and l3["output"]["title"] == "L3: passed (2 tests)"  # both suites
     assert [r.level.value for r in TierRuns(local.store).for_pull(FORK, number)] == ["l1", "l2", "l3"]
+
+
+async def say(rig: Rig, number: int, body: str, *, user: str) -> None:
+    """`body` commented on PR `number` by `user` and delivered as GitHub would."""
+    payload = rig.sim.issue_comment_payload(FORK, rig.sim.add_comment(FORK, number, body, user=user))
+    await rig.deliver("issue_comment", payload)
+    await rig.settle()
+
+
+async def test_l3_with_a_suite_named_runs_only_that_suite(local: Rig) -> None:
+    number, head = await ingestion_pr(local, {"docs/guide.md": "guide, clarified\n"})
+    local.sim.set_permission(FORK, "dev", "write")
+    await say(local, number, "/l3 sweep", user="dev")
+    l3 = local.checks(head)["sluice/L3"]
+    assert l3["conclusion"] == "success" and l3["output"]["title"] == "L3: passed (1 test)"
+    (run,) = [r for r in TierRuns(local.store).for_pull(FORK, number) if r.level.value == "l3"]
+    assert run.suite == 1  # read back from the store
+    assert [s["name"] for s in json.loads(run.report or "{}")["suites"]] == ["sweep"]
 
 
 async def test_l2_does_not_start_after_l1_failed(local: Rig) -> None:
@@ -269,6 +290,31 @@ async def test_an_infrastructure_failure_is_retried_and_labelled(local: Rig) -> 
 
 
 # --- the GitHub Actions backend ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("selection", "accepted"), [("0", True), ("1", True), ("3", True), ("1;x", False)])
+def test_the_templates_input_check_takes_a_one_suite_selection(selection: str, accepted: bool) -> None:
+    for path in sorted(WORKFLOWS.glob("sluice-l*.yml")):
+        steps = yaml.safe_load(path.read_text())["jobs"]["tier"]["steps"]
+        (check,) = [step["run"] for step in steps if step.get("name") == "Check the inputs"]
+        env = {"TIER": "3", "SELECTION": selection, "HEAD_SHA": "a" * 40, "BASELINE_SHA": "b" * 40}
+        done = subprocess.run(["bash", "-c", check], env=env, capture_output=True, text=True, check=False)
+        assert (done.returncode == 0) is accepted, (path.name, done.stdout)
+
+
+async def test_l3_with_a_suite_named_dispatches_its_index_as_the_selection(actions: Rig) -> None:
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    for level in ("l1", "l2"):
+        (run,) = [r for r in actions.sim.workflow_runs[FORK] if r["inputs"]["tier"] == level[1:]]
+        actions.act_as_runner(run)
+        await actions.settle()
+    actions.sim.set_permission(FORK, "dev", "write")
+    await say(actions, number, "/l3 bench", user="dev")
+    (l3,) = [r for r in actions.sim.workflow_runs[FORK] if r["inputs"]["tier"] == "3"]
+    assert l3["inputs"]["selection"] == "2" and l3["inputs"]["head_sha"] == head  # suite 0: bench
+    actions.act_as_runner(l3)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L3"]["output"]["title"] == "L3: passed (1 test)"
 
 
 async def test_dispatch_with_run_details_and_results_from_the_artifact(actions: Rig) -> None:

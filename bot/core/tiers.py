@@ -12,6 +12,7 @@ from bot.core.config import Extension, L3Policy, SluiceConfig, SuiteConfig, Tier
 from bot.core.ingestion import Tier
 
 SHA40 = re.compile(r"^[0-9a-f]{40}$")
+MAX_LOG_CHARS = 200_000  # the tail of a tier log Sluice reads (and triages: the patterns scan it)
 EXTENSION_PREFIX = "ext-"  # an extension's suites run as one command suite named ext-<extension>
 
 
@@ -43,6 +44,23 @@ class Selection(enum.IntEnum):
 
     FULL = 0  # an ingestion: every suite of the tier, and L1 adds the internal-extension suites
     CRITICAL = 1  # a fork PR: the tier's `critical` subset (its critical kernels), all when none is named
+
+
+ONE_SUITE = 2  # a selection code from here on runs one suite of the tier: code - ONE_SUITE is its index
+
+
+def selection_code(selection: Selection, suite: int | None) -> int:
+    """The integer a run's selection travels as (a workflow input, the store's column, `--selection`): the
+    selection itself, or `ONE_SUITE + i` for only suite `i` of the tier (an `/l3 <suite>` request). An
+    index, not a name, so the workflow inputs stay integers."""
+    return int(selection) if suite is None else ONE_SUITE + suite
+
+
+def decode_selection(code: int) -> tuple[Selection, int | None]:
+    """`selection_code` read back: (the selection, the one suite's index or None); ValueError below 0."""
+    if code < 0:
+        raise ValueError(f"a selection is 0, 1 or {ONE_SUITE}+ (one suite), not {code}")
+    return (Selection.FULL, code - ONE_SUITE) if code >= ONE_SUITE else (Selection(code), None)
 
 
 class SubjectKind(enum.StrEnum):
@@ -96,6 +114,7 @@ class TierRun:
     state: RunState
     dispatched_at: datetime
     selection: Selection = Selection.FULL
+    suite: int | None = None  # only this suite of the tier (its index in the config): an `/l3 <suite>`
     id: int | None = None
     run_id: int | None = None  # the workflow run (GitHub backend)
     verdict: Verdict | None = None
@@ -119,6 +138,7 @@ class Dispatch:
     attempt: int
     selection: Selection
     reason: str  # for the check run: "L1 passed", "retry 2 of 3: runner lost"
+    suite: int | None = None  # only this suite of the tier, by index (see `selection_code`)
 
 
 @dataclass(frozen=True)
@@ -143,6 +163,7 @@ class Want:
 
     rerun: Level | None = None
     l3: bool = False
+    suite: str | None = None  # with `l3`: run only this L3 suite (a name of the config's L3 suites)
 
 
 def next_actions(
@@ -165,7 +186,7 @@ def next_actions(
             continue
         if run.verdict is Verdict.INFRA and run.attempt <= tier.retries:
             why = f"retry {run.attempt} of {tier.retries}: {run.detail or 'infrastructure failure'}"
-            return [Dispatch(level, run.attempt + 1, run.selection, why)]
+            return [Dispatch(level, run.attempt + 1, run.selection, why, suite=run.suite)]
         return [Blocked(above, f"{level.name} failed") for above in LEVELS if above.number > level.number]
     return []
 
@@ -183,11 +204,20 @@ def _start(subject: Subject, level: Level, config: SluiceConfig, *, want: Want) 
         return [Dispatch(level, 1, subject.selection, "L1 passed")]
     policy = config.tiers.l3_policy
     chain = subject.kind is SubjectKind.CHAIN and policy is L3Policy.CHAINS
-    if want.l3 or (policy is L3Policy.ALWAYS and subject.kind is not SubjectKind.FORK_PR) or chain:
-        return [
-            Dispatch(level, 1, subject.selection, "L2 passed; L3 " + ("requested" if want.l3 else policy))
-        ]
+    if want.l3:
+        return [_requested_l3(subject, config, want.suite)]
+    if (policy is L3Policy.ALWAYS and subject.kind is not SubjectKind.FORK_PR) or chain:
+        return [Dispatch(level, 1, subject.selection, f"L2 passed; L3 {policy}")]
     return []
+
+
+def _requested_l3(subject: Subject, config: SluiceConfig, suite: str | None) -> Dispatch:
+    """A person's L3 request: all its suites, or only the one named (an unknown name runs them all)."""
+    names = [s.name for s in config.tiers.l3.suites]
+    if suite is None or suite not in names:
+        return Dispatch(Level.L3, 1, subject.selection, "L2 passed; L3 requested")
+    reason = f"L2 passed; L3 requested (suite {suite} only)"
+    return Dispatch(Level.L3, 1, subject.selection, reason, suite=names.index(suite))
 
 
 def latest_runs(head_sha: str, runs: Sequence[TierRun]) -> dict[Level, TierRun]:
@@ -220,10 +250,15 @@ def extension_suite(extension: Extension) -> SuiteConfig:
     return SuiteConfig(name=f"{EXTENSION_PREFIX}{extension.name}", command=argv)
 
 
-def suites_for(config: SluiceConfig, level: Level, selection: Selection) -> tuple[SuiteConfig, ...]:
+def suites_for(
+    config: SluiceConfig, level: Level, selection: Selection, *, suite: int | None = None
+) -> tuple[SuiteConfig, ...]:
     """The suites a tier runs for a selection: an ingestion's L1 adds every internal extension's suites, but
-    for an extension the tier already tests with a suite of its own name (the fork said how to run them)."""
+    for an extension the tier already tests with a suite of its own name (the fork said how to run them);
+    with `suite`, only that one of the tier's (none when the index is past its suites)."""
     tier = tier_config(config, level)
+    if suite is not None:
+        return tier.suites[suite : suite + 1]
     if selection is Selection.CRITICAL:
         return tuple(s for s in tier.suites if not tier.critical or s.name in tier.critical)
     named = {s.name for s in tier.suites}
@@ -240,7 +275,8 @@ def suites_for(config: SluiceConfig, level: Level, selection: Selection) -> tupl
 # What a lost runner, a missing or busy GPU, a driver mismatch, the network, a full disk or memory say.
 INFRA_MARKERS: Mapping[str, re.Pattern[str]] = {
     "runner lost": re.compile(
-        r"lost communication with the server|runner has received a shutdown signal|runner.*(?:lost|offline)",
+        r"lost communication with the server|runner has received a shutdown signal"
+        r"|runner[^\n]{0,80}?(?:lost|offline)",  # bounded: a long line must not cost quadratic time
         re.I,
     ),
     "GPU missing": re.compile(
@@ -383,7 +419,7 @@ def workflow_inputs(subject: Subject, run: TierRun) -> dict[str, str]:
         "pull": str(subject.pull),
         "head_sha": subject.head_sha,
         "baseline_sha": subject.baseline_sha,
-        "selection": str(int(run.selection)),
+        "selection": str(selection_code(run.selection, run.suite)),
         "request": str(run.id),
     }
     assert valid_inputs(inputs), inputs

@@ -22,7 +22,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from bot.core.tiers import PASS_RATE_WINDOW, Level, RunState, Selection, TierRun, TierStats, Verdict
+from bot.core.tiers import (
+    PASS_RATE_WINDOW,
+    Level,
+    RunState,
+    TierRun,
+    TierStats,
+    Verdict,
+    decode_selection,
+    selection_code,
+)
 from bot.db.store import Store, UTCDateTime, metadata
 
 RunId = BigInteger().with_variant(Integer, "sqlite")  # GitHub's workflow run ids outgrow 32 bits
@@ -153,7 +162,8 @@ def _stats(rows: Sequence[Any], *, window: int) -> list[TierStats]:
 
 def _row(run: TierRun) -> dict[str, Any]:
     row = dataclasses.asdict(run)
-    row.update(level=run.level.value, state=run.state.value, selection=int(run.selection))
+    row.update(level=run.level.value, state=run.state.value)
+    row["selection"] = selection_code(run.selection, row.pop("suite"))
     row["verdict"] = run.verdict.value if run.verdict is not None else None
     return row
 
@@ -161,6 +171,6 @@ def _row(run: TierRun) -> dict[str, Any]:
 def _run(row: Any) -> TierRun:
     values = dict(row)
     values.update(level=Level(values["level"]), state=RunState(values["state"]))
-    values.update(selection=Selection(values["selection"]))
+    values["selection"], values["suite"] = decode_selection(values["selection"])
     values["verdict"] = Verdict(values["verdict"]) if values["verdict"] is not None else None
     return TierRun(**values)

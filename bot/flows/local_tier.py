@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from bot.core.config import SluiceConfig
-from bot.core.tiers import TierRun
+from bot.core.tiers import TierRun, selection_code
 from bot.flows.tiers import Finished
 
 SLUICE_ROOT = Path(__file__).resolve().parent.parent.parent  # where `runners` is importable from
@@ -37,13 +37,14 @@ def run_local(
         )  # JSON is YAML
         argv = [
             sys.executable,
+            "-P",  # not the exported tree's own `runners/` or `bot/` ahead of Sluice's (the cwd is the tree)
             "-m",
             "runners",
             "run",
             "--tier",
             run.level.value,
             "--selection",
-            str(int(run.selection)),
+            str(selection_code(run.selection, run.suite)),
             "--head-sha",
             run.head_sha,
             "--baseline-sha",
@@ -57,7 +58,7 @@ def run_local(
             done = subprocess.run(
                 argv,
                 cwd=tree,
-                env=_environment(),
+                env=_environment(Path(tmp)),
                 capture_output=True,
                 text=True,
                 timeout=timeout_s,
@@ -80,7 +81,20 @@ def _export(git_dir: Path, sha: str, tree: Path) -> None:
         tar.extractall(tree, filter="data")
 
 
-def _environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+# What a tier run sees of the bot's environment: the toolchain's variables, never the bot's settings or
+# anything else it was started with (database URLs, cloud credentials, tokens); an operator names more in
+# SLUICE_TIER_PASS_ENV (comma-separated).
+PASSED_ENV = ("PATH", "LANG", "LC_", "TZ", "TRITON_", "CUDA_", "NVIDIA_", "HIP_", "ROCR_", "ROCM_", "HSA_")
+PASS_ENV_SETTING = "SLUICE_TIER_PASS_ENV"
+
+
+def _environment(home: Path) -> dict[str, str]:
+    extra = {n.strip() for n in os.environ.get(PASS_ENV_SETTING, "").split(",") if n.strip()}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k.startswith(PASSED_ENV) or k in extra) and not k.startswith("SLUICE_")
+    }
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SLUICE_ROOT), os.environ.get("PYTHONPATH")) if p)
+    env["HOME"] = env["TMPDIR"] = str(home)
     return env

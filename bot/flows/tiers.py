@@ -21,6 +21,7 @@ from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
 from bot.core.tier_checks import CheckOutput, Shown, blocked, completed, dispatched, refused, timed_out
 from bot.core.tiers import (
     LEVELS,
+    MAX_LOG_CHARS,
     Blocked,
     Dispatch,
     FailedTest,
@@ -130,6 +131,7 @@ async def _dispatch(t: Tiering, subject: Subject, action: Dispatch) -> None:
         RunState.DISPATCHED,
         t.clock(),
         selection=action.selection,
+        suite=action.suite,
     )
     added = await t.db(t.runs.add, run)
     if added is None:
@@ -330,7 +332,10 @@ def unpack(archive: bytes | None, conclusion: str) -> Finished:
         return Finished(conclusion, None, problem=f"the run uploaded no `{ARTIFACT}` artifact")
     try:
         with zipfile.ZipFile(io.BytesIO(archive)) as zipped:
-            report, log_text = _member(zipped, REPORT_FILE), _member(zipped, LOG_FILE) or ""
+            report, log_text = (
+                _member(zipped, REPORT_FILE),
+                (_member(zipped, LOG_FILE) or "")[-MAX_LOG_CHARS:],
+            )
     except zipfile.BadZipFile:
         return Finished(conclusion, None, problem=f"the `{ARTIFACT}` artifact is not a zip archive")
     problem = None if report is not None else f"the `{ARTIFACT}` artifact holds no {REPORT_FILE}"

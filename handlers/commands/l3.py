@@ -1,5 +1,5 @@
 """`/l3 [suite]`: run L3 on the ingestion PR's head now, whatever `tiers.l3_policy` says. A suite named
-must be one of the config's L3 suites; L3 is dispatched as one tier, so all of its suites run."""
+must be one of the config's L3 suites, and then only it runs (the dispatch's `selection` holds its index)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from handlers.commands.on_pull import gate_of, ingestion_pull
 NAME = "l3"
 WHO = Permission.WRITE
 USAGE = Usage(NAME, (Positional("suite", Kind.TEXT, optional=True),))
-HELP = f"`{USAGE.line}` — run L3 on this ingestion PR's head now (a suite named must be an L3 suite)"
+HELP = f"`{USAGE.line}` — run L3 on this ingestion PR's head now (only the L3 suite named, when one is)"
 
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
@@ -25,7 +25,8 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     if named is not None and named not in suites:
         shown = str(named)[:40].replace("`", "'")
         raise CommandRefused(f"`{shown}` is not an L3 suite", f"name one of {', '.join(suites)}")
-    await requests.tiers(ctx, call.fork.repo, number, l3=True)
+    await requests.tiers(ctx, call.fork.repo, number, l3=True, suite=None if named is None else str(named))
     done = f"L3 requested on #{number}'s head `{head[:10]}` by @{call.actor}"
-    reply = f"{done}; it runs its suites ({', '.join(suites)}) and its check run reports.\n"
+    running = f"its suite {named} only" if named is not None else f"its suites ({', '.join(suites)})"
+    reply = f"{done}; it runs {running} and its check run reports.\n"
     return Outcome(done, reply=reply, reaction=QUEUED)
