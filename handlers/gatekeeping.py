@@ -55,12 +55,13 @@ async def gatekeeper(ctx: Context, fork: Fork) -> Gatekeeper | None:
 # Each records its fact and judges the gate again at once; who may call it is the command's decision.
 
 
-async def approve(ctx: Context, repo: str, number: int, *, login: str) -> Outcome:
-    """`/approve`: `login` approves the PR's current head (it stops counting at the next push)."""
+async def approve(ctx: Context, repo: str, number: int, *, login: str, head: str | None = None) -> Outcome:
+    """`/approve`: `login` approves `head` (the one the command checked and names; else the PR's current
+    head); it stops counting at the next push."""
     fork = await _registered(ctx, repo)
-    pull = await ctx.forge(fork.installation_id, repo).get_pull(number)
-    head, now = str(pull["head"]["sha"]), ctx.clock()
-    await ctx.db(ctx.gates.record_approval, repo, number, login=login, head_sha=head, at=now)
+    if head is None:
+        head = str((await ctx.forge(fork.installation_id, repo).get_pull(number))["head"]["sha"])
+    await ctx.db(ctx.gates.record_approval, repo, number, login=login, head_sha=head, at=ctx.clock())
     return await reevaluate(ctx, repo, number)
 
 

@@ -98,6 +98,7 @@ async def test_each_gate_command_refuses_a_commenter_without_the_role(
         ('/waive l1 --until 2027-01-01 --reason "r" --plan "p"', "L1 is never waived"),
         ('/waive l4 --until 2027-01-01 --reason "r" --plan "p"', "is not a tier"),
         ('/waive l2 --until 2026-11-28 --reason "r" --plan "p"', "is in the past"),  # NOW is 2026-11-29
+        ('/waive l2 --until 9999-12-31 --reason "r" --plan "p"', "is more than 90 days away"),
         ("/approve --yes", "is not an option"),
         ("/retry l4", "is not a tier"),
         ("/retry --upload-pack=x", "is not an option"),

@@ -9,7 +9,7 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.core.errors import DispatchRefused, MergeRefused, NotFound
+from bot.core.errors import DispatchRefused, MergeRefused
 from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
 
@@ -124,8 +124,10 @@ class ForkGitHub:
         maintainer reads as write, triage as read)."""
         try:
             answer = await self.api.get(self._url("/collaborators/{login}/permission"), {"login": login})
-        except NotFound:  # GitHub's answer for an account that is gone (or never was)
-            return "none"
+        except BadRequest as exc:
+            if exc.status_code == 404:  # GitHub's answer for an account that is gone (or never was)
+                return "none"
+            raise
         return str(answer["permission"])
 
     async def close_issue(self, number: int, *, comment: str) -> None:

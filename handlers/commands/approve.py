@@ -31,7 +31,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     area = ownership(paths, codeowners=await codeowners(keeper), config=keeper.config)
     teams = await teams_of(keeper, area.teams, call.actor)
     call.require_owner(area, what=f"the resolutions of #{number}", member_of=teams)
-    outcome = await gatekeeping.approve(ctx, call.fork.repo, number, login=call.actor)
+    outcome = await gatekeeping.approve(ctx, call.fork.repo, number, login=call.actor, head=head)
     done = f"@{call.actor} approved #{number}'s resolutions on head `{head[:10]}`"
     shown = ", ".join(f"`{p}`" for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
     reply = f"{done} ({shown}); a later push needs a new approval.\n\nNow {GATE_SAYS[outcome]}.\n"

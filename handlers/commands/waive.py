@@ -9,6 +9,7 @@ import datetime as dt
 from bot.app.context import Context
 from bot.core.command_args import CommandRefused, Flag, Kind, Positional, Usage
 from bot.core.config import CONFIG_PATH
+from bot.core.dashboard import plain
 from bot.core.gate import Waiver
 from bot.core.permissions import Ownership, Permission, ownership
 from bot.core.tiers import Level, tier_config
@@ -17,6 +18,7 @@ from handlers import gatekeeping
 from handlers.commands.call import Call, Outcome
 from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, ingestion_pull, level_of, teams_of
 
+MAX_WAIVER = dt.timedelta(days=90)  # the furthest expiry a waiver may name
 NAME = "waive"
 WHO = Permission.CODE_OWNER
 USAGE = Usage(
@@ -38,6 +40,12 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     today = ctx.clock().astimezone(dt.UTC).date()
     if until < today:
         raise CommandRefused(f"--until {until.isoformat()} is in the past", f"give {today} or later")
+    if until > today + MAX_WAIVER:  # a waiver is a stopgap with a recovery plan, not a standing exception
+        latest = (today + MAX_WAIVER).isoformat()
+        raise CommandRefused(
+            f"--until {until.isoformat()} is more than {MAX_WAIVER.days} days away",
+            f"give {latest} or earlier",
+        )
     pull = await ingestion_pull(call, ctx=ctx)
     keeper = await gate_of(call, ctx=ctx)
     area, owner = await _tier_owners(keeper, level)
@@ -50,7 +58,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     number = int(pull["number"])
     outcome = await gatekeeping.waive(ctx, call.fork.repo, number, waiver)
     done = f"{level.name} is waived on #{number} by @{call.actor} until {until.isoformat()} (end of day, UTC)"
-    reply = f"{done}: {reason}\n\nRecovery plan: {plan}\n\nNow {GATE_SAYS[outcome]}.\n"
+    reply = f"{done}: {plain(reason)}\n\nRecovery plan: {plain(plan)}\n\nNow {GATE_SAYS[outcome]}.\n"
     return Outcome(done, reply=reply)
 
 
