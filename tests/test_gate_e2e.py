@@ -362,6 +362,27 @@ async def test_a_hold_keeps_an_open_gate_from_merging_until_released(
     assert pull.merged and rig.trunk() != head  # rebased: new commits on trunk
 
 
+async def test_a_check_run_another_app_names_like_a_tier_does_not_count(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig)
+    pull = rig.pull()
+    head = rig.head(pull)
+    # A workflow with `checks: write` (GitHub Actions' App) posts its own `sluice/L1`, passed.
+    ours = next(r for r in reversed(rig.sim.check_runs[FORK]) if r["name"] == Tier.L1.value)
+    forged = {**ours, "id": ours["id"] + 10_000, "app": {"id": 15368, "slug": "github-actions"}}
+    forged |= {"status": "completed", "conclusion": "success"}
+    rig.sim.check_runs[FORK].append(forged)
+    rig.sim.finish_check(FORK, head, Tier.L2.value, "neutral")  # an event: the gate judges again
+    await rig.settle()
+    assert not pull.merged and rig.gate(head)["conclusion"] is None
+    rig.sim.check_runs[FORK].remove(forged)
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")  # Sluice's own L1 passes
+    await rig.settle()
+    assert pull.merged
+
+
 async def test_an_approve_command_counts_for_the_head_it_was_given_on(
     aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:

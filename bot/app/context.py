@@ -218,4 +218,5 @@ class Context:
         )
 
     def forge(self, installation_id: int, repo: str) -> ForkGitHub:
-        return ForkGitHub(self.github.for_installation(installation_id), repo, bot_login=self.bot_login)
+        api = self.github.for_installation(installation_id)
+        return ForkGitHub(api, repo, bot_login=self.bot_login, app_id=self.settings.app_id)

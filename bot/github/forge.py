@@ -18,11 +18,12 @@ class ForkGitHub:
     """One repository seen through one installation: a method per REST call (during ingestion, which calls
     to make is `bot.core.reconcile`'s decision and `bot.flows.ingest.apply` makes them)."""
 
-    def __init__(self, api: InstallationAPI, repo: str, *, bot_login: str) -> None:
+    def __init__(self, api: InstallationAPI, repo: str, *, bot_login: str, app_id: int | None = None) -> None:
         self.api = api
         self.repo = repo
         self.owner = repo.split("/", 1)[0]
         self.bot_login = bot_login
+        self.app_id = app_id  # Sluice's App: whose check runs count
 
     def _url(self, path: str) -> str:
         return f"/repos/{self.repo}{path}"
@@ -76,8 +77,10 @@ class ForkGitHub:
         return dict(await self.api.get(self._url("/collaborators/{user}/permission"), {"user": login}))
 
     async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]:
-        """The latest check run per name on `sha`."""
-        url = self._url(f"/commits/{sha}/check-runs?filter=latest&per_page=100")
+        """The latest check run per name on `sha`, of Sluice's App only: a workflow (or another App) can
+        create a check run called `sluice/L1` too, and it must not count."""
+        only = f"&app_id={self.app_id}" if self.app_id else ""
+        url = self._url(f"/commits/{sha}/check-runs?filter=latest&per_page=100{only}")
         return {run["name"]: dict(run) async for run in self.api.getiter(url, iterable_key="check_runs")}
 
     async def create_check_run(self, sha: str, name: str, *, title: str) -> None:

@@ -2042,6 +2042,8 @@ class GitHubSim:
             runs = [r for r in runs if r["name"] == request.query["check_name"]]
         if "status" in request.query:
             runs = [r for r in runs if r["status"] == request.query["status"]]
+        if "app_id" in request.query:  # as GitHub: only the check runs that App created
+            runs = [r for r in runs if str((r.get("app") or {}).get("id")) == request.query["app_id"]]
         if request.query.get("filter", "latest") == "latest":
             latest: dict[str, dict[str, Any]] = {}
             for run in runs:  # newest first, so the first run per name wins
