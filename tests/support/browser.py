@@ -7,7 +7,9 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -71,7 +73,9 @@ async def browser(*, width: int, height: int) -> AsyncIterator[Page]:
     """A fresh headless Chromium with a window of width × height CSS pixels, and its first tab."""
     executable = chromium_path()
     assert executable is not None, "Debian's chromium is not installed (.ci/run installs it)"
-    with tempfile.TemporaryDirectory(prefix="sluice-chromium-") as profile:
+    # Chromium's helpers (renderer, crashpad) may still be writing the profile for a moment after the
+    # group is killed: a leftover file there must not fail the test that used the browser.
+    with tempfile.TemporaryDirectory(prefix="sluice-chromium-", ignore_cleanup_errors=True) as profile:
         proc = await asyncio.create_subprocess_exec(
             executable,
             "--headless=new",
@@ -85,6 +89,7 @@ async def browser(*, width: int, height: int) -> AsyncIterator[Page]:
             "about:blank",
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,  # its own process group, so the helpers are killed with it
         )
         try:
             port = await _devtools_port(Path(profile))
@@ -94,8 +99,31 @@ async def browser(*, width: int, height: int) -> AsyncIterator[Page]:
                 async with session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws:
                     yield Page(ws)
         finally:
-            proc.kill()
-            await proc.wait()
+            await _kill_group(proc)
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """Kill Chromium and every helper it started, and wait until they have gone (5 s at most)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    await proc.wait()
+    for _ in range(100):
+        if not _running_in_group(proc.pid):
+            return
+        await asyncio.sleep(0.05)
+
+
+def _running_in_group(pgid: int) -> bool:
+    """Whether a process of group pgid still runs (a zombie no one has reaped yet writes nothing)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its closing parenthesis
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 async def _devtools_port(profile: Path) -> int:
