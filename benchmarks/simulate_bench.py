@@ -35,7 +35,15 @@ from _history import shared_clone
 
 from bot.core.bisect import Budget
 from bot.core.config import SluiceConfig
-from bot.core.simulation import SimCommit, SimOptions, SimResult, Strategy, information_bound, simulate
+from bot.core.simulation import (
+    SimCommit,
+    SimOptions,
+    SimResult,
+    Strategy,
+    entropy_bound,
+    information_bound,
+    simulate,
+)
 from bot.flows.calibrate import parse_date
 from bot.flows.risk_files import default_model
 from bot.flows.simulate import sim_commits
@@ -134,6 +142,14 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     line("fixed batches of 20, prefix bisection", simulate(commits, culprits, fixed), ANCHORS["fixed-20"])
     bound = information_bound(flags, size=20) / len(commits)
     print(f"information bound, batches of 20: {bound:.3f} runs/commit (anchor {ANCHORS['bound-20']})")
+    entropy = entropy_bound([c.probability or 0.0 for c in commits], flags)
+    confirm = sum(flags) / len(commits)
+    print(
+        "what any strategy needs at the least (bits per commit; + confirmation re-runs "
+        f"{confirm:.3f}): knowing only the culprit rate {entropy.rate:.3f}; with the model's probabilities "
+        f"{entropy.model:.3f} if it were right, {entropy.labels:.3f} on the real culprits, "
+        f"{entropy.calibrated_labels:.3f} scaled to the real rate"
+    )
     best = None
     variants = [
         ("sluice", SimOptions(max_commits=40, runners=runners)),

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.app.cli import main
-from bot.core.simulation import SimCommit, SimOptions, Strategy, information_bound, simulate
+from bot.core.simulation import SimCommit, SimOptions, Strategy, entropy_bound, information_bound, simulate
 from tests.support.scenarios import EPOCH, Scenario, numbered
 from tests.test_calibrate import merge_history
 
@@ -150,6 +150,21 @@ def test_strategies_against_the_information_bound() -> None:
     assert per_commit.runs == 400
     assert fixed.culprits_found == len(culprits) == per_commit.culprits_found
     assert information_bound(flags, size=20) <= fixed.runs < per_commit.runs
+
+
+def test_the_entropy_bound_rewards_only_a_model_that_tells_culprits_apart() -> None:
+    flags = [i % 10 == 0 for i in range(100)]  # a 10 % culprit rate
+    flat = entropy_bound([0.1] * 100, flags)
+    assert flat.rate == pytest.approx(0.469, abs=1e-3)  # H(0.1)
+    assert flat.model == pytest.approx(flat.rate) and flat.labels == pytest.approx(flat.rate)
+    sharp = entropy_bound([0.9 if f else 0.01 for f in flags], flags)  # a model that knows
+    assert sharp.labels < 0.1 < flat.labels
+    wrong = entropy_bound([0.01 if f else 0.9 for f in flags], flags)  # one that is confidently wrong
+    assert wrong.labels > 2.0
+    halved = entropy_bound([0.05] * 100, flags)  # right in shape, half the rate: scaling repairs it
+    assert halved.labels > flat.labels and halved.calibrated_labels == pytest.approx(flat.labels)
+    with pytest.raises(ValueError):
+        entropy_bound([0.1], flags)
 
 
 def test_a_culprits_dependents_wait_for_the_persons_fix_and_are_then_searched_too() -> None:

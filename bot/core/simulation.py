@@ -363,3 +363,41 @@ def information_bound(flags: Sequence[bool], *, size: int) -> float:
         k = sum(batch)
         runs += 1 + (math.log2(math.comb(len(batch), k)) if k else 0.0)
     return runs
+
+
+class EntropyBound(Frozen):
+    """Bits per commit that any strategy's pass/fail answers must carry to name the culprits (one tier run
+    answers one bit at the most), given what it knows of each commit beforehand."""
+
+    rate: float  # knowing only the stream's culprit rate: H(rate)
+    model: float  # trusting the model's probabilities and being right on average: mean H(p)
+    labels: float  # the culprits as they are, coded with the model's probabilities: mean −log2 q(label)
+    calibrated_labels: float  # the same after scaling the probabilities to the stream's real rate
+
+
+def _bits(p: float) -> float:
+    return 0.0 if p <= 0.0 or p >= 1.0 else -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
+
+
+def _cost(p: float, culprit: bool) -> float:
+    p = min(max(p, 1e-9), 1 - 1e-9)
+    return -math.log2(p if culprit else 1 - p)
+
+
+def entropy_bound(probabilities: Sequence[float], flags: Sequence[bool]) -> EntropyBound:
+    """How few tier runs per commit a model with these `probabilities` could buy on this stream (`flags`:
+    which commits are culprits), confirmation re-runs not counted. A strategy that beats these figures on
+    average does not exist: the goal of a run count below them needs a sharper model, not a better search."""
+    if len(probabilities) != len(flags):
+        raise ValueError("one probability per commit")
+    n = len(flags)
+    if n == 0:
+        return EntropyBound(rate=0.0, model=0.0, labels=0.0, calibrated_labels=0.0)
+    rate, mean = sum(flags) / n, sum(probabilities) / n
+    scale = rate / mean if mean > 0 else 1.0
+    return EntropyBound(
+        rate=_bits(rate),
+        model=sum(_bits(p) for p in probabilities) / n,
+        labels=sum(_cost(p, f) for p, f in zip(probabilities, flags, strict=True)) / n,
+        calibrated_labels=sum(_cost(p * scale, f) for p, f in zip(probabilities, flags, strict=True)) / n,
+    )
