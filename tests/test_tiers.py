@@ -403,3 +403,49 @@ def test_the_runner_lost_marker_looks_a_bounded_way_along_the_line() -> None:
     assert marker.search("runner gpu-7 went offline") and not marker.search(
         "runner " + "x" * 100 + " offline"
     )
+
+
+SPAWNS_A_SLEEPER = """import pathlib, subprocess, sys, time
+sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+pathlib.Path(sys.argv[1]).write_text(str(sleeper.pid))
+time.sleep(300)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")  # a zombie (killed, not yet reaped) is no longer running
+    return not (status.is_file() and "\nState:\tZ" in status.read_text())
+
+
+def test_a_local_tier_past_its_timeout_is_stopped_with_everything_it_started(tmp_path: Path) -> None:
+    """The tier command's own child (a grandchild of the runner, in the session the runner gives each
+    command) is killed too, and the run returns as timed out instead of waiting for it."""
+    import subprocess
+    import sys
+    import time
+
+    from bot.flows.local_tier import run_local
+
+    repo, pidfile = tmp_path / "fork", tmp_path / "sleeper.pid"
+    (repo / "ci").mkdir(parents=True)
+    (repo / "ci" / "spawn.py").write_text(SPAWNS_A_SLEEPER)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "spawn"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    command = json.dumps([sys.executable, "ci/spawn.py", str(pidfile)])
+    config = parse_config(f"tiers:\n  l1:\n    suites: [{{name: unit, command: {command}}}]\n")
+    tier_run = run(Level.L1, RunState.DISPATCHED, verdict=None, head=head.stdout.strip())
+    started = time.monotonic()
+    assert run_local(repo / ".git", tier_run, config=config, baseline_sha=BASE, timeout_s=8) is None
+    assert time.monotonic() - started < 60  # not the sleepers' 300 s
+    sleeper = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(sleeper)
