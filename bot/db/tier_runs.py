@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from bot.core.errors import BadInput
 from bot.core.tiers import (
     PASS_RATE_WINDOW,
     Level,
@@ -35,6 +36,7 @@ from bot.core.tiers import (
 from bot.db.store import Store, UTCDateTime, metadata
 
 RunId = BigInteger().with_variant(Integer, "sqlite")  # GitHub's workflow run ids outgrow 32 bits
+INGESTION_LEN = 255  # as long as a branch name: a `sluice/ingest/<anything>` branch's id is its name
 
 tier_runs = Table(
     "tier_runs",
@@ -42,7 +44,7 @@ tier_runs = Table(
     Column("id", Integer, autoincrement=True),
     Column("fork", String(255), nullable=False),
     Column("pull", Integer, nullable=False),
-    Column("ingestion", String(64), nullable=False),
+    Column("ingestion", String(INGESTION_LEN), nullable=False),
     Column("level", String(2), nullable=False),  # l1 | l2 | l3
     Column("head_sha", String(40), nullable=False),
     Column("attempt", Integer, nullable=False),
@@ -69,7 +71,14 @@ class TierRuns:
         self.store = store
 
     def add(self, run: TierRun) -> TierRun | None:
-        """Record a new attempt; None when another worker recorded the same attempt first."""
+        """Record a new attempt; None when another worker recorded the same attempt first. BadInput for an
+        ingestion id longer than the column (a branch name past GitHub's 255 bytes)."""
+        if len(run.ingestion) > INGESTION_LEN:
+            raise BadInput(
+                f"PR #{run.pull}'s ingestion id is {len(run.ingestion)} characters long, "
+                f"over {INGESTION_LEN}",
+                "give the PR's branch a shorter name",
+            )
         row = _row(run)
         row.pop("id")
         try:
