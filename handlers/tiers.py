@@ -4,6 +4,7 @@ events that ask for it: a PR opened or pushed, a check run's Re-run or Run L3 bu
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from pathlib import Path
 
@@ -32,8 +33,10 @@ class LocalBackend:
     def __init__(self, ctx: Context, fork: str) -> None:
         self.ctx, self.fork = ctx, fork
 
-    async def start(self, subject: Subject, run: TierRun, *, workflow: str) -> int | None:
-        assert run.id is not None
+    async def start(
+        self, subject: Subject, run: TierRun, *, workflow: str, earlier: dt.datetime | None = None
+    ) -> int | None:
+        assert run.id is not None  # again after a failure: the job is queued once (enqueue_once)
         await requests.local_tier(self.ctx, self.fork, run.id)
         return None
 

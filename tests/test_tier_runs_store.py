@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
@@ -38,3 +39,20 @@ def test_an_ingestion_id_longer_than_the_column_is_refused_and_nothing_is_writte
     with pytest.raises(BadInput, match="256 characters long, over 255"):
         runs.add(attempt("x" * (BRANCH_NAME_MAX + 1)))
     assert runs.for_pull(FORK, 7) == []
+
+
+def test_a_run_whose_dispatch_failed_is_claimed_again_by_one_worker(store: Store) -> None:
+    runs = TierRuns(store)
+    added = runs.add(attempt())
+    assert added is not None and added.id is not None
+    runs.mark_undispatched(added.id, detail="the dispatch failed (GitHubDown: 503)")
+    marked = runs.get(added.id)
+    assert marked is not None and marked.state is RunState.UNDISPATCHED and "503" in marked.detail
+    later = AT + dt.timedelta(minutes=3)
+    claimed = runs.claim_undispatched(added.id, at=later)
+    assert claimed is not None and claimed.state is RunState.DISPATCHED and claimed.dispatched_at == later
+    assert runs.claim_undispatched(added.id, at=later) is None  # a second worker gets nothing to dispatch
+    runs.save(dataclasses.replace(claimed, state=RunState.COMPLETED))
+    runs.mark_undispatched(added.id, detail="late")  # only a waiting run is marked
+    final = runs.get(added.id)
+    assert final is not None and final.state is RunState.COMPLETED

@@ -36,6 +36,7 @@ from bot.core.tiers import (
     decode_selection,
     next_actions,
     selection_code,
+    stale_runs,
     suites_for,
     triage,
     workflow_inputs,
@@ -111,6 +112,18 @@ L1, L2, L3 = Level.L1, Level.L2, Level.L3
 )
 def test_next_actions(runs: list[TierRun], want: Want, expected: list[object]) -> None:
     assert next_actions(BUNDLE, runs, CONFIG, now=NOW, want=want) == expected
+
+
+def test_a_run_whose_dispatch_failed_is_dispatched_again_as_the_same_attempt() -> None:
+    failed = dataclasses.replace(
+        run(L1, RunState.UNDISPATCHED, verdict=None, suite=None), id=5, detail="the dispatch failed"
+    )
+    (again,) = next_actions(BUNDLE, [failed], CONFIG, now=NOW)
+    assert again == Dispatch(L1, 1, Selection.FULL, "dispatched again: the dispatch failed", again=failed)
+    # a Re-run press meanwhile does not add an attempt beside it: the same one is asked for again
+    assert next_actions(BUNDLE, [failed], CONFIG, now=NOW, want=Want(rerun=L1)) == [again]
+    # and a new head leaves it behind with the other waiting runs
+    assert stale_runs(OLD, [failed]) == [failed]
 
 
 def test_a_stalled_run_times_out_at_the_tier_timeout() -> None:

@@ -376,6 +376,36 @@ async def test_a_dispatch_refused_with_422_is_reported_on_the_check_run(actions:
     assert run.state.value == "refused"
 
 
+def dispatch_answers(rig: Rig, workflow: str) -> list[int]:
+    return [status for _, path, status in rig.sim.requests if path.endswith(f"/{workflow}/dispatches")]
+
+
+async def test_a_dispatch_github_fails_with_a_5xx_is_asked_for_again_by_the_jobs_retry(actions: Rig) -> None:
+    actions.sim.fail_next("POST", r"/sluice-l1\.yml/dispatches$", 503)
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})  # retried after 5 s
+    assert dispatch_answers(actions, "sluice-l1.yml") == [503, 200]
+    (l1,) = actions.sim.workflow_runs[FORK]
+    (recorded,) = TierRuns(actions.store).for_pull(FORK, number)  # the same row, dispatched again
+    assert (recorded.attempt, recorded.state.value, recorded.run_id) == (1, "dispatched", l1["id"])
+    assert l1["inputs"]["request"] == str(recorded.id)
+    actions.act_as_runner(l1)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+
+
+async def test_a_dispatch_whose_answer_is_lost_is_not_dispatched_twice(actions: Rig) -> None:
+    """GitHub started the run but answered 502: the retry finds that run by the id in its name."""
+    actions.sim.fail_after_next("POST", r"/sluice-l1\.yml/dispatches$", 502)
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    assert dispatch_answers(actions, "sluice-l1.yml") == [502]
+    (l1,) = actions.sim.workflow_runs[FORK]
+    (recorded,) = TierRuns(actions.store).for_pull(FORK, number)
+    assert (recorded.state.value, recorded.run_id) == ("dispatched", l1["id"])
+    actions.act_as_runner(l1)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+
+
 async def test_a_stale_sha_result_is_ignored(actions: Rig) -> None:
     trunk = actions.head("main")
     actions.sim.commit(

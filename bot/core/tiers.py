@@ -72,6 +72,7 @@ class SubjectKind(enum.StrEnum):
 
 class RunState(enum.StrEnum):
     DISPATCHED = "dispatched"  # asked for; waiting for its result
+    UNDISPATCHED = "undispatched"  # recorded, but asking for it failed for now (GitHub's 5xx, the network)
     COMPLETED = "completed"  # a result came back (its verdict says which)
     TIMED_OUT = "timed_out"  # no result within the tier's timeout: not waited on any longer
     REFUSED = "refused"  # GitHub refused the dispatch (404 no such workflow, 422 bad inputs)
@@ -139,6 +140,7 @@ class Dispatch:
     selection: Selection
     reason: str  # for the check run: "L1 passed", "retry 2 of 3: runner lost"
     suite: int | None = None  # only this suite of the tier, by index (see `selection_code`)
+    again: TierRun | None = None  # the recorded attempt whose dispatch failed: asked for again, same id
 
 
 @dataclass(frozen=True)
@@ -175,10 +177,14 @@ def next_actions(
     for level in LEVELS:
         tier = tier_config(config, level)
         run = latest.get(level)
-        if want.rerun is level and run is not None and run.state is not RunState.DISPATCHED:
+        waiting = (RunState.DISPATCHED, RunState.UNDISPATCHED)
+        if want.rerun is level and run is not None and run.state not in waiting:
             return [Dispatch(level, run.attempt + 1, subject.selection, "re-run requested")]
         if run is None:
             return _start(subject, level, config, want=want)
+        if run.state is RunState.UNDISPATCHED:
+            why = f"dispatched again: {run.detail or 'the first dispatch failed'}"
+            return [Dispatch(level, run.attempt, run.selection, why, suite=run.suite, again=run)]
         if run.state is RunState.DISPATCHED:
             deadline = run.dispatched_at + timedelta(minutes=tier.timeout_minutes)
             return [TimeOut(run)] if now >= deadline else []
@@ -233,7 +239,8 @@ def latest_runs(head_sha: str, runs: Sequence[TierRun]) -> dict[Level, TierRun]:
 
 def stale_runs(head_sha: str, runs: Sequence[TierRun]) -> list[TierRun]:
     """Runs still waiting for a result on a head that is no longer the PR's: their results are discarded."""
-    return [r for r in runs if r.head_sha != head_sha and r.state is RunState.DISPATCHED]
+    waiting = (RunState.DISPATCHED, RunState.UNDISPATCHED)
+    return [r for r in runs if r.head_sha != head_sha and r.state in waiting]
 
 
 def tier_config(config: SluiceConfig, level: Level) -> TierConfig:

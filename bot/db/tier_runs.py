@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -93,6 +94,26 @@ class TierRuns:
         row = _row(run)
         with self.store._engine.begin() as conn:
             conn.execute(update(tier_runs).where(tier_runs.c.id == row.pop("id")).values(row))
+
+    def mark_undispatched(self, key: int, *, detail: str) -> None:
+        """Its dispatch failed for now: dispatched again (the same id) when its tiers are next looked at.
+        Only a run still waiting for its dispatch's answer changes (a result that came meanwhile stands)."""
+        query = update(tier_runs).where(tier_runs.c.id == key, tier_runs.c.state == RunState.DISPATCHED.value)
+        with self.store._engine.begin() as conn:
+            conn.execute(query.values(state=RunState.UNDISPATCHED.value, detail=detail[:2000]))
+
+    def claim_undispatched(self, key: int, *, at: datetime) -> TierRun | None:
+        """Take an undispatched run to dispatch it again, waiting from `at`; None when another worker took
+        it first (or it is no longer undispatched)."""
+        query = (
+            update(tier_runs)
+            .where(tier_runs.c.id == key, tier_runs.c.state == RunState.UNDISPATCHED.value)
+            .values(state=RunState.DISPATCHED.value, dispatched_at=at)
+        )
+        with self.store._engine.begin() as conn:
+            if conn.execute(query).rowcount != 1:
+                return None
+        return self.get(key)
 
     def set_run_id(self, key: int, run_id: int) -> None:
         """The workflow run a dispatch started (its result may arrive before this: it is not overwritten)."""
