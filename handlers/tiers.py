@@ -17,11 +17,11 @@ from bot.core.tier_checks import RERUN, RUN_L3
 from bot.core.tiers import LEVELS, RunState, Subject, TierRun, Want, tier_config
 from bot.core.webhooks import CheckRunEvent, PullRequestEvent
 from bot.flows.local_tier import run_local
-from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, time_out
+from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, time_out, time_out_stalled
 from bot.github.forge import ForkGitHub
 from bot.ports import Fork, Job, TierBackend
 from handlers import requests
-from handlers.requests import LocalTierRequest, TiersRequest
+from handlers.requests import LocalTierRequest, TiersRequest, TierTimeoutsRequest
 
 router = Router()
 log = logging.getLogger("sluice.tiers")
@@ -76,6 +76,17 @@ async def on_tiers(request: TiersRequest, *, ctx: Context, job: Job) -> None:
         return
     t = await tiering(ctx, fork)
     await advance(t, request.pull, want=Want(rerun=request.rerun, l3=request.l3, suite=request.suite))
+
+
+@router.register(requests.TIER_TIMEOUTS)
+async def on_tier_timeouts(request: TierTimeoutsRequest, *, ctx: Context, job: Job) -> None:
+    """The periodic sweep, for one fork: its runs past their tier's timeout are timed out."""
+    fork = await ctx.db(ctx.registry.fork, request.fork)
+    if fork is None:
+        return
+    waiting = [r for r in await ctx.db(ctx.tier_runs.waiting) if r.fork == fork.repo]
+    if waiting:
+        await time_out_stalled(await tiering(ctx, fork), waiting)
 
 
 @router.register(requests.TIER_LOCAL)

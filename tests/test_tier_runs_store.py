@@ -56,3 +56,16 @@ def test_a_run_whose_dispatch_failed_is_claimed_again_by_one_worker(store: Store
     runs.mark_undispatched(added.id, detail="late")  # only a waiting run is marked
     final = runs.get(added.id)
     assert final is not None and final.state is RunState.COMPLETED
+
+
+def test_waiting_runs_of_every_fork_and_pr_are_listed_for_the_sweep(store: Store) -> None:
+    runs = TierRuns(store)
+    first, second, done = (runs.add(attempt(pull=n)) for n in (7, 8, 9))
+    assert first is not None and second is not None and done is not None
+    assert first.id is not None and second.id is not None
+    runs.save(dataclasses.replace(done, state=RunState.COMPLETED))
+    runs.mark_undispatched(second.id, detail="the dispatch failed")
+    assert [(r.pull, r.state) for r in runs.waiting()] == [
+        (7, RunState.DISPATCHED),
+        (8, RunState.UNDISPATCHED),
+    ]

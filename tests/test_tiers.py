@@ -35,6 +35,7 @@ from bot.core.tiers import (
     Want,
     decode_selection,
     next_actions,
+    overdue,
     selection_code,
     stale_runs,
     suites_for,
@@ -132,6 +133,23 @@ def test_a_stalled_run_times_out_at_the_tier_timeout() -> None:
     assert next_actions(BUNDLE, [run(L1), stalled], CONFIG, now=NOW - timedelta(seconds=1)) == []
     timed_out = dataclasses.replace(stalled, state=RunState.TIMED_OUT)
     assert next_actions(BUNDLE, [run(L1), timed_out], CONFIG, now=NOW) == [Blocked(L3, "L2 failed")]
+
+
+def test_overdue_runs_are_the_waiting_ones_past_their_own_tiers_timeout() -> None:
+    tiers = CONFIG.tiers.model_copy(
+        update={
+            "l1": CONFIG.tiers.l1.model_copy(update={"timeout_minutes": 10}),
+            "l2": CONFIG.tiers.l2.model_copy(update={"timeout_minutes": 30}),
+        }
+    )
+    config = CONFIG.model_copy(update={"tiers": tiers})
+    l1 = run(L1, RunState.DISPATCHED, verdict=None, at=NOW - timedelta(minutes=10))
+    l2 = run(L2, RunState.DISPATCHED, verdict=None, at=NOW - timedelta(minutes=10))
+    done = run(L1, at=NOW - timedelta(days=1))
+    undispatched = run(L3, RunState.UNDISPATCHED, verdict=None, at=NOW - timedelta(days=1))
+    other_pull = dataclasses.replace(l1, pull=8, head_sha=OLD)  # any PR, any head
+    assert overdue([l1, l2, done, undispatched, other_pull], config, now=NOW) == [l1, other_pull]
+    assert overdue([l1], config, now=NOW - timedelta(seconds=1)) == []
 
 
 def test_l3_by_policy() -> None:

@@ -146,7 +146,13 @@ def run_tier(sim: GitHubSim, inputs: dict[str, str]) -> tuple[str | None, str, i
 
 
 async def make_rig(
-    aiohttp_server: Any, tmp_path: Path, database_url: str, *, backend: str, workflows: dict[str, str]
+    aiohttp_server: Any,
+    tmp_path: Path,
+    database_url: str,
+    *,
+    backend: str,
+    workflows: dict[str, str],
+    **changes: Any,
 ) -> tuple[Rig, Any]:
     clock = Clock()
     sim = GitHubSim(root=tmp_path / "sim", clock=clock)
@@ -162,6 +168,7 @@ async def make_rig(
         data_dir=tmp_path / "data",
         allow_private_upstreams=True,
         tier_backend=backend,
+        **changes,
     )
     server = await aiohttp_server(create_app(settings, store=store, clock=clock, background=True))
     sim.hook(f"{url_of(server)}/webhook", SECRET)
@@ -427,6 +434,36 @@ async def test_a_stale_sha_result_is_ignored(actions: Rig) -> None:
     assert runs[old_head].state.value == "stale" and runs[old_head].report is None
     assert actions.checks(new_head)["sluice/L1"]["status"] == "in_progress"
     assert "sluice/L2" not in actions.checks(new_head) and len(actions.sim.workflow_runs[FORK]) == 2
+
+
+@pytest.fixture
+async def swept(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
+    """The GitHub backend, with the sweep for stalled tier runs every second."""
+    rig, server = await make_rig(
+        aiohttp_server, tmp_path, database_url, backend="github", workflows=templates(), tier_sweep_interval=1
+    )
+    yield rig
+    await server.close()
+    rig.store.close()
+
+
+async def test_a_stalled_fork_pr_run_is_timed_out_by_the_sweep_with_no_event(swept: Rig) -> None:
+    trunk = swept.head("main")
+    head = swept.sim.commit(FORK, "feature", {"src/a.py": "a = 1\n"}, message="a", parent=trunk, pusher="dev")
+    pull = swept.sim.open_pull(FORK, head="feature", base="main", title="A fork change", user="dev")
+    await swept.settle()
+    assert swept.checks(head)["sluice/L1"]["status"] == "in_progress"
+    swept.clock.offset = dt.timedelta(minutes=2)  # past L1's timeout_minutes: 1; nothing calls for the PR
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while swept.checks(head)["sluice/L1"].get("conclusion") is None and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+    await swept.settle()
+    check = swept.checks(head)["sluice/L1"]
+    assert check["conclusion"] == "timed_out" and "1 min" in check["output"]["title"]
+    (run,) = TierRuns(swept.store).for_pull(FORK, pull["number"])
+    assert run.state.value == "timed_out"
+    assert swept.checks(head)["sluice/L2"]["conclusion"] == "skipped"  # the tiers above are blocked
 
 
 async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) -> None:

@@ -226,6 +226,17 @@ def _requested_l3(subject: Subject, config: SluiceConfig, suite: str | None) -> 
     return Dispatch(Level.L3, 1, subject.selection, reason, suite=names.index(suite))
 
 
+def overdue(runs: Sequence[TierRun], config: SluiceConfig, *, now: datetime) -> list[TierRun]:
+    """The runs still waiting for a result past their tier's timeout, whatever their PR (the periodic sweep
+    times them out: nothing else may look at a fork PR's or a closed PR's tiers again)."""
+    return [
+        r
+        for r in runs
+        if r.state is RunState.DISPATCHED
+        and now >= r.dispatched_at + timedelta(minutes=tier_config(config, r.level).timeout_minutes)
+    ]
+
+
 def latest_runs(head_sha: str, runs: Sequence[TierRun]) -> dict[Level, TierRun]:
     """The newest attempt of each tier on `head_sha` (stale runs and other heads do not count)."""
     latest: dict[Level, TierRun] = {}

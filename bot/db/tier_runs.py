@@ -129,6 +129,13 @@ class TierRuns:
             row = conn.execute(select(tier_runs).where(tier_runs.c.id == run_id)).first()
         return _run(row._mapping) if row is not None else None
 
+    def waiting(self) -> list[TierRun]:
+        """Every fork's runs that wait for a result or for their dispatch (for the periodic sweep)."""
+        states = (RunState.DISPATCHED.value, RunState.UNDISPATCHED.value)
+        query = select(tier_runs).where(tier_runs.c.state.in_(states)).order_by(tier_runs.c.id)
+        with self.store._engine.connect() as conn:
+            return [_run(r._mapping) for r in conn.execute(query)]
+
     def for_pull(self, fork: str, pull: int) -> list[TierRun]:
         query = select(tier_runs).where(tier_runs.c.fork == fork, tier_runs.c.pull == pull)
         with self.store._engine.connect() as conn:

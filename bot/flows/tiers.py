@@ -38,6 +38,7 @@ from bot.core.tiers import (
     Verdict,
     Want,
     next_actions,
+    overdue,
     stale_runs,
     tier_config,
     triage,
@@ -197,6 +198,21 @@ async def time_out(t: Tiering, run: TierRun) -> None:
     output = timed_out(done, minutes=tier.timeout_minutes, owner=tier.owner)
     await show(t, run.head_sha, run.level, output)
     log.warning("%s #%d: %s attempt %d timed out", run.fork, run.pull, run.level.name, run.attempt)
+
+
+async def time_out_stalled(t: Tiering, runs: Sequence[TierRun]) -> list[TierRun]:
+    """The periodic sweep over the fork's waiting `runs`: each past its tier's timeout is timed out (its check
+    run says so), whatever its PR; then the tiers of each PR concerned are brought forward (the tiers above
+    blocked, an undispatched run dispatched again). The runs timed out."""
+    stalled = overdue(runs, t.config, now=t.clock())
+    for run in stalled:
+        current = await t.db(t.runs.get, run.id)
+        if current is not None and current.state is RunState.DISPATCHED:  # no result came meanwhile
+            await time_out(t, current)
+    undispatched = {r.pull for r in runs if r.state is RunState.UNDISPATCHED}
+    for pull in sorted({r.pull for r in stalled} | undispatched):
+        await advance(t, pull)
+    return stalled
 
 
 def _finish(t: Tiering, run: TierRun, state: RunState, *, detail: str, **changes: Any) -> TierRun:
