@@ -390,6 +390,8 @@ class GateForge(Protocol):
 
     async def post_comment(self, number: int, body: str) -> int: ...
 
+    async def upsert_comment(self, number: int, *, marker: str, body: str) -> int: ...
+
 
 class TierRunRecords(Protocol):
     """Each attempt of a tier on a PR head, as the tier flows keep it (`bot.db.tier_runs.TierRuns`)."""
