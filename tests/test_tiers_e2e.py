@@ -400,6 +400,20 @@ async def test_a_dispatch_github_fails_with_a_5xx_is_asked_for_again_by_the_jobs
     assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
 
 
+async def test_a_check_run_github_fails_to_create_before_the_dispatch_leaves_no_run_waiting(
+    actions: Rig,
+) -> None:
+    actions.sim.fail_next("POST", rf"/repos/{FORK}/check-runs$", 503)  # the fork PR's first: its L1's
+    trunk = actions.head("main")
+    actions.sim.commit(FORK, "feature", {"src/a.py": "a = 1\n"}, message="a", parent=trunk, pusher="dev")
+    pull = actions.sim.open_pull(FORK, head="feature", base="main", title="A fork change", user="dev")
+    await actions.settle()  # the tiers job fails, and its retry (5 s on) shows and dispatches L1
+    (l1,) = actions.sim.workflow_runs[FORK]
+    (recorded,) = TierRuns(actions.store).for_pull(FORK, pull["number"])
+    assert (recorded.attempt, recorded.state.value, recorded.run_id) == (1, "dispatched", l1["id"])
+    assert actions.checks(l1["inputs"]["head_sha"])["sluice/L1"]["status"] == "in_progress"
+
+
 async def test_a_dispatch_whose_answer_is_lost_is_not_dispatched_twice(actions: Rig) -> None:
     """GitHub started the run but answered 502: the retry finds that run by the id in its name."""
     actions.sim.fail_after_next("POST", r"/sluice-l1\.yml/dispatches$", 502)

@@ -151,18 +151,16 @@ async def _dispatch(t: Tiering, subject: Subject, action: Dispatch) -> None:
 async def _start(
     t: Tiering, subject: Subject, action: Dispatch, added: TierRun, *, earlier: datetime | None
 ) -> None:
-    """Ask the backend for the recorded run `added`. When that fails for now (GitHub's 5xx, the network),
-    the run is marked undispatched and the failure raised: the job's retry dispatches the same run again,
-    after looking for a workflow run the failed request may have started anyway."""
+    """Show the recorded run `added` on its check run and ask the backend for it. When either fails for now
+    (GitHub's 5xx, the network), the run is marked undispatched and the failure raised: the job's retry
+    dispatches the same run again, after looking for a workflow run the failed request may have started."""
     tier = tier_config(t.config, action.level)
     reason = action.reason
     if action.level is Level.L3:  # its workflow's job waits for the environment's required reviewers
         reason += f"; it runs in the `{t.config.tiers.environment}` environment once its reviewers approve"
     shown = dispatched(action.level, attempt=action.attempt, reason=reason)
-    await show(
-        t, subject.head_sha, action.level, shown
-    )  # first: a local run may finish before `start` returns
     try:
+        await show(t, subject.head_sha, action.level, shown)  # first: a local run may finish before `start`
         run_id = await t.backend.start(subject, added, workflow=tier.workflow, earlier=earlier)
     except DispatchRefused as exc:
         await t.db(t.runs.save, _finish(t, added, RunState.REFUSED, detail=exc.message))
