@@ -125,6 +125,8 @@ def test_a_run_whose_dispatch_failed_is_dispatched_again_as_the_same_attempt() -
     assert next_actions(BUNDLE, [failed], CONFIG, now=NOW, want=Want(rerun=L1)) == [again]
     # and a new head leaves it behind with the other waiting runs
     assert stale_runs(OLD, [failed]) == [failed]
+    # never dispatched within the tier's timeout: timed out, not asked for forever
+    assert next_actions(BUNDLE, [failed], CONFIG, now=NOW + timedelta(minutes=60)) == [TimeOut(failed)]
 
 
 def test_a_stalled_run_times_out_at_the_tier_timeout() -> None:
@@ -148,7 +150,12 @@ def test_overdue_runs_are_the_waiting_ones_past_their_own_tiers_timeout() -> Non
     done = run(L1, at=NOW - timedelta(days=1))
     undispatched = run(L3, RunState.UNDISPATCHED, verdict=None, at=NOW - timedelta(days=1))
     other_pull = dataclasses.replace(l1, pull=8, head_sha=OLD)  # any PR, any head
-    assert overdue([l1, l2, done, undispatched, other_pull], config, now=NOW) == [l1, other_pull]
+    fresh = run(L3, RunState.UNDISPATCHED, verdict=None, at=NOW)
+    assert overdue([l1, l2, done, undispatched, other_pull, fresh], config, now=NOW) == [
+        l1,
+        undispatched,  # never dispatched within L3's 720 minutes
+        other_pull,
+    ]
     assert overdue([l1], config, now=NOW - timedelta(seconds=1)) == []
 
 

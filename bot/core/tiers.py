@@ -182,11 +182,11 @@ def next_actions(
             return [Dispatch(level, run.attempt + 1, subject.selection, "re-run requested")]
         if run is None:
             return _start(subject, level, config, want=want)
-        if run.state is RunState.UNDISPATCHED:
+        deadline = run.dispatched_at + timedelta(minutes=tier.timeout_minutes)
+        if run.state is RunState.UNDISPATCHED and now < deadline:
             why = f"dispatched again: {run.detail or 'the first dispatch failed'}"
             return [Dispatch(level, run.attempt, run.selection, why, suite=run.suite, again=run)]
-        if run.state is RunState.DISPATCHED:
-            deadline = run.dispatched_at + timedelta(minutes=tier.timeout_minutes)
+        if run.state in waiting:  # waiting for its result, or never dispatched within the timeout
             return [TimeOut(run)] if now >= deadline else []
         if not run.failed:
             continue
@@ -227,12 +227,12 @@ def _requested_l3(subject: Subject, config: SluiceConfig, suite: str | None) -> 
 
 
 def overdue(runs: Sequence[TierRun], config: SluiceConfig, *, now: datetime) -> list[TierRun]:
-    """The runs still waiting for a result past their tier's timeout, whatever their PR (the periodic sweep
-    times them out: nothing else may look at a fork PR's or a closed PR's tiers again)."""
+    """The runs still waiting for a result (or for their dispatch) past their tier's timeout, whatever their
+    PR (the periodic sweep times them out: nothing else may look at a fork PR's or a closed PR's tiers)."""
     return [
         r
         for r in runs
-        if r.state is RunState.DISPATCHED
+        if r.state in (RunState.DISPATCHED, RunState.UNDISPATCHED)
         and now >= r.dispatched_at + timedelta(minutes=tier_config(config, r.level).timeout_minutes)
     ]
 

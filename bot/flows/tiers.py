@@ -205,8 +205,8 @@ async def time_out_stalled(t: Tiering, runs: Sequence[TierRun]) -> list[TierRun]
     stalled = overdue(runs, t.config, now=t.clock())
     for run in stalled:
         current = await t.db(t.runs.get, run.id)
-        if current is not None and current.state is RunState.DISPATCHED:  # no result came meanwhile
-            await time_out(t, current)
+        if current is not None and current.state in (RunState.DISPATCHED, RunState.UNDISPATCHED):
+            await time_out(t, current)  # no result came meanwhile
     undispatched = {r.pull for r in runs if r.state is RunState.UNDISPATCHED}
     for pull in sorted({r.pull for r in stalled} | undispatched):
         await advance(t, pull)
