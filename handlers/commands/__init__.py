@@ -98,19 +98,18 @@ async def _failed(cmd: SlashCommand, exc: Exception, *, final: bool, ctx: Contex
     a traceback, an unknown failure's text, or a credential)."""
     failure = failure_of(exc)
     reason = redact(failure.message) if failure is not None else f"internal error ({type(exc).__name__})"
+    if final:
+        remedy = redact(failure.remedy) if failure is not None and failure.remedy else None
+        lines = [
+            f"@{cmd.actor}: `{_code(cmd.line)}` failed: {reason}.",
+            "",
+            f"To fix: {remedy}." if remedy else "Sluice's operators find the details in its log.",
+        ]
+        try:
+            await reply(cmd, "\n".join(lines) + "\n", ctx=ctx)
+        except Exception:  # the failure itself is what the job records
+            log.exception("%s#%d: could not answer /%s's failure", cmd.on.repo, cmd.on.number, cmd.name)
     await _audit(ctx, cmd, "failed", reason if final else f"{reason} (to be tried again)")
-    if not final:
-        return
-    remedy = redact(failure.remedy) if failure is not None and failure.remedy else None
-    lines = [
-        f"@{cmd.actor}: `{_code(cmd.line)}` failed: {reason}.",
-        "",
-        f"To fix: {remedy}." if remedy else "Sluice's operators find the details in its log.",
-    ]
-    try:
-        await reply(cmd, "\n".join(lines) + "\n", ctx=ctx)
-    except Exception:  # the failure itself is what the job records
-        log.exception("%s#%d: could not answer /%s's failure", cmd.on.repo, cmd.on.number, cmd.name)
 
 
 async def _checked(command: Command, cmd: SlashCommand, *, fork: Fork, ctx: Context) -> Outcome:
