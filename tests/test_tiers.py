@@ -480,7 +480,7 @@ def test_a_local_tier_past_its_timeout_is_stopped_with_everything_it_started(tmp
     config = parse_config(f"tiers:\n  l1:\n    suites: [{{name: unit, command: {command}}}]\n")
     tier_run = run(Level.L1, RunState.DISPATCHED, verdict=None, head=head.stdout.strip())
     started = time.monotonic()
-    assert run_local(repo / ".git", tier_run, config=config, baseline_sha=BASE, timeout_s=8) is None
+    assert run_local(repo / ".git", tier_run, config=config, baseline_sha=BASE, timeout_s=12) is None
     assert time.monotonic() - started < 60  # not the sleepers' 300 s
     sleeper = int(pidfile.read_text())
     deadline = time.monotonic() + 10
