@@ -7,6 +7,7 @@ import logging
 from gidgethub.routing import Router
 
 from bot.app.context import Context
+from bot.app.worker import MAX_ATTEMPTS
 from bot.core.commands import Conversation, parse
 from bot.core.webhooks import IssueCommentEvent
 from bot.ports import Job
@@ -33,4 +34,4 @@ async def on_comment(event: IssueCommentEvent, *, ctx: Context, job: Job) -> Non
     )
     cmd = parse(event.comment.body, actor=author.login, on=on, comment_id=event.comment.id)
     if cmd is not None:
-        await commands.run(cmd, fork=fork, ctx=ctx)
+        await commands.run(cmd, fork=fork, ctx=ctx, last_attempt=job.attempts >= MAX_ATTEMPTS)

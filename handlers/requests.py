@@ -12,7 +12,7 @@ from bot.core.tiers import Level
 from bot.core.webhooks import GitHubId, RepoName
 
 INGEST, REGISTER = "ingest", "register"  # the jobs' kinds
-TIERS, TIER_LOCAL = "tiers", "tier-local"
+TIERS, TIER_LOCAL, TIER_TIMEOUTS = "tiers", "tier-local", "tier-timeouts"
 log = logging.getLogger("sluice.requests")
 
 
@@ -53,11 +53,18 @@ class LocalTierRequest(Request):
     run: GitHubId  # the tier run's id
 
 
+class TierTimeoutsRequest(Request):
+    """Time out the fork's tier runs that are past their tier's timeout (the periodic sweep)."""
+
+    fork: RepoName
+
+
 PAYLOADS: dict[str, type[BaseModel]] = {
     INGEST: IngestRequest,
     REGISTER: RegisterRequest,
     TIERS: TiersRequest,
     TIER_LOCAL: LocalTierRequest,
+    TIER_TIMEOUTS: TierTimeoutsRequest,
 }
 
 
@@ -92,6 +99,12 @@ async def tiers(
     key = f"{fork}#{pull}" + (f":rerun-{rerun.value}" if rerun else "") + (":l3" if l3 else "")
     key += f":{suite}" if suite else ""
     await ctx.db(ctx.job_requests.enqueue_once, TIERS, payload, key=key, now=ctx.clock())
+
+
+async def tier_timeouts(ctx: Context, fork: str) -> None:
+    """Ask for the fork's stalled tier runs to be timed out; requests for one fork coalesce."""
+    payload = TierTimeoutsRequest(fork=fork).model_dump(mode="json")
+    await ctx.db(ctx.job_requests.enqueue_once, TIER_TIMEOUTS, payload, key=fork, now=ctx.clock())
 
 
 async def local_tier(ctx: Context, fork: str, run: int) -> None:

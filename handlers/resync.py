@@ -4,6 +4,7 @@ periodic resync re-plans every fork from the repositories' real state, each on o
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -21,11 +22,13 @@ from bot.core.redelivery import (
     plan_redeliveries,
     undelivered,
 )
+from bot.core.tiers import RunState
 from bot.db.leases import Leases, periodically
 from bot.github.client import InstallationAPI
 from handlers import requests
 
-REDELIVERY, RESYNC = "redelivery", "resync"  # the leases' names
+REDELIVERY, RESYNC, TIER_SWEEP = "redelivery", "resync", "tier-sweep"  # the leases' names
+SHORTEST_TIMEOUT = dt.timedelta(minutes=1)  # no tier's timeout_minutes is shorter
 DELIVERIES_URL = "/app/hook/deliveries?per_page=100"
 log = logging.getLogger("sluice.resync")
 
@@ -118,6 +121,18 @@ async def resync_once(ctx: Context, metrics: ReconcileMetrics) -> list[str]:
     return forks
 
 
+async def tier_sweep_once(ctx: Context) -> list[str]:
+    """Ask each fork with a tier run waiting longer than any tier's timeout, or waiting for its dispatch,
+    to time out its stalled runs (its job reads the fork's own timeouts); the forks asked."""
+    since = ctx.clock() - SHORTEST_TIMEOUT
+    waiting = await ctx.db(ctx.tier_runs.waiting)
+    forks = sorted({r.fork for r in waiting if r.state is RunState.UNDISPATCHED or r.dispatched_at <= since})
+    for fork in forks:
+        await requests.tier_timeouts(ctx, fork)
+    log.info("tier sweep: %d waiting runs, %d forks asked to time out theirs", len(waiting), len(forks))
+    return forks
+
+
 def loops(
     ctx: Context, *, registry: CollectorRegistry, holder: str, stop: asyncio.Event
 ) -> list[Coroutine[Any, Any, None]]:
@@ -135,4 +150,6 @@ def loops(
     if settings.resync_interval > 0:
         resync = every(RESYNC, settings.resync_interval, lambda: resync_once(ctx, metrics))
         out.append(resync)
+    if settings.tier_sweep_interval > 0:
+        out.append(every(TIER_SWEEP, settings.tier_sweep_interval, lambda: tier_sweep_once(ctx)))
     return out

@@ -4,6 +4,7 @@ events that ask for it: a PR opened or pushed, a check run's Re-run or Run L3 bu
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from pathlib import Path
 
@@ -16,11 +17,11 @@ from bot.core.tier_checks import RERUN, RUN_L3
 from bot.core.tiers import LEVELS, RunState, Subject, TierRun, Want, tier_config
 from bot.core.webhooks import CheckRunEvent, PullRequestEvent
 from bot.flows.local_tier import run_local
-from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, time_out
+from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, time_out, time_out_stalled
 from bot.github.forge import ForkGitHub
 from bot.ports import Fork, Job, TierBackend
 from handlers import requests
-from handlers.requests import LocalTierRequest, TiersRequest
+from handlers.requests import LocalTierRequest, TiersRequest, TierTimeoutsRequest
 
 router = Router()
 log = logging.getLogger("sluice.tiers")
@@ -32,8 +33,10 @@ class LocalBackend:
     def __init__(self, ctx: Context, fork: str) -> None:
         self.ctx, self.fork = ctx, fork
 
-    async def start(self, subject: Subject, run: TierRun, *, workflow: str) -> int | None:
-        assert run.id is not None
+    async def start(
+        self, subject: Subject, run: TierRun, *, workflow: str, earlier: dt.datetime | None = None
+    ) -> int | None:
+        assert run.id is not None  # again after a failure: the job is queued once (enqueue_once)
         await requests.local_tier(self.ctx, self.fork, run.id)
         return None
 
@@ -73,6 +76,17 @@ async def on_tiers(request: TiersRequest, *, ctx: Context, job: Job) -> None:
         return
     t = await tiering(ctx, fork)
     await advance(t, request.pull, want=Want(rerun=request.rerun, l3=request.l3, suite=request.suite))
+
+
+@router.register(requests.TIER_TIMEOUTS)
+async def on_tier_timeouts(request: TierTimeoutsRequest, *, ctx: Context, job: Job) -> None:
+    """The periodic sweep, for one fork: its runs past their tier's timeout are timed out."""
+    fork = await ctx.db(ctx.registry.fork, request.fork)
+    if fork is None:
+        return
+    waiting = [r for r in await ctx.db(ctx.tier_runs.waiting) if r.fork == fork.repo]
+    if waiting:
+        await time_out_stalled(await tiering(ctx, fork), waiting)
 
 
 @router.register(requests.TIER_LOCAL)

@@ -1,5 +1,9 @@
 """`python -m runners`."""
 
-from runners.cli import main
+import signal
 
+from runners.cli import main
+from runners.commands import stop_running
+
+signal.signal(signal.SIGTERM, stop_running)  # a stopped runner stops the commands it started
 raise SystemExit(main())

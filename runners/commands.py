@@ -19,6 +19,7 @@ JUNIT_PLACEHOLDER = "{junit}"
 MAX_MESSAGE = 2000
 MAX_JUNIT_BYTES = 256 * 1024 * 1024
 OUTPUT_TAIL = 4000  # of the command's output, kept for the message when it fails without JUnit
+RUNNING: set[subprocess.Popen[bytes]] = set()  # the commands running now, each its own process group
 
 
 class JUnitError(ValueError):
@@ -72,13 +73,28 @@ def _execute(
         )
     except OSError as err:
         return f"cannot run {command[0]!r}: {err.strerror or err}"
+    RUNNING.add(process)
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(process)
         return f"timed out after {timeout:g} s"
+    finally:
+        RUNNING.discard(process)
     text = output.decode("utf-8", errors="replace")[-OUTPUT_TAIL:]
     return process.returncode, text
+
+
+def stop_running(signum: int, frame: object) -> None:
+    """The runner's SIGTERM handler (the local backend's timeout, a cancelled job): the running commands'
+    process groups are killed too, since each is a session of its own that a signal to the runner's group
+    does not reach; then the runner exits."""
+    for process in list(RUNNING):
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except OSError:
+            process.kill()
+    raise SystemExit(128 + signum)
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -310,6 +310,46 @@ async def test_a_head_that_moves_during_the_merge_fails_safely_with_409(
     assert rig.gates.audit(FORK, pull.number).state is AuditState.OPEN  # type: ignore[union-attr]
 
 
+async def test_a_refused_merge_is_said_once_and_tried_again_only_when_something_changes(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig)
+    pull = rig.pull()
+    head = rig.head(pull)
+    protected = {"message": 'Required status check "ci/extra" is expected.', "documentation_url": "x"}
+    rig.sim.fail_next("PUT", r"/pulls/\d+/merge$", 405, times=2, body=protected)
+
+    def merges() -> list[int]:
+        return [
+            status for method, path, status in rig.sim.requests if method == "PUT" and path.endswith("/merge")
+        ]
+
+    def refusals() -> list[str]:
+        bodies = [c["body"] for c in rig.sim.comment_objects(FORK, pull.number)]
+        return [b for b in bodies if "did not merge" in b]
+
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    assert merges() == [405] and len(refusals()) == 1 and "ci/extra" in refusals()[0]
+    assert rig.gate(head)["conclusion"] == "failure"
+
+    rig.sim.review(FORK, pull.number, user="carol", state="COMMENTED")  # an event that changes nothing
+    await rig.settle()
+    assert merges() == [405] and len(refusals()) == 1
+    assert "Merge refused" in rig.gate(head)["output"]["summary"]
+
+    await asyncio.sleep(1.1)  # GitHub's completed_at is to the second
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")  # L1 completes again: tried again
+    await rig.settle()
+    assert merges() == [405, 405] and len(refusals()) == 1  # the same refusal: no second comment
+
+    rig.sim.add_team_member("meta/everyone", "bob")
+    rig.sim.review(FORK, pull.number, user="bob", state="APPROVED")  # a new approval: tried again
+    await rig.settle()
+    assert merges() == [405, 405, 200] and pull.merged
+
+
 async def test_consecutive_failed_ingestions_pause_ingestion_until_resumed(
     aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:

@@ -6,14 +6,17 @@ Comments arrive as GitHub's `issue_comment` payloads and run through the real ro
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from gidgethub import BadRequest, GitHubBroken
 
 from bot.app.context import Context
+from bot.app.worker import MAX_ATTEMPTS
 from bot.core.audit import AuditState
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.models import Disposition
@@ -342,14 +345,56 @@ async def test_a_redelivered_command_keeps_one_audit_row_and_one_reply(ctx: Cont
     assert len(replies(sim, number)) == 1 and len(audit(ctx)) == 1
 
 
-async def test_a_command_that_fails_underneath_is_audited_as_failed(ctx: Context) -> None:
+async def test_a_command_failing_underneath_for_good_says_so_and_is_audited_as_failed(
+    ctx: Context,
+) -> None:
     sim, number = a_fork(ctx)
     await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"})
     sim.fail_next("GET", rf"/repos/{UPSTREAM}/pulls/1872$", 403, body={"message": "Forbidden"})
-    with pytest.raises(Exception):  # noqa: B017  # the worker records it and retries or fails the job
+    with pytest.raises(BadRequest):  # a 403: the worker records it and fails the job: no retry can help
         await say(ctx, number, "/cherry-pick 1872")
     assert audit(ctx) == [("alice", "/cherry-pick 1872", "failed")]
+    (entry,) = CommandAudit(ctx.store).entries(FORK)
+    assert entry.reason.startswith("GitHub answered 403")
+    (answer,) = replies(sim, number)
+    assert "@alice: `/cherry-pick 1872` failed: GitHub answered 403" in answer
+    assert "To fix: grant the App the permission GitHub names" in answer
+    assert "Traceback" not in answer and "token" not in answer.lower()
     assert not mirror_of(ctx).exists()
+
+
+def attempt_of(payload: dict[str, Any], attempts: int) -> Any:
+    return dataclasses.replace(as_job(payload), attempts=attempts)
+
+
+async def test_a_command_whose_answer_fails_for_now_is_answered_once_by_the_retry(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    payload = sim.issue_comment_payload(FORK, sim.add_comment(FORK, number, "/help", user="alice"))
+    sim.fail_next("POST", rf"/repos/{FORK}/issues/{number}/comments$", 503)  # the reply, after the reaction
+    with pytest.raises(GitHubBroken):
+        await ROUTES.dispatch(attempt_of(payload, 1), ctx=ctx)
+    assert replies(sim, number) == []  # no failure reply: the retry answers
+    assert [(o, r.endswith("(to be tried again)")) for *_, o, r in audit_reasons(ctx)] == [("failed", True)]
+    await ROUTES.dispatch(attempt_of(payload, 2), ctx=ctx)
+    (answer,) = replies(sim, number)
+    assert "Sluice understands these commands" in answer and "`/help` failed" not in answer
+    assert reactions(sim, number) == ["+1"]  # one reaction, though the command ran twice
+    assert audit(ctx) == [("alice", "/help", "accepted")]
+
+
+async def test_a_command_failing_on_the_jobs_last_attempt_says_it_failed(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    payload = sim.issue_comment_payload(FORK, sim.add_comment(FORK, number, "/help", user="alice"))
+    sim.fail_next("POST", r"/reactions$", 503)
+    with pytest.raises(GitHubBroken):
+        await ROUTES.dispatch(attempt_of(payload, MAX_ATTEMPTS), ctx=ctx)
+    (answer,) = replies(sim, number)
+    assert "`/help` failed: GitHub answered 503" in answer and "tried again later" in answer
+    assert audit(ctx) == [("alice", "/help", "failed")]
+
+
+def audit_reasons(ctx: Context) -> list[tuple[str, str, str, str]]:
+    return [(e.actor, e.line, e.outcome, e.reason) for e in CommandAudit(ctx.store).entries(FORK)]
 
 
 async def test_skip_by_a_member_of_an_owning_team(ctx: Context) -> None:

@@ -35,7 +35,9 @@ from bot.core.tiers import (
     Want,
     decode_selection,
     next_actions,
+    overdue,
     selection_code,
+    stale_runs,
     suites_for,
     triage,
     workflow_inputs,
@@ -113,12 +115,48 @@ def test_next_actions(runs: list[TierRun], want: Want, expected: list[object]) -
     assert next_actions(BUNDLE, runs, CONFIG, now=NOW, want=want) == expected
 
 
+def test_a_run_whose_dispatch_failed_is_dispatched_again_as_the_same_attempt() -> None:
+    failed = dataclasses.replace(
+        run(L1, RunState.UNDISPATCHED, verdict=None, suite=None), id=5, detail="the dispatch failed"
+    )
+    (again,) = next_actions(BUNDLE, [failed], CONFIG, now=NOW)
+    assert again == Dispatch(L1, 1, Selection.FULL, "dispatched again: the dispatch failed", again=failed)
+    # a Re-run press meanwhile does not add an attempt beside it: the same one is asked for again
+    assert next_actions(BUNDLE, [failed], CONFIG, now=NOW, want=Want(rerun=L1)) == [again]
+    # and a new head leaves it behind with the other waiting runs
+    assert stale_runs(OLD, [failed]) == [failed]
+    # never dispatched within the tier's timeout: timed out, not asked for forever
+    assert next_actions(BUNDLE, [failed], CONFIG, now=NOW + timedelta(minutes=60)) == [TimeOut(failed)]
+
+
 def test_a_stalled_run_times_out_at_the_tier_timeout() -> None:
     stalled = run(L2, RunState.DISPATCHED, verdict=None, at=NOW - timedelta(minutes=360))
     assert next_actions(BUNDLE, [run(L1), stalled], CONFIG, now=NOW) == [TimeOut(stalled)]
     assert next_actions(BUNDLE, [run(L1), stalled], CONFIG, now=NOW - timedelta(seconds=1)) == []
     timed_out = dataclasses.replace(stalled, state=RunState.TIMED_OUT)
     assert next_actions(BUNDLE, [run(L1), timed_out], CONFIG, now=NOW) == [Blocked(L3, "L2 failed")]
+
+
+def test_overdue_runs_are_the_waiting_ones_past_their_own_tiers_timeout() -> None:
+    tiers = CONFIG.tiers.model_copy(
+        update={
+            "l1": CONFIG.tiers.l1.model_copy(update={"timeout_minutes": 10}),
+            "l2": CONFIG.tiers.l2.model_copy(update={"timeout_minutes": 30}),
+        }
+    )
+    config = CONFIG.model_copy(update={"tiers": tiers})
+    l1 = run(L1, RunState.DISPATCHED, verdict=None, at=NOW - timedelta(minutes=10))
+    l2 = run(L2, RunState.DISPATCHED, verdict=None, at=NOW - timedelta(minutes=10))
+    done = run(L1, at=NOW - timedelta(days=1))
+    undispatched = run(L3, RunState.UNDISPATCHED, verdict=None, at=NOW - timedelta(days=1))
+    other_pull = dataclasses.replace(l1, pull=8, head_sha=OLD)  # any PR, any head
+    fresh = run(L3, RunState.UNDISPATCHED, verdict=None, at=NOW)
+    assert overdue([l1, l2, done, undispatched, other_pull, fresh], config, now=NOW) == [
+        l1,
+        undispatched,  # never dispatched within L3's 720 minutes
+        other_pull,
+    ]
+    assert overdue([l1], config, now=NOW - timedelta(seconds=1)) == []
 
 
 def test_l3_by_policy() -> None:
@@ -403,3 +441,49 @@ def test_the_runner_lost_marker_looks_a_bounded_way_along_the_line() -> None:
     assert marker.search("runner gpu-7 went offline") and not marker.search(
         "runner " + "x" * 100 + " offline"
     )
+
+
+SPAWNS_A_SLEEPER = """import pathlib, subprocess, sys, time
+sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+pathlib.Path(sys.argv[1]).write_text(str(sleeper.pid))
+time.sleep(300)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")  # a zombie (killed, not yet reaped) is no longer running
+    return not (status.is_file() and "\nState:\tZ" in status.read_text())
+
+
+def test_a_local_tier_past_its_timeout_is_stopped_with_everything_it_started(tmp_path: Path) -> None:
+    """The tier command's own child (a grandchild of the runner, in the session the runner gives each
+    command) is killed too, and the run returns as timed out instead of waiting for it."""
+    import subprocess
+    import sys
+    import time
+
+    from bot.flows.local_tier import run_local
+
+    repo, pidfile = tmp_path / "fork", tmp_path / "sleeper.pid"
+    (repo / "ci").mkdir(parents=True)
+    (repo / "ci" / "spawn.py").write_text(SPAWNS_A_SLEEPER)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "spawn"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    command = json.dumps([sys.executable, "ci/spawn.py", str(pidfile)])
+    config = parse_config(f"tiers:\n  l1:\n    suites: [{{name: unit, command: {command}}}]\n")
+    tier_run = run(Level.L1, RunState.DISPATCHED, verdict=None, head=head.stdout.strip())
+    started = time.monotonic()
+    assert run_local(repo / ".git", tier_run, config=config, baseline_sha=BASE, timeout_s=12) is None
+    assert time.monotonic() - started < 60  # not the sleepers' 300 s
+    sleeper = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(sleeper)

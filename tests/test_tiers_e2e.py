@@ -146,7 +146,13 @@ def run_tier(sim: GitHubSim, inputs: dict[str, str]) -> tuple[str | None, str, i
 
 
 async def make_rig(
-    aiohttp_server: Any, tmp_path: Path, database_url: str, *, backend: str, workflows: dict[str, str]
+    aiohttp_server: Any,
+    tmp_path: Path,
+    database_url: str,
+    *,
+    backend: str,
+    workflows: dict[str, str],
+    **changes: Any,
 ) -> tuple[Rig, Any]:
     clock = Clock()
     sim = GitHubSim(root=tmp_path / "sim", clock=clock)
@@ -162,6 +168,7 @@ async def make_rig(
         data_dir=tmp_path / "data",
         allow_private_upstreams=True,
         tier_backend=backend,
+        **changes,
     )
     server = await aiohttp_server(create_app(settings, store=store, clock=clock, background=True))
     sim.hook(f"{url_of(server)}/webhook", SECRET)
@@ -376,6 +383,50 @@ async def test_a_dispatch_refused_with_422_is_reported_on_the_check_run(actions:
     assert run.state.value == "refused"
 
 
+def dispatch_answers(rig: Rig, workflow: str) -> list[int]:
+    return [status for _, path, status in rig.sim.requests if path.endswith(f"/{workflow}/dispatches")]
+
+
+async def test_a_dispatch_github_fails_with_a_5xx_is_asked_for_again_by_the_jobs_retry(actions: Rig) -> None:
+    actions.sim.fail_next("POST", r"/sluice-l1\.yml/dispatches$", 503)
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})  # retried after 5 s
+    assert dispatch_answers(actions, "sluice-l1.yml") == [503, 200]
+    (l1,) = actions.sim.workflow_runs[FORK]
+    (recorded,) = TierRuns(actions.store).for_pull(FORK, number)  # the same row, dispatched again
+    assert (recorded.attempt, recorded.state.value, recorded.run_id) == (1, "dispatched", l1["id"])
+    assert l1["inputs"]["request"] == str(recorded.id)
+    actions.act_as_runner(l1)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+
+
+async def test_a_check_run_github_fails_to_create_before_the_dispatch_leaves_no_run_waiting(
+    actions: Rig,
+) -> None:
+    actions.sim.fail_next("POST", rf"/repos/{FORK}/check-runs$", 503)  # the fork PR's first: its L1's
+    trunk = actions.head("main")
+    actions.sim.commit(FORK, "feature", {"src/a.py": "a = 1\n"}, message="a", parent=trunk, pusher="dev")
+    pull = actions.sim.open_pull(FORK, head="feature", base="main", title="A fork change", user="dev")
+    await actions.settle()  # the tiers job fails, and its retry (5 s on) shows and dispatches L1
+    (l1,) = actions.sim.workflow_runs[FORK]
+    (recorded,) = TierRuns(actions.store).for_pull(FORK, pull["number"])
+    assert (recorded.attempt, recorded.state.value, recorded.run_id) == (1, "dispatched", l1["id"])
+    assert actions.checks(l1["inputs"]["head_sha"])["sluice/L1"]["status"] == "in_progress"
+
+
+async def test_a_dispatch_whose_answer_is_lost_is_not_dispatched_twice(actions: Rig) -> None:
+    """GitHub started the run but answered 502: the retry finds that run by the id in its name."""
+    actions.sim.fail_after_next("POST", r"/sluice-l1\.yml/dispatches$", 502)
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    assert dispatch_answers(actions, "sluice-l1.yml") == [502]
+    (l1,) = actions.sim.workflow_runs[FORK]
+    (recorded,) = TierRuns(actions.store).for_pull(FORK, number)
+    assert (recorded.state.value, recorded.run_id) == ("dispatched", l1["id"])
+    actions.act_as_runner(l1)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+
+
 async def test_a_stale_sha_result_is_ignored(actions: Rig) -> None:
     trunk = actions.head("main")
     actions.sim.commit(
@@ -397,6 +448,36 @@ async def test_a_stale_sha_result_is_ignored(actions: Rig) -> None:
     assert runs[old_head].state.value == "stale" and runs[old_head].report is None
     assert actions.checks(new_head)["sluice/L1"]["status"] == "in_progress"
     assert "sluice/L2" not in actions.checks(new_head) and len(actions.sim.workflow_runs[FORK]) == 2
+
+
+@pytest.fixture
+async def swept(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
+    """The GitHub backend, with the sweep for stalled tier runs every second."""
+    rig, server = await make_rig(
+        aiohttp_server, tmp_path, database_url, backend="github", workflows=templates(), tier_sweep_interval=1
+    )
+    yield rig
+    await server.close()
+    rig.store.close()
+
+
+async def test_a_stalled_fork_pr_run_is_timed_out_by_the_sweep_with_no_event(swept: Rig) -> None:
+    trunk = swept.head("main")
+    head = swept.sim.commit(FORK, "feature", {"src/a.py": "a = 1\n"}, message="a", parent=trunk, pusher="dev")
+    pull = swept.sim.open_pull(FORK, head="feature", base="main", title="A fork change", user="dev")
+    await swept.settle()
+    assert swept.checks(head)["sluice/L1"]["status"] == "in_progress"
+    swept.clock.offset = dt.timedelta(minutes=2)  # past L1's timeout_minutes: 1; nothing calls for the PR
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while swept.checks(head)["sluice/L1"].get("conclusion") is None and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+    await swept.settle()
+    check = swept.checks(head)["sluice/L1"]
+    assert check["conclusion"] == "timed_out" and "1 min" in check["output"]["title"]
+    (run,) = TierRuns(swept.store).for_pull(FORK, pull["number"])
+    assert run.state.value == "timed_out"
+    assert swept.checks(head)["sluice/L2"]["conclusion"] == "skipped"  # the tiers above are blocked
 
 
 async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) -> None:

@@ -251,7 +251,12 @@ def create_app(
     app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
     app[METRICS] = Metrics()
     _add_lanes(app, settings, store, clock)
-    periodic = (settings.poll_interval, settings.redelivery_interval, settings.resync_interval)
+    periodic = (
+        settings.poll_interval,
+        settings.redelivery_interval,
+        settings.resync_interval,
+        settings.tier_sweep_interval,
+    )
     if background and (settings.workers > 0 or any(periodic)):
         app.cleanup_ctx.append(_background)
     app.router.add_post("/webhook", webhook)

@@ -72,6 +72,7 @@ class SubjectKind(enum.StrEnum):
 
 class RunState(enum.StrEnum):
     DISPATCHED = "dispatched"  # asked for; waiting for its result
+    UNDISPATCHED = "undispatched"  # recorded, but asking for it failed for now (GitHub's 5xx, the network)
     COMPLETED = "completed"  # a result came back (its verdict says which)
     TIMED_OUT = "timed_out"  # no result within the tier's timeout: not waited on any longer
     REFUSED = "refused"  # GitHub refused the dispatch (404 no such workflow, 422 bad inputs)
@@ -139,6 +140,7 @@ class Dispatch:
     selection: Selection
     reason: str  # for the check run: "L1 passed", "retry 2 of 3: runner lost"
     suite: int | None = None  # only this suite of the tier, by index (see `selection_code`)
+    again: TierRun | None = None  # the recorded attempt whose dispatch failed: asked for again, same id
 
 
 @dataclass(frozen=True)
@@ -175,12 +177,16 @@ def next_actions(
     for level in LEVELS:
         tier = tier_config(config, level)
         run = latest.get(level)
-        if want.rerun is level and run is not None and run.state is not RunState.DISPATCHED:
+        waiting = (RunState.DISPATCHED, RunState.UNDISPATCHED)
+        if want.rerun is level and run is not None and run.state not in waiting:
             return [Dispatch(level, run.attempt + 1, subject.selection, "re-run requested")]
         if run is None:
             return _start(subject, level, config, want=want)
-        if run.state is RunState.DISPATCHED:
-            deadline = run.dispatched_at + timedelta(minutes=tier.timeout_minutes)
+        deadline = run.dispatched_at + timedelta(minutes=tier.timeout_minutes)
+        if run.state is RunState.UNDISPATCHED and now < deadline:
+            why = f"dispatched again: {run.detail or 'the first dispatch failed'}"
+            return [Dispatch(level, run.attempt, run.selection, why, suite=run.suite, again=run)]
+        if run.state in waiting:  # waiting for its result, or never dispatched within the timeout
             return [TimeOut(run)] if now >= deadline else []
         if not run.failed:
             continue
@@ -220,6 +226,17 @@ def _requested_l3(subject: Subject, config: SluiceConfig, suite: str | None) -> 
     return Dispatch(Level.L3, 1, subject.selection, reason, suite=names.index(suite))
 
 
+def overdue(runs: Sequence[TierRun], config: SluiceConfig, *, now: datetime) -> list[TierRun]:
+    """The runs still waiting for a result (or for their dispatch) past their tier's timeout, whatever their
+    PR (the periodic sweep times them out: nothing else may look at a fork PR's or a closed PR's tiers)."""
+    return [
+        r
+        for r in runs
+        if r.state in (RunState.DISPATCHED, RunState.UNDISPATCHED)
+        and now >= r.dispatched_at + timedelta(minutes=tier_config(config, r.level).timeout_minutes)
+    ]
+
+
 def latest_runs(head_sha: str, runs: Sequence[TierRun]) -> dict[Level, TierRun]:
     """The newest attempt of each tier on `head_sha` (stale runs and other heads do not count)."""
     latest: dict[Level, TierRun] = {}
@@ -233,7 +250,8 @@ def latest_runs(head_sha: str, runs: Sequence[TierRun]) -> dict[Level, TierRun]:
 
 def stale_runs(head_sha: str, runs: Sequence[TierRun]) -> list[TierRun]:
     """Runs still waiting for a result on a head that is no longer the PR's: their results are discarded."""
-    return [r for r in runs if r.head_sha != head_sha and r.state is RunState.DISPATCHED]
+    waiting = (RunState.DISPATCHED, RunState.UNDISPATCHED)
+    return [r for r in runs if r.head_sha != head_sha and r.state in waiting]
 
 
 def tier_config(config: SluiceConfig, level: Level) -> TierConfig:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -22,6 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from bot.core.errors import BadInput
 from bot.core.tiers import (
     PASS_RATE_WINDOW,
     Level,
@@ -35,6 +37,7 @@ from bot.core.tiers import (
 from bot.db.store import Store, UTCDateTime, metadata
 
 RunId = BigInteger().with_variant(Integer, "sqlite")  # GitHub's workflow run ids outgrow 32 bits
+INGESTION_LEN = 255  # as long as a branch name: a `sluice/ingest/<anything>` branch's id is its name
 
 tier_runs = Table(
     "tier_runs",
@@ -42,7 +45,7 @@ tier_runs = Table(
     Column("id", Integer, autoincrement=True),
     Column("fork", String(255), nullable=False),
     Column("pull", Integer, nullable=False),
-    Column("ingestion", String(64), nullable=False),
+    Column("ingestion", String(INGESTION_LEN), nullable=False),
     Column("level", String(2), nullable=False),  # l1 | l2 | l3
     Column("head_sha", String(40), nullable=False),
     Column("attempt", Integer, nullable=False),
@@ -69,7 +72,14 @@ class TierRuns:
         self.store = store
 
     def add(self, run: TierRun) -> TierRun | None:
-        """Record a new attempt; None when another worker recorded the same attempt first."""
+        """Record a new attempt; None when another worker recorded the same attempt first. BadInput for an
+        ingestion id longer than the column (a branch name past GitHub's 255 bytes)."""
+        if len(run.ingestion) > INGESTION_LEN:
+            raise BadInput(
+                f"PR #{run.pull}'s ingestion id is {len(run.ingestion)} characters long, "
+                f"over {INGESTION_LEN}",
+                "give the PR's branch a shorter name",
+            )
         row = _row(run)
         row.pop("id")
         try:
@@ -85,6 +95,26 @@ class TierRuns:
         with self.store._engine.begin() as conn:
             conn.execute(update(tier_runs).where(tier_runs.c.id == row.pop("id")).values(row))
 
+    def mark_undispatched(self, key: int, *, detail: str) -> None:
+        """Its dispatch failed for now: dispatched again (the same id) when its tiers are next looked at.
+        Only a run still waiting for its dispatch's answer changes (a result that came meanwhile stands)."""
+        query = update(tier_runs).where(tier_runs.c.id == key, tier_runs.c.state == RunState.DISPATCHED.value)
+        with self.store._engine.begin() as conn:
+            conn.execute(query.values(state=RunState.UNDISPATCHED.value, detail=detail[:2000]))
+
+    def claim_undispatched(self, key: int, *, at: datetime) -> TierRun | None:
+        """Take an undispatched run to dispatch it again, waiting from `at`; None when another worker took
+        it first (or it is no longer undispatched)."""
+        query = (
+            update(tier_runs)
+            .where(tier_runs.c.id == key, tier_runs.c.state == RunState.UNDISPATCHED.value)
+            .values(state=RunState.DISPATCHED.value, dispatched_at=at)
+        )
+        with self.store._engine.begin() as conn:
+            if conn.execute(query).rowcount != 1:
+                return None
+        return self.get(key)
+
     def set_run_id(self, key: int, run_id: int) -> None:
         """The workflow run a dispatch started (its result may arrive before this: it is not overwritten)."""
         with self.store._engine.begin() as conn:
@@ -98,6 +128,13 @@ class TierRuns:
         with self.store._engine.connect() as conn:
             row = conn.execute(select(tier_runs).where(tier_runs.c.id == run_id)).first()
         return _run(row._mapping) if row is not None else None
+
+    def waiting(self) -> list[TierRun]:
+        """Every fork's runs that wait for a result or for their dispatch (for the periodic sweep)."""
+        states = (RunState.DISPATCHED.value, RunState.UNDISPATCHED.value)
+        query = select(tier_runs).where(tier_runs.c.state.in_(states)).order_by(tier_runs.c.id)
+        with self.store._engine.connect() as conn:
+            return [_run(r._mapping) for r in conn.execute(query)]
 
     def for_pull(self, fork: str, pull: int) -> list[TierRun]:
         query = select(tier_runs).where(tier_runs.c.fork == fork, tier_runs.c.pull == pull)

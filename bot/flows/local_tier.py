@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -29,7 +31,7 @@ def run_local(
 
     The runner gets the sections of `config` (fork trunk's, as the bot read it) that it reads: the tiers
     and what their suites use."""
-    with tempfile.TemporaryDirectory(prefix="sluice-tier-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sluice-tier-", ignore_cleanup_errors=True) as tmp:
         tree, out, settings = Path(tmp) / "tree", Path(tmp) / "report.json", Path(tmp) / "sluice.yml"
         _export(git_dir, run.head_sha, tree)
         settings.write_text(
@@ -54,21 +56,51 @@ def run_local(
             "--config",
             str(settings),
         ]
-        try:
-            done = subprocess.run(
+        log_file = Path(tmp) / "tier.log"
+        with log_file.open("wb") as logged:
+            process = subprocess.Popen(
                 argv,
                 cwd=tree,
                 env=_environment(Path(tmp)),
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                check=False,
+                stdin=subprocess.DEVNULL,
+                stdout=logged,  # a file, not a pipe: a process left holding it cannot block the read
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: a timeout stops all of it
             )
-        except subprocess.TimeoutExpired:
-            return None
+            try:
+                code = process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return None
+            finally:
+                _stop(process)
         report = out.read_text() if out.is_file() else None
-        logged = (done.stdout + done.stderr)[-MAX_LOG_CHARS:]
-        return Finished("success" if done.returncode == 0 else "failure", report, log=logged)
+        return Finished("success" if code == 0 else "failure", report, log=_tail(log_file))
+
+
+STOP_GRACE_S = 10.0  # after SIGTERM, how long the runner has to kill its suites' process groups
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """End the run's process group: SIGTERM first (the runner then kills its suites' groups, each in a
+    session of its own, out of reach of a signal to this one), SIGKILL for what is left."""
+    if process.poll() is None:
+        _signal_group(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=STOP_GRACE_S)
+    _signal_group(process.pid, signal.SIGKILL)  # whatever the runner left running in its group
+    process.wait()
+
+
+def _signal_group(group: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signum)
+
+
+def _tail(path: Path) -> str:
+    """The log's last MAX_LOG_CHARS characters, reading no more of the file than they can take."""
+    with path.open("rb") as f:
+        f.seek(max(0, path.stat().st_size - 4 * MAX_LOG_CHARS))  # UTF-8: at most 4 bytes a character
+        return f.read().decode("utf-8", "replace")[-MAX_LOG_CHARS:]
 
 
 def _export(git_dir: Path, sha: str, tree: Path) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import hashlib
+import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +32,7 @@ class Outcome(enum.StrEnum):
     WAITING = "waiting"  # the gate is closed
     OPEN = "open"  # the gate passed; policy (or a pause, or the base) leaves the merge to a person
     MERGED = "merged"
-    REFUSED = "refused"  # GitHub refused the pinned merge (409: the head moved); not retried
+    REFUSED = "refused"  # GitHub refused the pinned merge; tried again once something changes
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,9 @@ async def evaluate(keeper: Gatekeeper, number: int) -> Outcome:
     if decision.failed and found.facts.emergency is None:  # an emergency pick is no failed ingestion
         paused = await _count_failure(keeper, number, decision, paused)
     blocker = _merge_blocker(keeper, found, paused) if decision.passed else None
+    if decision.passed and blocker is None and _refused_as_is(found):
+        log.info("%s #%d: merge refused, nothing changed since: not tried again", keeper.fork, number)
+        return Outcome.REFUSED  # the gate's check run still says why
     notes = [blocker] if blocker else []
     await _publish(keeper, found, decision, notes=notes)
     if not decision.passed:
@@ -311,13 +317,45 @@ async def _pre_merge_trunk(keeper: Gatekeeper, merged: str, commits: list[dict[s
 
 
 async def _refused(keeper: Gatekeeper, found: Facts, exc: MergeRefused) -> None:
+    """The refusal on the gate's check run, with what it was judged on (a later event that changes none of
+    it does not try the merge again), and in one comment per head and reason (a refusal repeated after a
+    change, for the same reason, adds none)."""
     number = int(found.pull["number"])
     what = "the head moved after the gate judged it" if exc.status == 409 else "GitHub cannot merge it"
-    text = f"Sluice did not merge #{number}: {what}. {exc.message}. Not retried: {exc.remedy}."
+    text = (
+        f"Sluice did not merge #{number}: {what}. {exc.message}. It tries again when something changes "
+        f"(a new head, an approval, a tier's check run completing): {exc.remedy}."
+    )
     log.warning("%s: %s", keeper.fork, text)
-    summary = f"### Merge refused\n\n{text}\n"
+    summary = f"### Merge refused\n\n{text}\n\n{REFUSED_MARKER.format(_judged_on(found))}\n"
     await _set_gate(keeper, found, "failure", f"Merge refused by GitHub ({exc.status})", summary)
-    await keeper.forge.post_comment(number, text)
+    reason = hashlib.sha256(exc.message.encode()).hexdigest()[:12]
+    marker = f"<!-- sluice:merge-refused:{found.head}:{exc.status}:{reason} -->"
+    await keeper.forge.upsert_comment(number, marker=marker, body=f"{marker}\n{text}")
+
+
+REFUSED_MARKER = "<!-- sluice:merge-refused {} -->"
+REFUSED_SEEN = re.compile(r"<!-- sluice:merge-refused ([0-9a-f]{16}) -->")
+
+
+def _judged_on(found: Facts) -> str:
+    """A digest of what a refused merge was judged on besides its head (the gate's check run is the head's
+    own): the approvals, the waivers, and each tier's check run (a re-run's completion changes it)."""
+    checks = sorted(
+        (name, run.get("id"), run.get("status"), run.get("conclusion"), run.get("completed_at"))
+        for name, run in found.runs.items()
+        if name != Tier.GATE.value
+    )
+    seen = [sorted(map(repr, found.facts.approvals)), sorted(map(repr, found.facts.waivers)), checks]
+    return hashlib.sha256(json.dumps(seen, default=str).encode()).hexdigest()[:16]
+
+
+def _refused_as_is(found: Facts) -> bool:
+    """Whether GitHub refused the merge of this head already, judged on the same facts as now."""
+    gate_run = found.runs.get(Tier.GATE.value) or {}
+    summary = str((gate_run.get("output") or {}).get("summary") or "")
+    seen = REFUSED_SEEN.search(summary)
+    return seen is not None and seen[1] == _judged_on(found)
 
 
 async def _tag(keeper: Gatekeeper, ingestion_id: str, number: int, sha: str) -> str | None:

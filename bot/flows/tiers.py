@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 import logging
@@ -9,14 +10,14 @@ import re
 import zipfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
 
 from bot.core.config import L3Policy, SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
-from bot.core.errors import DispatchRefused
+from bot.core.errors import DispatchRefused, redact
 from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
 from bot.core.tier_checks import CheckOutput, Shown, blocked, completed, dispatched, refused, timed_out
 from bot.core.tiers import (
@@ -37,6 +38,7 @@ from bot.core.tiers import (
     Verdict,
     Want,
     next_actions,
+    overdue,
     stale_runs,
     tier_config,
     triage,
@@ -121,6 +123,13 @@ async def _perform(t: Tiering, subject: Subject, actions: Sequence[TierAction]) 
 
 
 async def _dispatch(t: Tiering, subject: Subject, action: Dispatch) -> None:
+    if action.again is not None:  # its dispatch failed before: the same run (the same id) is asked for again
+        assert action.again.id is not None
+        added = await t.db(t.runs.claim_undispatched, action.again.id, at=t.clock())
+        if added is None:
+            return  # another worker dispatches it again
+        await _start(t, subject, action, added, earlier=action.again.dispatched_at)
+        return
     run = TierRun(
         subject.fork,
         subject.pull,
@@ -136,16 +145,23 @@ async def _dispatch(t: Tiering, subject: Subject, action: Dispatch) -> None:
     added = await t.db(t.runs.add, run)
     if added is None:
         return  # another worker records and starts this attempt
+    await _start(t, subject, action, added, earlier=None)
+
+
+async def _start(
+    t: Tiering, subject: Subject, action: Dispatch, added: TierRun, *, earlier: datetime | None
+) -> None:
+    """Show the recorded run `added` on its check run and ask the backend for it. When either fails for now
+    (GitHub's 5xx, the network), the run is marked undispatched and the failure raised: the job's retry
+    dispatches the same run again, after looking for a workflow run the failed request may have started."""
     tier = tier_config(t.config, action.level)
     reason = action.reason
     if action.level is Level.L3:  # its workflow's job waits for the environment's required reviewers
         reason += f"; it runs in the `{t.config.tiers.environment}` environment once its reviewers approve"
     shown = dispatched(action.level, attempt=action.attempt, reason=reason)
-    await show(
-        t, subject.head_sha, action.level, shown
-    )  # first: a local run may finish before `start` returns
     try:
-        run_id = await t.backend.start(subject, added, workflow=tier.workflow)
+        await show(t, subject.head_sha, action.level, shown)  # first: a local run may finish before `start`
+        run_id = await t.backend.start(subject, added, workflow=tier.workflow, earlier=earlier)
     except DispatchRefused as exc:
         await t.db(t.runs.save, _finish(t, added, RunState.REFUSED, detail=exc.message))
         out = refused(action.level, status=exc.status, message=exc.reason, owner=tier.owner)
@@ -154,6 +170,12 @@ async def _dispatch(t: Tiering, subject: Subject, action: Dispatch) -> None:
             "%s #%d: %s dispatch refused: %s", subject.fork, subject.pull, action.level.name, exc.message
         )
         return
+    except BaseException as exc:  # not started, as far as Sluice knows: never left waiting for a result
+        assert added.id is not None
+        first = (redact(str(exc)).splitlines() or [""])[0][:300]
+        why = f"the dispatch failed ({type(exc).__name__}: {first})"
+        await asyncio.shield(t.db(t.runs.mark_undispatched, added.id, detail=why))
+        raise
     if run_id is not None:
         await t.db(t.runs.set_run_id, added.id, run_id)
     log.info(
@@ -174,6 +196,21 @@ async def time_out(t: Tiering, run: TierRun) -> None:
     output = timed_out(done, minutes=tier.timeout_minutes, owner=tier.owner)
     await show(t, run.head_sha, run.level, output)
     log.warning("%s #%d: %s attempt %d timed out", run.fork, run.pull, run.level.name, run.attempt)
+
+
+async def time_out_stalled(t: Tiering, runs: Sequence[TierRun]) -> list[TierRun]:
+    """The periodic sweep over the fork's waiting `runs`: each past its tier's timeout is timed out (its check
+    run says so), whatever its PR; then the tiers of each PR concerned are brought forward (the tiers above
+    blocked, an undispatched run dispatched again). The runs timed out."""
+    stalled = overdue(runs, t.config, now=t.clock())
+    for run in stalled:
+        current = await t.db(t.runs.get, run.id)
+        if current is not None and current.state in (RunState.DISPATCHED, RunState.UNDISPATCHED):
+            await time_out(t, current)  # no result came meanwhile
+    undispatched = {r.pull for r in runs if r.state is RunState.UNDISPATCHED}
+    for pull in sorted({r.pull for r in stalled} | undispatched):
+        await advance(t, pull)
+    return stalled
 
 
 def _finish(t: Tiering, run: TierRun, state: RunState, *, detail: str, **changes: Any) -> TierRun:
@@ -214,7 +251,7 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     """A run's result: ignored unless its run still waits and its head is still the PR's; else validated,
     triaged against trunk's latest report, shown on the check run; then the next tier (or a retry) starts."""
     run = await t.db(t.runs.get, run_key)
-    if run is None or run.state is not RunState.DISPATCHED:
+    if run is None or run.state not in (RunState.DISPATCHED, RunState.UNDISPATCHED):
         log.info(
             "tier run %s: a result for a run that no longer waits (%s) is ignored", run_key, run and run.state
         )
@@ -366,13 +403,24 @@ class ActionsBackend:
     def __init__(self, forge: TierForge, *, trunk: str, clock: Clock) -> None:
         self.forge, self.trunk, self.clock = forge, trunk, clock
 
-    async def start(self, subject: Subject, run: TierRun, *, workflow: str) -> int | None:
-        since = (self.clock() - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    async def start(
+        self, subject: Subject, run: TierRun, *, workflow: str, earlier: datetime | None = None
+    ) -> int | None:
+        if earlier is not None:  # a request that failed may have started the run: never a second one
+            found = await self._find(run, since=earlier)
+            if found is not None:
+                return found
+        since = self.clock()
         inputs = workflow_inputs(subject, run)
         run_id = await self.forge.dispatch_workflow(workflow, ref=self.trunk, inputs=inputs)
         if run_id is not None:
             return run_id
-        for found in await self.forge.dispatched_runs(created_since=since):
+        return await self._find(run, since=since)  # else the workflow_run event names it by the same id
+
+    async def _find(self, run: TierRun, *, since: datetime) -> int | None:
+        """The workflow run dispatched for `run` (its id is in the run's name) since about `since`."""
+        created = (since - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for found in await self.forge.dispatched_runs(created_since=created):
             if request_of(str(found.get("display_title") or "")) == run.id:
                 return int(found["id"])
-        return None  # the workflow_run event names it by the same id
+        return None

@@ -10,9 +10,10 @@ from typing import Protocol
 from gidgethub import BadRequest
 
 from bot.app.context import Context
+from bot.app.worker import failure_of, is_permanent
 from bot.core.command_args import CommandRefused, Usage, parse_arguments
 from bot.core.commands import SlashCommand, reply_marker
-from bot.core.errors import SluiceError
+from bot.core.errors import redact
 from bot.core.permissions import Permission, role_of
 from bot.ports import CommandRecord, Fork
 from handlers.commands import (
@@ -66,8 +67,12 @@ MODULES: tuple[Command, ...] = (
 COMMANDS: dict[str, Command] = {module.NAME: module for module in MODULES}
 
 
-async def run(cmd: SlashCommand, *, fork: Fork, ctx: Context) -> None:
-    """Run the command `cmd` names, or say why not; either way one audit row records what happened."""
+async def run(cmd: SlashCommand, *, fork: Fork, ctx: Context, last_attempt: bool = False) -> None:
+    """Run the command `cmd` names, or say why not; either way one audit row records what happened.
+
+    A failure underneath (GitHub, git) is raised for the job to record: retried when it may pass (no reply
+    yet: the retry's answer is the one reply, edited in place), else, or on the job's `last_attempt`,
+    answered with what failed and why."""
     command = COMMANDS.get(cmd.name)
     if command is None:
         refused = CommandRefused(f"Sluice has no `/{cmd.name}` command", "comment `/help` for those it has")
@@ -76,18 +81,35 @@ async def run(cmd: SlashCommand, *, fork: Fork, ctx: Context) -> None:
     log.info("%s#%d: /%s from @%s", cmd.on.repo, cmd.on.number, cmd.name, cmd.actor)
     try:
         outcome = await _checked(command, cmd, fork=fork, ctx=ctx)
+        forge = ctx.forge(cmd.on.installation_id, cmd.on.repo)
+        await forge.react(cmd.comment_id, outcome.reaction)  # GitHub keeps one per content: a retry adds none
+        if outcome.reply is not None:
+            await reply(cmd, outcome.reply, ctx=ctx)
+        await _audit(ctx, cmd, "accepted", outcome.done)
     except CommandRefused as refused:
         await _refuse(cmd, refused, usage=command.USAGE, ctx=ctx)
-        return
     except Exception as exc:  # GitHub or git failed underneath: the job is retried when it can be
-        reason = exc.message if isinstance(exc, SluiceError) else f"internal error ({type(exc).__name__})"
-        await _audit(ctx, cmd, "failed", reason)
+        await _failed(cmd, exc, final=last_attempt or is_permanent(exc), ctx=ctx)
         raise
-    forge = ctx.forge(cmd.on.installation_id, cmd.on.repo)
-    await forge.react(cmd.comment_id, outcome.reaction)
-    if outcome.reply is not None:
-        await reply(cmd, outcome.reply, ctx=ctx)
-    await _audit(ctx, cmd, "accepted", outcome.done)
+
+
+async def _failed(cmd: SlashCommand, exc: Exception, *, final: bool, ctx: Context) -> None:
+    """Audited as failed; and, when no retry follows, answered with the failure's message and remedy (never
+    a traceback, an unknown failure's text, or a credential)."""
+    failure = failure_of(exc)
+    reason = redact(failure.message) if failure is not None else f"internal error ({type(exc).__name__})"
+    if final:
+        remedy = redact(failure.remedy) if failure is not None and failure.remedy else None
+        lines = [
+            f"@{cmd.actor}: `{_code(cmd.line)}` failed: {reason}.",
+            "",
+            f"To fix: {remedy}." if remedy else "Sluice's operators find the details in its log.",
+        ]
+        try:
+            await reply(cmd, "\n".join(lines) + "\n", ctx=ctx)
+        except Exception:  # the failure itself is what the job records
+            log.exception("%s#%d: could not answer /%s's failure", cmd.on.repo, cmd.on.number, cmd.name)
+    await _audit(ctx, cmd, "failed", reason if final else f"{reason} (to be tried again)")
 
 
 async def _checked(command: Command, cmd: SlashCommand, *, fork: Fork, ctx: Context) -> Outcome:

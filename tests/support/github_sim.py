@@ -185,6 +185,7 @@ class Fault:
     times: int
     headers: dict[str, str]
     body: Any
+    after: bool = False  # the request is carried out first, then answered `status` (the answer is lost)
 
 
 @dataclass
@@ -477,6 +478,12 @@ class GitHubSim:
             body["documentation_url"] = DOCS
         self._faults.append(Fault(method.upper(), re.compile(path_regex), status, times, headers or {}, body))
 
+    def fail_after_next(self, method: str, path_regex: str, status: int = 502) -> None:
+        """The next matching request is carried out, then answered `status`: GitHub did the work but its
+        answer was lost (a gateway timing out behind it)."""
+        body = {"message": "Server Error", "documentation_url": DOCS}
+        self._faults.append(Fault(method.upper(), re.compile(path_regex), status, 1, {}, body, after=True))
+
     def drop_next(self, method: str, path_regex: str, *, times: int = 1) -> None:
         """The next `times` matching requests get no answer: the connection closes (a network failure)."""
         self._faults.append(Fault(method.upper(), re.compile(path_regex), DROPPED, times, {}, None))
@@ -745,8 +752,13 @@ class GitHubSim:
                 assert request.transport is not None
                 request.transport.abort()  # the client sees the connection go, with no answer at all
                 return web.Response(status=DROPPED), None
-            if fault is not None:
+            if fault is not None and fault.after:
+                identity = self._authenticate(request)
+                await self._check_request(request)
+                await handler(request)  # done, but the client never sees its answer
                 response: web.StreamResponse = web.json_response(fault.body, status=fault.status)
+            elif fault is not None:
+                response = web.json_response(fault.body, status=fault.status)
                 response.headers.update(fault.headers)
             else:
                 if not git:

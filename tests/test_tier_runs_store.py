@@ -1,0 +1,71 @@
+"""Tier runs in the store, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from bot.core.errors import BadInput
+from bot.core.tiers import Level, RunState, TierRun
+from bot.db.store import Store
+from bot.db.tier_runs import TierRuns
+
+BRANCH_NAME_MAX = 255  # GitHub's limit on a branch name, in bytes
+
+FORK = "meta/triton"
+AT = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
+HEAD = "a" * 40
+
+
+def attempt(ingestion: str = "bundle-0123456789", *, pull: int = 7, attempt: int = 1) -> TierRun:
+    return TierRun(FORK, pull, ingestion, Level.L1, HEAD, attempt, RunState.DISPATCHED, AT)
+
+
+def test_an_ingestion_id_as_long_as_a_branch_name_is_kept(store: Store) -> None:
+    """A fork PR from the fork's own `sluice/ingest/<name>` branch takes `<name>` as its id: a person's
+    branch name, up to GitHub's 255 bytes, not one of Sluice's short ids."""
+    runs = TierRuns(store)
+    long_id = "x" * BRANCH_NAME_MAX
+    added = runs.add(attempt(long_id))
+    assert added is not None and added.id is not None
+    got = runs.get(added.id)
+    assert got is not None and got.ingestion == long_id
+
+
+def test_an_ingestion_id_longer_than_the_column_is_refused_and_nothing_is_written(store: Store) -> None:
+    runs = TierRuns(store)
+    with pytest.raises(BadInput, match="256 characters long, over 255"):
+        runs.add(attempt("x" * (BRANCH_NAME_MAX + 1)))
+    assert runs.for_pull(FORK, 7) == []
+
+
+def test_a_run_whose_dispatch_failed_is_claimed_again_by_one_worker(store: Store) -> None:
+    runs = TierRuns(store)
+    added = runs.add(attempt())
+    assert added is not None and added.id is not None
+    runs.mark_undispatched(added.id, detail="the dispatch failed (GitHubDown: 503)")
+    marked = runs.get(added.id)
+    assert marked is not None and marked.state is RunState.UNDISPATCHED and "503" in marked.detail
+    later = AT + dt.timedelta(minutes=3)
+    claimed = runs.claim_undispatched(added.id, at=later)
+    assert claimed is not None and claimed.state is RunState.DISPATCHED and claimed.dispatched_at == later
+    assert runs.claim_undispatched(added.id, at=later) is None  # a second worker gets nothing to dispatch
+    runs.save(dataclasses.replace(claimed, state=RunState.COMPLETED))
+    runs.mark_undispatched(added.id, detail="late")  # only a waiting run is marked
+    final = runs.get(added.id)
+    assert final is not None and final.state is RunState.COMPLETED
+
+
+def test_waiting_runs_of_every_fork_and_pr_are_listed_for_the_sweep(store: Store) -> None:
+    runs = TierRuns(store)
+    first, second, done = (runs.add(attempt(pull=n)) for n in (7, 8, 9))
+    assert first is not None and second is not None and done is not None
+    assert first.id is not None and second.id is not None
+    runs.save(dataclasses.replace(done, state=RunState.COMPLETED))
+    runs.mark_undispatched(second.id, detail="the dispatch failed")
+    assert [(r.pull, r.state) for r in runs.waiting()] == [
+        (7, RunState.DISPATCHED),
+        (8, RunState.UNDISPATCHED),
+    ]
