@@ -113,6 +113,7 @@ class GateInput:
     # An emergency pick (`/cherry-pick`): the files its commit touches. A code owner of them approves it on
     # the head whatever its conflicts were, and only `gate.emergency_required_tiers` are required.
     emergency: Sequence[str] | None = None
+    no_access: Sequence[str] = ()  # current-head approvers without write access: their approval is left out
 
 
 @dataclass(frozen=True)
@@ -287,6 +288,9 @@ def _approve_how(resolution: Resolution | None, facts: GateInput) -> str:
     if stale:
         logins = ", ".join(sorted({"@" + a.login for a in stale}))
         how += f"; the approvals by {logins} were given on an older head and no longer count"
+    if facts.no_access:
+        logins = ", ".join("@" + login for login in facts.no_access)
+        how += f"; {logins} approved without write access to the repository, which does not count"
     return how
 
 
