@@ -271,7 +271,13 @@ async def test_a_waiver_past_its_expiry_stops_counting(
 
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
     waiver = Waiver(
-        Tier.L2, "@meta/gpu", "the GPU pool is being replaced", "rerun L2 on the new pool", expires, "lead"
+        Tier.L2,
+        "@meta/gpu",
+        "the GPU pool is being replaced",
+        "rerun L2 on the new pool",
+        expires,
+        "lead",
+        head,
     )
     async with rig.ctx() as ctx:
         assert await gatekeeping.waive(ctx, FORK, pull.number, waiver) is Outcome.OPEN
