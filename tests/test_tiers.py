@@ -40,7 +40,7 @@ from bot.core.tiers import (
     triage,
     workflow_inputs,
 )
-from bot.flows.tiers import Finished, read_report, unpack
+from bot.flows.tiers import MAX_ZIP_MEMBERS, Finished, read_report, unpack
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 HEAD, OLD, BASE = "a" * 40, "b" * 40, "c" * 40
@@ -321,6 +321,20 @@ def test_the_workflow_templates_take_what_sluice_sends(level: Level) -> None:
     script = "\n".join(step.get("run", "") for step in job["steps"])
     assert "${{" not in script  # inputs reach the shell through the environment only, after the checks
     assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in job["steps"])
+
+
+def test_an_artifact_of_more_files_than_the_tier_uploads_is_refused_unread() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("report.json", "{}")
+        for n in range(MAX_ZIP_MEMBERS):
+            archive.writestr(f"junk/{n}", "")
+    unpacked = unpack(buffer.getvalue(), "success")
+    assert unpacked.report is None
+    assert unpacked.problem == (
+        f"the `sluice-tier-report` artifact holds {MAX_ZIP_MEMBERS + 1} files, over the limit of "
+        f"{MAX_ZIP_MEMBERS}: refused"
+    )
 
 
 def test_a_report_is_read_from_the_artifact_and_checked() -> None:

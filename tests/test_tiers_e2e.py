@@ -11,6 +11,7 @@ import asyncio
 import datetime as dt
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -355,6 +356,31 @@ async def test_a_missing_report_is_a_failure_not_a_pass(actions: Rig) -> None:
     check = actions.checks(head)["sluice/L1"]
     assert check["conclusion"] == "failure" and "holds no report.json" in report_of(check)
     assert "The run's log" in report_of(check)  # what the run printed, since there is no report
+
+
+@pytest.mark.parametrize("listed", ["true", "understated"])
+async def test_an_artifact_over_the_size_limit_is_refused_on_the_check_run(
+    actions: Rig, monkeypatch: Any, listed: str
+) -> None:
+    monkeypatch.setattr("handlers.workflow_run.MAX_ARTIFACT_BYTES", 4096)
+    _, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    report, log, _ = run_tier(actions.sim, l1["inputs"])
+    noise = os.urandom(8192).hex()  # does not compress: the zip is over 4096 bytes
+    files = {"report.json": report or "", "tier.log": log + noise}
+    actions.sim.finish_run(FORK, l1["id"], "success", artifact=("sluice-tier-report", files))
+    if listed == "understated":  # GitHub's listing is not trusted: the download itself is cut off
+        actions.sim.artifacts[FORK][-1]["size_in_bytes"] = 100
+    await actions.settle()
+    check = actions.checks(head)["sluice/L1"]
+    assert check["conclusion"] == "failure"
+    zipped = len(actions.sim._artifact_zips[actions.sim.artifacts[FORK][-1]["id"]][0])
+    assert f"the `sluice-tier-report` artifact is {zipped:,} bytes" in report_of(check)  # listed or sent
+    assert "over Sluice's limit of 4,096 bytes: refused" in report_of(check)
+    downloads = [r for r in actions.sim.requests if r[1].endswith("/zip")]
+    assert len(downloads) == (
+        1 if listed == "understated" else 0
+    )  # a listed size over the limit: not fetched
 
 
 async def test_a_dispatch_refused_with_422_is_reported_on_the_check_run(actions: Rig) -> None:

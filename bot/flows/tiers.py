@@ -48,6 +48,8 @@ from runners.report import Outcome, Report
 ARTIFACT = "sluice-tier-report"  # what the tier workflows upload: report.json and tier.log
 REPORT_FILE, LOG_FILE = "report.json", "tier.log"
 MAX_ZIP_MEMBER = 64 * 1024 * 1024  # a report bigger than this is refused, not read into memory
+MAX_ARTIFACT_BYTES = 128 * 1024 * 1024  # the artifact's zip: a bigger one is refused, not downloaded
+MAX_ZIP_MEMBERS = 64  # the artifact holds report.json and tier.log: a zip of more files is refused
 REQUEST_IN_TITLE = re.compile(r"\brequest (\d+)\b")  # the tier workflows' run-name carries the run's id
 Db = Callable[..., Awaitable[Any]]  # Context.db: a blocking store call in a thread
 log = logging.getLogger("sluice.tiers")
@@ -332,6 +334,10 @@ def unpack(archive: bytes | None, conclusion: str) -> Finished:
         return Finished(conclusion, None, problem=f"the run uploaded no `{ARTIFACT}` artifact")
     try:
         with zipfile.ZipFile(io.BytesIO(archive)) as zipped:
+            members = len(zipped.infolist())
+            if members > MAX_ZIP_MEMBERS:
+                many = f"the `{ARTIFACT}` artifact holds {members} files, over the limit of {MAX_ZIP_MEMBERS}"
+                return Finished(conclusion, None, problem=f"{many}: refused")
             report, log_text = (
                 _member(zipped, REPORT_FILE),
                 (_member(zipped, LOG_FILE) or "")[-MAX_LOG_CHARS:],
