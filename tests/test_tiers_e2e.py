@@ -235,6 +235,7 @@ async def test_upstream_push_to_l1_then_l2_with_real_reports(local: Rig) -> None
 async def test_run_l3_on_request(local: Rig) -> None:
     number, head = await ingestion_pr(local, {"docs/guide.md": "guide, clarified\n"})
     l2 = local.checks(head)["sluice/L2"]
+    local.sim.set_permission(FORK, "dev", "write")
     await local.deliver(
         "check_run", local.sim.check_run_payload(FORK, l2["id"], identifier="run-l3", sender="dev")
     )
@@ -425,6 +426,54 @@ async def test_a_stale_sha_result_is_ignored(actions: Rig) -> None:
     assert "sluice/L2" not in actions.checks(new_head) and len(actions.sim.workflow_runs[FORK]) == 2
 
 
+async def test_a_pr_from_outside_the_fork_waits_for_a_maintainer_before_the_gpu_tiers(actions: Rig) -> None:
+    outsider = "outsider/triton"  # a contributor's fork of the fork
+    actions.sim.create_repo(outsider)
+    actions.sim.git(outsider, "fetch", "--quiet", str(actions.sim.repo_path(FORK)), "main:main")
+    trunk = actions.head("main")
+    head = actions.sim.commit(outsider, "fix", {"src/a.py": "a = 1\n"}, message="a fix", parent=trunk)
+    actions.sim.open_pull(FORK, head="outsider:fix", base="main", title="A fix", user="outsider")
+    await actions.settle()
+    (l1,) = actions.sim.workflow_runs[FORK]
+    assert l1["name"] == "sluice-l1.yml" and l1["inputs"]["head_sha"] == head  # GitHub's hosted runners
+    actions.act_as_runner(l1)
+    await actions.settle()
+    l2 = actions.checks(head)["sluice/L2"]
+    assert (l2["status"], l2["conclusion"]) == ("completed", "action_required")
+    assert l2["output"]["title"] == "L2: waits for a maintainer (PR from outside the fork)"
+    assert "comes from outside the fork" in report_of(l2) and [a["label"] for a in l2["actions"]] == [
+        "Run L2"
+    ]
+    assert len(actions.sim.workflow_runs[FORK]) == 1  # nothing went to the self-hosted runners
+
+    actions.sim.set_permission(FORK, "outsider", "read")  # the author (or anyone without write) pressing it
+    payload = actions.sim.check_run_payload(FORK, l2["id"], identifier="rerun", sender="outsider")
+    await actions.deliver("check_run", payload)
+    await actions.settle()
+    assert len(actions.sim.workflow_runs[FORK]) == 1
+    actions.sim.set_permission(FORK, "dev", "maintain")
+    await actions.deliver(
+        "check_run", actions.sim.check_run_payload(FORK, l2["id"], identifier="rerun", sender="dev")
+    )
+    await actions.settle()
+    l2_run = actions.sim.workflow_runs[FORK][-1]
+    assert l2_run["name"] == "sluice-l2.yml" and l2_run["inputs"]["head_sha"] == head
+    assert l2_run["inputs"]["selection"] == "1"  # the critical subset, as for any fork PR
+    assert actions.checks(head)["sluice/L2"]["status"] == "in_progress"
+
+    pushed = actions.sim.commit(outsider, "fix", {"src/a.py": "a = 2\n"}, message="a fix, again")
+    await actions.settle()
+    (l1_again,) = [r for r in actions.sim.workflow_runs[FORK] if r["inputs"]["head_sha"] == pushed]
+    actions.act_as_runner(l1_again)
+    await actions.settle()
+    assert actions.checks(pushed)["sluice/L2"]["conclusion"] == "action_required"  # a new head: asked again
+    assert [r["name"] for r in actions.sim.workflow_runs[FORK]] == [
+        "sluice-l1.yml",
+        "sluice-l2.yml",
+        "sluice-l1.yml",
+    ]
+
+
 async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) -> None:
     number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
     (stalled,) = actions.sim.workflow_runs[FORK]
@@ -437,7 +486,8 @@ async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) 
     actions.act_as_runner(stalled)  # a result after the time-out is ignored
     await actions.settle()
     assert actions.checks(head)["sluice/L1"]["conclusion"] == "timed_out"
-    # a person presses Re-run on the L1 check run
+    # a person (with write access) presses Re-run on the L1 check run
+    actions.sim.set_permission(FORK, "dev", "write")
     payload = actions.sim.check_run_payload(FORK, check["id"], identifier="rerun", sender="dev")
     await actions.deliver("check_run", payload)
     await actions.settle()
