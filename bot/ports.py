@@ -350,7 +350,8 @@ class GateRecords(Protocol):
 
 class GateForge(Protocol):
     """What the gate and the merge need of GitHub for one fork: the PR, its reviews, CODEOWNERS, team
-    membership, its check runs, the pinned merge, the rollback tag, and a comment."""
+    membership, an approver's permission, its check runs, the pinned merge, the rollback tag, and a
+    comment."""
 
     repo: str
 
@@ -365,6 +366,8 @@ class GateForge(Protocol):
     async def read_text(self, path: str, *, ref: str) -> str | None: ...
 
     async def in_team(self, team: str, login: str) -> bool: ...
+
+    async def permission_level(self, login: str) -> str: ...
 
     async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]: ...
 
@@ -439,7 +442,7 @@ class TierForge(Protocol):
 
     async def dispatched_runs(self, *, created_since: str) -> list[dict[str, Any]]: ...
 
-    async def run_artifact(self, run_id: int, name: str) -> bytes | None: ...
+    async def run_artifact(self, run_id: int, name: str, *, max_bytes: int) -> bytes | None: ...
 
 
 class TierBackend(Protocol):

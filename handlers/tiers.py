@@ -24,6 +24,7 @@ from handlers import requests
 from handlers.requests import LocalTierRequest, TiersRequest, TierTimeoutsRequest
 
 router = Router()
+WRITE_ACCESS = frozenset({"admin", "write"})  # the collaborator API's legacy `permission` (maintain: write)
 log = logging.getLogger("sluice.tiers")
 
 
@@ -138,11 +139,20 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
 
 @router.register("check_run", action="requested_action")
 async def on_requested_action(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
-    """A person pressed Re-run (or Run L3) on a tier's check run: that tier is dispatched again."""
+    """A person with write access pressed Re-run (or Run L3, or a PR from outside the fork's Run L2) on a
+    tier's check run: that tier is dispatched. Anyone else's press starts nothing (what runs on the fork's
+    self-hosted runners is a maintainer's decision)."""
     fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
     wanted = event.requested_action.identifier if event.requested_action else None
     level = next((lv for lv in LEVELS if lv.check.value == event.check_run.name), None)
     if fork is None or level is None or wanted not in (RERUN, RUN_L3):
+        return
+    sender = event.sender.login if event.sender is not None else None
+    forge = ctx.forge(fork.installation_id, fork.repo)
+    if sender is None or await forge.permission_level(sender) not in WRITE_ACCESS:
+        log.warning(
+            "%s: %s on %s pressed by @%s, who lacks write access", fork.repo, wanted, level.name, sender
+        )
         return
     runs = ctx.tier_runs
     pull = await ctx.db(runs.pull_for_head, fork.repo, event.check_run.head_sha)

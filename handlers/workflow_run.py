@@ -7,8 +7,9 @@ import logging
 from gidgethub.routing import Router
 
 from bot.app.context import Context
+from bot.core.errors import TooLarge
 from bot.core.webhooks import WorkflowRunEvent
-from bot.flows.tiers import ARTIFACT, complete, request_of, unpack
+from bot.flows.tiers import ARTIFACT, MAX_ARTIFACT_BYTES, Finished, complete, request_of, unpack
 from bot.ports import Job
 from handlers.tiers import tiering
 
@@ -28,7 +29,14 @@ async def on_completed(event: WorkflowRunEvent, *, ctx: Context, job: Job) -> No
     if run is None or run.fork != fork.repo or (run.run_id not in (None, workflow_run.id)):
         return  # not a tier run of Sluice's
     t = await tiering(ctx, fork)
-    archive = await t.forge.run_artifact(workflow_run.id, ARTIFACT)
+    conclusion = workflow_run.conclusion or "failure"
+    try:
+        finished = unpack(
+            await t.forge.run_artifact(workflow_run.id, ARTIFACT, max_bytes=MAX_ARTIFACT_BYTES), conclusion
+        )
+    except TooLarge as exc:  # a failure of the run (no report), shown on its check run; never read whole
+        log.warning("%s: workflow run %d: %s", fork.repo, workflow_run.id, exc.message)
+        finished = Finished(conclusion, None, problem=exc.message)
     assert run.id is not None
     await ctx.db(runs.set_run_id, run.id, workflow_run.id)
-    await complete(t, run.id, unpack(archive, workflow_run.conclusion or "failure"))
+    await complete(t, run.id, finished)

@@ -197,7 +197,10 @@ async def test_the_gates_waivers_holds_pause_and_throttle_show_after_the_next_ru
     (pull,) = rig.pulls()
     gates, now = GateStore(rig.store), rig.sim.now()
     until = now + dt.timedelta(days=3)
-    waiver = Waiver(Tier.L2, "alice", "flaky runner", "pin the driver", until, granted_by="alice")
+    head = rig.sim.git(FORK, "rev-parse", pull.head_ref).strip()
+    waiver = Waiver(
+        Tier.L2, "alice", "flaky runner", "pin the driver", until, granted_by="alice", head_sha=head
+    )
     gates.add_waiver(FORK, pull.number, waiver, at=now)  # as `/waive`, `/hold` and a failed gate record them
     gates.set_hold(FORK, pull.number, by="bob", reason="release freeze", at=now)
     gates.record_failure(

@@ -43,6 +43,7 @@ from bot.core.errors import (
     NotFound,
     RateLimited,
     SluiceError,
+    TooLarge,
     Unavailable,
 )
 from bot.core.upstream_access import UpstreamRefused
@@ -102,6 +103,7 @@ TAXONOMY: list[tuple[type[SluiceError], bool]] = [
     (GitHubForbidden, False),
     (InstallationGone, False),
     (DispatchRefused, False),  # a tier workflow GitHub will not start: shown on the check run, not retried
+    (TooLarge, False),  # a tier artifact over the limit: the run fails, saying so; the same one stays too big
     (CommandRefused, False),  # a slash command refused (role, arguments): the reply says why, never retried
     (DatabaseBusy, True),
     (Rejected, False),

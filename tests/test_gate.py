@@ -47,8 +47,9 @@ def run(tier: Tier, status: str, conclusion: str | None = None, head: str = HEAD
     return {tier.value: CheckResult(tier.value, head, status, conclusion)}
 
 
-def waiver(expires: dt.datetime, tier: Tier = Tier.L2) -> Waiver:
-    return Waiver(tier, "@org/compiler", "flaky GPU pool", "rerun on the new pool by Friday", expires, "lead")
+def waiver(expires: dt.datetime, tier: Tier = Tier.L2, head: str = HEAD) -> Waiver:
+    plan = "rerun on the new pool by Friday"
+    return Waiver(tier, "@org/compiler", "flaky GPU pool", plan, expires, "lead", head)
 
 
 SEMANTIC = Resolution(UP, PASS, "semantic", "reused")
@@ -85,6 +86,25 @@ def facts(**changes: object) -> GateInput:
             (waiver(NOW - dt.timedelta(seconds=1)),),
             "failure",
             ["sluice/L2 concluded failure (the waiver by @lead expired 2026-03-01 11:59 UTC)"],
+        ),
+        # a waiver given on another head (before a push) waives nothing here, nor one that names no head
+        (
+            green(Tier.L1) | run(Tier.L2, "completed", "failure"),
+            (waiver(NOW + dt.timedelta(days=1), head=OLD),),
+            "failure",
+            [
+                "sluice/L2 concluded failure (the waiver by @lead was given on `bbbbbbbbbb`; a new head "
+                "needs a new one)"
+            ],
+        ),
+        (
+            green(Tier.L1) | run(Tier.L2, "completed", "failure"),
+            (waiver(NOW + dt.timedelta(days=1), head=""),),
+            "failure",
+            [
+                "sluice/L2 concluded failure (the waiver by @lead was given on an unrecorded head; a new "
+                "head needs a new one)"
+            ],
         ),
         (
             green(Tier.L2) | run(Tier.L1, "completed", "failure"),

@@ -217,12 +217,34 @@ async def test_a_waiver_from_the_command_counts_until_the_day_ends_then_stops(ct
     assert "L2 is waived on" in reply and "until 2026-11-30" in reply and "the gate is open" in reply
     (waiver,) = ctx.gates.waivers(FORK, number)
     assert (waiver.owner, waiver.granted_by) == ("@meta/gpu", "dan")
-    assert waiver.expires_at == dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    assert waiver.expires_at == dt.datetime(2026, 12, 1, tzinfo=dt.UTC) and waiver.head_sha == head
+    assert f"at head `{head[:10]}`" in reply and "A later push needs a new waiver" in reply
     assert gate_run(sim, head)["conclusion"] == "success"
     ctx.clock = lambda: NOW + dt.timedelta(days=2)  # past the end of 2026-11-30
     assert await gatekeeping.reevaluate(ctx, FORK, number) is Outcome.WAITING
     closed = gate_run(sim, head)
     assert closed["conclusion"] == "failure" and "expired" in closed["output"]["summary"]
+
+
+async def test_a_waiver_waives_the_head_it_was_given_on_not_the_next_push(ctx: Context) -> None:
+    l2 = "tiers:\n  l2:\n    suites: [{name: numerics, builtin: numerics}]\n    owner: '@meta/gpu'\ngate:"
+    gate = TWO_TIERS.replace("gate:", l2)
+    sim, _, number = an_ingestion_pull(ctx, gate=gate)
+    head = head_of(sim)
+    sim.finish_check(FORK, head, Tier.L1.value, "success")
+    sim.finish_check(FORK, head, Tier.L2.value, "failure")
+    sim.add_team_member("meta/gpu", "dan")
+    assert "the gate is open" in await say(ctx, number, WAIVE.format("2026-11-30"), user="dan")
+    pushed = sim.commit(FORK, BRANCH, {"docs/new.md": "new, changed\n"}, message="more", pusher="carol")
+    sim.finish_check(FORK, pushed, Tier.L1.value, "success")
+    sim.finish_check(FORK, pushed, Tier.L2.value, "failure")  # the new code fails L2 too: nobody waived it
+    assert await gatekeeping.reevaluate(ctx, FORK, number) is Outcome.WAITING
+    closed = gate_run(sim, pushed)
+    assert closed["conclusion"] == "failure"
+    assert (
+        f"the waiver by @dan was given on `{head[:10]}`; a new head needs a new one"
+        in (closed["output"]["summary"])
+    )
 
 
 # ------------------------------------------------------------------ end to end: the served bot merges

@@ -217,6 +217,7 @@ async def test_a_semantic_resolution_waits_for_a_code_owner_then_merges_with_a_r
     assert not pull.merged and rig.gate(head)["conclusion"] is None
 
     rig.sim.add_team_member("meta/compiler", "alice")
+    rig.sim.set_permission(FORK, "alice", "write")
     rig.sim.review(FORK, pull.number, user="alice", state="APPROVED")
     await rig.settle()
     assert pull.merged and rig.gate(head)["conclusion"] == "success"
@@ -270,7 +271,13 @@ async def test_a_waiver_past_its_expiry_stops_counting(
 
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
     waiver = Waiver(
-        Tier.L2, "@meta/gpu", "the GPU pool is being replaced", "rerun L2 on the new pool", expires, "lead"
+        Tier.L2,
+        "@meta/gpu",
+        "the GPU pool is being replaced",
+        "rerun L2 on the new pool",
+        expires,
+        "lead",
+        head,
     )
     async with rig.ctx() as ctx:
         assert await gatekeeping.waive(ctx, FORK, pull.number, waiver) is Outcome.OPEN
@@ -432,11 +439,36 @@ async def test_an_approve_command_counts_for_the_head_it_was_given_on(
     rig.sim.finish_check(FORK, rig.head(pull), Tier.L1.value, "success")
     await rig.settle()
     rig.sim.add_team_member("meta/compiler", "alice")
+    rig.sim.set_permission(FORK, "alice", "write")
     async with rig.ctx() as ctx:
         assert await gatekeeping.approve(ctx, FORK, pull.number, login="mallory") is Outcome.WAITING
         assert await gatekeeping.approve(ctx, FORK, pull.number, login="alice") is Outcome.MERGED
     closed = rig.gates.audit(FORK, pull.number)
     assert closed is not None and [(a.login, a.source) for a in closed.approvals] == [("alice", "command")]
+
+
+@pytest.mark.parametrize("permission", ["read", "triage", "none"])
+async def test_a_code_owners_approval_counts_only_with_write_access(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig], permission: str
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
+    teardown.append(rig)
+    pull = rig.pull()
+    head = rig.head(pull)
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.add_team_member("meta/compiler", "alice")  # still in the owning team, her access taken away
+    if permission != "none":
+        rig.sim.set_permission(FORK, "alice", permission)
+    rig.sim.review(FORK, pull.number, user="alice", state="APPROVED")
+    await rig.settle()
+    assert not pull.merged and rig.gate(head)["conclusion"] is None
+    assert "@alice approved without write access" in rig.gate(head)["output"]["summary"]
+    async with rig.ctx() as ctx:  # an `/approve` recorded while she had access counts no more than a review
+        assert await gatekeeping.approve(ctx, FORK, pull.number, login="alice") is Outcome.WAITING
+    rig.sim.set_permission(FORK, "alice", "maintain")
+    rig.sim.review(FORK, pull.number, user="carol", state="COMMENTED")  # any review re-evaluates the gate
+    await rig.settle()
+    assert pull.merged
 
 
 @pytest.mark.parametrize("method", ["merge", "squash", "rebase"])

@@ -3,6 +3,7 @@ run of failures and audit records."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterator
 
@@ -27,12 +28,16 @@ def gates(database_url: str) -> Iterator[GateStore]:
 
 
 def test_waivers_round_trip_per_pr_and_never_for_l1(gates: GateStore) -> None:
-    waiver = Waiver(Tier.L2, "@org/gpu", "pool down", "rerun Monday", AT + dt.timedelta(days=2), "lead")
+    waiver = Waiver(Tier.L2, "@org/gpu", "pool down", "rerun Monday", AT + dt.timedelta(days=2), "lead", H1)
     gates.add_waiver(FORK, 7, waiver, at=AT)
-    assert gates.waivers(FORK, 7) == [waiver]
+    assert gates.waivers(FORK, 7) == [waiver]  # with the head it was given on
     assert gates.waivers(FORK, 8) == []
     with pytest.raises(ValueError, match="never waived"):
-        gates.add_waiver(FORK, 7, Waiver(Tier.L1, "@a", "r", "p", AT, "lead"), at=AT)
+        gates.add_waiver(FORK, 7, Waiver(Tier.L1, "@a", "r", "p", AT, "lead", H1), at=AT)
+    for head in ("", "main", "1" * 39, "A" * 40):
+        with pytest.raises(ValueError, match="names the head it waives"):
+            gates.add_waiver(FORK, 7, dataclasses.replace(waiver, head_sha=head), at=AT)
+    assert gates.waivers(FORK, 7) == [waiver]
 
 
 def test_approvals_keep_the_head_they_were_given_on(gates: GateStore) -> None:

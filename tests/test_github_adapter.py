@@ -18,6 +18,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from bot.core.errors import TooLarge
 from bot.github.client import GitHubClient, GitHubError, InstallationAPI, app_jwt
 
 APP_ID = 4242
@@ -91,6 +92,7 @@ class FakeGitHub:
             web.get(prefix + "/repos/{owner}/{repo}/commits/{sha}/check-runs", self.check_runs),
             web.post(prefix + "/repos/{owner}/{repo}/issues/{number}/comments", self.comment),
             web.route("*", prefix + "/fault/{name}", self.fault),
+            web.get(prefix + "/blob/{size}", self.blob),
         ]
 
     @web.middleware
@@ -152,6 +154,19 @@ class FakeGitHub:
         return web.json_response(
             {"id": len(self.posts_at), "body": (await request.json())["body"]}, status=201
         )
+
+    async def blob(self, request: web.Request) -> web.StreamResponse:
+        """`size` bytes, with Content-Length (`?declared=no`: chunked, as a storage that streams answers)."""
+        size = int(request.match_info["size"])
+        if request.query.get("declared") != "no":
+            return web.Response(body=b"z" * size)
+        response = web.StreamResponse()
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for _ in range(0, size, 1000):
+            await response.write(b"z" * min(1000, size))
+        await response.write_eof()
+        return response
 
     async def fault(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -217,6 +232,18 @@ async def harness(aiohttp_server: Any, app_key: AppKey) -> AsyncIterator[MakeHar
     yield make
     for session in sessions:
         await session.close()
+
+
+@pytest.mark.parametrize("declared", ["yes", "no"])
+async def test_a_download_over_its_limit_is_refused_as_it_streams(
+    harness: MakeHarness, declared: str
+) -> None:
+    h = await harness()
+    assert await h.api.download(f"/blob/5000?declared={declared}", max_bytes=5000) == b"z" * 5000
+    with pytest.raises(TooLarge) as refused:
+        await h.api.download(f"/blob/50000?declared={declared}", max_bytes=5000, what="the zip")
+    told = "50,000 bytes" if declared == "yes" else "more"  # without Content-Length: cut off as it arrives
+    assert refused.value.message == f"the zip is {told}, over Sluice's limit of 5,000 bytes: refused"
 
 
 async def test_app_jwt_is_rs256_backdated_and_short_lived(app_key: AppKey) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tests.support.github_sim import ZERO_SHA, GitHubSim
+from tests.support.github_sim import ZERO_SHA, GitHubSim, SimError
 from tests.support.webhooks import signature
 from tests.test_github_sim import FORK, sim
 
@@ -253,6 +253,31 @@ async def test_pull_head_ref_follows_the_head_branch(client: Any, sim: GitHubSim
     assert resp.status == 200
     sim.commit(FORK, "topic", {"t.txt": "4\n"})
     assert await fetched_pull_head() == third  # a closed PR keeps its last head, as on GitHub
+
+
+async def test_a_pull_from_another_repository_keeps_its_head_in_the_base_repository(
+    client: Any, sim: GitHubSim, tmp_path: Path
+) -> None:
+    outsider = "outsider/triton"  # a GitHub fork of FORK: `outsider:topic` names its branch
+    sim.create_repo(outsider)
+    sim.git(outsider, "fetch", "--quiet", str(sim.repo_path(FORK)), "main:main")
+    first = sim.commit(outsider, "topic", {"t.txt": "1\n"}, parent=sim.git(outsider, "rev-parse", "main"))
+    pull = sim.open_pull(FORK, head="outsider:topic", base="main", title="T", user="outsider")
+    assert (pull["head"]["sha"], pull["head"]["ref"]) == (first, "topic")
+    assert pull["head"]["repo"]["full_name"] == outsider and pull["head"]["label"] == "outsider:topic"
+    assert pull["base"]["repo"]["full_name"] == FORK
+    assert sim.git(FORK, "rev-parse", f"refs/pull/{pull['number']}/head").strip() == first
+    assert sim.git(FORK, "branch", "--list", "topic") == ""  # no branch of the base repository
+    second = sim.commit(outsider, "topic", {"t.txt": "2\n"})
+    assert sim.git(FORK, "rev-parse", f"refs/pull/{pull['number']}/head").strip() == second
+    resp = await client.get(f"/repos/{FORK}/pulls/{pull['number']}", headers=client.headers)
+    assert (await resp.json())["head"]["sha"] == second
+    sim.commit(FORK, "topic", {"t.txt": "base\n"}, parent=sim.git(FORK, "rev-parse", "main"))  # same name
+    resp = await client.get(f"/repos/{FORK}/pulls/{pull['number']}", headers=client.headers)
+    assert (await resp.json())["head"]["sha"] == second
+    with pytest.raises(SimError) as refused:
+        sim.open_pull(FORK, head="nobody:topic", base="main", title="T")  # no such fork
+    assert refused.value.status == 422
 
 
 # ------------------------------------------------------------------ webhooks

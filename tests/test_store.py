@@ -54,7 +54,7 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0012_tier_runs_ingestion_len"
+HEAD_REVISION = "0013_waiver_head"
 # Modules that define tables on the metadata the migrations are compared with.
 TABLE_MODULES = (bot.db.audit, bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry, bot.db.tier_runs)
 TABLES = [

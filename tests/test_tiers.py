@@ -18,6 +18,7 @@ from bot.core.tier_checks import MAX_ANNOTATIONS, Shown, completed, refused
 from bot.core.tiers import (
     INFRA_MARKERS,
     ONE_SUITE,
+    OUTSIDE_WAITS,
     Blocked,
     Dispatch,
     FailedTest,
@@ -42,7 +43,7 @@ from bot.core.tiers import (
     triage,
     workflow_inputs,
 )
-from bot.flows.tiers import Finished, read_report, unpack
+from bot.flows.tiers import MAX_ZIP_MEMBERS, Finished, read_report, subject_of, unpack
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 HEAD, OLD, BASE = "a" * 40, "b" * 40, "c" * 40
@@ -169,6 +170,44 @@ def test_l3_by_policy() -> None:
     assert next_actions(fork_pr, done, always, now=NOW) == []
     assert next_actions(BUNDLE, done, chains, now=NOW) == []
     assert [a.level for a in next_actions(chain, done, chains, now=NOW) if isinstance(a, Dispatch)] == [L3]
+
+
+def test_a_pr_from_outside_the_fork_runs_l2_and_l3_only_when_a_maintainer_asks() -> None:
+    outside = dataclasses.replace(BUNDLE, kind=SubjectKind.OUTSIDE_PR)
+    always = parse_config("tiers:\n  l3_policy: always\n")
+    first = [Dispatch(L1, 1, Selection.CRITICAL, "every ingestion and fork PR runs L1")]
+    assert next_actions(outside, [], CONFIG, now=NOW) == first  # L1: GitHub's hosted runners
+    waits = [Blocked(L2, OUTSIDE_WAITS, waiting=True)]
+    assert next_actions(outside, [run(L1)], CONFIG, now=NOW) == waits
+    assert next_actions(outside, [run(L1)], always, now=NOW) == waits
+    assert next_actions(outside, [run(L1, head=OLD), run(L2, head=OLD), run(L1)], CONFIG, now=NOW) == waits
+    asked = Dispatch(L2, 1, Selection.CRITICAL, "L1 passed; a maintainer asked")
+    assert next_actions(outside, [run(L1)], CONFIG, now=NOW, want=Want(rerun=L2)) == [asked]
+    assert next_actions(outside, [run(L1), run(L2)], always, now=NOW) == []  # L3 never by policy
+    l3 = next_actions(outside, [run(L1), run(L2)], always, now=NOW, want=Want(l3=True))
+    assert [(a.level, a.selection) for a in l3 if isinstance(a, Dispatch)] == [(L3, Selection.CRITICAL)]
+    retry = next_actions(outside, [run(L1), run(L2, verdict=Verdict.INFRA)], CONFIG, now=NOW)
+    assert [(a.level, a.attempt) for a in retry if isinstance(a, Dispatch)] == [
+        (L2, 2)
+    ]  # asked for this head
+
+
+@pytest.mark.parametrize(
+    ("head_repo", "ref", "kind"),
+    [
+        ("o/f", "feature", SubjectKind.FORK_PR),
+        ("o/f", "sluice/ingest/bundle-1", SubjectKind.BUNDLE),
+        ("outsider/f", "feature", SubjectKind.OUTSIDE_PR),
+        ("outsider/f", "sluice/ingest/bundle-1", SubjectKind.OUTSIDE_PR),  # a branch named like Sluice's
+        (None, "feature", SubjectKind.OUTSIDE_PR),  # its repository was deleted
+    ],
+)
+def test_a_pr_is_from_outside_unless_its_head_is_a_branch_of_the_fork(
+    head_repo: str | None, ref: str, kind: SubjectKind
+) -> None:
+    repo = {"full_name": head_repo} if head_repo is not None else None
+    pull = {"number": 7, "head": {"ref": ref, "sha": HEAD, "repo": repo}, "base": {"sha": OLD}}
+    assert subject_of(pull, fork="o/f").kind is kind
 
 
 def test_fork_prs_run_the_critical_subset_and_ingestions_the_extensions() -> None:
@@ -359,6 +398,20 @@ def test_the_workflow_templates_take_what_sluice_sends(level: Level) -> None:
     script = "\n".join(step.get("run", "") for step in job["steps"])
     assert "${{" not in script  # inputs reach the shell through the environment only, after the checks
     assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in job["steps"])
+
+
+def test_an_artifact_of_more_files_than_the_tier_uploads_is_refused_unread() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("report.json", "{}")
+        for n in range(MAX_ZIP_MEMBERS):
+            archive.writestr(f"junk/{n}", "")
+    unpacked = unpack(buffer.getvalue(), "success")
+    assert unpacked.report is None
+    assert unpacked.problem == (
+        f"the `sluice-tier-report` artifact holds {MAX_ZIP_MEMBERS + 1} files, over the limit of "
+        f"{MAX_ZIP_MEMBERS}: refused"
+    )
 
 
 def test_a_report_is_read_from_the_artifact_and_checked() -> None:

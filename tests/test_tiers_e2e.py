@@ -11,9 +11,12 @@ import asyncio
 import datetime as dt
 import io
 import json
+import os
+import re
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,30 +122,69 @@ class Rig:
     def act_as_runner(self, run: dict[str, Any], *, conclusion: str | None = None) -> None:
         """What the tier workflow does: run the tier on the head it was given, upload report.json and
         tier.log, finish (the simulator then sends `workflow_run` completed)."""
-        inputs = run["inputs"]
-        report, log, code = run_tier(self.sim, inputs)
+        report, log, code = run_tier(self.sim, run)
         files: dict[str, str | bytes] = {"tier.log": log} | ({"report.json": report} if report else {})
         final = conclusion or ("success" if code == 0 else "failure")
         self.sim.finish_run(FORK, run["id"], final, artifact=("sluice-tier-report", files))
 
 
-def run_tier(sim: GitHubSim, inputs: dict[str, str]) -> tuple[str | None, str, int]:
-    """`python -m runners run` on an export of the dispatched head, as deploy/workflows' job runs it."""
-    tree = Path(sim.root) / f"runner-{inputs['request']}"
-    tree.mkdir()
+EXPRESSION = re.compile(r"\$\{\{\s*(inputs\.[a-z_]+|github\.sha)\s*\}\}")
+
+
+def run_tier(sim: GitHubSim, run: dict[str, Any]) -> tuple[str | None, str, int]:
+    """The dispatched workflow's job, as an Actions runner runs it: its template's steps in order, each
+    `actions/checkout` an export of the commit it names (`github.sha`: the commit dispatched on, fork trunk),
+    each `run` step in bash with the job's environment (the runner itself installed: no pip step)."""
+    inputs = run["inputs"]
+    values = {f"inputs.{k}": str(v) for k, v in inputs.items()} | {"github.sha": run["head_sha"]}
+
+    def expand(text: str) -> str:
+        return EXPRESSION.sub(lambda m: values[m[1]], text)
+
+    job = yaml.safe_load((WORKFLOWS / run["name"]).read_text())["jobs"]["tier"]
+    work = Path(tempfile.mkdtemp(prefix=f"runner-{inputs['request']}-", dir=sim.root))
+    tree, temp = work / "workspace", work / "temp"
+    tree.mkdir(parents=True)
+    temp.mkdir()
+    python = Path(sys.executable).parent
+    env = {k: expand(str(v)) for k, v in job["env"].items() if "vars." not in str(v)}
+    env |= {"RUNNER_TEMP": str(temp), "PATH": f"{python}:{os.environ['PATH']}", "HOME": str(work)}
+    env |= {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    log = ""
+    for step in job["steps"]:
+        uses, script = str(step.get("uses", "")), step.get("run")
+        if uses.startswith("actions/checkout"):
+            where = tree / step["with"].get("path", ".")
+            where.mkdir(parents=True, exist_ok=True)
+            export(sim, expand(step["with"]["ref"]), where)
+            strip_upstream(where)
+        elif script is not None and "pip install" not in script:
+            done = subprocess.run(
+                ["bash", "-e", "-c", script], cwd=tree, env=env, capture_output=True, text=True, check=False
+            )
+            log += done.stdout + done.stderr
+            strip_upstream(temp)
+            if done.returncode != 0:
+                break
+    report = tree / "sluice-report" / "report.json"
+    return (report.read_text() if report.is_file() else None), log, done.returncode
+
+
+def export(sim: GitHubSim, sha: str, where: Path) -> None:
     archive = subprocess.run(
-        ["git", "archive", "--format=tar", inputs["head_sha"]], cwd=sim.repo_path(FORK), capture_output=True
+        ["git", "archive", "--format=tar", sha], cwd=sim.repo_path(FORK), capture_output=True, check=True
     ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(tree, filter="data")
-    # The simulator serves upstream over http, which only the bot trusts: the runner gets the file without it.
-    config = (tree / ".github" / "sluice.yml").read_text()
-    (tree / "runner.yml").write_text(config[config.index("tiers:") :])
-    argv = [sys.executable, "-m", "runners", "run", "--tier", f"l{inputs['tier']}", "--config", "runner.yml"]
-    argv += ["--selection", inputs["selection"], "--head-sha", inputs["head_sha"], "--out", "out/report.json"]
-    done = subprocess.run(argv, cwd=tree, capture_output=True, text=True, check=False)
-    report = tree / "out" / "report.json"
-    return (report.read_text() if report.is_file() else None), done.stdout + done.stderr, done.returncode
+        tar.extractall(where, filter="data")
+
+
+def strip_upstream(where: Path) -> None:
+    """The simulator serves upstream over http, which only the bot trusts: every Sluice config the runner
+    could read loses its `upstream` section (the tiers are what it reads)."""
+    for path in [*where.rglob("sluice.yml")]:
+        text = path.read_text()
+        if "tiers:" in text and not text.startswith("tiers:"):
+            path.write_text(text[text.index("tiers:") :])
 
 
 async def make_rig(
@@ -241,6 +283,7 @@ async def test_upstream_push_to_l1_then_l2_with_real_reports(local: Rig) -> None
 async def test_run_l3_on_request(local: Rig) -> None:
     number, head = await ingestion_pr(local, {"docs/guide.md": "guide, clarified\n"})
     l2 = local.checks(head)["sluice/L2"]
+    local.sim.set_permission(FORK, "dev", "write")
     await local.deliver(
         "check_run", local.sim.check_run_payload(FORK, l2["id"], identifier="run-l3", sender="dev")
     )
@@ -364,6 +407,31 @@ async def test_a_missing_report_is_a_failure_not_a_pass(actions: Rig) -> None:
     assert "The run's log" in report_of(check)  # what the run printed, since there is no report
 
 
+@pytest.mark.parametrize("listed", ["true", "understated"])
+async def test_an_artifact_over_the_size_limit_is_refused_on_the_check_run(
+    actions: Rig, monkeypatch: Any, listed: str
+) -> None:
+    monkeypatch.setattr("handlers.workflow_run.MAX_ARTIFACT_BYTES", 4096)
+    _, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    report, log, _ = run_tier(actions.sim, l1)
+    noise = os.urandom(8192).hex()  # does not compress: the zip is over 4096 bytes
+    files = {"report.json": report or "", "tier.log": log + noise}
+    actions.sim.finish_run(FORK, l1["id"], "success", artifact=("sluice-tier-report", files))
+    if listed == "understated":  # GitHub's listing is not trusted: the download itself is cut off
+        actions.sim.artifacts[FORK][-1]["size_in_bytes"] = 100
+    await actions.settle()
+    check = actions.checks(head)["sluice/L1"]
+    assert check["conclusion"] == "failure"
+    zipped = len(actions.sim._artifact_zips[actions.sim.artifacts[FORK][-1]["id"]][0])
+    assert f"the `sluice-tier-report` artifact is {zipped:,} bytes" in report_of(check)  # listed or sent
+    assert "over Sluice's limit of 4,096 bytes: refused" in report_of(check)
+    downloads = [r for r in actions.sim.requests if r[1].endswith("/zip")]
+    assert len(downloads) == (
+        1 if listed == "understated" else 0
+    )  # a listed size over the limit: not fetched
+
+
 async def test_a_dispatch_refused_with_422_is_reported_on_the_check_run(actions: Rig) -> None:
     # the fork's L1 workflow does not declare the `request` input Sluice sends
     broken = templates()[".github/workflows/sluice-l1.yml"].replace("      request:", "      unused:")
@@ -427,6 +495,26 @@ async def test_a_dispatch_whose_answer_is_lost_is_not_dispatched_twice(actions: 
     assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
 
 
+async def test_a_pr_changing_its_own_sluice_config_still_runs_trunks_tier_commands(actions: Rig) -> None:
+    trunk = actions.head("main")
+    mine = json.dumps([sys.executable, "-c", "print('all good')"])
+    own = f"tiers:\n  l1:\n    workflow: mine.yml\n    suites: [{{name: mine, command: {mine}}}]\n"  # passes
+    files = {".github/sluice.yml": own, "ci/l1.mode": "fail\n"}
+    head = actions.sim.commit(FORK, "feature", files, message="skip the checks", parent=trunk, pusher="dev")
+    actions.sim.open_pull(FORK, head="feature", base="main", title="A change", user="dev")
+    await actions.settle()
+    (l1,) = actions.sim.workflow_runs[FORK]
+    assert l1["name"] == "sluice-l1.yml"  # the bot reads trunk's config too: the head's `workflow` is ignored
+    assert l1["head_sha"] == trunk and l1["inputs"]["head_sha"] == head  # dispatched on trunk, runs the head
+    report, log, code = run_tier(actions.sim, l1)
+    assert code == 1 and report is not None, log
+    assert [s["name"] for s in json.loads(report)["suites"]] == ["unit"]  # trunk's suite, on the PR's code
+    assert "AssertionError: tensors not close" in log and "all good" not in log
+    actions.act_as_runner(l1)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "failure"
+
+
 async def test_a_stale_sha_result_is_ignored(actions: Rig) -> None:
     trunk = actions.head("main")
     actions.sim.commit(
@@ -480,6 +568,54 @@ async def test_a_stalled_fork_pr_run_is_timed_out_by_the_sweep_with_no_event(swe
     assert swept.checks(head)["sluice/L2"]["conclusion"] == "skipped"  # the tiers above are blocked
 
 
+async def test_a_pr_from_outside_the_fork_waits_for_a_maintainer_before_the_gpu_tiers(actions: Rig) -> None:
+    outsider = "outsider/triton"  # a contributor's fork of the fork
+    actions.sim.create_repo(outsider)
+    actions.sim.git(outsider, "fetch", "--quiet", str(actions.sim.repo_path(FORK)), "main:main")
+    trunk = actions.head("main")
+    head = actions.sim.commit(outsider, "fix", {"src/a.py": "a = 1\n"}, message="a fix", parent=trunk)
+    actions.sim.open_pull(FORK, head="outsider:fix", base="main", title="A fix", user="outsider")
+    await actions.settle()
+    (l1,) = actions.sim.workflow_runs[FORK]
+    assert l1["name"] == "sluice-l1.yml" and l1["inputs"]["head_sha"] == head  # GitHub's hosted runners
+    actions.act_as_runner(l1)
+    await actions.settle()
+    l2 = actions.checks(head)["sluice/L2"]
+    assert (l2["status"], l2["conclusion"]) == ("completed", "action_required")
+    assert l2["output"]["title"] == "L2: waits for a maintainer (PR from outside the fork)"
+    assert "comes from outside the fork" in report_of(l2) and [a["label"] for a in l2["actions"]] == [
+        "Run L2"
+    ]
+    assert len(actions.sim.workflow_runs[FORK]) == 1  # nothing went to the self-hosted runners
+
+    actions.sim.set_permission(FORK, "outsider", "read")  # the author (or anyone without write) pressing it
+    payload = actions.sim.check_run_payload(FORK, l2["id"], identifier="rerun", sender="outsider")
+    await actions.deliver("check_run", payload)
+    await actions.settle()
+    assert len(actions.sim.workflow_runs[FORK]) == 1
+    actions.sim.set_permission(FORK, "dev", "maintain")
+    await actions.deliver(
+        "check_run", actions.sim.check_run_payload(FORK, l2["id"], identifier="rerun", sender="dev")
+    )
+    await actions.settle()
+    l2_run = actions.sim.workflow_runs[FORK][-1]
+    assert l2_run["name"] == "sluice-l2.yml" and l2_run["inputs"]["head_sha"] == head
+    assert l2_run["inputs"]["selection"] == "1"  # the critical subset, as for any fork PR
+    assert actions.checks(head)["sluice/L2"]["status"] == "in_progress"
+
+    pushed = actions.sim.commit(outsider, "fix", {"src/a.py": "a = 2\n"}, message="a fix, again")
+    await actions.settle()
+    (l1_again,) = [r for r in actions.sim.workflow_runs[FORK] if r["inputs"]["head_sha"] == pushed]
+    actions.act_as_runner(l1_again)
+    await actions.settle()
+    assert actions.checks(pushed)["sluice/L2"]["conclusion"] == "action_required"  # a new head: asked again
+    assert [r["name"] for r in actions.sim.workflow_runs[FORK]] == [
+        "sluice-l1.yml",
+        "sluice-l2.yml",
+        "sluice-l1.yml",
+    ]
+
+
 async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) -> None:
     number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
     (stalled,) = actions.sim.workflow_runs[FORK]
@@ -492,7 +628,8 @@ async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) 
     actions.act_as_runner(stalled)  # a result after the time-out is ignored
     await actions.settle()
     assert actions.checks(head)["sluice/L1"]["conclusion"] == "timed_out"
-    # a person presses Re-run on the L1 check run
+    # a person (with write access) presses Re-run on the L1 check run
+    actions.sim.set_permission(FORK, "dev", "write")
     payload = actions.sim.check_run_payload(FORK, check["id"], identifier="rerun", sender="dev")
     await actions.deliver("check_run", payload)
     await actions.settle()

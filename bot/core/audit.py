@@ -60,6 +60,7 @@ class AuditWaiver(Frozen):
     recovery_plan: str
     expires_at: dt.datetime
     granted_by: str
+    head_sha: str = ""  # the head it waived ("" in records written before waivers named one)
 
 
 class AuditRecord(Frozen):
@@ -159,6 +160,7 @@ def _waiver(w: Waiver) -> AuditWaiver:
         recovery_plan=w.recovery_plan,
         expires_at=w.expires_at,
         granted_by=w.granted_by,
+        head_sha=w.head_sha,
     )
 
 
@@ -183,7 +185,8 @@ def render(number: int, record: AuditRecord) -> str:
         *(f"    @{a.login} on {a.head_sha[:10]} ({a.source}, {a.at.isoformat()})" for a in record.approvals),
         "  waivers:",
         *(
-            f"    {w.tier} by @{w.granted_by} until {w.expires_at.isoformat()}: {w.reason}"
+            f"    {w.tier} on {w.head_sha[:10] or '?'} by @{w.granted_by} until {w.expires_at.isoformat()}:"
+            f" {w.reason}"
             f" (plan: {w.recovery_plan})"
             for w in record.waivers
         ),

@@ -94,6 +94,18 @@ class MergeRefused(SluiceError):
         self.status = status
 
 
+class TooLarge(BadInput):
+    """A download (a tier run's artifact) is over Sluice's limit: refused, never read whole into memory."""
+
+    def __init__(self, what: str, size: int | None, limit: int) -> None:
+        told = f"{size:,} bytes" if size is not None else "more"
+        super().__init__(
+            f"{what} is {told}, over Sluice's limit of {limit:,} bytes: refused",
+            "make the tier upload only report.json and tier.log (a smaller log), then run the tier again",
+        )
+        self.size, self.limit = size, limit
+
+
 class DispatchRefused(BadInput):
     """GitHub refused a workflow dispatch: 404 (no such workflow on that ref) or 422 (inputs it does not
     take). Retrying the same request cannot help; the check run says what to fix."""

@@ -38,8 +38,9 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class Waiver:
-    """A recorded exception for a failed tier (never L1): who answers for it, why, until when, and how the
-    failure gets fixed."""
+    """A recorded exception for a failed tier (never L1): who answers for it, why, until when, how the
+    failure gets fixed, and the head it was given on (it waives that head's failure: a new push, whose
+    code nobody has waived, needs a new waiver)."""
 
     tier: Tier
     owner: str
@@ -47,9 +48,10 @@ class Waiver:
     recovery_plan: str
     expires_at: dt.datetime
     granted_by: str
+    head_sha: str  # "" for a waiver recorded before waivers named their head: it waives nothing
 
-    def valid(self, now: dt.datetime) -> bool:
-        return self.tier is not Tier.L1 and now < self.expires_at
+    def valid(self, now: dt.datetime, head_sha: str) -> bool:
+        return self.tier is not Tier.L1 and now < self.expires_at and self.head_sha == head_sha
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class GateInput:
     # An emergency pick (`/cherry-pick`): the files its commit touches. A code owner of them approves it on
     # the head whatever its conflicts were, and only `gate.emergency_required_tiers` are required.
     emergency: Sequence[str] | None = None
+    no_access: Sequence[str] = ()  # current-head approvers without write access: their approval is left out
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,7 @@ def _tier(
         what = f"{tier.value} concluded {run.conclusion}: it has not passed on this head"
         missing.append(Missing(MissingKind.TIER, what, ("a maintainer",), "see its check run, then Re-run"))
         return
-    waiver = next((w for w in facts.waivers if w.tier is tier and w.valid(now)), None)
+    waiver = next((w for w in facts.waivers if w.tier is tier and w.valid(now, facts.head_sha)), None)
     if waiver is not None:
         waived.append(waiver)
         met.append(
@@ -213,9 +216,14 @@ def _tier(
 
 def _failed_tier(tier: Tier, run: CheckResult, waivers: Sequence[Waiver], now: dt.datetime) -> Missing:
     what = f"{tier.value} concluded {run.conclusion}"
-    expired = [w for w in waivers if w.tier is tier is not Tier.L1 and now >= w.expires_at]
+    mine = [w for w in waivers if w.tier is tier is not Tier.L1]
+    expired = [w for w in mine if w.head_sha == run.head_sha and now >= w.expires_at]
+    older = [w for w in mine if w.head_sha != run.head_sha]
     if expired:
         what += f" (the waiver by @{expired[-1].granted_by} expired {_when(expired[-1].expires_at)})"
+    elif older:
+        given = f"`{older[-1].head_sha[:10]}`" if older[-1].head_sha else "an unrecorded head"
+        what += f" (the waiver by @{older[-1].granted_by} was given on {given}; a new head needs a new one)"
     if tier is Tier.L1:
         return Missing(MissingKind.TIER, what, (), "fix the failure and push; L1 is never waived")
     how = "fix the failure and push, or record a waiver (`/waive`): owner, reason, expiry, recovery plan"
@@ -287,6 +295,9 @@ def _approve_how(resolution: Resolution | None, facts: GateInput) -> str:
     if stale:
         logins = ", ".join(sorted({"@" + a.login for a in stale}))
         how += f"; the approvals by {logins} were given on an older head and no longer count"
+    if facts.no_access:
+        logins = ", ".join("@" + login for login in facts.no_access)
+        how += f"; {logins} approved without write access to the repository, which does not count"
     return how
 
 

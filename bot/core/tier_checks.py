@@ -93,6 +93,18 @@ def blocked(level: Level, *, reason: str) -> CheckOutput:
     return CheckOutput("completed", "skipped", f"{level.name}: not started ({reason})", summary, actions=())
 
 
+def awaiting(level: Level, *, reason: str) -> CheckOutput:
+    """A tier that waits for a maintainer's go (a PR from outside the fork): its button starts it."""
+    summary = (
+        f"{level.name} has not started on this head: {reason}. Someone with write access to the repository "
+        f"starts it with **Run {level.name}** above, once they have read the change; a new push needs it "
+        "again."
+    )
+    button = {"label": f"Run {level.name}", "description": "Run it on this head", "identifier": RERUN}
+    title = f"{level.name}: waits for a maintainer (PR from outside the fork)"
+    return CheckOutput("completed", "action_required", title, summary, actions=(button,))
+
+
 def refused(level: Level, *, status: int, message: str, owner: str | None) -> CheckOutput:
     summary = (
         f"GitHub refused to start {level.name}'s workflow (HTTP {status}): {message}\n\n"

@@ -66,7 +66,10 @@ def decode_selection(code: int) -> tuple[Selection, int | None]:
 class SubjectKind(enum.StrEnum):
     BUNDLE = "bundle"
     CHAIN = "chain"
-    FORK_PR = "fork-pr"  # the team's own PR against fork trunk
+    FORK_PR = "fork-pr"  # the team's own PR against fork trunk, from a branch of the fork
+    # A PR from another repository (an outside contributor's fork, or one since deleted): L1 on GitHub's
+    # runners; L2 and L3, on the fork's self-hosted runners, only when someone with write access asks.
+    OUTSIDE_PR = "outside-pr"
     EMERGENCY = "emergency"  # an emergency pick (`/cherry-pick`): the tiers its gate requires, L1 by default
 
 
@@ -99,7 +102,14 @@ class Subject:
 
     @property
     def selection(self) -> Selection:
-        return Selection.CRITICAL if self.kind is SubjectKind.FORK_PR else Selection.FULL
+        return Selection.CRITICAL if self.kind in PERSONS_PRS else Selection.FULL
+
+
+PERSONS_PRS = frozenset({SubjectKind.FORK_PR, SubjectKind.OUTSIDE_PR})
+OUTSIDE_WAITS = (
+    "this PR comes from outside the fork, and its code runs on the fork's self-hosted runners only when "
+    "someone with write access asks"
+)
 
 
 @dataclass(frozen=True)
@@ -154,6 +164,7 @@ class Blocked:
 
     level: Level
     reason: str
+    waiting: bool = False  # not blocked by a failure: it waits for a maintainer to ask for it
 
 
 TierAction = Dispatch | TimeOut | Blocked
@@ -206,13 +217,18 @@ def _start(subject: Subject, level: Level, config: SluiceConfig, *, want: Want) 
             return []  # an emergency pick runs the tiers up to the highest its gate requires (L3 on request)
         below = Level.of_number(level.number - 1).name
         return [Dispatch(level, 1, subject.selection, f"{below} passed; the emergency gate requires it")]
+    if subject.kind is SubjectKind.OUTSIDE_PR and want.rerun is not level and not want.l3:
+        return [Blocked(level, OUTSIDE_WAITS, waiting=True)] if level is Level.L2 else []
     if level is Level.L2:
-        return [Dispatch(level, 1, subject.selection, "L1 passed")]
+        asked = subject.kind is SubjectKind.OUTSIDE_PR
+        return [
+            Dispatch(level, 1, subject.selection, "L1 passed; a maintainer asked" if asked else "L1 passed")
+        ]
     policy = config.tiers.l3_policy
     chain = subject.kind is SubjectKind.CHAIN and policy is L3Policy.CHAINS
     if want.l3:
         return [_requested_l3(subject, config, want.suite)]
-    if (policy is L3Policy.ALWAYS and subject.kind is not SubjectKind.FORK_PR) or chain:
+    if (policy is L3Policy.ALWAYS and subject.kind not in PERSONS_PRS) or chain:
         return [Dispatch(level, 1, subject.selection, f"L2 passed; L3 {policy}")]
     return []
 

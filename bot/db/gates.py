@@ -3,6 +3,7 @@ paused flag and the safety throttle's run of failed ingestions), in the store.""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from sqlalchemy import (
@@ -42,6 +43,7 @@ waivers = Table(
     Column("expires_at", UTCDateTime, nullable=False),
     Column("granted_by", String(255), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
+    Column("head_sha", String(40)),  # the head it waives; NULL (recorded before 0012): it waives none
     PrimaryKeyConstraint("id", name="pk_waivers"),
     Index("ix_waivers_fork_pr_number", "fork", "pr_number"),
 )
@@ -121,6 +123,8 @@ class GateStore:
     def add_waiver(self, fork: str, pr_number: int, waiver: Waiver, *, at: datetime) -> None:
         if waiver.tier is Tier.L1:
             raise ValueError("L1 is never waived")
+        if not re.fullmatch(r"[0-9a-f]{40}", waiver.head_sha):
+            raise ValueError(f"a waiver names the head it waives (40 hex digits), not {waiver.head_sha!r}")
         row = {
             "fork": fork,
             "pr_number": pr_number,
@@ -131,6 +135,7 @@ class GateStore:
             "expires_at": _utc(waiver.expires_at),
             "granted_by": waiver.granted_by,
             "created_at": _utc(at),
+            "head_sha": waiver.head_sha,
         }
         with self._engine.begin() as conn:
             conn.execute(insert(waivers).values(row))
@@ -140,7 +145,10 @@ class GateStore:
         with self._engine.connect() as conn:
             rows = conn.execute(query.order_by(waivers.c.id)).all()
         return [
-            Waiver(Tier(r.tier), r.owner, r.reason, r.recovery_plan, r.expires_at, r.granted_by) for r in rows
+            Waiver(
+                Tier(r.tier), r.owner, r.reason, r.recovery_plan, r.expires_at, r.granted_by, r.head_sha or ""
+            )
+            for r in rows
         ]
 
     # --- approvals (`/approve`; GitHub's reviews are read from GitHub)

@@ -24,6 +24,7 @@ from bot.ports import Clock, GateForge, GateRecords
 
 Db = Callable[..., Awaitable[Any]]  # Context.db: a store call in a worker thread
 ROLLBACK_PREFIX = "sluice/rollback/"
+WRITE_ACCESS = frozenset({"admin", "write"})  # the legacy `permission` (maintain reads as write)
 log = logging.getLogger("sluice.merge")
 
 
@@ -124,7 +125,8 @@ async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
     checks = {name: _check(run) for name, run in runs.items()}
     reviews = [_review(r) for r in await keeper.forge.pull_reviews(number) if r.get("submitted_at")]
     stored: Stored = await keeper.db(_load, keeper.gates, keeper.fork, number)
-    approvals = (*gate.review_approvals(reviews, bot_login=keeper.bot_login), *stored.approvals)
+    given = (*gate.review_approvals(reviews, bot_login=keeper.bot_login), *stored.approvals)
+    approvals, no_access = await _with_write_access(keeper, given, head)
     resolutions = stored.record.resolutions() if stored.record is not None else ()
     codeowners = await _codeowners(keeper)
     emergency = await keeper.forge.pull_files(number) if _is_emergency(pull) else None
@@ -139,8 +141,24 @@ async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
         codeowners=codeowners,
         teams=teams,
         emergency=emergency,
+        no_access=no_access,
     )
     return Facts(pull, head, checks, runs, stored, facts)
+
+
+async def _with_write_access(
+    keeper: Gatekeeper, approvals: tuple[Approval, ...], head: str
+) -> tuple[tuple[Approval, ...], tuple[str, ...]]:
+    """The approvals whose approver has write, maintain or admin access to the fork now, as GitHub's
+    collaborator-permission API says (a code owner whose access was taken away, or a team member without it,
+    approves nothing), and the logins of the current head's approvers left out. Only the current head's
+    approvers are asked: the others count for nothing anyway."""
+    logins = sorted({a.login.lower(): a.login for a in approvals if a.head_sha == head}.values())
+    allowed = {
+        login.lower() for login in logins if await keeper.forge.permission_level(login) in WRITE_ACCESS
+    }
+    kept = tuple(a for a in approvals if a.head_sha != head or a.login.lower() in allowed)
+    return kept, tuple(login for login in logins if login.lower() not in allowed)
 
 
 def _load(gates: GateRecords, fork: str, number: int) -> Stored:

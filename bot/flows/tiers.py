@@ -19,7 +19,16 @@ from bot.core.config import L3Policy, SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.errors import DispatchRefused, redact
 from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
-from bot.core.tier_checks import CheckOutput, Shown, blocked, completed, dispatched, refused, timed_out
+from bot.core.tier_checks import (
+    CheckOutput,
+    Shown,
+    awaiting,
+    blocked,
+    completed,
+    dispatched,
+    refused,
+    timed_out,
+)
 from bot.core.tiers import (
     LEVELS,
     MAX_LOG_CHARS,
@@ -50,6 +59,8 @@ from runners.report import Outcome, Report
 ARTIFACT = "sluice-tier-report"  # what the tier workflows upload: report.json and tier.log
 REPORT_FILE, LOG_FILE = "report.json", "tier.log"
 MAX_ZIP_MEMBER = 64 * 1024 * 1024  # a report bigger than this is refused, not read into memory
+MAX_ARTIFACT_BYTES = 128 * 1024 * 1024  # the artifact's zip: a bigger one is refused, not downloaded
+MAX_ZIP_MEMBERS = 64  # the artifact holds report.json and tier.log: a zip of more files is refused
 REQUEST_IN_TITLE = re.compile(r"\brequest (\d+)\b")  # the tier workflows' run-name carries the run's id
 Db = Callable[..., Awaitable[Any]]  # Context.db: a blocking store call in a thread
 log = logging.getLogger("sluice.tiers")
@@ -79,10 +90,11 @@ class Finished:
 
 def subject_of(pull: Mapping[str, Any], *, fork: str) -> Subject:
     """The PR as a tier subject: an ingestion (bundle or chain) or an emergency pick from Sluice's branch,
-    or a fork PR."""
+    a fork PR from another branch of the fork, or a PR from outside it (another repository's branch)."""
     head = pull["head"]
     ref, own = str(head["ref"]), (head.get("repo") or {}).get("full_name") == fork
-    ingestion, kind = f"pull-{pull['number']}", SubjectKind.FORK_PR
+    ingestion = f"pull-{pull['number']}"
+    kind = SubjectKind.FORK_PR if own else SubjectKind.OUTSIDE_PR
     if own and ref.startswith(BRANCH_PREFIX):
         ingestion = ref.removeprefix(BRANCH_PREFIX)
         kind = SubjectKind.CHAIN if ingestion.startswith("chain-") else SubjectKind.BUNDLE
@@ -116,10 +128,11 @@ async def _perform(t: Tiering, subject: Subject, actions: Sequence[TierAction]) 
                 await _dispatch(t, subject, action)
             case TimeOut(run=run):
                 await time_out(t, run)
-            case Blocked(level=level, reason=reason):
+            case Blocked(level=level, reason=reason, waiting=waiting):
                 check = (await t.forge.check_runs(subject.head_sha)).get(level.check.value)
                 if check is None or check.get("status") != "completed":
-                    await show(t, subject.head_sha, level, blocked(level, reason=reason))
+                    output = awaiting(level, reason=reason) if waiting else blocked(level, reason=reason)
+                    await show(t, subject.head_sha, level, output)
 
 
 async def _dispatch(t: Tiering, subject: Subject, action: Dispatch) -> None:
@@ -369,6 +382,10 @@ def unpack(archive: bytes | None, conclusion: str) -> Finished:
         return Finished(conclusion, None, problem=f"the run uploaded no `{ARTIFACT}` artifact")
     try:
         with zipfile.ZipFile(io.BytesIO(archive)) as zipped:
+            members = len(zipped.infolist())
+            if members > MAX_ZIP_MEMBERS:
+                many = f"the `{ARTIFACT}` artifact holds {members} files, over the limit of {MAX_ZIP_MEMBERS}"
+                return Finished(conclusion, None, problem=f"{many}: refused")
             report, log_text = (
                 _member(zipped, REPORT_FILE),
                 (_member(zipped, LOG_FILE) or "")[-MAX_LOG_CHARS:],

@@ -17,7 +17,7 @@ import jwt
 from gidgethub import BadRequest, HTTPException, sansio
 from gidgethub.aiohttp import GitHubAPI
 
-from bot.core.errors import Forbidden, NotFound, RateLimited, SluiceError, Unavailable, redact
+from bot.core.errors import Forbidden, NotFound, RateLimited, SluiceError, TooLarge, Unavailable, redact
 from bot.ports import Clock
 
 log = logging.getLogger(__name__)
@@ -310,6 +310,34 @@ class _PolicedAPI(GitHubAPI):
                 "check the GitHub URL and network; it is tried again later",
             ) from None
 
+    async def stream_get(
+        self, url: str, headers: Mapping[str, str], *, max_bytes: int, what: str
+    ) -> tuple[int, bytes]:
+        """GET `url` read in chunks, at most `max_bytes` of body (TooLarge beyond); an error's body unread."""
+        credential = await self._authorization()
+        authorised = {**headers, "authorization": credential} if credential else dict(headers)
+        if self._policy.on_call is not None:
+            self._policy.on_call("GET")
+        log.debug("GitHub: GET %s (streamed, at most %d bytes)", url, max_bytes)
+        try:
+            async with self._session.get(url, headers=authorised) as response:
+                if response.status >= 400:
+                    return response.status, b""
+                declared = response.content_length
+                if declared is not None and declared > max_bytes:
+                    raise TooLarge(what, declared, max_bytes)
+                body = bytearray()
+                async for chunk in response.content.iter_chunked(64 * 1024):
+                    body += chunk
+                    if len(body) > max_bytes:
+                        raise TooLarge(what, None, max_bytes)
+                return response.status, bytes(body)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            detail = redact(f"{type(exc).__name__}: {exc}")
+            raise GitHubUnreachable(
+                f"GET {url} failed: {detail}", "check the GitHub URL and network; it is tried again later"
+            ) from None
+
     async def sleep(self, seconds: float) -> None:
         await self._policy.sleep(seconds)
 
@@ -383,11 +411,12 @@ class InstallationAPI:
     async def post(self, url: str, url_vars: Mapping[str, Any] | None = None, *, data: Any, **kw: Any) -> Any:
         return await self._api.post(url, url_vars or {}, data=data, **kw)
 
-    async def download(self, url: str) -> bytes:
-        """A binary body (an artifact's zip): GitHub answers 302 to its storage, which is followed."""
+    async def download(self, url: str, *, max_bytes: int, what: str = "the download") -> bytes:
+        """A binary body (an artifact's zip): GitHub answers 302 to its storage, which is followed. Read as
+        a stream: more than `max_bytes` (as Content-Length says, or as it arrives) raises TooLarge."""
         full = sansio.format_url(url, {}, base_url=self._api.base_url)
         headers = sansio.create_headers(REQUESTER, accept=sansio.accept_format())
-        status, _, body = await self._api._request("GET", full, headers)
+        status, body = await self._api.stream_get(full, headers, max_bytes=max_bytes, what=what)
         if status >= 500:
             raise GitHubDown(f"GitHub answered {status} for {url}", "nothing to do: it is tried again later")
         if status >= 400:

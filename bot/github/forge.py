@@ -9,7 +9,7 @@ from typing import Any
 
 from gidgethub import BadRequest
 
-from bot.core.errors import DispatchRefused, MergeRefused
+from bot.core.errors import DispatchRefused, MergeRefused, TooLarge
 from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
 
@@ -260,13 +260,19 @@ class ForkGitHub:
     async def workflow_run(self, run_id: int) -> dict[str, Any]:
         return dict(await self.api.get(self._url(f"/actions/runs/{run_id}")))
 
-    async def run_artifact(self, run_id: int, name: str) -> bytes | None:
-        """The zip of the run's artifact called `name`, or None when the run uploaded none."""
+    async def run_artifact(self, run_id: int, name: str, *, max_bytes: int) -> bytes | None:
+        """The zip of the run's artifact called `name`, or None when the run uploaded none; TooLarge when
+        it is over `max_bytes` (as GitHub lists its size, or as the download turns out: never read whole)."""
         url = self._url(f"/actions/runs/{run_id}/artifacts?name={name}&per_page=100")
         async for artifact in self.api.getiter(url, iterable_key="artifacts"):
             if artifact["name"] == name and not artifact.get("expired"):
+                what = f"the `{name}` artifact"
+                listed = artifact.get("size_in_bytes")
+                if isinstance(listed, int) and listed > max_bytes:
+                    raise TooLarge(what, listed, max_bytes)
                 # by id on the API Sluice talks to (archive_download_url is absolute, on github.com's host)
-                return await self.api.download(self._url(f"/actions/artifacts/{int(artifact['id'])}/zip"))
+                zipped = self._url(f"/actions/artifacts/{int(artifact['id'])}/zip")
+                return await self.api.download(zipped, max_bytes=max_bytes, what=what)
         return None
 
     async def file(self, path: str, *, ref: str) -> bytes | None:

@@ -1,5 +1,6 @@
 """`/waive <tier> --until YYYY-MM-DD --reason "…" --plan "…"`: a failed L2 or L3 counts as passed on this
-ingestion PR until the end of that day (UTC), then the gate closes again. Never L1. Whoever owns the tier
+ingestion PR's current head until the end of that day (UTC), then the gate closes again; a later push needs
+a new waiver. Never L1. Whoever owns the tier
 (its config `owner`, else the code owners of `.github/sluice.yml`, the fork's policy) may grant it."""
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ USAGE = Usage(
         Flag("plan", required=True),
     ),
 )
-HELP = f"`{USAGE.line}` — a failed L2 or L3 counts as passed on this PR until that day ends (UTC)"
+HELP = f"`{USAGE.line}` — a failed L2 or L3 counts as passed on this PR's head until that day ends (UTC)"
 
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
@@ -54,11 +55,17 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     )
     expires = dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
     reason, plan = str(call.args.get("reason")), str(call.args.get("plan"))
-    waiver = Waiver(level.check, owner, reason, plan, expires, call.actor)
-    number = int(pull["number"])
+    number, head = int(pull["number"]), str(pull["head"]["sha"])
+    waiver = Waiver(level.check, owner, reason, plan, expires, call.actor, head)
     outcome = await gatekeeping.waive(ctx, call.fork.repo, number, waiver)
-    done = f"{level.name} is waived on #{number} by @{call.actor} until {until.isoformat()} (end of day, UTC)"
-    reply = f"{done}: {plain(reason)}\n\nRecovery plan: {plain(plan)}\n\nNow {GATE_SAYS[outcome]}.\n"
+    done = (
+        f"{level.name} is waived on #{number} at head `{head[:10]}` by @{call.actor} until "
+        f"{until.isoformat()} (end of day, UTC)"
+    )
+    reply = (
+        f"{done}: {plain(reason)}\n\nRecovery plan: {plain(plan)}\n\nA later push needs a new waiver.\n\n"
+        f"Now {GATE_SAYS[outcome]}.\n"
+    )
     return Outcome(done, reply=reply)
 
 

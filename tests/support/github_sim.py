@@ -164,6 +164,7 @@ class Issue:
     merge_commit_sha: str | None = None
     frozen_head_sha: str | None = None
     frozen_base_sha: str | None = None
+    head_repo: str | None = None  # a PR from another repository (`owner:branch`): its full name
 
 
 @dataclass
@@ -623,6 +624,8 @@ class GitHubSim:
             return
         refs = self._refs(repo)
         for issue in pulls:
+            if issue.head_repo is not None:
+                continue  # follows its own repository's pushes (`_outside_heads_moved`)
             head = refs.get(f"refs/heads/{issue.head_ref}")
             pull_ref = f"refs/pull/{issue.number}/head"
             if head is not None and refs.get(pull_ref) != head:
@@ -631,6 +634,7 @@ class GitHubSim:
     def _refs_moved(self, repo: Repo, updates: list[RefUpdate], *, pusher: str) -> None:
         """Everything GitHub does after refs move: PR refs follow, `push` and `synchronize` hooks go out."""
         self._sync_pull_refs(repo)
+        self._outside_heads_moved(repo, updates, pusher=pusher)
         if self._hook is None:
             return
         for update in updates:
@@ -639,9 +643,30 @@ class GitHubSim:
             if update.after == ZERO_SHA:
                 continue
             for issue in self._open_pulls(repo):
-                if f"refs/heads/{issue.head_ref}" == update.ref:
+                if issue.head_repo is None and f"refs/heads/{issue.head_ref}" == update.ref:
                     moved = {"before": update.before, "after": update.after}
                     self._notify_pull(repo, issue, "synchronize", sender=pusher, **moved)
+
+    def _outside_heads_moved(self, repo: Repo, updates: list[RefUpdate], *, pusher: str) -> None:
+        """A push to a branch another repository's open PR comes from: that PR's head follows (its objects
+        fetched into the base repository, as GitHub keeps them); the base repository hears `synchronize`."""
+        for base_name, issues in list(self.issues.items()):
+            for issue in list(issues.values()):
+                if not (issue.is_pull and issue.state == "open" and issue.head_repo == repo.full_name):
+                    continue
+                for update in updates:
+                    if update.ref != f"refs/heads/{issue.head_ref}" or update.after == ZERO_SHA:
+                        continue
+                    base = self.repos[base_name]
+                    self._git(
+                        base,
+                        "fetch",
+                        "--quiet",
+                        str(repo.path),
+                        f"+{update.ref}:refs/pull/{issue.number}/head",
+                    )
+                    moved = {"before": update.before, "after": update.after}
+                    self._notify_pull(base, issue, "synchronize", sender=pusher, **moved)
 
     # ---------------------------------------------------------------- HTTP plumbing
 
@@ -1023,6 +1048,10 @@ class GitHubSim:
     def _pull_shas(self, repo: Repo, issue: Issue) -> tuple[str | None, str | None]:
         if issue.state != "open":
             return issue.frozen_head_sha, issue.frozen_base_sha
+        if issue.head_repo is not None:
+            return self._resolve(repo, f"refs/pull/{issue.number}/head"), self._branch_sha(
+                repo, issue.base_ref
+            )
         return self._branch_sha(repo, issue.head_ref), self._branch_sha(repo, issue.base_ref)
 
     def _mergeable(self, repo: Repo, head: str | None, base: str | None) -> bool:
@@ -1053,7 +1082,7 @@ class GitHubSim:
                 "html_url": f"{WEB}/{repo.full_name}/pull/{issue.number}",
                 "url": f"{API}/repos/{repo.full_name}/pulls/{issue.number}",
                 "issue_url": f"{API}/repos/{repo.full_name}/issues/{issue.number}",
-                "head": self._pull_end(repo, issue.head_ref, head),
+                "head": self._pull_end(self.repos[issue.head_repo or repo.full_name], issue.head_ref, head),
                 "base": self._pull_end(repo, issue.base_ref, base),
                 "draft": issue.draft,
                 "merged": issue.merged,
@@ -1392,9 +1421,16 @@ class GitHubSim:
         `number` stands for a repository with a longer history (PR #1872); by default the next one."""
         repo = self.repos[full_name]
         owner, _, head_ref = head.rpartition(":")
-        if owner and owner != repo.owner:
+        outside = self.repos.get(f"{owner}/{repo.name}") if owner and owner != repo.owner else None
+        if owner and owner != repo.owner and outside is None:  # `owner:branch` names owner's fork of it
             raise validation_failed({"resource": "PullRequest", "field": "head", "code": "invalid"})
-        head_sha, base_sha = self._branch_sha(repo, head_ref), self._branch_sha(repo, base)
+        head_sha, base_sha = self._branch_sha(outside or repo, head_ref), self._branch_sha(repo, base)
+        if number is None:
+            number = self._new_number(full_name)
+        if outside is not None and head_sha is not None:  # GitHub keeps the head's objects in the base repo
+            self._git(
+                repo, "fetch", "--quiet", str(outside.path), f"+refs/heads/{head_ref}:refs/pull/{number}/head"
+            )
         if base_sha is None:
             raise validation_failed({"resource": "PullRequest", "field": "base", "code": "invalid"})
         if head_sha is None:
@@ -1403,7 +1439,8 @@ class GitHubSim:
             if (
                 other.is_pull
                 and other.state == "open"
-                and (other.head_ref, other.base_ref) == (head_ref, base)
+                and (other.head_repo, other.head_ref, other.base_ref)
+                == (outside and outside.full_name, head_ref, base)
             ):
                 message = f"A pull request already exists for {repo.owner}:{head_ref}."
                 raise validation_failed({"resource": "PullRequest", "code": "custom", "message": message})
@@ -1411,11 +1448,10 @@ class GitHubSim:
             message = f"No commits between {base} and {head_ref}"
             raise validation_failed({"resource": "PullRequest", "code": "custom", "message": message})
         now = _iso(self.now())
-        if number is None:
-            number = self._new_number(full_name)
         assert number not in self.issues[full_name], f"#{number} exists"
         issue = Issue(number, self._next_id(), title, body, user or self.bot_login, now, is_pull=True)
         issue.head_ref, issue.base_ref, issue.draft = head_ref, base, draft
+        issue.head_repo = outside.full_name if outside is not None else None
         self.issues[full_name][number] = issue
         self._sync_pull_refs(repo)
         self._notify_pull(repo, issue, "opened", sender=issue.user)
