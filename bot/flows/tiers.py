@@ -10,7 +10,7 @@ import zipfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -18,6 +18,7 @@ from bot.core.config import L3Policy, SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.errors import DispatchRefused
 from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
+from bot.core.l3_metrics import Regression
 from bot.core.tier_checks import CheckOutput, Shown, blocked, completed, dispatched, refused, timed_out
 from bot.core.tiers import (
     LEVELS,
@@ -44,6 +45,13 @@ from bot.core.tiers import (
 )
 from bot.ports import Clock, TierBackend, TierForge, TierRunRecords
 from runners.report import Outcome, Report
+
+if (
+    TYPE_CHECKING
+):  # runners.compare is imported when a report has benchmarks: numpy and scipy are slow to load
+    from runners.compare import Comparison, ContextRefused
+
+    Judged = Comparison | ContextRefused | None
 
 ARTIFACT = "sluice-tier-report"  # what the tier workflows upload: report.json and tier.log
 REPORT_FILE, LOG_FILE = "report.json", "tier.log"
@@ -236,8 +244,11 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     )
     keep = finished.report if report is not None else None
     done = _finish(t, run, RunState.COMPLETED, detail=found.reason, verdict=found.verdict, report=keep)
+    judged = compared(report, trunk, t.config) if report is not None else None
+    if run.level is Level.L3 and run.id is not None:  # before the run counts as completed: never without them
+        await t.db(t.runs.record_regressions, run.id, regressed(judged))
     await t.db(t.runs.save, done)
-    shown = dataclasses.replace(_shown(t, done, found, facts, report, trunk, subject), log_tail=finished.log)
+    shown = dataclasses.replace(_shown(t, done, found, facts, judged, subject), log_tail=finished.log)
     await show(t, run.head_sha, run.level, completed(done, shown))
     await advance(t, run.pull)
 
@@ -247,8 +258,7 @@ def _shown(
     run: TierRun,
     found: Any,
     facts: ReportFacts | None,
-    report: Report | None,
-    trunk: Report | None,
+    judged: Judged,
     subject: Subject,
 ) -> Shown:
     tier = tier_config(t.config, run.level)
@@ -259,7 +269,7 @@ def _shown(
         facts,
         found,
         owner=tier.owner,
-        regressions=regressions(report, trunk, t.config) if report is not None else None,
+        regressions=rendered(judged),
         baseline_sha=subject.baseline_sha,
         retrying=retrying,
         l3_button=button,
@@ -305,6 +315,12 @@ def facts_of(report: Report) -> ReportFacts:
 
 def regressions(report: Report, trunk: Report | None, config: SluiceConfig) -> str | None:
     """runners.compare's markdown for the report's benchmarks against trunk's (None when either has none)."""
+    return rendered(compared(report, trunk, config))
+
+
+def compared(report: Report, trunk: Report | None, config: SluiceConfig) -> Judged:
+    """runners.compare's Comparison of the report's benchmarks with trunk's, its ContextRefused when the two
+    ran in different contexts, or None when either has no benchmarks."""
     from runners import compare
 
     if trunk is None or not report.benchmarks or not trunk.benchmarks:
@@ -312,9 +328,37 @@ def regressions(report: Report, trunk: Report | None, config: SluiceConfig) -> s
     baseline = compare.Side.from_reports([trunk], name="trunk")
     candidate = compare.Side.from_reports([report], name="this head")
     try:
-        return compare.render_markdown(compare.compare(baseline, candidate, config.performance))
+        return compare.compare(baseline, candidate, config.performance)
     except compare.ContextRefused as refusal:
-        return compare.render_refusal(refusal)
+        return refusal
+
+
+def rendered(judged: Judged) -> str | None:
+    from runners import compare
+
+    if isinstance(judged, compare.ContextRefused):
+        return compare.render_refusal(judged)
+    return compare.render_markdown(judged) if judged is not None else None
+
+
+def regressed(judged: Judged) -> tuple[Regression, ...]:
+    """The cells the comparison judged regressed beyond noise (none when nothing was compared)."""
+    from runners import compare
+
+    if not isinstance(judged, compare.Comparison):
+        return ()
+    return tuple(
+        Regression(
+            c.benchmark,
+            c.kernel,
+            c.metric.value,
+            c.critical,
+            ratio=c.measurement.ratio,
+            threshold=c.measurement.threshold,
+        )
+        for c in judged.cells
+        if c.verdict is compare.Verdict.REGRESSED and c.measurement is not None
+    )
 
 
 def _parse(text: str | None) -> Report | None:
