@@ -54,10 +54,8 @@ class L3Signoffs:
         keys = ["fork", "pr_number", "login", "head_sha"]
         with self.store._engine.begin() as conn:
             dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-            done = conn.execute(
-                dialect_insert(l3_signoffs).values(row).on_conflict_do_nothing(index_elements=keys)
-            )
-        return bool(done.rowcount)
+            added = dialect_insert(l3_signoffs).values(row).on_conflict_do_nothing(index_elements=keys)
+            return conn.execute(added.returning(l3_signoffs.c.login)).first() is not None
 
     def signoffs(self, fork: str, pr_number: int) -> list[Signoff]:
         query = select(l3_signoffs).where(l3_signoffs.c.fork == fork, l3_signoffs.c.pr_number == pr_number)

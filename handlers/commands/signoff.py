@@ -38,12 +38,12 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     found = await codeowners(keeper)
     areas = by_area(metrics.regressions, keeper.config)
     owners = {area: l3_area_owners(area, found, keeper.config) for area in areas}
-    everyone = Ownership({f"area {area_shown(a)}": names for a, names in owners.items()})
+    everyone = Ownership({f"area {a}": names for a, names in owners.items()})
     teams = await teams_of(keeper, everyone.teams, call.actor)
     mine = [a for a in areas if _owns(owners[a], call.actor, teams)]
     # Owning one affected area is enough to sign that area off; owning none is refused, naming the owners.
     call.require_owner(
-        Ownership({f"area {area_shown(a)}": owners[a] for a in mine}) if mine else everyone,
+        Ownership({f"area {a}": owners[a] for a in mine}) if mine else everyone,
         what=f"an area whose L3 metrics regressed on #{number}",
         member_of=teams,
     )
