@@ -9,15 +9,18 @@ from collections.abc import Iterator
 
 import pytest
 
+from bot.core import dashboard
 from bot.core.codeowners import parse_codeowners
 from bot.core.config import ConfigError, parse_config
+from bot.core.dashboard import SignoffLine
 from bot.core.gate import CheckResult, GateInput, MissingKind, decide, l3_area_owners, summary, team_owners
-from bot.core.ingestion import Tier
+from bot.core.ingestion import Links, Tier
 from bot.core.l3_metrics import UNASSIGNED, L3Metrics, Regression, Signoff, by_area
 from bot.core.tiers import Level, RunState, TierRun, Verdict
 from bot.db.signoffs import L3Signoffs
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
+from handlers.dashboard import signoff_state
 
 HEAD, OLD = "a" * 40, "b" * 40
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -230,3 +233,38 @@ def test_signoffs_keep_the_head_they_were_given_on_and_the_first_of_each_stays(s
     assert l3.record_signoff(FORK, 7, login="gina", head_sha=HEAD, at=later) is True
     assert l3.signoffs(FORK, 7) == [Signoff("gina", OLD, NOW), Signoff("gina", HEAD, later)]
     assert l3.signoffs(FORK, 8) == [] and l3.signoffs("meta/other", 7) == []
+
+
+# ------------------------------------------------------------------ the dashboard
+
+
+def test_the_dashboard_lists_each_pr_whose_l3_regressed_with_the_signoffs_on_its_head(store: Store) -> None:
+    runs, l3 = TierRuns(store), L3Signoffs(store)
+    for pull, regressions in ((7, (MATMUL, SUM)), (8, (SOFTMAX,)), (9, ())):
+        run = l3_run(runs, pull=pull)
+        assert run.id is not None
+        runs.record_regressions(run.id, regressions)
+        completed(runs, run)
+    l3.record_signoff(FORK, 7, login="gina", head_sha=HEAD, at=NOW)
+    l3.record_signoff(FORK, 8, login="nora", head_sha=OLD, at=NOW)  # an older head's: not shown
+    heads = [(7, HEAD), (8, HEAD), (9, HEAD), (10, HEAD)]
+    lines = signoff_state(l3, FORK, heads, config=CONFIG)
+    assert lines == (
+        SignoffLine(7, HEAD, 2, ("gemm", UNASSIGNED), ("gina",)),
+        SignoffLine(8, HEAD, 1, ("norms",), ()),
+    )
+    body = dashboard.render(
+        dashboard.DashboardModel(
+            FORK, NOW, history=(), links=Links(None, "https://x/f.git", "main"), signoffs=lines
+        )
+    )
+    section = body[body.index("## L3 signoffs") :]
+    assert (
+        f"- #7 (head `{HEAD[:10]}`): 2 regressed metrics in `gemm`, `(unassigned)`; signed off by @gina"
+        in section
+    )
+    assert "- #8 (head `aaaaaaaaaa`): 1 regressed metric in `norms`; no signoff yet (`/signoff l3`" in section
+    empty = dashboard.render(
+        dashboard.DashboardModel(FORK, NOW, history=(), links=Links(None, "https://x/f.git", "main"))
+    )
+    assert "## L3 signoffs\n\nnone\n" in empty
