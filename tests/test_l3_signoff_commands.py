@@ -145,3 +145,27 @@ async def test_a_signoff_then_a_new_push_closes_the_gate_again(ctx: Context) -> 
     assert "the signoffs by @gina were given on an older head and no longer count" in summary
     reply = await say(ctx, number, "/signoff l3", user="gina")
     assert f"head `{new[:10]}`" in reply and "the gate is open" in reply
+
+
+async def test_an_emergency_pick_whose_gate_requires_l3_is_signed_off_the_same_way(ctx: Context) -> None:
+    gate = L3_GATE.replace("  auto_merge: false", "  emergency_required_tiers: [l1, l3]\n  auto_merge: false")
+    sim, _, _ = an_ingestion_pull(ctx, gate=gate)
+    sim.set_permission(FORK, "gina", "write")
+    branch = "sluice/emergency/abcdef1234"
+    trunk = sim.git(FORK, "rev-parse", "main")
+    head = sim.commit(FORK, branch, {"lib/fix.cpp": "fix\n"}, message="emergency: fix", parent=trunk)
+    number = int(
+        sim.open_pull(FORK, head=branch, base="main", title="Emergency", user="sluice[bot]")["number"]
+    )
+    added = ctx.tier_runs.add(
+        TierRun(FORK, number, "emergency-abcdef1234", Level.L3, head, 1, RunState.DISPATCHED, NOW)
+    )
+    assert added is not None and added.id is not None
+    ctx.tier_runs.record_regressions(added.id, (MATMUL,))
+    ctx.tier_runs.save(dataclasses.replace(added, state=RunState.COMPLETED, verdict=Verdict.PASSED))
+    for tier in (Tier.L1, Tier.L3):
+        sim.finish_check(FORK, head, tier.value, "success")
+    reply = await say(ctx, number, "/signoff l3", user="gina")
+    assert f"@gina signed off L3's regressed metrics on #{number}'s head `{head[:10]}`" in reply
+    summary = gate_run(sim, head)["output"]["summary"]
+    assert "signed off by @gina" in summary and "approval of the emergency pick" in summary
