@@ -46,9 +46,8 @@ from bot.core.tiers import (
 from bot.ports import Clock, TierBackend, TierForge, TierRunRecords
 from runners.report import Outcome, Report
 
-if (
-    TYPE_CHECKING
-):  # runners.compare is imported when a report has benchmarks: numpy and scipy are slow to load
+# runners.compare is imported only when there are benchmarks to compare: numpy and scipy are slow to load.
+if TYPE_CHECKING:
     from runners.compare import Comparison, ContextRefused
 
     Judged = Comparison | ContextRefused | None
@@ -334,15 +333,20 @@ def compared(report: Report, trunk: Report | None, config: SluiceConfig) -> Judg
 
 
 def rendered(judged: Judged) -> str | None:
+    """The comparison's markdown for the check run (None when nothing was compared)."""
+    if judged is None:
+        return None
     from runners import compare
 
     if isinstance(judged, compare.ContextRefused):
         return compare.render_refusal(judged)
-    return compare.render_markdown(judged) if judged is not None else None
+    return compare.render_markdown(judged)
 
 
 def regressed(judged: Judged) -> tuple[Regression, ...]:
     """The cells the comparison judged regressed beyond noise (none when nothing was compared)."""
+    if judged is None:
+        return ()
     from runners import compare
 
     if not isinstance(judged, compare.Comparison):
