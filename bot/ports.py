@@ -17,6 +17,7 @@ from typing import Any, Protocol, Self
 from bot.core.audit import AuditRecord
 from bot.core.gate import Approval, Hold, Pause, Waiver
 from bot.core.ingestion import IngestionRecord
+from bot.core.l3_metrics import L3Metrics, Regression, Signoff
 from bot.core.lag import LagPoint
 from bot.core.models import CommitInfo, Disposition, FileChange, Plan
 from bot.core.tiers import Level, Subject, TierRun
@@ -420,6 +421,23 @@ class TierRunRecords(Protocol):
     def pull_for_head(self, fork: str, head_sha: str) -> int | None: ...
 
     def latest_report(self, fork: str, level: Level, *, head_sha: str) -> str | None: ...
+
+    def record_regressions(self, key: int, regressions: Sequence[Regression]) -> None: ...
+
+    def regressions(self, key: int) -> tuple[Regression, ...]: ...
+
+
+class SignoffRecords(Protocol):
+    """L3's metrics on a PR head (its newest attempt's regressions) and the area owners' `/signoff l3` there
+    (`bot.db.signoffs.L3Signoffs`)."""
+
+    def l3_metrics(self, fork: str, pr_number: int, *, head_sha: str) -> L3Metrics | None: ...
+
+    def record_signoff(
+        self, fork: str, pr_number: int, *, login: str, head_sha: str, at: dt.datetime
+    ) -> bool: ...
+
+    def signoffs(self, fork: str, pr_number: int) -> list[Signoff]: ...
 
 
 class TierForge(Protocol):

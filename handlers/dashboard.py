@@ -15,15 +15,17 @@ from bot.core.dashboard import (
     HoldLine,
     OpenIngestion,
     PauseState,
+    SignoffLine,
     ThrottleState,
     WaiverLine,
     render,
 )
 from bot.core.ingestion import IngestionRecord, Links, Tier
+from bot.core.l3_metrics import by_area
 from bot.core.models import Plan
 from bot.flows.dashboard import Published, publish
 from bot.github.forge import ForkGitHub
-from bot.ports import GateRecords
+from bot.ports import GateRecords, SignoffRecords
 
 log = logging.getLogger("sluice.dashboard")
 TIERS = frozenset(t.value for t in Tier)
@@ -48,6 +50,8 @@ async def update(ctx: Context, forge: ForkGitHub, shown: Shown) -> Published:
     numbers = sorted(r.pr_number for r in records if r.state == "open" and r.pr_number is not None)
     limit = shown.config.gate.pause_after_failures
     gate = await ctx.db(gate_state, ctx.gates, repo, numbers, limit=limit)
+    heads = [(r.pr_number, r.head) for r in records if r.state == "open" and r.pr_number and r.head]
+    signoffs = await ctx.db(signoff_state, ctx.signoffs, repo, heads, config=shown.config)
     model = DashboardModel(
         fork=repo,
         now=ctx.clock(),
@@ -59,6 +63,7 @@ async def update(ctx: Context, forge: ForkGitHub, shown: Shown) -> Published:
         ingestions=[await _ingestion(forge, r) for r in sorted(records, key=_order)],
         waivers=gate.waivers,
         holds=gate.holds,
+        signoffs=signoffs,
         paused=gate.paused,
         throttle=gate.throttle,
     )
@@ -95,6 +100,22 @@ def gate_state(gates: GateRecords, repo: str, numbers: list[int], *, limit: int)
         paused=None if pause is None else PauseState(pause.by, pause.reason, pause.at),
         throttle=ThrottleState(failures=failures, limit=limit, tripped=failures >= limit),
     )
+
+
+def signoff_state(
+    signoffs: SignoffRecords, repo: str, heads: list[tuple[int, str]], *, config: SluiceConfig
+) -> tuple[SignoffLine, ...]:
+    """For each open ingestion PR (number, head) whose head's L3 run regressed: its areas and the signoffs
+    given on that head (blocking: one `ctx.db` call)."""
+    found = []
+    for number, head in heads:
+        metrics = signoffs.l3_metrics(repo, number, head_sha=head)
+        if metrics is None or not metrics.regressions:
+            continue
+        signed = tuple(s.login for s in signoffs.signoffs(repo, number) if s.head_sha == head)
+        areas = tuple(by_area(metrics.regressions, config))
+        found.append(SignoffLine(number, head, len(metrics.regressions), areas, signed))
+    return tuple(found)
 
 
 def _order(record: IngestionRecord) -> tuple[int, str]:

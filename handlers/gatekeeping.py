@@ -48,7 +48,9 @@ async def gatekeeper(ctx: Context, fork: Fork) -> Gatekeeper | None:
         )
         return None
     gates = ctx.gates
-    return Gatekeeper(forge, gates, ctx.db, fork.branch, config, ctx.clock, ctx.bot_login)
+    return Gatekeeper(
+        forge, gates, ctx.db, fork.branch, config, ctx.clock, ctx.bot_login, signoffs=ctx.signoffs
+    )
 
 
 # ------------------------------------------------------------------ what the slash commands (issue 14) call
@@ -63,6 +65,14 @@ async def approve(ctx: Context, repo: str, number: int, *, login: str, head: str
         head = str((await ctx.forge(fork.installation_id, repo).get_pull(number))["head"]["sha"])
     await ctx.db(ctx.gates.record_approval, repo, number, login=login, head_sha=head, at=ctx.clock())
     return await reevaluate(ctx, repo, number)
+
+
+async def signoff(ctx: Context, repo: str, number: int, *, login: str, head: str) -> tuple[bool, Outcome]:
+    """`/signoff l3`: `login` accepts L3's regressed metrics on `head` (the head the command checked); it
+    stops counting at the next push. Whether it is new (False: they had signed off this head already)."""
+    await _registered(ctx, repo)
+    new = await ctx.db(ctx.signoffs.record_signoff, repo, number, login=login, head_sha=head, at=ctx.clock())
+    return new, await reevaluate(ctx, repo, number)
 
 
 async def waive(ctx: Context, repo: str, number: int, waiver: Waiver) -> Outcome:

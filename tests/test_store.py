@@ -21,6 +21,7 @@ import bot.db.jobs
 import bot.db.lag
 import bot.db.leases
 import bot.db.registry
+import bot.db.signoffs
 import bot.db.store
 import bot.db.tier_runs
 from bot.core.models import (
@@ -54,9 +55,17 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0013_waiver_head"
+HEAD_REVISION = "0014_l3_regressions"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (bot.db.audit, bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry, bot.db.tier_runs)
+TABLE_MODULES = (
+    bot.db.audit,
+    bot.db.gates,
+    bot.db.jobs,
+    bot.db.lag,
+    bot.db.registry,
+    bot.db.signoffs,
+    bot.db.tier_runs,
+)
 TABLES = [
     "alembic_version",
     "approvals",
@@ -75,6 +84,8 @@ TABLES = [
     "installation_repos",
     "installations",
     "jobs",
+    "l3_regressions",
+    "l3_signoffs",
     "lag_points",
     "leases",
     "plans",

@@ -32,6 +32,7 @@ from bot.db.audit import CommandAudit
 from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
+from bot.db.signoffs import L3Signoffs
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 from bot.git.mirror import Mirror, SyncResult, token_auth
@@ -48,6 +49,7 @@ from bot.ports import (
     LagReader,
     LagRecorder,
     Repository,
+    SignoffRecords,
     TierRunRecords,
 )
 
@@ -85,6 +87,11 @@ class Context:
     def tier_runs(self) -> TierRunRecords:
         """Each tier attempt on a PR head (blocking: call through `db`)."""
         return TierRuns(self.store)
+
+    @property
+    def signoffs(self) -> SignoffRecords:
+        """L3's regressions per PR head and the `/signoff l3`s given (blocking: call through `db`)."""
+        return L3Signoffs(self.store)
 
     @property
     def lag_history(self) -> LagRecorder:

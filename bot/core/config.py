@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import fnmatch
 import functools
 import hashlib
 import importlib
@@ -631,10 +632,49 @@ class L2Config(TierConfig):
     timeout_minutes: Minutes = 360
 
 
+KernelPattern = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.*?-]+$")]
+
+
+class L3Area(Frozen):
+    """An area of L3's benchmarks: the kernels it covers (names, `*` and `?` wildcards) and who owns their
+    performance: `owners`, and the code owners (CODEOWNERS, component owners) of the kernels' `files`."""
+
+    name: Name
+    kernels: Annotated[tuple[KernelPattern, ...], Field(min_length=1)]
+    owners: tuple[Owner, ...] = ()
+    files: tuple[Glob, ...] = ()
+
+    @model_validator(mode="after")
+    def _someone_owns_it(self) -> L3Area:
+        if not self.owners and not self.files:
+            raise ValueError(
+                f"area {self.name!r} names neither `owners` nor `files`: nobody could sign it off"
+            )
+        literal = next((f for f in self.files if any(c in f for c in "*?[")), None)
+        if literal is not None:
+            raise ValueError(f"`files` names paths, not globs: {literal!r}")
+        return self
+
+    def covers(self, kernel: str) -> bool:
+        return any(fnmatch.fnmatchcase(kernel, pattern) for pattern in self.kernels)
+
+
 class L3Config(TierConfig):
     workflow: WorkflowFile = "sluice-l3.yml"
     runs_on: tuple[RunnerLabel, ...] = ("self-hosted", "linux", "gpu")
     timeout_minutes: Minutes = 720
+    areas: tuple[L3Area, ...] = ()  # who signs off a regressed kernel (`/signoff l3`); first match wins
+
+    @field_validator("areas", mode="wrap")
+    @classmethod
+    def _area_names_are_unique(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        return _unique_names(value, handler, field=str(info.field_name))
+
+    def area_of(self, kernel: str) -> L3Area | None:
+        """The first area covering `kernel`; None: L3's `owner` (else the config's code owners) own it."""
+        return next((area for area in self.areas if area.covers(kernel)), None)
 
 
 class L3Policy(enum.StrEnum):

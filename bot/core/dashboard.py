@@ -68,6 +68,17 @@ class HoldLine:
 
 
 @dataclass(frozen=True)
+class SignoffLine:
+    """An open ingestion PR whose head's L3 run regressed: the areas affected, who signed off on that head."""
+
+    number: int
+    head_sha: str
+    regressions: int  # regressed cells (a benchmark and a metric)
+    areas: tuple[str, ...]
+    signed_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PauseState:
     by: str
     reason: str
@@ -98,6 +109,7 @@ class DashboardModel:
     ingestions: Sequence[OpenIngestion] = ()
     waivers: Sequence[WaiverLine] | None = None
     holds: Sequence[HoldLine] | None = None
+    signoffs: Sequence[SignoffLine] | None = None  # L3's regressed metrics and their `/signoff l3`s
     paused: PauseState | None = None
     throttle: ThrottleState | None = None
 
@@ -188,6 +200,7 @@ def render(model: DashboardModel) -> str:
         _backlog(model.backlog),
         _waivers(model.waivers, model.now),
         _holds(model.holds),
+        _signoffs(model.signoffs),
         _pause(model.paused),
         _throttle(model.throttle),
     ]
@@ -310,6 +323,21 @@ def _holds(holds: Sequence[HoldLine] | None) -> list[str]:
         return [*lines, NONE, ""]
     for h in sorted(holds, key=lambda h: h.number):
         lines.append(f"- #{h.number}: held by @{h.by} since {h.at.date().isoformat()}: {plain(h.reason)}")
+    return [*lines, ""]
+
+
+def _signoffs(signoffs: Sequence[SignoffLine] | None) -> list[str]:
+    lines = ["## L3 signoffs", ""]
+    if not signoffs:
+        return [*lines, NONE, ""]
+    for s in sorted(signoffs, key=lambda s: s.number):
+        metrics = f"{s.regressions} regressed metric{'s' if s.regressions != 1 else ''}"
+        given = ", ".join(f"@{login}" for login in s.signed_by)
+        state = (
+            f"signed off by {given}" if given else "no signoff yet (`/signoff l3`; `sluice/gate` names who)"
+        )
+        areas = ", ".join(f"`{a}`" for a in s.areas)
+        lines.append(f"- #{s.number} (head `{s.head_sha[:10]}`): {metrics} in {areas}; {state}")
     return [*lines, ""]
 
 

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.core.codeowners import CodeOwners
-from bot.core.config import SluiceConfig
+from bot.core.config import CONFIG_PATH, SluiceConfig
 from bot.core.ingestion import Tier
+from bot.core.l3_metrics import UNASSIGNED, L3Metrics, Signoff, by_area, listed
 
 TIER_KEYS = {"l1": Tier.L1, "l2": Tier.L2, "l3": Tier.L3}
 NEEDS_APPROVAL = frozenset({"api", "semantic"})  # conflict classes no rule resolves: a person's resolution
@@ -22,6 +23,7 @@ FAILED = ("failure", "timed_out")  # a required tier's conclusions that close th
 class MissingKind(enum.StrEnum):
     TIER = "tier"
     APPROVAL = "approval"
+    SIGNOFF = "signoff"  # an area owner's `/signoff l3` of L3's regressed metrics
     HOLD = "hold"
 
 
@@ -116,6 +118,10 @@ class GateInput:
     # the head whatever its conflicts were, and only `gate.emergency_required_tiers` are required.
     emergency: Sequence[str] | None = None
     no_access: Sequence[str] = ()  # current-head approvers without write access: their approval is left out
+    # The newest L3 attempt on the head, as compared with its baseline, and the `/signoff l3`s given: when
+    # the gate requires L3, each area with a regressed metric needs a signoff by one of its owners.
+    l3: L3Metrics | None = None
+    signoffs: Sequence[Signoff] = ()
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,7 @@ class GateDecision:
     failed: tuple[Tier, ...]  # required tiers that failed on the head without a valid waiver
     waived: tuple[Waiver, ...] = ()
     approvals: tuple[Approval, ...] = ()  # the approvals that counted
+    signoffs: tuple[Signoff, ...] = ()  # the `/signoff l3`s that counted
 
     @property
     def passed(self) -> bool:
@@ -161,8 +168,10 @@ def decide(facts: GateInput, *, config: SluiceConfig, now: dt.datetime) -> GateD
     met: list[str] = []
     failed: list[Tier] = []
     waived: list[Waiver] = []
-    for tier in required_tiers(config, emergency=facts.emergency is not None):
+    tiers = required_tiers(config, emergency=facts.emergency is not None)
+    for tier in tiers:
         _tier(tier, facts, now, missing=missing, met=met, failed=failed, waived=waived)
+    signed = _signoffs(facts, config, missing=missing, met=met) if Tier.L3 in tiers else ()
     counted = _approvals(facts, config, missing=missing, met=met)
     if facts.emergency is not None:
         counted = _emergency_approval(facts, config, facts.emergency, counted, missing=missing, met=met)
@@ -175,7 +184,9 @@ def decide(facts: GateInput, *, config: SluiceConfig, now: dt.datetime) -> GateD
         )
     else:
         met.append("no hold is set")
-    return GateDecision(facts.head_sha, tuple(missing), tuple(met), tuple(failed), tuple(waived), counted)
+    return GateDecision(
+        facts.head_sha, tuple(missing), tuple(met), tuple(failed), tuple(waived), counted, signed
+    )
 
 
 def _tier(
@@ -228,6 +239,49 @@ def _failed_tier(tier: Tier, run: CheckResult, waivers: Sequence[Waiver], now: d
         return Missing(MissingKind.TIER, what, (), "fix the failure and push; L1 is never waived")
     how = "fix the failure and push, or record a waiver (`/waive`): owner, reason, expiry, recovery plan"
     return Missing(MissingKind.TIER, what, ("a maintainer",), how)
+
+
+def _signoffs(
+    facts: GateInput, config: SluiceConfig, *, missing: list[Missing], met: list[str]
+) -> tuple[Signoff, ...]:
+    """L3 passing its tests is not enough when a metric regressed beyond noise: an owner of each area whose
+    kernels regressed signs the regression off on this head (`/signoff l3`)."""
+    if facts.l3 is None or facts.l3.head_sha != facts.head_sha or not facts.l3.regressions:
+        return ()
+    current = [s for s in facts.signoffs if s.head_sha == facts.head_sha]
+    counted: dict[str, Signoff] = {}
+    for area, regressions in by_area(facts.l3.regressions, config).items():
+        owners = l3_area_owners(area, facts.codeowners, config)
+        subject = f"L3's regressed metrics in area {area_shown(area)} ({listed(regressions)})"
+        by = [s for s in current if _owns(s.login, owners, facts.teams)]
+        if by:
+            counted.update((s.login, s) for s in by)
+            met.append(f"{subject} signed off by {', '.join('@' + s.login for s in by)}")
+            continue
+        how = f"`/signoff l3` on the head `{facts.head_sha[:10]}`, or fix the regression and push"
+        stale = sorted({"@" + s.login for s in facts.signoffs if s.head_sha != facts.head_sha})
+        if stale:
+            how += f"; the signoffs by {', '.join(stale)} were given on an older head and no longer count"
+        if not owners:
+            how = "name the area's `owners` in `tiers.l3.areas` (or `tiers.l3.owner`), then `/signoff l3`"
+        missing.append(Missing(MissingKind.SIGNOFF, f"an area owner's signoff of {subject}", owners, how))
+    return tuple(counted.values())
+
+
+def area_shown(area: str) -> str:
+    return "of no `tiers.l3.areas` entry" if area == UNASSIGNED else f"`{area}`"
+
+
+def l3_area_owners(area: str, codeowners: CodeOwners, config: SluiceConfig) -> tuple[str, ...]:
+    """Who may sign off an area of L3's benchmarks: its `owners`, then the code owners of its `files`. The
+    kernels no area covers: L3's `owner`, else the code owners of the config (the fork's policy)."""
+    l3 = config.tiers.l3
+    entry = next((a for a in l3.areas if a.name == area), None)
+    if entry is None:
+        found: tuple[str, ...] = (l3.owner,) if l3.owner else owners_of(CONFIG_PATH, codeowners, config)
+    else:
+        found = (*entry.owners, *(o for path in entry.files for o in owners_of(path, codeowners, config)))
+    return tuple(dict.fromkeys(found))
 
 
 def _approvals(
@@ -340,11 +394,14 @@ def team_owners(
     config: SluiceConfig,
     *,
     emergency: Sequence[str] = (),
+    l3: L3Metrics | None = None,
 ) -> set[str]:
-    """The teams among the owners the resolutions (and an emergency pick's files) need: the flow asks GitHub
-    which approvers are in them."""
+    """The teams among the owners the resolutions (and an emergency pick's files, and the areas of L3's
+    regressions) need: the flow asks GitHub which approvers are in them."""
     needed = [owners_of(r.path, codeowners, config) for r in resolutions if r.needs_approval]
     needed.append(emergency_owners(emergency, codeowners, config))
+    areas = by_area(l3.regressions, config) if l3 is not None else {}
+    needed += [l3_area_owners(area, codeowners, config) for area in areas]
     return {owner.lower() for owners in needed for owner in owners if "/" in owner}
 
 

@@ -9,7 +9,10 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
+    Float,
+    ForeignKeyConstraint,
     Index,
     Integer,
     PrimaryKeyConstraint,
@@ -17,13 +20,16 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    delete,
     desc,
+    insert,
     select,
     update,
 )
 from sqlalchemy.exc import IntegrityError
 
 from bot.core.errors import BadInput
+from bot.core.l3_metrics import Regression
 from bot.core.tiers import (
     PASS_RATE_WINDOW,
     Level,
@@ -61,6 +67,26 @@ tier_runs = Table(
     UniqueConstraint("fork", "pull", "level", "head_sha", "attempt", name="uq_tier_runs_attempt"),
     Index("ix_tier_runs_fork_pull", "fork", "pull"),
     Index("ix_tier_runs_fork_run_id", "fork", "run_id"),
+)
+
+# What a completed run's benchmarks regressed beyond noise against its baseline: one row per cell (a benchmark
+# and a metric) `runners compare` judged regressed. No row: nothing regressed, or nothing to compare with.
+l3_regressions = Table(
+    "l3_regressions",
+    metadata,
+    Column("id", Integer, autoincrement=True),
+    Column("tier_run", Integer, nullable=False),
+    Column("benchmark", Text, nullable=False),
+    Column("kernel", String(255), nullable=False),
+    Column("metric", String(16), nullable=False),
+    Column("critical", Boolean, nullable=False),
+    Column("ratio", Float, nullable=False),
+    Column("threshold", Float, nullable=False),
+    PrimaryKeyConstraint("id", name="pk_l3_regressions"),
+    ForeignKeyConstraint(
+        ["tier_run"], ["tier_runs.id"], name="fk_l3_regressions_tier_run_tier_runs", ondelete="CASCADE"
+    ),
+    Index("ix_l3_regressions_tier_run", "tier_run"),
 )
 
 
@@ -168,6 +194,21 @@ class TierRuns:
             found = conn.execute(query).scalar()
         return str(found) if found is not None else None
 
+    def record_regressions(self, key: int, regressions: Sequence[Regression]) -> None:
+        """What run `key` regressed (replacing what an earlier delivery of its result recorded); written
+        before the run is saved as completed, so a completed run never lacks them."""
+        rows = [{"tier_run": key, **dataclasses.asdict(r)} for r in regressions]
+        with self.store._engine.begin() as conn:
+            conn.execute(delete(l3_regressions).where(l3_regressions.c.tier_run == key))
+            if rows:
+                conn.execute(insert(l3_regressions), rows)
+
+    def regressions(self, key: int) -> tuple[Regression, ...]:
+        query = select(l3_regressions).where(l3_regressions.c.tier_run == key).order_by(l3_regressions.c.id)
+        with self.store._engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return tuple(_regression(r._mapping) for r in rows)
+
     def stats(self, *, window: int = PASS_RATE_WINDOW) -> list[TierStats]:
         """Each fork's and tier's pass rate over its newest `window` completed runs, and its runner minutes
         over all of them; one read of only the columns these need (a report's JSON is left where it is)."""
@@ -195,6 +236,11 @@ def _stats(rows: Sequence[Any], *, window: int) -> list[TierStats]:
         passed = sum(r.verdict == Verdict.PASSED.value for r in recent)
         found.append(TierStats(fork, Level(level), len(recent), passed, max(seconds, 0.0) / 60))
     return found
+
+
+def _regression(row: Any) -> Regression:
+    values = {k: row[k] for k in ("benchmark", "kernel", "metric", "ratio", "threshold")}
+    return Regression(**values, critical=bool(row["critical"]))
 
 
 def _row(run: TierRun) -> dict[str, Any]:

@@ -20,11 +20,13 @@ from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.errors import MergeRefused
 from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, Pause, Review, Waiver
 from bot.core.ingestion import BRANCH_PREFIX, Tier
-from bot.ports import Clock, GateForge, GateRecords
+from bot.core.l3_metrics import L3Metrics, Signoff
+from bot.ports import Clock, GateForge, GateRecords, SignoffRecords
 
 Db = Callable[..., Awaitable[Any]]  # Context.db: a store call in a worker thread
 ROLLBACK_PREFIX = "sluice/rollback/"
 WRITE_ACCESS = frozenset({"admin", "write"})  # the legacy `permission` (maintain reads as write)
+SIGNOFF = "signoff-l3"  # an audit record's approval that is an area owner's `/signoff l3`
 log = logging.getLogger("sluice.merge")
 
 
@@ -47,6 +49,7 @@ class Gatekeeper:
     config: SluiceConfig
     clock: Clock
     bot_login: str
+    signoffs: SignoffRecords  # L3's regressions per head and the `/signoff l3`s (through `db`)
 
     @property
     def fork(self) -> str:
@@ -62,6 +65,8 @@ class Stored:
     hold: Hold | None
     record: audit.AuditRecord | None
     paused: Pause | None
+    l3: L3Metrics | None = None  # the newest L3 attempt on the head, as compared with its baseline
+    signoffs: tuple[Signoff, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,13 +129,13 @@ async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
     runs = await keeper.forge.check_runs(head)
     checks = {name: _check(run) for name, run in runs.items()}
     reviews = [_review(r) for r in await keeper.forge.pull_reviews(number) if r.get("submitted_at")]
-    stored: Stored = await keeper.db(_load, keeper.gates, keeper.fork, number)
+    stored: Stored = await keeper.db(_load, keeper, number, head)
     given = (*gate.review_approvals(reviews, bot_login=keeper.bot_login), *stored.approvals)
     approvals, no_access = await _with_write_access(keeper, given, head)
     resolutions = stored.record.resolutions() if stored.record is not None else ()
     codeowners = await _codeowners(keeper)
     emergency = await keeper.forge.pull_files(number) if _is_emergency(pull) else None
-    teams = await _teams(keeper, resolutions, codeowners, approvals, head, emergency or ())
+    teams = await _teams(keeper, resolutions, codeowners, approvals, head, emergency or (), stored)
     facts = GateInput(
         head_sha=head,
         checks=checks,
@@ -142,6 +147,8 @@ async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
         teams=teams,
         emergency=emergency,
         no_access=no_access,
+        l3=stored.l3,
+        signoffs=stored.signoffs,
     )
     return Facts(pull, head, checks, runs, stored, facts)
 
@@ -161,13 +168,16 @@ async def _with_write_access(
     return kept, tuple(login for login in logins if login.lower() not in allowed)
 
 
-def _load(gates: GateRecords, fork: str, number: int) -> Stored:
+def _load(keeper: Gatekeeper, number: int, head: str) -> Stored:
+    gates, fork = keeper.gates, keeper.fork
     return Stored(
         waivers=tuple(gates.waivers(fork, number)),
         approvals=tuple(gates.approvals(fork, number)),
         hold=gates.hold(fork, number),
         record=gates.audit(fork, number),
         paused=gates.paused(fork),
+        l3=keeper.signoffs.l3_metrics(fork, number, head_sha=head),
+        signoffs=tuple(keeper.signoffs.signoffs(fork, number)),
     )
 
 
@@ -197,12 +207,14 @@ async def _teams(
     approvals: tuple[Approval, ...],
     head: str,
     emergency: tuple[str, ...] | list[str],
+    stored: Stored,
 ) -> dict[str, frozenset[str]]:
-    """For each team owner the resolutions (or an emergency pick's files) need, which of the current head's
-    approvers are in it."""
-    logins = sorted({a.login for a in approvals if a.head_sha == head})
+    """For each team owner the resolutions (or an emergency pick's files, or L3's regressed areas) need,
+    which of the current head's approvers (and signers-off) are in it."""
+    given = [(a.login, a.head_sha) for a in approvals] + [(s.login, s.head_sha) for s in stored.signoffs]
+    logins = sorted({login for login, sha in given if sha == head})
     teams: dict[str, frozenset[str]] = {}
-    needed = gate.team_owners(resolutions, codeowners, keeper.config, emergency=emergency)
+    needed = gate.team_owners(resolutions, codeowners, keeper.config, emergency=emergency, l3=stored.l3)
     for team in sorted(needed):
         teams[team] = frozenset([login for login in logins if await keeper.forge.in_team(team, login)])
     return teams
@@ -398,7 +410,10 @@ def _close(
     closed = audit.closed(
         record,
         checks=found.checks,
-        approvals=decision.approvals,
+        approvals=(
+            *decision.approvals,
+            *(Approval(s.login, s.head_sha, s.at, SIGNOFF) for s in decision.signoffs),
+        ),
         waivers=decision.waived,
         merge_sha=merged,
         rollback=rollback,

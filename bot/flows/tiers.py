@@ -11,7 +11,7 @@ import zipfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -19,6 +19,7 @@ from bot.core.config import L3Policy, SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.errors import DispatchRefused, redact
 from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
+from bot.core.l3_metrics import Regression
 from bot.core.tier_checks import (
     CheckOutput,
     Shown,
@@ -55,6 +56,12 @@ from bot.core.tiers import (
 )
 from bot.ports import Clock, TierBackend, TierForge, TierRunRecords
 from runners.report import Outcome, Report
+
+# runners.compare is imported only when there are benchmarks to compare: numpy and scipy are slow to load.
+if TYPE_CHECKING:
+    from runners.compare import Comparison, ContextRefused
+
+    Judged = Comparison | ContextRefused | None
 
 ARTIFACT = "sluice-tier-report"  # what the tier workflows upload: report.json and tier.log
 REPORT_FILE, LOG_FILE = "report.json", "tier.log"
@@ -286,8 +293,11 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     )
     keep = finished.report if report is not None else None
     done = _finish(t, run, RunState.COMPLETED, detail=found.reason, verdict=found.verdict, report=keep)
+    judged = compared(report, trunk, t.config) if report is not None else None
+    if run.level is Level.L3 and run.id is not None:  # before the run counts as completed: never without them
+        await t.db(t.runs.record_regressions, run.id, regressed(judged))
     await t.db(t.runs.save, done)
-    shown = dataclasses.replace(_shown(t, done, found, facts, report, trunk, subject), log_tail=finished.log)
+    shown = dataclasses.replace(_shown(t, done, found, facts, judged, subject), log_tail=finished.log)
     await show(t, run.head_sha, run.level, completed(done, shown))
     await advance(t, run.pull)
 
@@ -297,8 +307,7 @@ def _shown(
     run: TierRun,
     found: Any,
     facts: ReportFacts | None,
-    report: Report | None,
-    trunk: Report | None,
+    judged: Judged,
     subject: Subject,
 ) -> Shown:
     tier = tier_config(t.config, run.level)
@@ -309,7 +318,7 @@ def _shown(
         facts,
         found,
         owner=tier.owner,
-        regressions=regressions(report, trunk, t.config) if report is not None else None,
+        regressions=rendered(judged),
         baseline_sha=subject.baseline_sha,
         retrying=retrying,
         l3_button=button,
@@ -355,6 +364,12 @@ def facts_of(report: Report) -> ReportFacts:
 
 def regressions(report: Report, trunk: Report | None, config: SluiceConfig) -> str | None:
     """runners.compare's markdown for the report's benchmarks against trunk's (None when either has none)."""
+    return rendered(compared(report, trunk, config))
+
+
+def compared(report: Report, trunk: Report | None, config: SluiceConfig) -> Judged:
+    """runners.compare's Comparison of the report's benchmarks with trunk's, its ContextRefused when the two
+    ran in different contexts, or None when either has no benchmarks."""
     from runners import compare
 
     if trunk is None or not report.benchmarks or not trunk.benchmarks:
@@ -362,9 +377,42 @@ def regressions(report: Report, trunk: Report | None, config: SluiceConfig) -> s
     baseline = compare.Side.from_reports([trunk], name="trunk")
     candidate = compare.Side.from_reports([report], name="this head")
     try:
-        return compare.render_markdown(compare.compare(baseline, candidate, config.performance))
+        return compare.compare(baseline, candidate, config.performance)
     except compare.ContextRefused as refusal:
-        return compare.render_refusal(refusal)
+        return refusal
+
+
+def rendered(judged: Judged) -> str | None:
+    """The comparison's markdown for the check run (None when nothing was compared)."""
+    if judged is None:
+        return None
+    from runners import compare
+
+    if isinstance(judged, compare.ContextRefused):
+        return compare.render_refusal(judged)
+    return compare.render_markdown(judged)
+
+
+def regressed(judged: Judged) -> tuple[Regression, ...]:
+    """The cells the comparison judged regressed beyond noise (none when nothing was compared)."""
+    if judged is None:
+        return ()
+    from runners import compare
+
+    if not isinstance(judged, compare.Comparison):
+        return ()
+    return tuple(
+        Regression(
+            c.benchmark,
+            c.kernel,
+            c.metric.value,
+            c.critical,
+            ratio=c.measurement.ratio,
+            threshold=c.measurement.threshold,
+        )
+        for c in judged.cells
+        if c.verdict is compare.Verdict.REGRESSED and c.measurement is not None
+    )
 
 
 def _parse(text: str | None) -> Report | None:

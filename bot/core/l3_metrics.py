@@ -1,0 +1,63 @@
+"""L3's metrics as the gate weighs them: what regressed beyond noise against the baseline, by area of the
+config (`tiers.l3.areas`), and the area owners' `/signoff l3` on a head."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.core.config import SluiceConfig
+
+UNASSIGNED = "(unassigned)"  # kernels no `tiers.l3.areas` entry covers (no valid area name): L3's owner
+
+
+@dataclass(frozen=True)
+class Regression:
+    """One cell of `runners compare` that regressed: a benchmark (its key) on one metric."""
+
+    benchmark: str  # kernel[shape:dtype:config]
+    kernel: str
+    metric: str  # median | p90 | p99 | compile_cold | compile_warm
+    critical: bool
+    ratio: float  # candidate / baseline
+    threshold: float  # the relative change that counts, for this cell
+
+    def shown(self) -> str:
+        """`matmul[…] median +5.2 %` for a summary or a reply."""
+        return f"`{self.benchmark}` {self.metric} {self.ratio - 1:+.1%}".replace("%", " %")
+
+
+@dataclass(frozen=True)
+class L3Metrics:
+    """What the newest attempt of L3 on a head found against its baseline (empty: nothing regressed, or no
+    baseline to compare with)."""
+
+    head_sha: str
+    regressions: tuple[Regression, ...] = ()
+
+
+@dataclass(frozen=True)
+class Signoff:
+    """An area owner's `/signoff l3`: they accept L3's regressed metrics on a head (a push needs another)."""
+
+    login: str
+    head_sha: str
+    at: dt.datetime
+
+
+def by_area(regressions: Sequence[Regression], config: SluiceConfig) -> dict[str, tuple[Regression, ...]]:
+    """The regressions grouped by the area of their kernel, in the config's order (the unassigned ones,
+    `(unassigned)`, last)."""
+    l3 = config.tiers.l3
+    found: dict[str, list[Regression]] = {}
+    for regression in regressions:
+        area = l3.area_of(regression.kernel)
+        found.setdefault(area.name if area is not None else UNASSIGNED, []).append(regression)
+    order = [a.name for a in l3.areas] + [UNASSIGNED]
+    return {name: tuple(found[name]) for name in order if name in found}
+
+
+def listed(regressions: Sequence[Regression], *, limit: int = 5) -> str:
+    shown = ", ".join(r.shown() for r in regressions[:limit])
+    return shown + (f" and {len(regressions) - limit} more" if len(regressions) > limit else "")

@@ -1,0 +1,105 @@
+"""End to end, `sluice serve` against the simulator with the GitHub Actions backend: an ingestion PR's L3
+run passes its tests but its report's matmul is 8 % slower than trunk's baseline report. Sluice stores the
+regression with the tier run, `sluice/gate` waits for the gemm area's owner, and the owner's `/signoff l3`
+opens it: Sluice merges, and the audit record names the signoff."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bot.core.tiers import Level, RunState, TierRun, Verdict
+from bot.db.gates import GateStore
+from bot.db.tier_runs import TierRuns
+from runners import report as tier_report
+from runners.report import Outcome, Report, RunInfo, SuiteResult
+from tests.test_runners_compare import benchmark, environment
+from tests.test_tiers_e2e import FORK, Rig, ingestion_pr, make_rig, say, templates
+
+AT = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+AREAS = """    areas:
+      - {name: gemm, kernels: [matmul], owners: ['@gina']}
+  l3_policy: always
+gate:
+  required_tiers: [l1, l2, l3]
+  auto_merge: true
+"""
+
+
+def bench_report(head: str, *, slower: float, seed: int) -> str:
+    """An L3 report whose one suite passed and whose matmul and softmax were timed 60 times on a GPU."""
+    rng = np.random.default_rng(seed)
+    matmul = benchmark(0.25 * (1 + slower) * rng.lognormal(0.0, 0.01, 60), kernel="matmul")
+    softmax = benchmark(0.10 * rng.lognormal(0.0, 0.01, 60), kernel="softmax")
+    suite = SuiteResult(name="bench", kind="builtin", executed=1, passed=1, outcome=Outcome.PASSED)
+    test = tier_report.TestResult(suite="bench", name="matmul[1024x1024]", outcome=Outcome.PASSED)
+    return Report(
+        run=RunInfo(tier="l3", head_sha=head, started_at=AT, finished_at=AT),
+        environment=environment(),
+        suites=(suite,),
+        tests=(test,),
+        benchmarks=(matmul, softmax),
+    ).to_json()
+
+
+@pytest.fixture
+async def actions(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
+    rig, server = await make_rig(
+        aiohttp_server, tmp_path, database_url, backend="github", workflows=templates()
+    )
+    yield rig
+    await server.close()
+    rig.store.close()
+
+
+def seed_baseline(rig: Rig, base: str) -> None:
+    """Trunk's L3 report at the PR's base, as a trunk run leaves it in the store."""
+    runs = TierRuns(rig.store)
+    added = runs.add(TierRun(FORK, 0, "trunk", Level.L3, base, 1, RunState.DISPATCHED, AT))
+    assert added is not None
+    report = bench_report(base, slower=0.0, seed=1)
+    done = dataclasses.replace(added, state=RunState.COMPLETED, verdict=Verdict.PASSED, report=report)
+    runs.save(done)
+
+
+async def test_a_regressed_metric_waits_for_the_area_owners_signoff_then_merges(actions: Rig) -> None:
+    sim = actions.sim
+    config = sim.git(FORK, "show", "main:.github/sluice.yml").rstrip("\n") + "\n" + AREAS  # after l3's suites
+    sim.commit(FORK, "main", {".github/sluice.yml": config}, message="fork: L3 gates, by area")
+    await actions.settle()
+    sim.set_permission(FORK, "gina", "write")
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    for tier in ("1", "2"):
+        (run,) = [r for r in sim.workflow_runs[FORK] if r["inputs"]["tier"] == tier]
+        actions.act_as_runner(run)
+        await actions.settle()
+    (l3,) = [r for r in sim.workflow_runs[FORK] if r["inputs"]["tier"] == "3"]  # l3_policy: always
+    seed_baseline(actions, l3["inputs"]["baseline_sha"])
+    report = bench_report(head, slower=0.08, seed=2)
+    sim.finish_run(FORK, l3["id"], "success", artifact=("sluice-tier-report", {"report.json": report}))
+    await actions.settle()
+
+    check = actions.checks(head)["sluice/L3"]
+    assert check["conclusion"] == "success" and "regressed" in check["output"]["summary"]
+    (run,) = [r for r in TierRuns(actions.store).for_pull(FORK, number) if r.level is Level.L3]
+    regressed = {(r.kernel, r.metric): r for r in TierRuns(actions.store).regressions(run.id or 0)}
+    assert {kernel for kernel, _ in regressed} == {"matmul"}  # softmax kept its speed
+    assert regressed["matmul", "median"].ratio == pytest.approx(1.08, abs=0.01)
+    gate = actions.checks(head)["sluice/gate"]
+    assert gate["status"] == "in_progress"
+    assert "signoff of L3's regressed metrics in area `gemm`" in gate["output"]["summary"]
+    assert not sim.issues[FORK][number].merged
+
+    await say(actions, number, "/signoff l3", user="gina")
+    assert sim.issues[FORK][number].merged
+    gate = actions.checks(head)["sluice/gate"]
+    assert gate["conclusion"] == "success" and "signed off by @gina" in gate["output"]["summary"]
+    record = GateStore(actions.store).audit(FORK, number)
+    assert record is not None
+    assert [(a.login, a.head_sha, a.source) for a in record.approvals] == [("gina", head, "signoff-l3")]
