@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
 import bot.db.audit
+import bot.db.bisections
 import bot.db.gates
 import bot.db.jobs
 import bot.db.lag
@@ -54,13 +55,15 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0011_tier_runs"
+HEAD_REVISION = "0012_bisections"
 # Modules that define tables on the metadata the migrations are compared with.
 TABLE_MODULES = (bot.db.audit, bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry, bot.db.tier_runs)
 TABLES = [
     "alembic_version",
     "approvals",
     "audits",
+    "bisect_culprits",
+    "bisections",
     "chain_members",
     "chains",
     "command_audit",

@@ -658,6 +658,17 @@ class Tiers(Frozen):
     environment: ProductionGate = "compiler-production-gate"  # L3's GitHub environment (required reviewers)
 
 
+class BisectConfig(Frozen):
+    """Bisection of an ingestion that failed a tier for a real reason: whether it starts on its own, and its
+    budget (runs and runner hours, counting each probe's tier run) and how many probes run at once."""
+
+    auto: StrictBool = True  # bisect a bundle or chain when a tier fails it for a real reason
+    max_runs: Count = 12  # probes per bisection, confirmations and retries of lost runs included
+    max_runner_hours: Annotated[float, Field(gt=0)] | None = None  # None: only `max_runs` bounds it
+    hours_per_run: Annotated[float, Field(gt=0)] = 1.0  # what one probe is charged against the hours
+    parallel: Annotated[StrictInt, Field(ge=1, le=16)] = 1  # probes dispatched at once (free runners)
+
+
 GateTier = Literal["l1", "l2", "l3"]
 
 
@@ -871,6 +882,7 @@ class SluiceConfig(Frozen):
     auto_resolve: AutoResolve = AutoResolve()
     tiers: Tiers = Tiers()
     gate: GatePolicy = GatePolicy()
+    bisect: BisectConfig = BisectConfig()
     numerics: NumericsConfig = NumericsConfig()
     bench: BenchConfig = BenchConfig()
     performance: PerformanceConfig = PerformanceConfig()

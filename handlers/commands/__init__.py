@@ -17,6 +17,7 @@ from bot.core.permissions import Permission, role_of
 from bot.ports import CommandRecord, Fork
 from handlers.commands import (
     approve,
+    bisect,
     cherry_pick,
     defer,
     hold,
@@ -49,6 +50,7 @@ class Command(Protocol):
 
 MODULES: tuple[Command, ...] = (
     approve,
+    bisect,
     cherry_pick,
     defer,
     help_command,
