@@ -218,10 +218,8 @@ async def probe_finished(b: Bisecting, run: TierRun) -> None:
     if outcome is None:  # an infrastructure failure: the same prefix again, as the tiers retry
         assert shown.head is not None
         key = await _dispatch(b, record, run.probe, shown.head, attempt=run.attempt + 1)
-        again = dataclasses.replace(
-            shown, attempt=run.attempt + 1, run=key, detail=f"retried: {run.detail}"[:200]
-        )
-        await _change(b, record, _with_probe(again))
+        retried = {"attempt": run.attempt + 1, "run": key, "detail": f"retried: {run.detail}"[:200]}
+        record = await _change(b, record, _with_probe(shown.model_copy(update=retried)))
         if key is None:
             await _advance(b, await _outcome(b, record, run.probe, Outcome.SKIP, "dispatch refused"))
         return
@@ -235,9 +233,8 @@ async def _outcome(
         shown = r.probe_run(probe)
         assert shown is not None
         state = bisect.record(r.state, probe, outcome)
-        done = dataclasses.replace(
-            shown, outcome=outcome, detail="" if outcome is Outcome.PASS else detail[:200]
-        )
+        said = "" if outcome is Outcome.PASS else detail[:200]
+        done = shown.model_copy(update={"outcome": outcome, "detail": said})
         return r.model_copy(update={"state": state}).with_probe(done)
 
     return await _change(b, record, change)
