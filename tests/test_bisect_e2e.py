@@ -18,7 +18,17 @@ from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import installation_created, serve_settings, upstream_and_fork, url_of
-from tests.test_tiers_e2e import CHECK_SCRIPT, FORK, SECRET, UPSTREAM, Clock, Rig, templates, tier_config
+from tests.test_tiers_e2e import (
+    CHECK_SCRIPT,
+    FORK,
+    SECRET,
+    UPSTREAM,
+    Clock,
+    Rig,
+    say,
+    templates,
+    tier_config,
+)
 
 GATE = "gate:\n  required_tiers: [l1]\n  auto_merge: true\n"
 CULPRIT_FILE = "ci/l1.mode"  # the fork's L1 suite fails once this says `fail` (an API rename, as it were)
@@ -31,6 +41,7 @@ async def make_rig(
     *,
     backend: str,
     commits: list[dict[str, str]],
+    config: str = "",
 ) -> tuple[Rig, Any, list[str]]:
     """The fork with its tier commands, and `commits` on upstream before Sluice is installed (one bundle)."""
     clock = Clock()
@@ -38,7 +49,8 @@ async def make_rig(
     sim_url = url_of(await aiohttp_server(sim.app))
     upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n", "docs/guide.md": "guide\n"})
     workflows = templates() if backend == "github" else {}
-    files = {".github/sluice.yml": tier_config(sim_url) + GATE, "ci/check.py": CHECK_SCRIPT, **workflows}
+    sluice_yml = tier_config(sim_url) + GATE + config
+    files = {".github/sluice.yml": sluice_yml, "ci/check.py": CHECK_SCRIPT, **workflows}
     sim.commit(FORK, "main", files, message="fork: tier commands and Sluice config")
     shas = [
         sim.commit(UPSTREAM, "main", change, message=f"upstream: change {n}")
@@ -178,3 +190,80 @@ async def test_a_probe_result_for_a_superseded_head_is_ignored(
     assert Bisections(rig.store).blamed(FORK) == {}
     branches = rig.sim.git(FORK, "for-each-ref", "--format=%(refname:short)", "refs/heads/")
     assert CANDIDATE_PREFIX not in branches
+
+
+# --- `/bisect [tier]` ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def manual(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[tuple[Rig, Any]]
+) -> tuple[Rig, int]:
+    """A bundle of 4 whose L1 failed, with automatic bisection off; its PR number."""
+    changes = docs(4)
+    changes[1] = {**changes[1], CULPRIT_FILE: "fail\n"}
+    rig, server, _ = await make_rig(
+        aiohttp_server,
+        tmp_path,
+        database_url,
+        backend="github",
+        commits=changes,
+        config="bisect:\n  auto: false\n  max_runs: 6\n",
+    )
+    teardown.append((rig, server))
+    (pull,) = pulls(rig)
+    (l1,) = rig.sim.workflow_runs[FORK]
+    rig.act_as_runner(l1)
+    await rig.settle()
+    assert Bisections(rig.store).for_pull(FORK, pull.number) == []  # `auto: false`
+    for user, role in (("dev", "write"), ("mallory", "read")):
+        rig.sim.set_permission(FORK, user, role)
+    return rig, pull.number
+
+
+def last_reply(rig: Rig, number: int) -> str:
+    return rig.sim.comments[(FORK, number)][-1]
+
+
+async def test_bisect_starts_a_bisection_of_the_failed_tier_and_a_second_is_refused(
+    manual: tuple[Rig, int],
+) -> None:
+    rig, number = manual
+    await say(rig, number, "/bisect", user="dev")
+    assert "bisection of #" in last_reply(rig, number) and "on L1 started by @dev" in last_reply(rig, number)
+    (bisection,) = Bisections(rig.store).for_pull(FORK, number)
+    assert bisection.status is Status.RUNNING and bisection.started_by == "dev"
+    assert bisection.state.budget.max_runs == 6  # from the config
+    probes = [r for r in TierRuns(rig.store).for_pull(FORK, number) if r.bisection == bisection.id]
+    assert len(probes) == 1 and probes[0].head_sha != bisection.head_sha
+
+    await say(rig, number, "/bisect l1", user="dev")
+    assert "already runs" in last_reply(rig, number)
+    assert len(Bisections(rig.store).for_pull(FORK, number)) == 1
+
+
+@pytest.mark.parametrize(
+    "line", ["/bisect l9", "/bisect l1;rm -rf /", "/bisect --upload-pack=x", "/bisect l1 l2", "/bisect ١"]
+)
+async def test_bisect_refuses_a_hostile_tier_argument(manual: tuple[Rig, int], line: str) -> None:
+    rig, number = manual
+    await say(rig, number, line, user="dev")
+    reply = last_reply(rig, number)
+    assert "Sluice did not run" in reply and "Usage: `/bisect [<tier>]`" in reply
+    assert Bisections(rig.store).for_pull(FORK, number) == []
+
+
+async def test_bisect_is_refused_to_a_reader_and_on_a_pr_that_is_no_ingestion(
+    manual: tuple[Rig, int],
+) -> None:
+    rig, number = manual
+    await say(rig, number, "/bisect", user="mallory")
+    assert "has read access" in last_reply(rig, number) and "`/bisect` needs" in last_reply(rig, number)
+    trunk = rig.head("main")
+    rig.sim.commit(FORK, "feature", {"src/a.py": "a = 1\n"}, message="fork: a", parent=trunk, pusher="dev")
+    pull = rig.sim.open_pull(FORK, head="feature", base="main", title="A fork change", user="dev")
+    await rig.settle()
+    await say(rig, pull["number"], "/bisect l1", user="dev")
+    assert "acts on an open ingestion PR" in last_reply(rig, pull["number"])
+    assert Bisections(rig.store).for_pull(FORK, number) == []
+    assert Bisections(rig.store).for_pull(FORK, pull["number"]) == []
