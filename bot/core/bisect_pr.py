@@ -141,7 +141,7 @@ def should_bisect(run: TierRun, commits: int) -> bool:
 
 def culprit_detail(record: BisectionRecord) -> str:
     """What the culprit's `bisected` reason says: the tier, the PR, the failure."""
-    return f"{record.level.name} failed on #{record.pull} ({record.ingestion}): {record.reason}"[:300]
+    return f"{record.level.name} failed on #{record.pull} ({record.ingestion}): {_plain(record.reason)}"[:300]
 
 
 def culprit_reason(detail: str) -> RiskReason:
