@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from gidgethub.routing import Router
 
 from bot.app.context import Context
-from bot.db.bisections import Bisections
 from bot.flows.bisection import Bisecting, GitCandidates, probe_finished, tier_failed
 from bot.flows.pick import Picker
 from bot.git.mirror import BranchUpdate
@@ -53,7 +52,7 @@ async def bisecting(ctx: Context, fork: Fork) -> Bisecting:
 
     candidates = GitCandidates(repo, picker, strategy=t.config.strategy, fetch_pull=fetch_pull, push=push)
     forge = ctx.forge(fork.installation_id, fork.repo)
-    return Bisecting(t, Bisections(ctx.store), forge, candidates, depends_on, rebuild)
+    return Bisecting(t, ctx.bisections, forge, candidates, depends_on, rebuild)
 
 
 @router.register(requests.BISECT)

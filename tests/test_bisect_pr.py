@@ -1,5 +1,5 @@
-"""A PR's bisection, the pure part: a probe's tier run as an outcome, literal prefixes, what the PR shows, and a
-blamed commit rooting a risky chain under the rules and a risk model alike."""
+"""A PR's bisection, the pure part: a probe's tier run as an outcome, literal prefixes, what the PR shows,
+and a blamed commit rooting a risky chain under the rules and a risk model alike."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def record(**changes: object) -> BisectionRecord:
 
 def test_a_literal_prefix_is_the_prs_own_commit_until_a_culprit_is_taken_out() -> None:
     r = record()
-    state, (probe,) = bisect.next_probes(r.state)
+    _, (probe,) = bisect.next_probes(r.state)
     assert len(probe.commits) == 4 and literal_head(r, probe) == FORKED[3]
     after = bisect.start("bundle-1", UPSTREAM, tier="l1")
     after = after.model_copy(update={"removed": (UPSTREAM[1],), "hi": None, "generation": 1})

@@ -29,6 +29,7 @@ from bot.core.upstream_access import (
     url_refusal,
 )
 from bot.db.audit import CommandAudit
+from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
@@ -39,6 +40,7 @@ from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
 from bot.github.forge import ForkGitHub
 from bot.ports import (
+    BisectionRecords,
     Clock,
     CommandLog,
     Fork,
@@ -85,6 +87,11 @@ class Context:
     def tier_runs(self) -> TierRunRecords:
         """Each tier attempt on a PR head (blocking: call through `db`)."""
         return TierRuns(self.store)
+
+    @property
+    def bisections(self) -> BisectionRecords:
+        """Bisections of failed ingestions and the culprits they blamed (blocking: call through `db`)."""
+        return Bisections(self.store)
 
     @property
     def lag_history(self) -> LagRecorder:

@@ -125,32 +125,47 @@ async def start(
                 "wait for it: the PR's bisection comment shows where it stands",
             )
         await _supersede(b, running)
-    base, commits = await b.candidates.commits(number, base=str(pull["base"]["sha"]), head=subject.head_sha)
+    failed = latest.get(level)
+    reason = failed.detail if failed is not None and failed.failed else f"{level.name} bisected on request"
+    record = await _new_record(b, subject, base=str(pull["base"]["sha"]), level=level, by=by, reason=reason)
+    saved = await _db(b, b.records.start, record, at=t.clock())
+    if saved is None:
+        raise BadInput(f"a bisection of #{number} already runs", "wait for it to finish")
+    log.info(
+        "%s #%d: bisecting %d commits on %s", subject.fork, number, len(record.state.commits), level.name
+    )
+    await _advance(b, saved)
+    return saved
+
+
+async def _new_record(
+    b: Bisecting, subject: Subject, *, base: str, level: Level, by: str, reason: str
+) -> BisectionRecord:
+    """The search of the PR's commits (upstream order, the plan's dependency edges) within the budget."""
+    number = subject.pull
+    fork_point, commits = await b.candidates.commits(number, base=base, head=subject.head_sha)
     if len(commits) < 2:
         raise BadInput(
             f"#{number} carries {len(commits)} upstream commit: nothing to bisect", "its tier run names it"
         )
-    upstream = [u for _, u in commits]
-    failed = latest.get(level)
-    reason = failed.detail if failed is not None and failed.failed else f"{level.name} bisected on request"
-    config = t.config.bisect
+    config = b.tiering.config.bisect
     budget = Budget(
         max_runs=config.max_runs, max_runner_hours=config.max_runner_hours, hours_per_run=config.hours_per_run
     )
     state = bisect.start(
         subject.ingestion,
-        upstream,
+        [u for _, u in commits],
         tier=level.value,
         depends_on=await b.depends_on(subject.ingestion),
         budget=budget,
     )
-    record = BisectionRecord(
+    return BisectionRecord(
         fork=subject.fork,
         pull=number,
         ingestion=subject.ingestion,
         level=level,
         head_sha=subject.head_sha,
-        base_sha=base,
+        base_sha=fork_point,
         fork_commits=tuple(f for f, _ in commits),
         state=state,
         started_by=by,
@@ -158,12 +173,6 @@ async def start(
         build_failure=is_build_failure(reason),
         parallel=config.parallel,
     )
-    saved = await _db(b, b.records.start, record, at=t.clock())
-    if saved is None:
-        raise BadInput(f"a bisection of #{number} already runs", "wait for it to finish")
-    log.info("%s #%d: bisecting %d commits on %s", subject.fork, number, len(upstream), level.name)
-    await _advance(b, saved)
-    return saved
 
 
 async def tier_failed(b: Bisecting, run: TierRun) -> BisectionRecord | None:
