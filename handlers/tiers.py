@@ -16,6 +16,7 @@ from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
 from bot.core.tier_checks import RERUN, RUN_L3
 from bot.core.tiers import LEVELS, RunState, Subject, TierRun, Verdict, Want, tier_config
 from bot.core.webhooks import CheckRunEvent, PullRequestEvent
+from bot.flows.bisection import time_out_probes
 from bot.flows.local_tier import run_local
 from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, time_out
 from bot.github.forge import ForkGitHub
@@ -79,6 +80,7 @@ async def on_tiers(request: TiersRequest, *, ctx: Context, job: Job) -> None:
         return
     t = await tiering(ctx, fork)
     await advance(t, request.pull, want=Want(rerun=request.rerun, l3=request.l3, suite=request.suite))
+    await time_out_probes(t, request.pull)  # a bisection's stalled probes, as advance does the PR's own
 
 
 @router.register(requests.TIER_LOCAL)

@@ -14,6 +14,7 @@ from bot.app.service import create_app
 from bot.core.bisect_pr import CANDIDATE_PREFIX, COMMENT_MARKER, Status
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.db.bisections import Bisections
+from bot.db.gates import GateStore
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 from tests.support.github_sim import GitHubSim
@@ -134,6 +135,11 @@ async def test_a_bundle_of_16_with_one_culprit_is_bisected_and_the_other_15_merg
     # the bundle was rebuilt without it, passed and merged: the other 15 are on trunk
     bundle = next(p for p in pulls(rig) if p.number == bisection.pull)
     assert bundle.merged
+    record = GateStore(rig.store).audit(FORK, bundle.number)
+    assert record is not None and record.state.value == "closed"
+    assert [(b.tier, b.status, b.runs, b.culprits) for b in record.bisections] == [
+        ("L1", "done", bisection.state.runs, (culprit,))
+    ]
     assert upstream_of(rig, "main", 15) == [s for s in shas if s != culprit]
 
     # the PR showed the bisection; the candidate branches are gone

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from bot.core.audit import AuditRecord
 from bot.core.bisect import Probe
 from bot.core.bisect_pr import COMMENT_MARKER, BisectionRecord, Status, literal_head
 from bot.core.config import BisectConfig, SluiceConfig
 from bot.core.errors import BadInput
 from bot.core.tiers import Level, RunState, Subject, TierRun, Verdict
 from bot.db.bisections import Bisections
+from bot.db.gates import GateStore
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 from bot.flows import bisection
@@ -100,6 +102,7 @@ class Bench:
     candidates: Candidates
     rebuilt: list[str]
     store: Store
+    now: list[datetime]
 
     @property
     def runs(self) -> TierRuns:
@@ -146,7 +149,8 @@ def bench(
 ) -> Bench:
     forge, backend, candidates = forge or Forge(), Backend(), candidates or Candidates()
     config = SluiceConfig(bisect=bisect or BisectConfig())
-    t = Tiering(forge, TierRuns(store), run_db, backend, config, lambda: AT)  # type: ignore[arg-type]
+    now = [AT]
+    t = Tiering(forge, TierRuns(store), run_db, backend, config, lambda: now[0])  # type: ignore[arg-type]
     rebuilt: list[str] = []
 
     async def depends_on(ingestion: str) -> Mapping[str, Sequence[str]]:
@@ -155,7 +159,20 @@ def bench(
     async def rebuild(why: str) -> None:
         rebuilt.append(why)
 
-    b = Bisecting(t, Bisections(store), forge, candidates, depends_on, rebuild)  # type: ignore[arg-type]
+    gates = GateStore(store)
+    b = Bisecting(t, Bisections(store), forge, candidates, depends_on, rebuild, audits=gates)  # type: ignore[arg-type]
+    gates.save_audit(
+        AuditRecord(
+            fork=FORK,
+            ingestion_id="bundle-1",
+            kind="bundle",
+            pr_number=7,
+            head=HEAD,
+            upstream_base=None,
+            upstream_target=UPSTREAM[-1],
+        ),
+        at=AT,
+    )
     if failed:
         own = TierRun(
             FORK,
@@ -170,7 +187,7 @@ def bench(
             detail="unit::test_x: AssertionError: not close",
         )
         TierRuns(store).add(own)
-    return Bench(b, forge, backend, candidates, rebuilt, store)
+    return Bench(b, forge, backend, candidates, rebuilt, store, now)
 
 
 async def test_a_culprit_is_found_confirmed_and_taken_out_with_its_dependent(store: Store) -> None:
@@ -189,6 +206,13 @@ async def test_a_culprit_is_found_confirmed_and_taken_out_with_its_dependent(sto
     assert len(s.rebuilt) == 1
     assert sorted(s.forge.deleted) == sorted(s.candidates.pushed)  # every candidate branch deleted
     assert "done, 1 culprit" in s.forge.comments[7]
+    (entry,) = GateStore(store).audit(FORK, 7).bisections  # type: ignore[union-attr]
+    assert (entry.tier, entry.status, entry.runs, entry.culprits) == (
+        "L1",
+        "done",
+        done.state.runs,
+        (UPSTREAM[10],),
+    )
     assert all(subject.baseline_sha == BASE and subject.pull == 7 for subject, _ in s.backend.started)
     assert all(run.bisection == done.id and run.probe for _, run in s.backend.started)
 
@@ -289,3 +313,18 @@ async def test_one_runs_per_head_and_a_new_head_supersedes_the_old(store: Store)
     assert old is not None and old.status is Status.SUPERSEDED
     assert (second.head_sha, second.status, second.started_by) == ("d" * 40, Status.RUNNING, "dev")
     assert await bisection.latest(s.b, FORK, 7) == Bisections(store).get(second.id or 0)
+
+
+async def test_a_stalled_probe_times_out_as_a_skip(store: Store) -> None:
+    s = bench(store)
+    await bisection.start(s.b, 7)
+    (first,) = s.waiting()
+    await bisection.time_out_probes(s.b.tiering, 7)
+    assert s.waiting() == [first]  # not yet: L1 waits 60 minutes
+    s.now[0] = AT + timedelta(minutes=61)
+    await bisection.time_out_probes(s.b.tiering, 7)
+    assert s.runs.get(first.id or 0).state is RunState.TIMED_OUT  # type: ignore[union-attr]
+    # the tier flows tell the bisection (here by hand: the fake has no `after` hook wired)
+    await bisection.probe_finished(s.b, s.runs.get(first.id or 0))  # type: ignore[arg-type]
+    record = Bisections(store).get(first.bisection or 0)
+    assert record is not None and record.state.skipped == (8,) and len(s.waiting()) == 1

@@ -6,9 +6,11 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from bot.core import bisect
+from bot.core.audit import AuditBisection, AuditRecord, render, with_bisection
 from bot.core.bisect_pr import BisectionRecord, ProbeRun, Status
 from bot.core.tiers import Level, RunState, TierRun, Verdict, latest_runs, stale_runs
 from bot.db.bisections import Bisections
+from bot.db.gates import GateStore
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 
@@ -87,3 +89,22 @@ def test_a_probe_on_a_head_the_pr_ran_on_is_its_own_run_and_never_stale(store: S
     listed = runs.for_pull(FORK, 7)
     assert latest_runs(HEAD, listed)[Level.L1].bisection is None  # the PR's tiers see their own run only
     assert stale_runs("e" * 40, listed) == []  # a moved head does not discard a probe
+
+
+def test_a_refreshed_audit_record_keeps_its_bisections(store: Store) -> None:
+    gates = GateStore(store)
+    base = AuditRecord(
+        fork=FORK,
+        ingestion_id="bundle-1",
+        kind="bundle",
+        pr_number=7,
+        head=HEAD,
+        upstream_base=None,
+        upstream_target=COMMITS[-1],
+    )
+    entry = AuditBisection(id=3, tier="L1", head_sha=HEAD, status="done", runs=6, culprits=(COMMITS[1],))
+    gates.save_audit(with_bisection(base, entry), at=AT)
+    gates.save_audit(base.model_copy(update={"head": FORKED[0]}), at=AT)  # the ingestion re-picked it
+    kept = gates.audit(FORK, 7)
+    assert kept is not None and kept.head == FORKED[0] and kept.bisections == (entry,)
+    assert "bisection 3: L1 on" in render(7, kept) and "culprits " + COMMITS[1][:10] in render(7, kept)

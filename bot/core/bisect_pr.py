@@ -205,6 +205,8 @@ def render(record: BisectionRecord) -> str:
             f"**The budget is spent**: the culprit is among {len(left)} commits from `{left[0][:10]}` "
             "(if any). A person takes it from here: `/bisect` starts again, with a fresh budget."
         )
+    elif record.status is Status.DONE and record.ingestion.startswith("chain-"):
+        lines.append("The culprits are recorded with the failure attached; a risky chain waits for a person.")
     elif record.status is Status.DONE:
         lines.append(
             "The culprits move into a risky chain with the failure attached; this PR is rebuilt without "

@@ -15,9 +15,10 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
-from bot.core import bisect
+from bot.core import audit, bisect
 from bot.core.bisect import Budget, Outcome, Phase, Probe
 from bot.core.bisect_pr import (
     COMMENT_MARKER,
@@ -48,9 +49,9 @@ from bot.core.tiers import (
     tier_config,
 )
 from bot.flows.pick import Picker, pick_in_order
-from bot.flows.tiers import Tiering, subject_of
+from bot.flows.tiers import Tiering, subject_of, time_out
 from bot.git.mirror import BranchUpdate
-from bot.ports import BisectionRecords, Repository
+from bot.ports import BisectionRecords, GateRecords, Repository
 
 log = logging.getLogger("sluice.bisect")
 UPSTREAM_TRAILER = re.compile(r"^Upstream-Commit:\s*([0-9a-f]{40})\s*$", re.MULTILINE)
@@ -87,6 +88,7 @@ class Bisecting:
     candidates: Candidates
     depends_on: Callable[[str], Awaitable[Mapping[str, Sequence[str]]]]  # the plan's edges of an ingestion
     rebuild: Callable[[str], Awaitable[None]]  # plan the fork again (why), so the PR is rebuilt
+    audits: GateRecords | None = None  # where the ingestion's audit record is kept (called through `db`)
 
 
 async def _db(b: Bisecting, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -371,15 +373,46 @@ async def _finish(b: Bisecting, record: BisectionRecord) -> None:
                 )
     await _delete_candidates(b, record)
     await _show(b, record)
+    await _audit(b, record)
     log.info("%s #%d: bisection %s %s", record.fork, record.pull, record.id, bisect.summary(record.state))
-    if status is Status.DONE and record.state.culprits:
+    # A bundle is rebuilt without its culprits (they root a chain now); a chain stays whole for a person.
+    if status is Status.DONE and record.state.culprits and not record.ingestion.startswith("chain-"):
         await b.rebuild(f"bisection of #{record.pull} blamed {len(record.state.culprits)} culprit(s)")
+
+
+async def _audit(b: Bisecting, record: BisectionRecord) -> None:
+    """The bisection's entry in the ingestion's audit record (its tier runs, how it ended, whom it blamed)."""
+    if b.audits is None or record.id is None:
+        return
+    found = await _db(b, b.audits.audit, record.fork, record.pull)
+    if found is None:
+        return
+    entry = audit.AuditBisection(
+        id=record.id,
+        tier=record.level.name,
+        head_sha=record.head_sha,
+        status=record.status.value,
+        runs=record.state.runs,
+        culprits=tuple(sha for c in record.state.culprits for sha in c.shas),
+    )
+    await _db(b, b.audits.save_audit, audit.with_bisection(found, entry), at=b.tiering.clock())
+
+
+async def time_out_probes(t: Tiering, pull: int) -> None:
+    """Stop waiting for a probe that ran past its tier's timeout (its bisection reads it as a skip)."""
+    now = t.clock()
+    for run in await t.db(t.runs.for_pull, t.forge.repo, pull):
+        if run.bisection is None or run.state is not RunState.DISPATCHED:
+            continue
+        if now >= run.dispatched_at + timedelta(minutes=tier_config(t.config, run.level).timeout_minutes):
+            await time_out(t, run)
 
 
 async def _supersede(b: Bisecting, record: BisectionRecord) -> None:
     record = await _change(b, record, lambda r: r.model_copy(update={"status": Status.SUPERSEDED}))
     await _delete_candidates(b, record)
     await _show(b, record)
+    await _audit(b, record)
     log.info("%s #%d: bisection %s superseded: the PR's head moved on", record.fork, record.pull, record.id)
 
 
