@@ -384,7 +384,7 @@ class RiskPolicy(Frozen):
     file_overlap_is_risky: StrictBool = False
     # The calibrated risk model: `none` (the rules), `default` (the one Sluice ships; the rules when it is not
     # installed), or a path: absolute on the machine that plans, else in fork trunk's tree. Opt-in for now:
-    # the shipped model does not yet chain 80 % of the culprits at 70 % bundled, and no tier bisects yet.
+    # the shipped model does not yet chain 80 % of the culprits at 70 % bundled.
     model: Annotated[str, AfterValidator(_check_model_name)] = "none"
     # With a model: chain this share of the commits, most likely to break first, instead of the share that
     # minimises expected tier runs.
@@ -663,7 +663,7 @@ class BisectConfig(Frozen):
     budget (runs and runner hours, counting each probe's tier run) and how many probes run at once."""
 
     auto: StrictBool = True  # bisect a bundle or chain when a tier fails it for a real reason
-    max_runs: Count = 12  # probes per bisection, confirmations and retries of lost runs included
+    max_runs: Count = 12  # probes with a result per bisection, confirmations included (lost runs are retried)
     max_runner_hours: Annotated[float, Field(gt=0)] | None = None  # None: only `max_runs` bounds it
     hours_per_run: Annotated[float, Field(gt=0)] = 1.0  # what one probe is charged against the hours
     parallel: Annotated[StrictInt, Field(ge=1, le=16)] = 1  # probes dispatched at once (free runners)

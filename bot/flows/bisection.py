@@ -223,6 +223,7 @@ async def probe_finished(b: Bisecting, run: TierRun) -> None:
     shown = record.probe_run(run.probe)
     if shown is None or shown.run != run.id or run.probe not in {p.id for p in record.state.in_flight}:
         log.info("probe %s of bisection %s: a result it no longer waits for; ignored", run.probe, record.id)
+        await _advance(b, record)  # a job that recorded it but lost the race to dispatch: go on from here
         return
     tier = tier_config(b.tiering.config, record.level)
     outcome = outcome_of(run, retries=tier.retries, build_failure=record.build_failure)
