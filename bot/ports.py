@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, Self
 
 from bot.core.audit import AuditRecord
+from bot.core.bisect_pr import BisectionRecord
 from bot.core.gate import Approval, Hold, Pause, Waiver
 from bot.core.ingestion import IngestionRecord
 from bot.core.l3_metrics import L3Metrics, Regression, Signoff
@@ -471,3 +472,23 @@ class TierBackend(Protocol):
     async def start(
         self, subject: Subject, run: TierRun, *, workflow: str, earlier: dt.datetime | None = None
     ) -> int | None: ...
+
+
+class BisectionRecords(Protocol):
+    """Bisections of failed ingestions and the culprits they blamed (`bot.db.bisections.Bisections`)."""
+
+    def start(self, record: BisectionRecord, *, at: dt.datetime) -> BisectionRecord | None: ...
+
+    def save(self, record: BisectionRecord, *, at: dt.datetime) -> BisectionRecord | None: ...
+
+    def get(self, key: int) -> BisectionRecord | None: ...
+
+    def running(self, fork: str, pull: int) -> BisectionRecord | None: ...
+
+    def for_pull(self, fork: str, pull: int) -> list[BisectionRecord]: ...
+
+    def blame(
+        self, fork: str, sha: str, *, level: Level, pull: int, bisection: int, detail: str, at: dt.datetime
+    ) -> None: ...
+
+    def blamed(self, fork: str) -> dict[str, str]: ...

@@ -7,6 +7,7 @@ from gidgethub.routing import Router
 from bot.app.routing import Routes
 from bot.core import webhooks
 from handlers import (
+    bisect,
     check_run,
     ingest,
     installation,
@@ -36,6 +37,7 @@ ROUTES = Routes(
         ingest.router,
         tiers.router,
         workflow_run.router,
+        bisect.router,
     ),
     payloads={**webhooks.MODELS, **requests.PAYLOADS},
 )

@@ -13,6 +13,7 @@ from bot.core.webhooks import GitHubId, RepoName
 
 INGEST, REGISTER = "ingest", "register"  # the jobs' kinds
 TIERS, TIER_LOCAL, TIER_TIMEOUTS = "tiers", "tier-local", "tier-timeouts"
+BISECT = "bisect"
 log = logging.getLogger("sluice.requests")
 
 
@@ -59,12 +60,20 @@ class TierTimeoutsRequest(Request):
     fork: RepoName
 
 
+class BisectRequest(Request):
+    """A tier run finished that a bisection may want: a PR's own real failure, or one of its probes."""
+
+    fork: RepoName
+    run: GitHubId  # the tier run's id
+
+
 PAYLOADS: dict[str, type[BaseModel]] = {
     INGEST: IngestRequest,
     REGISTER: RegisterRequest,
     TIERS: TiersRequest,
     TIER_LOCAL: LocalTierRequest,
     TIER_TIMEOUTS: TierTimeoutsRequest,
+    BISECT: BisectRequest,
 }
 
 
@@ -113,3 +122,10 @@ async def local_tier(ctx: Context, fork: str, run: int) -> None:
     await ctx.db(
         ctx.job_requests.enqueue_once, TIER_LOCAL, payload, key=f"{fork}:tier-run-{run}", now=ctx.clock()
     )
+
+
+async def bisect(ctx: Context, fork: str, run: int) -> None:
+    """Ask for finished tier run `run` to be read by the bisections (a real failure may start one)."""
+    payload = BisectRequest(fork=fork, run=run).model_dump(mode="json")
+    key = f"{fork}:bisect-run-{run}"
+    await ctx.db(ctx.job_requests.enqueue_once, BISECT, payload, key=key, now=ctx.clock())

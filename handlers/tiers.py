@@ -12,10 +12,12 @@ from gidgethub.routing import Router
 
 from bot.app.context import Context
 from bot.app.worker import Rejected
+from bot.core.bisect_pr import candidate_branch
 from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
 from bot.core.tier_checks import RERUN, RUN_L3
-from bot.core.tiers import LEVELS, RunState, Subject, TierRun, Want, tier_config
+from bot.core.tiers import LEVELS, RunState, Subject, TierRun, Verdict, Want, tier_config
 from bot.core.webhooks import CheckRunEvent, PullRequestEvent
+from bot.flows.bisection import time_out_probes
 from bot.flows.local_tier import run_local
 from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, time_out, time_out_stalled
 from bot.github.forge import ForkGitHub
@@ -51,7 +53,12 @@ async def tiering(ctx: Context, fork: Fork) -> Tiering:
         if ctx.settings.tier_backend == "local"
         else ActionsBackend(forge, trunk=fork.branch, clock=ctx.clock)
     )
-    return Tiering(forge, ctx.tier_runs, ctx.db, backend, config, ctx.clock)
+
+    async def after(run: TierRun) -> None:  # a probe's result, or a real failure a bisection may want
+        if run.bisection is not None or run.verdict is Verdict.FAILED:
+            await requests.bisect(ctx, fork.repo, run.id or 0)
+
+    return Tiering(forge, ctx.tier_runs, ctx.db, backend, config, ctx.clock, after=after)
 
 
 async def repo_config(ctx: Context, forge: ForkGitHub, fork: Fork) -> SluiceConfig:
@@ -77,6 +84,7 @@ async def on_tiers(request: TiersRequest, *, ctx: Context, job: Job) -> None:
         return
     t = await tiering(ctx, fork)
     await advance(t, request.pull, want=Want(rerun=request.rerun, l3=request.l3, suite=request.suite))
+    await time_out_probes(t, request.pull)  # a bisection's stalled probes, as advance does the PR's own
 
 
 @router.register(requests.TIER_TIMEOUTS)
@@ -101,7 +109,10 @@ async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) ->
     pull = await t.forge.pull(run.pull)
     auth = await ctx.git_auth(fork.installation_id)
     mirror = ctx.mirror(fork.repo)
-    await asyncio.to_thread(mirror.fetch_ref, f"refs/pull/{run.pull}/head", auth=auth)
+    ref = f"refs/pull/{run.pull}/head"
+    if run.bisection is not None and run.probe is not None:  # a probe: its candidate branch
+        ref = f"refs/heads/{candidate_branch(run.ingestion, run.bisection, run.probe)}"
+    await asyncio.to_thread(mirror.fetch_ref, ref, auth=auth)
     timeout_s = tier_config(t.config, run.level).timeout_minutes * 60
     baseline = str(pull["base"]["sha"])
     finished = await asyncio.to_thread(

@@ -16,12 +16,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
 import bot.db.audit
+import bot.db.bisections
 import bot.db.gates
 import bot.db.jobs
 import bot.db.lag
 import bot.db.leases
 import bot.db.registry
-import bot.db.signoffs
 import bot.db.store
 import bot.db.tier_runs
 from bot.core.models import (
@@ -55,21 +55,15 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0014_l3_regressions"
+HEAD_REVISION = "0015_bisections"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (
-    bot.db.audit,
-    bot.db.gates,
-    bot.db.jobs,
-    bot.db.lag,
-    bot.db.registry,
-    bot.db.signoffs,
-    bot.db.tier_runs,
-)
+TABLE_MODULES = (bot.db.audit, bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry, bot.db.tier_runs)
 TABLES = [
     "alembic_version",
     "approvals",
     "audits",
+    "bisect_culprits",
+    "bisections",
     "chain_members",
     "chains",
     "command_audit",
@@ -84,8 +78,6 @@ TABLES = [
     "installation_repos",
     "installations",
     "jobs",
-    "l3_regressions",
-    "l3_signoffs",
     "lag_points",
     "leases",
     "plans",

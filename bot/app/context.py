@@ -29,6 +29,7 @@ from bot.core.upstream_access import (
     url_refusal,
 )
 from bot.db.audit import CommandAudit
+from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
@@ -40,6 +41,7 @@ from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
 from bot.github.forge import ForkGitHub
 from bot.ports import (
+    BisectionRecords,
     Clock,
     CommandLog,
     Fork,
@@ -92,6 +94,11 @@ class Context:
     def signoffs(self) -> SignoffRecords:
         """L3's regressions per PR head and the `/signoff l3`s given (blocking: call through `db`)."""
         return L3Signoffs(self.store)
+
+    @property
+    def bisections(self) -> BisectionRecords:
+        """Bisections of failed ingestions and the culprits they blamed (blocking: call through `db`)."""
+        return Bisections(self.store)
 
     @property
     def lag_history(self) -> LagRecorder:

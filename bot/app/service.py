@@ -21,9 +21,10 @@ from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.intake import RETRY_AFTER_S, DatabaseBusy, Intake, Lane
 from bot.app.settings import MAX_WEBHOOK_BYTES, Settings
-from bot.app.status import LagGauges, TierGauges, fork_views
+from bot.app.status import BisectGauges, LagGauges, TierGauges, fork_views
 from bot.core import webhooks
 from bot.core.status_page import status_page
+from bot.db.bisections import Bisections
 from bot.db.jobs import Delivery, JobQueue, JobState
 from bot.db.lag import LagHistory
 from bot.db.registry import Registry
@@ -78,6 +79,7 @@ class Metrics:
         )
         self.lag = LagGauges(self.registry)
         self.tiers = TierGauges(self.registry)
+        self.bisections = BisectGauges(self.registry)
 
     def count_call(self, method: str) -> None:
         self.github_calls.labels(method=method).inc()
@@ -218,9 +220,10 @@ async def readyz(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     app = request.app
     lag, runs = LagHistory(app[HEALTH_STORE]), TierRuns(app[HEALTH_STORE])
+    bisections = Bisections(app[HEALTH_STORE])
     try:  # one call on the lane: a stalled database costs /metrics one deadline, not one per figure
-        counts, latest, tiers = await app[HEALTH].run(
-            lambda: (app[HEALTH_QUEUE].counts(), lag.latest(), runs.stats())
+        counts, latest, tiers, bisected = await app[HEALTH].run(
+            lambda: (app[HEALTH_QUEUE].counts(), lag.latest(), runs.stats(), bisections.stats())
         )
     except (DatabaseBusy, SQLAlchemyError) as exc:  # the gauges keep their last values; the rest matter
         log.warning("/metrics: job, lag and tier gauges not refreshed: %s", str(exc).splitlines()[0])
@@ -229,6 +232,7 @@ async def metrics(request: web.Request) -> web.Response:
             app[METRICS].jobs.labels(state=state.value).set(counts.get(state.value, 0))
         app[METRICS].lag.update(latest)
         app[METRICS].tiers.update(tiers)
+        app[METRICS].bisections.update(bisected)
     body = generate_latest(app[METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

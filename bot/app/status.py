@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from bot.core.bisect_pr import BisectionStats
 from bot.core.lag import LagPoint
 from bot.core.status_page import ForkView
 from bot.core.tiers import PASS_RATE_WINDOW, TierStats
@@ -86,6 +87,25 @@ class TierGauges:
             self.pass_rate.labels(**labels).set(_or_nan(s.pass_rate))
             self.runs.labels(**labels).set(s.recent)
             self.runner_minutes.labels(**labels).set(round(s.runner_minutes, 3))
+
+
+class BisectGauges:
+    """Bisections per fork and tier on `/metrics`, from the bisections table (`Bisections.stats`)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, ["fork", "tier"], registry=registry)
+
+        self.bisections = gauge("sluice_bisections", "Bisections of failed ingestions started")
+        self.runs = gauge("sluice_bisection_runs", "Tier runs the bisections used (their probes)")
+        self.running = gauge("sluice_bisections_running", "Bisections running now")
+
+    def update(self, stats: Sequence[BisectionStats]) -> None:
+        for s in stats:
+            labels = {"fork": s.fork, "tier": s.level.name}
+            self.bisections.labels(**labels).set(s.bisections)
+            self.runs.labels(**labels).set(s.runs)
+            self.running.labels(**labels).set(s.running)
 
 
 def _or_nan(value: float | None) -> float:

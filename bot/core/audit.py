@@ -63,6 +63,18 @@ class AuditWaiver(Frozen):
     head_sha: str = ""  # the head it waived ("" in records written before waivers named one)
 
 
+class AuditBisection(Frozen):
+    """One bisection of the PR: its tier, the head it bisected, how it ended, the tier runs it used, whom it
+    blamed."""
+
+    id: int
+    tier: str
+    head_sha: str
+    status: str
+    runs: int
+    culprits: tuple[str, ...] = ()
+
+
 class AuditRecord(Frozen):
     fork: str
     ingestion_id: str
@@ -83,6 +95,7 @@ class AuditRecord(Frozen):
     state: AuditState = AuditState.OPEN
     opened_at: dt.datetime | None = None
     closed_at: dt.datetime | None = None
+    bisections: tuple[AuditBisection, ...] = ()
 
     def resolutions(self) -> tuple[Resolution, ...]:
         return tuple(c.resolution() for c in self.conflicts if c.resolved)
@@ -116,6 +129,20 @@ def opened(picked: PickedUnit, *, fork: str, pr_number: int, upstream_base: str 
             for f in r.files
         ),
     )
+
+
+def with_bisection(record: AuditRecord, entry: AuditBisection) -> AuditRecord:
+    """The record with this bisection's entry added or brought up to date."""
+    kept = tuple(b for b in record.bisections if b.id != entry.id)
+    return record.model_copy(update={"bisections": tuple(sorted((*kept, entry), key=lambda b: b.id))})
+
+
+def kept_bisections(record: AuditRecord, stored: AuditRecord) -> AuditRecord:
+    """A refreshed record keeps the bisections the stored one holds (a re-pick knows nothing of them)."""
+    for entry in stored.bisections:
+        if all(b.id != entry.id for b in record.bisections):
+            record = with_bisection(record, entry)
+    return record
 
 
 def closed(
@@ -174,6 +201,11 @@ def render(number: int, record: AuditRecord) -> str:
         f"  failing tier: {record.failing_tier or 'none'}",
         "  commits:",
         *(f"    {c.upstream[:10]} {c.status:<16} {c.subject}" for c in record.commits),
+        *(
+            f"  bisection {b.id}: {b.tier} on {b.head_sha[:10]} {b.status}, {b.runs} tier runs"
+            + (f", culprits {' '.join(c[:10] for c in b.culprits)}" if b.culprits else "")
+            for b in record.bisections
+        ),
         "  conflicts:",
         *(f"    {c.upstream[:10]} {c.path}: {c.cls}, {c.how or 'unresolved'}" for c in record.conflicts),
         "  tiers:",

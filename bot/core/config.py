@@ -385,7 +385,7 @@ class RiskPolicy(Frozen):
     file_overlap_is_risky: StrictBool = False
     # The calibrated risk model: `none` (the rules), `default` (the one Sluice ships; the rules when it is not
     # installed), or a path: absolute on the machine that plans, else in fork trunk's tree. Opt-in for now:
-    # the shipped model does not yet chain 80 % of the culprits at 70 % bundled, and no tier bisects yet.
+    # the shipped model does not yet chain 80 % of the culprits at 70 % bundled.
     model: Annotated[str, AfterValidator(_check_model_name)] = "none"
     # With a model: chain this share of the commits, most likely to break first, instead of the share that
     # minimises expected tier runs.
@@ -698,6 +698,17 @@ class Tiers(Frozen):
     environment: ProductionGate = "compiler-production-gate"  # L3's GitHub environment (required reviewers)
 
 
+class BisectConfig(Frozen):
+    """Bisection of an ingestion that failed a tier for a real reason: whether it starts on its own, and its
+    budget (runs and runner hours, counting each probe's tier run) and how many probes run at once."""
+
+    auto: StrictBool = True  # bisect a bundle or chain when a tier fails it for a real reason
+    max_runs: Count = 12  # probes with a result per bisection, confirmations included (lost runs are retried)
+    max_runner_hours: Annotated[float, Field(gt=0)] | None = None  # None: only `max_runs` bounds it
+    hours_per_run: Annotated[float, Field(gt=0)] = 1.0  # what one probe is charged against the hours
+    parallel: Annotated[StrictInt, Field(ge=1, le=16)] = 1  # probes dispatched at once (free runners)
+
+
 GateTier = Literal["l1", "l2", "l3"]
 
 
@@ -911,6 +922,7 @@ class SluiceConfig(Frozen):
     auto_resolve: AutoResolve = AutoResolve()
     tiers: Tiers = Tiers()
     gate: GatePolicy = GatePolicy()
+    bisect: BisectConfig = BisectConfig()
     numerics: NumericsConfig = NumericsConfig()
     bench: BenchConfig = BenchConfig()
     performance: PerformanceConfig = PerformanceConfig()

@@ -195,6 +195,7 @@ class RiskKind(enum.StrEnum):
     EXTENSION_INTERFACE = "extension-interface"
     BINARY = "binary"
     UNREADABLE = "unreadable"
+    BISECTED = "bisected"  # a bisection blamed it for a tier failure: it roots a risky chain
 
 
 class RiskReason(Frozen):

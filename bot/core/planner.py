@@ -35,6 +35,7 @@ from bot.core.models import (
     PatchStackFootprint,
     Plan,
     PlannedCommit,
+    RiskKind,
     RiskLevel,
     RiskReason,
     RiskyChain,
@@ -267,6 +268,12 @@ def planned_commit(
     )
 
 
+def _bisected(detail: str | None) -> list[RiskReason]:
+    if detail is None:
+        return []
+    return [RiskReason(kind=RiskKind.BISECTED, level=RiskLevel.CRITICAL, detail=detail)]
+
+
 def make_plan(
     *,
     status: StreamStatus,
@@ -280,15 +287,22 @@ def make_plan(
     held: Mapping[str, Disposition] | None = None,
     ingested: set[str] | None = None,
     model: LoadedModel | None = None,
+    blamed: Mapping[str, str] | None = None,
 ) -> Plan:
-    """The whole plan for one repository state: deterministic for the same inputs."""
+    """The whole plan for one repository state: deterministic for the same inputs. `blamed`: the commits a
+    bisection blamed for a tier failure (what failed): each gets a critical `bisected` reason, so it roots a
+    risky chain and its dependents follow it there."""
     line_deps = line_and_symbol_dependencies(stream_patches, commits)
     revert_deps, revert_reasons = revert_links(commits)
     deps = merge_dependencies(line_deps, revert_deps)
     planned = [
         planned_commit(
             c,
-            reasons=[*risk_reasons(c, footprint=footprint, config=config), *revert_reasons.get(c.sha, [])],
+            reasons=[
+                *risk_reasons(c, footprint=footprint, config=config),
+                *revert_reasons.get(c.sha, []),
+                *_bisected((blamed or {}).get(c.sha)),
+            ],
             deps=deps.get(c.sha, ()),
         )
         for c in commits

@@ -132,6 +132,8 @@ class TierRun:
     detail: str = ""  # why: the refusal, the infrastructure marker, the first real failure
     report: str | None = None  # the tier report's JSON
     completed_at: datetime | None = None
+    bisection: int | None = None  # a bisection's probe (its id and the probe's), not a run of the PR's head
+    probe: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -257,7 +259,7 @@ def latest_runs(head_sha: str, runs: Sequence[TierRun]) -> dict[Level, TierRun]:
     """The newest attempt of each tier on `head_sha` (stale runs and other heads do not count)."""
     latest: dict[Level, TierRun] = {}
     for run in runs:
-        if run.head_sha != head_sha or run.state is RunState.STALE:
+        if run.head_sha != head_sha or run.state is RunState.STALE or run.bisection is not None:
             continue
         if run.level not in latest or run.attempt > latest[run.level].attempt:
             latest[run.level] = run
@@ -267,7 +269,7 @@ def latest_runs(head_sha: str, runs: Sequence[TierRun]) -> dict[Level, TierRun]:
 def stale_runs(head_sha: str, runs: Sequence[TierRun]) -> list[TierRun]:
     """Runs still waiting for a result on a head that is no longer the PR's: their results are discarded."""
     waiting = (RunState.DISPATCHED, RunState.UNDISPATCHED)
-    return [r for r in runs if r.head_sha != head_sha and r.state in waiting]
+    return [r for r in runs if r.head_sha != head_sha and r.state in waiting and r.bisection is None]
 
 
 def tier_config(config: SluiceConfig, level: Level) -> TierConfig:

@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from bot.core.audit import AuditRecord, AuditState
+from bot.core.audit import AuditRecord, AuditState, kept_bisections
 from bot.core.gate import Approval, Hold, Pause, Waiver
 from bot.core.ingestion import Tier
 from bot.db.store import Store, UTCDateTime, _utc, metadata
@@ -242,8 +242,8 @@ class GateStore:
                 record = record.model_copy(update={"opened_at": record.opened_at or _utc(at)})
                 conn.execute(insert(audits).values(row | {"record": record.model_dump_json()}))
             elif stored == AuditState.OPEN.value:
-                kept = _opened_at(conn, key)
-                record = record.model_copy(update={"opened_at": kept})
+                before = _stored_audit(conn, key)
+                record = kept_bisections(record.model_copy(update={"opened_at": before.opened_at}), before)
                 conn.execute(update(audits).where(*key).values(row | {"record": record.model_dump_json()}))
 
     def audit(self, fork: str, pr_number: int) -> AuditRecord | None:
@@ -263,9 +263,9 @@ class GateStore:
         return [(r.id, AuditRecord.model_validate_json(r.record)) for r in rows]
 
 
-def _opened_at(conn: Connection, key: tuple[object, ...]) -> datetime | None:
+def _stored_audit(conn: Connection, key: tuple[object, ...]) -> AuditRecord:
     stored = conn.execute(select(audits.c.record).where(*key)).scalar_one()  # type: ignore[arg-type]
-    return AuditRecord.model_validate_json(stored).opened_at
+    return AuditRecord.model_validate_json(stored)
 
 
 def _ensure_fork(conn: Connection, fork: str) -> None:

@@ -63,8 +63,13 @@ tier_runs = Table(
     Column("report", Text),  # the tier report's JSON
     Column("dispatched_at", UTCDateTime, nullable=False),
     Column("completed_at", UTCDateTime),
+    # A bisection's probe (the bisection's id and the probe's); 0 for a run of the PR's own head.
+    Column("bisection", Integer, nullable=False, server_default="0"),
+    Column("probe", Integer, nullable=False, server_default="0"),
     PrimaryKeyConstraint("id", name="pk_tier_runs"),
-    UniqueConstraint("fork", "pull", "level", "head_sha", "attempt", name="uq_tier_runs_attempt"),
+    UniqueConstraint(
+        "fork", "pull", "level", "head_sha", "attempt", "bisection", "probe", name="uq_tier_runs_attempt"
+    ),
     Index("ix_tier_runs_fork_pull", "fork", "pull"),
     Index("ix_tier_runs_fork_run_id", "fork", "run_id"),
 )
@@ -248,6 +253,7 @@ def _row(run: TierRun) -> dict[str, Any]:
     row.update(level=run.level.value, state=run.state.value)
     row["selection"] = selection_code(run.selection, row.pop("suite"))
     row["verdict"] = run.verdict.value if run.verdict is not None else None
+    row["bisection"], row["probe"] = run.bisection or 0, run.probe or 0
     return row
 
 
@@ -256,4 +262,5 @@ def _run(row: Any) -> TierRun:
     values.update(level=Level(values["level"]), state=RunState(values["state"]))
     values["selection"], values["suite"] = decode_selection(values["selection"])
     values["verdict"] = Verdict(values["verdict"]) if values["verdict"] is not None else None
+    values["bisection"], values["probe"] = values["bisection"] or None, values["probe"] or None
     return TierRun(**values)

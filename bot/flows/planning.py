@@ -12,6 +12,7 @@ from bot.core.errors import SluiceError
 from bot.core.models import Disposition, DispositionRecord, Plan, StreamStatus
 from bot.core.planner import make_plan, prior_chains
 from bot.core.risk_model import RiskModel
+from bot.db.bisections import Bisections
 from bot.db.store import Store
 from bot.flows.engine import Snapshot, analyse_pending, take_snapshot
 from bot.flows.risk_files import default_model
@@ -108,6 +109,7 @@ def build_plan(
         held=held,
         ingested=ingested,
         model=load_risk_model(repo, config, fork_head=snapshot.fork_head),
+        blamed=Bisections(store).blamed(key) if store else None,
     )
     if store is not None:
         record_plan(store, key, plan, snapshot=snapshot, dispositions=dispositions, at=clock())

@@ -83,6 +83,7 @@ class Tiering:
     backend: TierBackend
     config: SluiceConfig
     clock: Clock
+    after: Callable[[TierRun], Awaitable[None]] | None = None  # told of each finished run (bisection's hook)
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,9 @@ async def time_out(t: Tiering, run: TierRun) -> None:
     tier = tier_config(t.config, run.level)
     done = _finish(t, run, RunState.TIMED_OUT, detail=f"no result within {tier.timeout_minutes} minutes")
     await t.db(t.runs.save, done)
+    if run.bisection is not None:  # a probe has no check run: its bisection reads it as a skip
+        await _tell(t, done)
+        return
     output = timed_out(done, minutes=tier.timeout_minutes, owner=tier.owner)
     await show(t, run.head_sha, run.level, output)
     log.warning("%s #%d: %s attempt %d timed out", run.fork, run.pull, run.level.name, run.attempt)
@@ -277,6 +281,9 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
         )
         return
     pull = await t.forge.pull(run.pull)
+    if run.bisection is not None:
+        await _probe_finished(t, run, finished, baseline_sha=str(pull["base"]["sha"]))
+        return
     if pull.get("state") != "open" or pull["head"]["sha"] != run.head_sha:
         await _discard(t, run, why=f"the result is for {run.head_sha[:10]}, no longer the PR's head")
         return
@@ -300,6 +307,26 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     shown = dataclasses.replace(_shown(t, done, found, facts, judged, subject), log_tail=finished.log)
     await show(t, run.head_sha, run.level, completed(done, shown))
     await advance(t, run.pull)
+    await _tell(t, done)
+
+
+async def _probe_finished(t: Tiering, run: TierRun, finished: Finished, *, baseline_sha: str) -> None:
+    """A bisection probe's result: triaged as any run is (against trunk's report on the PR's base) and kept,
+    then handed to its bisection, which alone decides what it means; no check run, no next tier."""
+    report, problem = read_report(finished, run)
+    trunk = _parse(await t.db(t.runs.latest_report, run.fork, run.level, head_sha=baseline_sha))
+    facts = facts_of(report) if report is not None else None
+    trunk_facts = facts_of(trunk) if trunk else None
+    found = triage(finished.conclusion, facts, report_problem=problem, log=finished.log, trunk=trunk_facts)
+    keep = finished.report if report is not None else None
+    done = _finish(t, run, RunState.COMPLETED, detail=found.reason, verdict=found.verdict, report=keep)
+    await t.db(t.runs.save, done)
+    await _tell(t, done)
+
+
+async def _tell(t: Tiering, run: TierRun) -> None:
+    if t.after is not None:
+        await t.after(run)
 
 
 def _shown(

@@ -68,6 +68,14 @@ class ForkGitHub:
             await self.edit_comment(int(comment["id"]), body)
         return int(comment["id"])
 
+    async def delete_branch(self, branch: str) -> None:
+        """Delete one of Sluice's branches (a bisection's candidate); one already gone is fine."""
+        try:
+            await self.api.delete(self._url(f"/git/refs/heads/{branch}"))
+        except BadRequest as exc:
+            if exc.status_code.value not in (404, 422):
+                raise
+
     async def react(self, comment_id: int, content: str) -> None:
         """A reaction of the App's on a comment (`+1`, `eyes`…): GitHub keeps one per content and user."""
         await self.api.post(self._url(f"/issues/comments/{comment_id}/reactions"), data={"content": content})

@@ -18,6 +18,7 @@ from bot.core.permissions import Permission, role_of
 from bot.ports import CommandRecord, Fork
 from handlers.commands import (
     approve,
+    bisect,
     cherry_pick,
     defer,
     hold,
@@ -51,6 +52,7 @@ class Command(Protocol):
 
 MODULES: tuple[Command, ...] = (
     approve,
+    bisect,
     cherry_pick,
     defer,
     help_command,

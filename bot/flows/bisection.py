@@ -1,0 +1,516 @@
+"""Bisection of an ingestion PR that failed a tier: candidate branches for the search's prefixes, the failing
+tier dispatched on them through the same backend as the PR's own runs, each result read as an outcome, and
+at the end the culprits recorded for the planner and the PR rebuilt without them.
+
+Another module starts one with `start(b, pull, level=…)` and reads it back with `latest(b, fork, pull)` (or
+the store's `BisectionRecords.for_pull`); `probe_finished(b, run)` is the tier flows' `after` hook for probes,
+`tier_failed(b, run)` for a PR's own finished runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from bot.core import audit, bisect
+from bot.core.bisect import Budget, Outcome, Phase, Probe
+from bot.core.bisect_pr import (
+    COMMENT_MARKER,
+    STARTED_BY_SLUICE,
+    BisectionRecord,
+    ProbeRun,
+    Status,
+    candidate_branch,
+    culprit_detail,
+    is_build_failure,
+    literal_head,
+    outcome_of,
+    render,
+    should_bisect,
+)
+from bot.core.config import Strategy
+from bot.core.errors import BadInput, DispatchRefused
+from bot.core.models import PickStatus
+from bot.core.tiers import (
+    LEVELS,
+    Level,
+    RunState,
+    Selection,
+    Subject,
+    SubjectKind,
+    TierRun,
+    latest_runs,
+    tier_config,
+)
+from bot.flows.pick import Picker, pick_in_order
+from bot.flows.tiers import Tiering, subject_of, time_out
+from bot.git.mirror import BranchUpdate
+from bot.ports import BisectionRecords, GateRecords, Repository
+
+log = logging.getLogger("sluice.bisect")
+UPSTREAM_TRAILER = re.compile(r"^Upstream-Commit:\s*([0-9a-f]{40})\s*$", re.MULTILINE)
+SAVE_TRIES = 8
+
+
+class BisectForge(Protocol):
+    """What a bisection asks of GitHub besides the tiers': its sticky comment, and its branches deleted."""
+
+    async def upsert_comment(self, number: int, *, marker: str, body: str) -> int: ...
+
+    async def delete_branch(self, branch: str) -> None: ...
+
+
+class Candidates(Protocol):
+    """The fork's git as a bisection uses it (blocking work is the adapter's to put in a thread)."""
+
+    async def commits(self, pull: int, *, base: str, head: str) -> tuple[str, list[tuple[str, str]]]:
+        """The PR's fork point and its commits: (fork SHA, upstream SHA) each, upstream order."""
+        ...
+
+    async def build(self, record: BisectionRecord, probe: Probe, branch: str) -> str | None:
+        """Push `branch` at the probe's prefix; its head, or None when the prefix does not pick cleanly."""
+        ...
+
+
+@dataclass(frozen=True)
+class Bisecting:
+    """What bisecting one fork's ingestion PRs works with."""
+
+    tiering: Tiering
+    records: BisectionRecords  # called through `tiering.db`
+    forge: BisectForge
+    candidates: Candidates
+    depends_on: Callable[[str], Awaitable[Mapping[str, Sequence[str]]]]  # the plan's edges of an ingestion
+    rebuild: Callable[[str], Awaitable[None]]  # plan the fork again (why), so the PR is rebuilt
+    audits: GateRecords | None = None  # where the ingestion's audit record is kept (called through `db`)
+
+
+async def _db(b: Bisecting, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await b.tiering.db(call, *args, **kwargs)
+
+
+# --- starting -----------------------------------------------------------------------------------------------
+
+
+async def start(
+    b: Bisecting, number: int, *, level: Level | None = None, by: str = STARTED_BY_SLUICE
+) -> BisectionRecord:
+    """Start a bisection of ingestion PR `number` on `level` (default: the tier that failed on its head) now.
+    Raises BadInput, saying why, on a PR that is no ingestion, a head no tier failed on, or while one runs."""
+    t = b.tiering
+    pull = await t.forge.pull(number)
+    subject = subject_of(pull, fork=t.forge.repo)
+    if pull.get("state") != "open" or subject.kind not in (SubjectKind.BUNDLE, SubjectKind.CHAIN):
+        raise BadInput(
+            f"#{number} is not an open ingestion PR (a bundle or a risky chain)", "bisect one of those"
+        )
+    runs = await _db(b, t.runs.for_pull, subject.fork, number)
+    latest = latest_runs(subject.head_sha, runs)
+    if level is None:
+        level = next((lv for lv in LEVELS if (r := latest.get(lv)) is not None and r.failed), None)
+        if level is None:
+            raise BadInput(
+                f"no tier failed on #{number}'s head `{subject.head_sha[:10]}`", "name the tier to bisect"
+            )
+    running = await _db(b, b.records.running, subject.fork, number)
+    if running is not None:
+        if running.head_sha == subject.head_sha:
+            raise BadInput(
+                f"a bisection of #{number} on {running.level.name} already runs "
+                f"({running.state.runs} runs so far)",
+                "wait for it: the PR's bisection comment shows where it stands",
+            )
+        await _supersede(b, running)
+    failed = latest.get(level)
+    reason = failed.detail if failed is not None and failed.failed else f"{level.name} bisected on request"
+    record = await _new_record(b, subject, base=str(pull["base"]["sha"]), level=level, by=by, reason=reason)
+    saved = await _db(b, b.records.start, record, at=t.clock())
+    if saved is None:
+        raise BadInput(f"a bisection of #{number} already runs", "wait for it to finish")
+    log.info(
+        "%s #%d: bisecting %d commits on %s", subject.fork, number, len(record.state.commits), level.name
+    )
+    await _advance(b, saved)
+    return saved
+
+
+async def _new_record(
+    b: Bisecting, subject: Subject, *, base: str, level: Level, by: str, reason: str
+) -> BisectionRecord:
+    """The search of the PR's commits (upstream order, the plan's dependency edges) within the budget."""
+    number = subject.pull
+    fork_point, commits = await b.candidates.commits(number, base=base, head=subject.head_sha)
+    if len(commits) < 2:
+        raise BadInput(
+            f"#{number} carries {len(commits)} upstream commit: nothing to bisect", "its tier run names it"
+        )
+    config = b.tiering.config.bisect
+    budget = Budget(
+        max_runs=config.max_runs, max_runner_hours=config.max_runner_hours, hours_per_run=config.hours_per_run
+    )
+    state = bisect.start(
+        subject.ingestion,
+        [u for _, u in commits],
+        tier=level.value,
+        depends_on=await b.depends_on(subject.ingestion),
+        budget=budget,
+    )
+    return BisectionRecord(
+        fork=subject.fork,
+        pull=number,
+        ingestion=subject.ingestion,
+        level=level,
+        head_sha=subject.head_sha,
+        base_sha=fork_point,
+        fork_commits=tuple(f for f, _ in commits),
+        state=state,
+        started_by=by,
+        reason=reason,
+        build_failure=is_build_failure(reason),
+        parallel=config.parallel,
+    )
+
+
+async def tier_failed(b: Bisecting, run: TierRun) -> BisectionRecord | None:
+    """A PR's own tier run finished: bisect its ingestion when the tier failed for a real reason (once per
+    head and tier); None when it calls for no bisection."""
+    if not b.tiering.config.bisect.auto or run.bisection is not None:
+        return None
+    pull = await b.tiering.forge.pull(run.pull)
+    subject = subject_of(pull, fork=b.tiering.forge.repo)
+    if subject.kind not in (SubjectKind.BUNDLE, SubjectKind.CHAIN) or subject.head_sha != run.head_sha:
+        return None
+    if not should_bisect(run, commits=2):  # the commit count is checked once the commits are read
+        return None
+    earlier = await _db(b, b.records.for_pull, run.fork, run.pull)
+    if any(r.head_sha == run.head_sha and r.level is run.level for r in earlier):
+        return None  # this head was bisected on this tier already
+    try:
+        return await start(b, run.pull, level=run.level)
+    except BadInput as exc:
+        log.info("%s #%d: no bisection: %s", run.fork, run.pull, exc.message)
+        return None
+
+
+async def latest(b: Bisecting, fork: str, pull: int) -> BisectionRecord | None:
+    """The newest bisection of PR `pull` (running or finished), for whoever reads its result."""
+    found = await _db(b, b.records.for_pull, fork, pull)
+    return found[-1] if found else None
+
+
+# --- results ------------------------------------------------------------------------------------------------
+
+
+async def probe_finished(b: Bisecting, run: TierRun) -> None:
+    """A probe's tier run finished (completed or timed out): retry it, or record its outcome and go on. A
+    result for a bisection that stopped, was superseded, or for an attempt it no longer waits for is
+    ignored."""
+    assert run.bisection is not None and run.probe is not None
+    record = await _db(b, b.records.get, run.bisection)
+    if record is None or not record.active:
+        log.info("probe %s of bisection %s: its bisection no longer runs; ignored", run.probe, run.bisection)
+        return
+    pull = await b.tiering.forge.pull(record.pull)
+    if pull.get("state") != "open" or pull["head"]["sha"] != record.head_sha:
+        await _supersede(b, record)
+        return
+    shown = record.probe_run(run.probe)
+    if shown is None or shown.run != run.id or run.probe not in {p.id for p in record.state.in_flight}:
+        log.info("probe %s of bisection %s: a result it no longer waits for; ignored", run.probe, record.id)
+        await _advance(b, record)  # a job that recorded it but lost the race to dispatch: go on from here
+        return
+    tier = tier_config(b.tiering.config, record.level)
+    outcome = outcome_of(run, retries=tier.retries, build_failure=record.build_failure)
+    if outcome is None:  # an infrastructure failure: the same prefix again, as the tiers retry
+        assert shown.head is not None
+        key = await _dispatch(b, record, run.probe, shown.head, attempt=run.attempt + 1)
+        retried = {"attempt": run.attempt + 1, "run": key, "detail": f"retried: {run.detail}"[:200]}
+        record = await _change(b, record, _with_probe(shown.model_copy(update=retried)))
+        if key is None:
+            await _advance(b, await _outcome(b, record, run.probe, Outcome.SKIP, "dispatch refused"))
+        return
+    await _advance(b, await _outcome(b, record, run.probe, outcome, run.detail))
+
+
+async def _outcome(
+    b: Bisecting, record: BisectionRecord, probe: int, outcome: Outcome, detail: str
+) -> BisectionRecord:
+    def change(r: BisectionRecord) -> BisectionRecord:
+        shown = r.probe_run(probe)
+        assert shown is not None
+        state = bisect.record(r.state, probe, outcome)
+        said = "" if outcome is Outcome.PASS else detail[:200]
+        done = shown.model_copy(update={"outcome": outcome, "detail": said})
+        return r.model_copy(update={"state": state}).with_probe(done)
+
+    return await _change(b, record, change)
+
+
+# --- the search's steps -------------------------------------------------------------------------------------
+
+
+async def _advance(b: Bisecting, record: BisectionRecord) -> None:
+    """Dispatch the probes the search wants now (a prefix that does not pick is a skip at once), until it
+    waits for results or ends."""
+    while record.active:
+        if record.state.phase is not Phase.SEARCHING:
+            await _finish(b, record)
+            return
+        free = record.parallel - len(record.state.in_flight)
+        state, probes = bisect.next_probes(record.state, free=free)
+        if not probes:  # waiting for results, or the budget just ran out
+            if state != record.state:
+                record = await _change(b, record, _with_state(state))
+            if record.state.phase is Phase.SEARCHING:
+                await _show(b, record)
+                return
+            continue
+        assert record.id is not None
+        key = record.id
+        branches = {p.id: candidate_branch(record.ingestion, key, p.id) for p in probes}
+        planned = record.model_copy(update={"state": state})
+        for p in probes:
+            planned = planned.with_probe(ProbeRun(probe=p.id, branch=branches[p.id]))
+        record = await _save(b, planned)
+        for probe in probes:
+            head = await b.candidates.build(record, probe, branches[probe.id])
+            if head is None:
+                why = "the prefix does not pick cleanly onto the base"
+                record = await _outcome(b, record, probe.id, Outcome.SKIP, why)
+                continue
+            run = await _dispatch(b, record, probe.id, head, attempt=1)
+            shown = ProbeRun(probe=probe.id, branch=branches[probe.id], head=head, run=run)
+            record = await _change(b, record, _with_probe(shown))
+            if run is None:
+                record = await _outcome(b, record, probe.id, Outcome.SKIP, "dispatch refused")
+        # round again: with every runner busy, next_probes asks for none and the loop shows and returns
+
+
+Change = Callable[[BisectionRecord], BisectionRecord]
+
+
+def _with_state(state: bisect.Bisection) -> Change:
+    return lambda r: r.model_copy(update={"state": state})
+
+
+def _with_probe(run: ProbeRun) -> Change:
+    return lambda r: r.with_probe(run)
+
+
+async def _dispatch(
+    b: Bisecting, record: BisectionRecord, probe: int, head: str, *, attempt: int
+) -> int | None:
+    """The failing tier on a candidate's head, as a tier run the store tells apart from the PR's own; its id,
+    or None when the backend refused it."""
+    t = b.tiering
+    kind = SubjectKind.CHAIN if record.ingestion.startswith("chain-") else SubjectKind.BUNDLE
+    subject = Subject(record.fork, record.pull, head, record.base_sha, kind, record.ingestion)
+    run = TierRun(
+        record.fork,
+        record.pull,
+        record.ingestion,
+        record.level,
+        head,
+        attempt,
+        RunState.DISPATCHED,
+        t.clock(),
+        selection=Selection.FULL,
+        bisection=record.id,
+        probe=probe,
+    )
+    added = await _db(b, t.runs.add, run)
+    if added is None:
+        return None
+    tier = tier_config(t.config, record.level)
+    try:
+        run_id = await t.backend.start(subject, added, workflow=tier.workflow)
+    except DispatchRefused as exc:
+        refused = dataclasses.replace(
+            added, state=RunState.REFUSED, detail=exc.message[:2000], completed_at=t.clock()
+        )
+        await _db(b, t.runs.save, refused)
+        return None
+    if run_id is not None:
+        await _db(b, t.runs.set_run_id, added.id, run_id)
+    log.info(
+        "%s #%d: bisection %s probe %d (attempt %d) on %s",
+        record.fork,
+        record.pull,
+        record.id,
+        probe,
+        attempt,
+        head[:10],
+    )
+    return added.id
+
+
+async def _finish(b: Bisecting, record: BisectionRecord) -> None:
+    """Done: blame the culprits for the planner, delete the candidates, rebuild the PR without them.
+    Exhausted: say so and leave it to a person."""
+    t = b.tiering
+    status = Status.DONE if record.state.phase is Phase.DONE else Status.EXHAUSTED
+    record = await _change(b, record, lambda r: r.model_copy(update={"status": status}))
+    assert record.id is not None
+    if status is Status.DONE:
+        detail = culprit_detail(record)
+        for culprit in record.state.culprits:
+            for sha in culprit.shas:
+                await _db(
+                    b,
+                    b.records.blame,
+                    record.fork,
+                    sha,
+                    level=record.level,
+                    pull=record.pull,
+                    bisection=record.id,
+                    detail=detail,
+                    at=t.clock(),
+                )
+    await _delete_candidates(b, record)
+    await _show(b, record)
+    await _audit(b, record)
+    log.info("%s #%d: bisection %s %s", record.fork, record.pull, record.id, bisect.summary(record.state))
+    # A bundle is rebuilt without its culprits (they root a chain now); a chain stays whole for a person.
+    if status is Status.DONE and record.state.culprits and not record.ingestion.startswith("chain-"):
+        await b.rebuild(f"bisection of #{record.pull} blamed {len(record.state.culprits)} culprit(s)")
+
+
+async def _audit(b: Bisecting, record: BisectionRecord) -> None:
+    """The bisection's entry in the ingestion's audit record (its tier runs, how it ended, whom it blamed)."""
+    if b.audits is None or record.id is None:
+        return
+    found = await _db(b, b.audits.audit, record.fork, record.pull)
+    if found is None:
+        return
+    entry = audit.AuditBisection(
+        id=record.id,
+        tier=record.level.name,
+        head_sha=record.head_sha,
+        status=record.status.value,
+        runs=record.state.runs,
+        culprits=tuple(sha for c in record.state.culprits for sha in c.shas),
+    )
+    await _db(b, b.audits.save_audit, audit.with_bisection(found, entry), at=b.tiering.clock())
+
+
+async def time_out_probes(t: Tiering, pull: int) -> None:
+    """Stop waiting for a probe that ran past its tier's timeout (its bisection reads it as a skip)."""
+    now = t.clock()
+    for run in await t.db(t.runs.for_pull, t.forge.repo, pull):
+        if run.bisection is None or run.state is not RunState.DISPATCHED:
+            continue
+        if now >= run.dispatched_at + timedelta(minutes=tier_config(t.config, run.level).timeout_minutes):
+            await time_out(t, run)
+
+
+async def _supersede(b: Bisecting, record: BisectionRecord) -> None:
+    record = await _change(b, record, lambda r: r.model_copy(update={"status": Status.SUPERSEDED}))
+    await _delete_candidates(b, record)
+    await _show(b, record)
+    await _audit(b, record)
+    log.info("%s #%d: bisection %s superseded: the PR's head moved on", record.fork, record.pull, record.id)
+
+
+async def _delete_candidates(b: Bisecting, record: BisectionRecord) -> None:
+    for probe in record.probes:
+        if probe.head is not None:
+            await b.forge.delete_branch(probe.branch)
+
+
+async def _show(b: Bisecting, record: BisectionRecord) -> None:
+    await b.forge.upsert_comment(record.pull, marker=COMMENT_MARKER, body=render(record))
+
+
+async def _save(b: Bisecting, record: BisectionRecord) -> BisectionRecord:
+    saved: BisectionRecord | None = await _db(b, b.records.save, record, at=b.tiering.clock())
+    if saved is None:
+        raise BadInput(f"bisection {record.id} changed meanwhile", "the job runs again", retryable=True)
+    return saved
+
+
+async def _change(
+    b: Bisecting, record: BisectionRecord, change: Callable[[BisectionRecord], BisectionRecord]
+) -> BisectionRecord:
+    """`change` applied to the newest saved record and saved; read again and re-applied when another worker
+    saved it meanwhile."""
+    for _ in range(SAVE_TRIES):
+        saved: BisectionRecord | None = await _db(b, b.records.save, change(record), at=b.tiering.clock())
+        if saved is not None:
+            return saved
+        assert record.id is not None
+        fresh = await _db(b, b.records.get, record.id)
+        assert fresh is not None
+        record = fresh
+        await asyncio.sleep(0.05)
+    raise BadInput(f"bisection {record.id} kept changing", "the job runs again", retryable=True)
+
+
+# --- the fork's git -----------------------------------------------------------------------------------------
+
+
+class GitCandidates:
+    """Candidates in the fork's mirror: a literal prefix is the PR's own commit; after a culprit is taken out,
+    the prefix is picked again onto the PR's fork point (the ingestion's pick machinery)."""
+
+    def __init__(
+        self,
+        repo: Repository,
+        picker: Picker,
+        *,
+        strategy: Strategy,
+        fetch_pull: Callable[[int], Awaitable[str]],
+        push: Callable[[Sequence[BranchUpdate]], Awaitable[None]],
+    ) -> None:
+        self.repo, self.picker, self.strategy = repo, picker, strategy
+        self.fetch_pull, self.push = fetch_pull, push
+
+    async def commits(self, pull: int, *, base: str, head: str) -> tuple[str, list[tuple[str, str]]]:
+        fetched = await self.fetch_pull(pull)
+        if fetched != head:
+            raise BadInput(
+                f"#{pull}'s head moved while it was read", "the bisection starts on the next failure"
+            )
+        return await asyncio.to_thread(self._commits, base, head)
+
+    def _commits(self, base: str, head: str) -> tuple[str, list[tuple[str, str]]]:
+        fork_point = self.repo.run("merge-base", base, head).strip()
+        found = []
+        for info in self.repo.commits(head, "--not", fork_point, first_parent=True):
+            upstream = UPSTREAM_TRAILER.findall(info.message)
+            if len(upstream) != 1:
+                raise BadInput(
+                    f"commit {info.sha[:10]} of the PR is not one upstream commit's pick",
+                    "bisect only an ingestion PR Sluice built",
+                )
+            found.append((info.sha, upstream[0]))
+        return fork_point, found
+
+    async def build(self, record: BisectionRecord, probe: Probe, branch: str) -> str | None:
+        head = literal_head(record, probe) or await asyncio.to_thread(self._pick, record, probe)
+        if head is None:
+            return None
+        await self.push([BranchUpdate(branch, head, None)])
+        return head
+
+    def _pick(self, record: BisectionRecord, probe: Probe) -> str | None:
+        infos = [self.repo.commits(sha, "-1")[-1] for sha in probe.commits]
+        head, reports = pick_in_order(
+            self.picker,
+            record.base_sha,
+            infos,
+            strategy=self.strategy,
+            trailers=[("Sluice-Ingestion", record.ingestion)],
+        )
+        if (
+            head is None
+            or len(reports) < len(infos)
+            or any(r.status is PickStatus.NEEDS_HUMAN for r in reports)
+        ):
+            return None
+        return head

@@ -1,0 +1,330 @@
+"""The bisection flow over its ports: GitHub and git faked (a PR, a backend that records dispatches,
+candidates that are the PR's commits or picked ones), the store real (SQLite and PostgreSQL). An oracle
+plays the tier: a prefix fails when it holds the culprit."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from bot.core.audit import AuditRecord
+from bot.core.bisect import Probe
+from bot.core.bisect_pr import COMMENT_MARKER, BisectionRecord, Status, literal_head
+from bot.core.config import BisectConfig, SluiceConfig
+from bot.core.errors import BadInput
+from bot.core.tiers import Level, RunState, Subject, TierRun, Verdict
+from bot.db.bisections import Bisections
+from bot.db.gates import GateStore
+from bot.db.store import Store
+from bot.db.tier_runs import TierRuns
+from bot.flows import bisection
+from bot.flows.bisection import Bisecting
+from bot.flows.tiers import Tiering
+
+FORK = "meta/triton"
+AT = datetime(2026, 11, 2, tzinfo=UTC)
+UPSTREAM = [f"{i:040x}" for i in range(1, 17)]
+FORKED = [f"{i + 100:040x}" for i in range(1, 17)]
+HEAD, BASE = FORKED[-1], "b" * 40
+
+
+class Forge:
+    """The PR as GitHub shows it, the sticky comments, the deleted branches."""
+
+    repo = FORK
+
+    def __init__(self, *, ref: str = "sluice/ingest/bundle-1") -> None:
+        self.pulls = {
+            7: {
+                "number": 7,
+                "state": "open",
+                "head": {"ref": ref, "sha": HEAD, "repo": {"full_name": FORK}},
+                "base": {"sha": BASE},
+            }
+        }
+        self.comments: dict[int, str] = {}
+        self.deleted: list[str] = []
+
+    async def pull(self, number: int) -> dict[str, Any]:
+        return self.pulls[number]
+
+    async def upsert_comment(self, number: int, *, marker: str, body: str) -> int:
+        assert body.startswith(marker)
+        self.comments[number] = body
+        return 1
+
+    async def delete_branch(self, branch: str) -> None:
+        self.deleted.append(branch)
+
+
+class Backend:
+    def __init__(self) -> None:
+        self.started: list[tuple[Subject, TierRun]] = []
+
+    async def start(self, subject: Subject, run: TierRun, *, workflow: str) -> int | None:
+        self.started.append((subject, run))
+        return None
+
+
+class Candidates:
+    """The PR's commits; a prefix after a culprit is out is 'picked' (a new SHA) unless it conflicts."""
+
+    def __init__(self, *, conflicts: Callable[[Probe], bool] = lambda probe: False) -> None:
+        self.pushed: dict[str, str] = {}
+        self.conflicts = conflicts
+
+    async def commits(self, pull: int, *, base: str, head: str) -> tuple[str, list[tuple[str, str]]]:
+        return BASE, list(zip(FORKED, UPSTREAM, strict=True))
+
+    async def build(self, record: BisectionRecord, probe: Probe, branch: str) -> str | None:
+        head = literal_head(record, probe)
+        if head is None:
+            if self.conflicts(probe):
+                return None
+            head = f"{0xC0 + probe.id:040x}"
+        self.pushed[branch] = head
+        return head
+
+
+async def run_db(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return call(*args, **kwargs)
+
+
+@dataclasses.dataclass
+class Bench:
+    b: Bisecting
+    forge: Forge
+    backend: Backend
+    candidates: Candidates
+    rebuilt: list[str]
+    store: Store
+    now: list[datetime]
+
+    @property
+    def runs(self) -> TierRuns:
+        return TierRuns(self.store)
+
+    def waiting(self) -> list[TierRun]:
+        return [
+            r
+            for r in self.runs.for_pull(FORK, 7)
+            if r.bisection is not None and r.state is RunState.DISPATCHED
+        ]
+
+    async def answer(self, run: TierRun, verdict: Verdict, detail: str = "") -> None:
+        done = dataclasses.replace(
+            run, state=RunState.COMPLETED, verdict=verdict, detail=detail, completed_at=AT
+        )
+        self.runs.save(done)
+        await bisection.probe_finished(self.b, done)
+
+    async def oracle(self, culprit: str, *, limit: int = 30) -> None:
+        """Answer every waiting probe as the tier would, until none waits."""
+        for _ in range(limit):
+            waiting = self.waiting()
+            if not waiting:
+                return
+            for run in waiting:
+                record = Bisections(self.store).get(run.bisection or 0)
+                assert record is not None
+                probe = next((p for p in record.state.in_flight if p.id == run.probe), None)
+                fails = probe is not None and culprit in probe.commits
+                await self.answer(
+                    run, Verdict.FAILED if fails else Verdict.PASSED, "AssertionError: not close"
+                )
+        raise AssertionError("the bisection did not end")
+
+
+def bench(
+    store: Store,
+    *,
+    bisect: BisectConfig | None = None,
+    forge: Forge | None = None,
+    candidates: Candidates | None = None,
+    failed: bool = True,
+) -> Bench:
+    forge, backend, candidates = forge or Forge(), Backend(), candidates or Candidates()
+    config = SluiceConfig(bisect=bisect or BisectConfig())
+    now = [AT]
+    t = Tiering(forge, TierRuns(store), run_db, backend, config, lambda: now[0])  # type: ignore[arg-type]
+    rebuilt: list[str] = []
+
+    async def depends_on(ingestion: str) -> Mapping[str, Sequence[str]]:
+        return {UPSTREAM[11]: [UPSTREAM[10]]}  # commit 12 needs the culprit 11: it leaves with it
+
+    async def rebuild(why: str) -> None:
+        rebuilt.append(why)
+
+    gates = GateStore(store)
+    b = Bisecting(t, Bisections(store), forge, candidates, depends_on, rebuild, audits=gates)  # type: ignore[arg-type]
+    gates.save_audit(
+        AuditRecord(
+            fork=FORK,
+            ingestion_id="bundle-1",
+            kind="bundle",
+            pr_number=7,
+            head=HEAD,
+            upstream_base=None,
+            upstream_target=UPSTREAM[-1],
+        ),
+        at=AT,
+    )
+    if failed:
+        own = TierRun(
+            FORK,
+            7,
+            "bundle-1",
+            Level.L1,
+            HEAD,
+            1,
+            RunState.COMPLETED,
+            AT,
+            verdict=Verdict.FAILED,
+            detail="unit::test_x: AssertionError: not close",
+        )
+        TierRuns(store).add(own)
+    return Bench(b, forge, backend, candidates, rebuilt, store, now)
+
+
+async def test_a_culprit_is_found_confirmed_and_taken_out_with_its_dependent(store: Store) -> None:
+    s = bench(store)
+    started = await bisection.start(s.b, 7)
+    assert started.level is Level.L1 and "AssertionError" in started.reason
+    await s.oracle(UPSTREAM[10])
+    (done,) = Bisections(store).for_pull(FORK, 7)
+    assert done.status is Status.DONE
+    assert [(c.shas, c.dependents, c.confirmed) for c in done.state.culprits] == [
+        ((UPSTREAM[10],), (UPSTREAM[11],), True)
+    ]
+    assert done.state.runs <= 6 and len(s.backend.started) == done.state.runs  # log2(16) + confirm + rest
+    detail = "L1 failed on #7 (bundle-1): unit::test_x: AssertionError: not close"
+    assert Bisections(store).blamed(FORK) == {UPSTREAM[10]: detail}
+    assert len(s.rebuilt) == 1
+    assert sorted(s.forge.deleted) == sorted(s.candidates.pushed)  # every candidate branch deleted
+    assert "done, 1 culprit" in s.forge.comments[7]
+    (entry,) = GateStore(store).audit(FORK, 7).bisections  # type: ignore[union-attr]
+    assert (entry.tier, entry.status, entry.runs, entry.culprits) == (
+        "L1",
+        "done",
+        done.state.runs,
+        (UPSTREAM[10],),
+    )
+    assert all(subject.baseline_sha == BASE and subject.pull == 7 for subject, _ in s.backend.started)
+    assert all(run.bisection == done.id and run.probe for _, run in s.backend.started)
+
+
+async def test_free_runners_get_several_probes_at_once(store: Store) -> None:
+    s = bench(store, bisect=BisectConfig(parallel=3))
+    await bisection.start(s.b, 7)
+    assert len(s.waiting()) == 3  # three split points of the 16 at once
+    await s.oracle(UPSTREAM[3])
+    (done,) = Bisections(store).for_pull(FORK, 7)
+    assert done.status is Status.DONE and done.state.culprits[0].shas == (UPSTREAM[3],)
+
+
+async def test_an_infrastructure_failure_of_a_probe_is_retried_and_its_late_first_result_ignored(
+    store: Store,
+) -> None:
+    s = bench(store)
+    await bisection.start(s.b, 7)
+    (first,) = s.waiting()
+    await s.answer(first, Verdict.INFRA, "GPU busy: device is busy")
+    (again,) = s.waiting()
+    assert (again.probe, again.attempt, again.head_sha) == (first.probe, 2, first.head_sha)
+    record = Bisections(store).get(first.bisection or 0)
+    assert record is not None and record.state.runs == 0  # the lost run is not a result
+    await bisection.probe_finished(
+        s.b, dataclasses.replace(first, verdict=Verdict.PASSED)
+    )  # a late duplicate
+    assert Bisections(store).get(first.bisection or 0) == record
+
+
+async def test_a_build_failure_is_a_skip_and_that_prefix_is_not_asked_again(store: Store) -> None:
+    s = bench(store)
+    await bisection.start(s.b, 7)
+    (first,) = s.waiting()
+    await s.answer(first, Verdict.FAILED, "lib/Pass.cpp:3: error: use of undeclared identifier")
+    record = Bisections(store).get(first.bisection or 0)
+    assert record is not None and record.state.skipped == (8,) and record.probes[0].outcome.value == "skip"
+    await s.oracle(UPSTREAM[10])
+    done = Bisections(store).get(first.bisection or 0)
+    assert done is not None and done.status is Status.DONE and done.state.culprits[0].shas == (UPSTREAM[10],)
+
+
+async def test_a_prefix_that_does_not_pick_is_skipped_without_a_run(store: Store) -> None:
+    s = bench(store, candidates=Candidates(conflicts=lambda probe: True))
+    await bisection.start(s.b, 7)
+    await s.oracle(UPSTREAM[10])
+    (done,) = Bisections(store).for_pull(FORK, 7)
+    # the remainder after the culprit cannot be rebuilt: it is skipped, and the search ends without it
+    skipped = [p for p in done.probes if p.head is None]
+    assert skipped and all(p.outcome is not None and p.outcome.value == "skip" for p in skipped)
+    assert len(s.backend.started) == len([p for p in done.probes if p.head is not None])
+
+
+async def test_a_spent_budget_stops_and_leaves_it_to_a_person(store: Store) -> None:
+    s = bench(store, bisect=BisectConfig(max_runs=2))
+    await bisection.start(s.b, 7)
+    await s.oracle(UPSTREAM[10])
+    (done,) = Bisections(store).for_pull(FORK, 7)
+    assert done.status is Status.EXHAUSTED and done.state.runs == 2
+    assert Bisections(store).blamed(FORK) == {} and s.rebuilt == []
+    assert "The budget is spent" in s.forge.comments[7] and COMMENT_MARKER in s.forge.comments[7]
+
+
+async def test_a_result_after_the_prs_head_moved_supersedes_the_bisection(store: Store) -> None:
+    s = bench(store)
+    await bisection.start(s.b, 7)
+    (first,) = s.waiting()
+    s.forge.pulls[7]["head"]["sha"] = "e" * 40
+    await s.answer(first, Verdict.FAILED, "AssertionError")
+    (done,) = Bisections(store).for_pull(FORK, 7)
+    assert done.status is Status.SUPERSEDED and done.state.runs == 0 and s.rebuilt == []
+    assert s.forge.deleted == [first_branch for first_branch in s.candidates.pushed]
+
+
+@pytest.mark.parametrize(
+    ("forge", "failed", "level", "why"),
+    [
+        (Forge(ref="feature"), True, None, "is not an open ingestion PR"),
+        (Forge(ref="sluice/emergency/abc1234567"), True, None, "is not an open ingestion PR"),
+        (Forge(), False, None, "no tier failed on #7's head"),
+    ],
+)
+async def test_start_refuses(store: Store, forge: Forge, failed: bool, level: Level | None, why: str) -> None:
+    s = bench(store, forge=forge, failed=failed)
+    with pytest.raises(BadInput, match=why):
+        await bisection.start(s.b, 7, level=level)
+    assert Bisections(store).for_pull(FORK, 7) == [] and s.backend.started == []
+
+
+async def test_one_runs_per_head_and_a_new_head_supersedes_the_old(store: Store) -> None:
+    s = bench(store)
+    first = await bisection.start(s.b, 7)
+    with pytest.raises(BadInput, match="already runs"):
+        await bisection.start(s.b, 7, level=Level.L2)
+    s.forge.pulls[7]["head"]["sha"] = "d" * 40  # the PR was rebuilt: a person asks again on the new head
+    second = await bisection.start(s.b, 7, level=Level.L1, by="dev")
+    old = Bisections(store).get(first.id or 0)
+    assert old is not None and old.status is Status.SUPERSEDED
+    assert (second.head_sha, second.status, second.started_by) == ("d" * 40, Status.RUNNING, "dev")
+    assert await bisection.latest(s.b, FORK, 7) == Bisections(store).get(second.id or 0)
+
+
+async def test_a_stalled_probe_times_out_as_a_skip(store: Store) -> None:
+    s = bench(store)
+    await bisection.start(s.b, 7)
+    (first,) = s.waiting()
+    await bisection.time_out_probes(s.b.tiering, 7)
+    assert s.waiting() == [first]  # not yet: L1 waits 60 minutes
+    s.now[0] = AT + timedelta(minutes=61)
+    await bisection.time_out_probes(s.b.tiering, 7)
+    assert s.runs.get(first.id or 0).state is RunState.TIMED_OUT  # type: ignore[union-attr]
+    # the tier flows tell the bisection (here by hand: the fake has no `after` hook wired)
+    await bisection.probe_finished(s.b, s.runs.get(first.id or 0))  # type: ignore[arg-type]
+    record = Bisections(store).get(first.bisection or 0)
+    assert record is not None and record.state.skipped == (8,) and len(s.waiting()) == 1
