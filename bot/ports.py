@@ -20,6 +20,7 @@ from bot.core.ingestion import IngestionRecord
 from bot.core.lag import LagPoint
 from bot.core.models import CommitInfo, Disposition, FileChange, Plan
 from bot.core.tiers import Level, Subject, TierRun
+from bot.core.trunk_watch import Tracked
 
 # The one time type: an injected clock returning an aware UTC datetime (tests freeze it). Durations measured
 # with `time.monotonic()` (deadlines, timeouts) are not times of day and stay as they are.
@@ -439,3 +440,24 @@ class TierBackend(Protocol):
     returns the workflow run's id when it is known; it raises DispatchRefused when GitHub refuses."""
 
     async def start(self, subject: Subject, run: TierRun, *, workflow: str) -> int | None: ...
+
+
+class TrunkWatchRecords(Protocol):
+    """Failures tracked on fork trunk and trunk's own tier runs (`bot.db.trunk_watch.TrunkWatchStore`);
+    `save` is a compare-and-set on the version `tracked` or `open_failures` returned."""
+
+    def add(self, tracked: Tracked, *, at: dt.datetime) -> bool: ...
+
+    def save(self, tracked: Tracked, *, version: int, at: dt.datetime) -> bool: ...
+
+    def tracked(self, fork: str, key: str) -> tuple[Tracked, int] | None: ...
+
+    def open_failures(self, fork: str) -> list[tuple[Tracked, int]]: ...
+
+    def trunk_runs(
+        self, fork: str, *, ingestion: str, level: Level | None = None, limit: int = ...
+    ) -> list[TierRun]: ...
+
+    def runs_on(self, fork: str, level: Level, head_sha: str) -> list[TierRun]: ...
+
+    def waiting(self, fork: str) -> list[TierRun]: ...

@@ -19,6 +19,7 @@ from handlers import (
     register,
     requests,
     tiers,
+    trunk_watch,
     workflow_run,
 )
 
@@ -35,6 +36,7 @@ ROUTES = Routes(
         register.router,
         ingest.router,
         tiers.router,
+        trunk_watch.router,
         workflow_run.router,
     ),
     payloads={**webhooks.MODELS, **requests.PAYLOADS},

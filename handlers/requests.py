@@ -13,6 +13,7 @@ from bot.core.webhooks import GitHubId, RepoName
 
 INGEST, REGISTER = "ingest", "register"  # the jobs' kinds
 TIERS, TIER_LOCAL = "tiers", "tier-local"
+TRUNK_WATCH = "trunk-watch"
 log = logging.getLogger("sluice.requests")
 
 
@@ -53,11 +54,18 @@ class LocalTierRequest(Request):
     run: GitHubId  # the tier run's id
 
 
+class TrunkWatchRequest(Request):
+    """Look whether fork trunk is due its trunk runs (trunk watch); time out stalled ones."""
+
+    fork: RepoName
+
+
 PAYLOADS: dict[str, type[BaseModel]] = {
     INGEST: IngestRequest,
     REGISTER: RegisterRequest,
     TIERS: TiersRequest,
     TIER_LOCAL: LocalTierRequest,
+    TRUNK_WATCH: TrunkWatchRequest,
 }
 
 
@@ -100,3 +108,9 @@ async def local_tier(ctx: Context, fork: str, run: int) -> None:
     await ctx.db(
         ctx.job_requests.enqueue_once, TIER_LOCAL, payload, key=f"{fork}:tier-run-{run}", now=ctx.clock()
     )
+
+
+async def trunk_watch(ctx: Context, fork: str) -> None:
+    """Ask whether `fork`'s trunk is due its trunk runs; requests for one fork coalesce."""
+    payload = TrunkWatchRequest(fork=fork).model_dump(mode="json")
+    await ctx.db(ctx.job_requests.enqueue_once, TRUNK_WATCH, payload, key=fork, now=ctx.clock())

@@ -13,7 +13,7 @@ from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
 from bot.core.tier_checks import RERUN, RUN_L3
-from bot.core.tiers import LEVELS, RunState, Subject, TierRun, Want, tier_config
+from bot.core.tiers import LEVELS, TRUNK_PULL, RunState, Subject, TierRun, Want, tier_config
 from bot.core.webhooks import CheckRunEvent, PullRequestEvent
 from bot.flows.local_tier import run_local
 from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, time_out
@@ -80,8 +80,8 @@ async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) ->
     fork = await ctx.db(ctx.registry.fork, request.fork)
     runs = ctx.tier_runs
     run = await ctx.db(runs.get, request.run)
-    if fork is None or run is None or run.state is not RunState.DISPATCHED:
-        return
+    if fork is None or run is None or run.state is not RunState.DISPATCHED or run.pull == TRUNK_PULL:
+        return  # a trunk run is handlers.trunk_watch's
     t = await tiering(ctx, fork)
     pull = await t.forge.pull(run.pull)
     auth = await ctx.git_auth(fork.installation_id)

@@ -7,6 +7,7 @@ import logging
 from gidgethub.routing import Router
 
 from bot.app.context import Context
+from bot.core.tiers import TRUNK_PULL
 from bot.core.webhooks import WorkflowRunEvent
 from bot.flows.tiers import ARTIFACT, complete, request_of, unpack
 from bot.ports import Job
@@ -27,6 +28,8 @@ async def on_completed(event: WorkflowRunEvent, *, ctx: Context, job: Job) -> No
     run = await ctx.db(runs.get, key) if key is not None else None
     if run is None or run.fork != fork.repo or (run.run_id not in (None, workflow_run.id)):
         return  # not a tier run of Sluice's
+    if run.pull == TRUNK_PULL:
+        return  # a trunk run: handlers.trunk_watch's
     t = await tiering(ctx, fork)
     archive = await t.forge.run_artifact(workflow_run.id, ARTIFACT)
     assert run.id is not None

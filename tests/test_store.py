@@ -23,6 +23,7 @@ import bot.db.leases
 import bot.db.registry
 import bot.db.store
 import bot.db.tier_runs
+import bot.db.trunk_watch
 from bot.core.models import (
     Dependency,
     DependencyKind,
@@ -54,9 +55,17 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0011_tier_runs"
+HEAD_REVISION = "0012_trunk_watch"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (bot.db.audit, bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry, bot.db.tier_runs)
+TABLE_MODULES = (
+    bot.db.audit,
+    bot.db.gates,
+    bot.db.jobs,
+    bot.db.lag,
+    bot.db.registry,
+    bot.db.tier_runs,
+    bot.db.trunk_watch,
+)
 TABLES = [
     "alembic_version",
     "approvals",
@@ -80,6 +89,7 @@ TABLES = [
     "plans",
     "resolutions",
     "tier_runs",
+    "trunk_failures",
     "waivers",
 ]
 

@@ -34,6 +34,7 @@ from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
+from bot.db.trunk_watch import TrunkWatchStore
 from bot.git.mirror import Mirror, SyncResult, token_auth
 from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
@@ -49,6 +50,7 @@ from bot.ports import (
     LagRecorder,
     Repository,
     TierRunRecords,
+    TrunkWatchRecords,
 )
 
 P = ParamSpec("P")
@@ -85,6 +87,11 @@ class Context:
     def tier_runs(self) -> TierRunRecords:
         """Each tier attempt on a PR head (blocking: call through `db`)."""
         return TierRuns(self.store)
+
+    @property
+    def trunk_watch(self) -> TrunkWatchRecords:
+        """Failures tracked on fork trunk, and trunk's tier runs (blocking: call through `db`)."""
+        return TrunkWatchStore(self.store)
 
     @property
     def lag_history(self) -> LagRecorder:

@@ -251,7 +251,12 @@ def create_app(
     app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
     app[METRICS] = Metrics()
     _add_lanes(app, settings, store, clock)
-    periodic = (settings.poll_interval, settings.redelivery_interval, settings.resync_interval)
+    periodic = (
+        settings.poll_interval,
+        settings.redelivery_interval,
+        settings.resync_interval,
+        settings.trunk_watch_interval,
+    )
     if background and (settings.workers > 0 or any(periodic)):
         app.cleanup_ctx.append(_background)
     app.router.add_post("/webhook", webhook)
@@ -290,7 +295,12 @@ def _add_lanes(app: web.Application, settings: Settings, store: Store, clock: Cl
 async def _background(app: web.Application) -> AsyncIterator[None]:
     """Job workers, the poll loop, the sweep and the resync, sharing one HTTP session and GitHub client."""
     from bot.app.worker import Worker
-    from handlers import ROUTES, poll, resync  # handlers import the core; the core never imports them
+    from handlers import (  # handlers import the core; the core never imports them
+        ROUTES,
+        poll,
+        resync,
+        trunk_watch,
+    )
 
     settings, metrics = app[SETTINGS], app[METRICS]
     stop = asyncio.Event()
@@ -313,6 +323,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
             if settings.poll_interval > 0:
                 runners.append(poll.loop(ctx, stop))
             runners += resync.loops(ctx, registry=metrics.registry, holder=name, stop=stop)
+            runners += trunk_watch.loops(ctx, holder=name, stop=stop)
             log.info(
                 "%d workers started as %s%s",
                 settings.workers,

@@ -68,6 +68,10 @@ class SubjectKind(enum.StrEnum):
     CHAIN = "chain"
     FORK_PR = "fork-pr"  # the team's own PR against fork trunk
     EMERGENCY = "emergency"  # an emergency pick (`/cherry-pick`): the tiers its gate requires, L1 by default
+    TRUNK = "trunk"  # fork trunk's own head (trunk watch): no PR, no check run; its runs have pull TRUNK_PULL
+
+
+TRUNK_PULL = 0  # the `pull` of a tier run on fork trunk itself (GitHub numbers PRs from 1)
 
 
 class RunState(enum.StrEnum):

@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.core.tiers import (
     PASS_RATE_WINDOW,
+    TRUNK_PULL,
     Level,
     RunState,
     TierRun,
@@ -112,7 +113,9 @@ class TierRuns:
 
     def pull_for_head(self, fork: str, head_sha: str) -> int | None:
         """The PR whose tiers ran on `head_sha` (a check run's button names only the commit)."""
-        query = select(tier_runs.c.pull).where(tier_runs.c.fork == fork, tier_runs.c.head_sha == head_sha)
+        query = select(tier_runs.c.pull).where(
+            tier_runs.c.fork == fork, tier_runs.c.head_sha == head_sha, tier_runs.c.pull != TRUNK_PULL
+        )  # a trunk run (pull 0) has no check run to press
         with self.store._engine.connect() as conn:
             found = conn.execute(query.order_by(desc(tier_runs.c.id)).limit(1)).scalar()
         return int(found) if found is not None else None
