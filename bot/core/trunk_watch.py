@@ -43,7 +43,7 @@ class Phase(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class TestOutcomes:
+class RunOutcomes:
     """One trunk run's tests: each test's outcome and failure message by `suite::name`, and the suites that
     ran any test at all."""
 
@@ -74,7 +74,7 @@ FAILING = ("failed", "error")
 
 
 def worsened(
-    before: TestOutcomes, after: TestOutcomes, regressions: Sequence[MetricRegression] = ()
+    before: RunOutcomes, after: RunOutcomes, regressions: Sequence[MetricRegression] = ()
 ) -> tuple[Worse, ...]:
     """New failing tests (failed now, passed before) and the metric regressions, in a stable order."""
     tests = [
@@ -95,7 +95,7 @@ def _metric_evidence(regression: MetricRegression) -> str:
 
 
 def still_worse(
-    worse: Worse, outcomes: TestOutcomes | None, regressions: Sequence[MetricRegression] | None
+    worse: Worse, outcomes: RunOutcomes | None, regressions: Sequence[MetricRegression] | None
 ) -> bool | None:
     """Whether a later trunk run still shows `worse` (None: the run cannot say: no report, no comparison)."""
     answer = probe_outcome(worse, outcomes, regressions)
@@ -103,7 +103,7 @@ def still_worse(
 
 
 def probe_outcome(
-    worse: Worse, outcomes: TestOutcomes | None, regressions: Sequence[MetricRegression] | None
+    worse: Worse, outcomes: RunOutcomes | None, regressions: Sequence[MetricRegression] | None
 ) -> bisect.Outcome:
     """A bisection run's answer: FAIL when it shows the same worsening, PASS when it does not, SKIP when it
     cannot say (no usable report; the test's suite ran nothing; the benchmarks could not be compared)."""

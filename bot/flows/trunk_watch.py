@@ -32,9 +32,9 @@ from bot.core.trunk_watch import (
     WATCH,
     MetricRegression,
     Phase,
+    RunOutcomes,
     Sighting,
     Suspect,
-    TestOutcomes,
     Tracked,
     begin,
     due,
@@ -415,9 +415,9 @@ async def publish(w: Watch, tracked: Tracked) -> int | None:
 # --- reading reports ---------------------------------------------------------------------------------------
 
 
-def outcomes_of(report: Report) -> TestOutcomes:
+def outcomes_of(report: Report) -> RunOutcomes:
     tests = {f"{t.suite}::{t.name}": t for t in report.tests}
-    return TestOutcomes(
+    return RunOutcomes(
         outcomes={key: t.outcome.value for key, t in tests.items()},
         messages={key: t.message or "" for key, t in tests.items()},
         suites=frozenset(s.name for s in report.suites if s.executed > 0),
