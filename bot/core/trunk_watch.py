@@ -175,6 +175,7 @@ class Tracked(Frozen):
 
     fork: str
     level: Level
+    suite: int | None = None  # the one suite of the tier its runs ran (the trunk run's), None: all
     worse: Worse
     good_sha: str  # the earlier trunk run's head (it passed)
     bad_sha: str  # the later one's (it fails)
@@ -225,11 +226,13 @@ def begin(
     commits: Sequence[Suspect],
     policy: TrunkWatch,
     now: datetime,
+    suite: int | None = None,
 ) -> Tracked:
     """A new failure: bisected over the commits between the runs (none needed for a single commit)."""
     tracked = Tracked(
         fork=fork,
         level=level,
+        suite=suite,
         worse=worse,
         good_sha=good[0],
         bad_sha=bad[0],

@@ -177,6 +177,9 @@ async def complete(w: Watch, run_key: int, finished: Finished) -> None:
     if found.verdict is Verdict.INFRA and run.attempt <= tier_config(t.config, run.level).retries:
         await _dispatch(w, run.level, run.head_sha, ingestion=run.ingestion, suite=run.suite)
         return  # the retry answers for this commit
+    if found.verdict is Verdict.INFRA:  # the machine failed, not the code: it says nothing about either
+        await _answered(w, done, None)
+        return
     await _answered(w, done, report)
     if run.ingestion == WATCH:
         await _compared(w, done, report)
@@ -186,7 +189,9 @@ async def _answered(w: Watch, run: TierRun, report: Report | None) -> None:
     """The bisections waiting on `run`'s commit get its answer and go on."""
     for tracked, _ in await w.tiering.db(w.records.open_failures, w.fork):
         state = tracked.bisection
-        if tracked.level is not run.level or state is None or tracked.phase is not Phase.BISECTING:
+        if (tracked.level, tracked.suite) != (run.level, run.suite) or state is None:
+            continue
+        if tracked.phase is not Phase.BISECTING:
             continue
         if not any(tracked.probe_sha(p) == run.head_sha for p in state.in_flight):
             continue
@@ -235,6 +240,7 @@ async def _compared(w: Watch, run: TierRun, report: Report | None) -> None:
             commits=commits,
             policy=t.config.trunk_watch,
             now=t.clock(),
+            suite=run.suite,
         )
         if await _track(w, tracked):
             log.info("%s: trunk %s got worse: %s %s", w.fork, run.level.name, worse.kind.value, worse.name)
@@ -256,7 +262,7 @@ async def _sightings(w: Watch, run: TierRun, report: Report | None) -> None:
     """Each open failure of this tier, as this later scheduled run shows it."""
     assert run.id is not None
     for tracked, _ in await w.tiering.db(w.records.open_failures, w.fork):
-        if tracked.level is not run.level or run.id <= tracked.bad_run:
+        if (tracked.level, tracked.suite) != (run.level, run.suite) or run.id <= tracked.bad_run:
             continue
         outcomes = outcomes_of(report) if report is not None else None
         failing = still_worse(tracked.worse, outcomes, await _regressions_since(w, tracked, report))
@@ -306,7 +312,7 @@ async def _bisect(w: Watch, key: str, *, answer: tuple[TierRun, bisect.Outcome] 
     else:
         raise RuntimeError(f"{w.fork}: the trunk failure {key} kept changing under this worker")
     for sha in wanted:
-        await _dispatch(w, tracked.level, sha, ingestion=PROBE, suite=None)
+        await _dispatch(w, tracked.level, sha, ingestion=PROBE, suite=tracked.suite)
     await publish(w, tracked)
 
 
@@ -358,7 +364,12 @@ async def _finished_answer(w: Watch, tracked: Tracked, sha: str) -> bisect.Outco
     """What a finished trunk run on `sha` (another failure's probe, a scheduled run) says, if one did."""
     runs = await w.tiering.db(w.records.runs_on, w.fork, tracked.level, sha)
     usable = [
-        r for r in runs if r.state is RunState.COMPLETED and r.report and r.verdict is not Verdict.INFRA
+        r
+        for r in runs
+        if r.state is RunState.COMPLETED
+        and r.report
+        and r.verdict is not Verdict.INFRA
+        and r.suite == tracked.suite
     ]
     if not usable:
         return None
