@@ -19,21 +19,24 @@ from bot.app.service import create_app
 from bot.core.tiers import RunState
 from bot.core.trunk_watch import LABEL, PROBE, WATCH
 from bot.db.store import Store
+from bot.db.tier_runs import TierRuns
 from bot.db.trunk_watch import TrunkWatchStore
 from tests.support.github_sim import GitHubSim, Issue
 from tests.support.rig import installation_created, serve_settings, upstream_and_fork, url_of
-from tests.test_tiers_e2e import CHECK_SCRIPT, FORK, SECRET, UPSTREAM, Clock, Rig, tier_config
+from tests.test_tiers_e2e import CHECK_SCRIPT, FORK, SECRET, UPSTREAM, Clock, Rig, templates, tier_config
 
 WATCHING = "trunk_watch:\n  enabled: true\n  interval_hours: 1\n"
 
 
-@pytest.fixture
-async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
+async def make_rig(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, *, backend: str, workflows: dict[str, str]
+) -> tuple[Rig, Any]:
     clock = Clock()
     sim = GitHubSim(root=tmp_path / "sim", clock=clock)
     sim_url = url_of(await aiohttp_server(sim.app))
     upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n"})
-    files = {".github/sluice.yml": tier_config(sim_url) + WATCHING, "ci/check.py": CHECK_SCRIPT}
+    config = tier_config(sim_url) + WATCHING
+    files = {".github/sluice.yml": config, "ci/check.py": CHECK_SCRIPT, **workflows}
     sim.commit(FORK, "main", files, message="fork: tier commands and Sluice config")
     store = Store.open(database_url)
     settings = serve_settings(
@@ -42,7 +45,7 @@ async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIt
         secret=SECRET,
         data_dir=tmp_path / "data",
         allow_private_upstreams=True,
-        tier_backend="local",
+        tier_backend=backend,
         trunk_watch_interval=0.2,  # the loop looks often; the fork's config says when trunk is due
     )
     server = await aiohttp_server(create_app(settings, store=store, clock=clock, background=True))
@@ -50,9 +53,25 @@ async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIt
     rig = Rig(sim, url_of(server), store, clock)
     await rig.deliver("installation", installation_created(sim, FORK, sim.install(FORK)))
     await rig.deliver("installation", installation_created(sim, UPSTREAM, sim.install(UPSTREAM)))
-    yield rig
+    return rig, server
+
+
+@pytest.fixture
+async def rig(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
+    made, server = await make_rig(aiohttp_server, tmp_path, database_url, backend="local", workflows={})
+    yield made
     await server.close()
-    store.close()
+    made.store.close()
+
+
+@pytest.fixture
+async def actions(aiohttp_server: Any, tmp_path: Path, database_url: str) -> AsyncIterator[Rig]:
+    made, server = await make_rig(
+        aiohttp_server, tmp_path, database_url, backend="github", workflows=templates()
+    )
+    yield made
+    await server.close()
+    made.store.close()
 
 
 async def trunk_runs_finished(rig: Rig, count: int, timeout: float = 120.0) -> None:
@@ -132,3 +151,21 @@ async def test_a_breaking_trunk_commit_is_bisected_and_tracked_in_one_issue(rig:
         f"Passes again on fork trunk at `{e[:10]}`" in text for text in rig.sim.comments[(FORK, issue.number)]
     )
     assert watch.open_failures(FORK) == []
+
+
+async def test_with_the_github_backend_a_trunk_run_is_a_dispatch_without_a_check_run(actions: Rig) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while not actions.sim.workflow_runs[FORK] and loop.time() < deadline:
+        await actions.settle()
+        await asyncio.sleep(0.2)
+    (dispatched,) = actions.sim.workflow_runs[FORK]
+    head = actions.head("main")
+    assert dispatched["name"] == "sluice-l2.yml" and dispatched["inputs"]["pull"] == "0"
+    assert dispatched["inputs"]["head_sha"] == head and dispatched["inputs"]["tier"] == "2"
+    actions.act_as_runner(dispatched)  # the simulator then sends workflow_run completed
+    await trunk_runs_finished(actions, 1)
+    (run,) = TrunkWatchStore(actions.store).trunk_runs(FORK, ingestion=WATCH)
+    assert run.run_id == dispatched["id"] and run.verdict is not None and run.verdict.value == "passed"
+    assert not [name for name in actions.checks(head) if name.startswith("sluice/L")]  # no tier check run
+    assert TierRuns(actions.store).pull_for_head(FORK, head) is None  # and no PR a button could name
