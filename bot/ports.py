@@ -411,6 +411,8 @@ class TierRunRecords(Protocol):
 
     def latest_report(self, fork: str, level: Level, *, head_sha: str) -> str | None: ...
 
+    def latest_trunk_report(self, fork: str, level: Level) -> str | None: ...
+
 
 class TierForge(Protocol):
     """What tiered validation needs of GitHub for one fork: the PR under test, its check runs, and the tier

@@ -140,6 +140,17 @@ async def test_a_breaking_trunk_commit_is_bisected_and_tracked_in_one_issue(rig:
         len(watch.trunk_runs(FORK, ingestion=PROBE)) == 3
     )  # a failure already tracked is not bisected again
 
+    # a fork PR on a trunk commit trunk watch did not run: its L2 failure is trunk's latest report's too
+    base = rig.sim.commit(FORK, "main", {"docs/e.md": "e\n"}, message="docs: a fourth note", pusher="dev")
+    rig.sim.commit(FORK, "feature", {"src/f.py": "f = 1\n"}, message="fork: f", parent=base, pusher="dev")
+    pull = rig.sim.open_pull(FORK, head="feature", base="main", title="A fork change", user="dev")
+    await rig.settle()
+    verdicts = [
+        (r.level.value, r.verdict and r.verdict.value)
+        for r in TierRuns(rig.store).for_pull(FORK, pull["number"])
+    ]
+    assert verdicts == [("l1", "passed"), ("l2", "broken-trunk")]
+
     # the fix lands: the next run passes and the issue is closed, saying so
     e = rig.sim.commit(FORK, "main", {"ci/l2.mode": "pass\n"}, message="gpu: fix the path", pusher="dev")
     rig.clock.offset += dt.timedelta(hours=2)

@@ -33,6 +33,7 @@ from bot.core.tiers import (
     decode_selection,
     selection_code,
 )
+from bot.core.trunk_watch import WATCH
 from bot.db.store import Store, UTCDateTime, metadata
 
 RunId = BigInteger().with_variant(Integer, "sqlite")  # GitHub's workflow run ids outgrow 32 bits
@@ -132,6 +133,19 @@ class TierRuns:
         )
         with self.store._engine.connect() as conn:
             found = conn.execute(query).scalar()
+        return str(found) if found is not None else None
+
+    def latest_trunk_report(self, fork: str, level: Level) -> str | None:
+        """Fork trunk's newest report of `level` from trunk watch (`trunk_watch` in the fork's config)."""
+        query = (
+            select(tier_runs.c.report)
+            .where(tier_runs.c.fork == fork, tier_runs.c.pull == TRUNK_PULL, tier_runs.c.ingestion == WATCH)
+            .where(tier_runs.c.level == level.value, tier_runs.c.report.is_not(None))
+            .where(tier_runs.c.verdict != Verdict.INFRA.value)
+            .order_by(desc(tier_runs.c.id))
+        )
+        with self.store._engine.connect() as conn:
+            found = conn.execute(query.limit(1)).scalar()
         return str(found) if found is not None else None
 
     def stats(self, *, window: int = PASS_RATE_WINDOW) -> list[TierStats]:
