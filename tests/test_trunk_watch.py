@@ -24,6 +24,7 @@ from bot.core.trunk_watch import (
     marker,
     probe_outcome,
     render,
+    run_broke,
     settle,
     sighted,
     suspects,
@@ -79,6 +80,7 @@ def test_metric_regressions_come_after_the_tests_with_before_and_after() -> None
 
 TEST = Worse(kind=Change.TEST, name="unit::a", evidence="x")
 METRIC = Worse(kind=Change.METRIC, name="mm · median", evidence="x")
+RUN = run_broke("the run uploaded no tier report", "ld: cannot find -ltriton\n")
 
 
 @pytest.mark.parametrize(
@@ -92,6 +94,8 @@ METRIC = Worse(kind=Change.METRIC, name="mm · median", evidence="x")
         (METRIC, None, [MetricRegression("mm · median", 1, 2, "")], bisect.Outcome.FAIL),
         (METRIC, None, [MetricRegression("other · median", 1, 2, "")], bisect.Outcome.PASS),
         (METRIC, None, None, bisect.Outcome.SKIP),  # not comparable
+        (RUN, None, None, bisect.Outcome.FAIL),  # no report again: broken there too
+        (RUN, outcomes({"unit::a": "failed"}), None, bisect.Outcome.PASS),  # it got as far as a report
     ],
 )
 def test_a_bisection_run_answers_for_the_failure_it_probes(
@@ -263,3 +267,10 @@ def test_one_row_per_failure_saved_by_compare_and_set(store: Store) -> None:
     assert [t for t, _ in records.open_failures(FORK)] == [seen]
     fixed = sighted(seen, Sighting(sha=C, run=4, at=NOW, failing=False))
     assert records.save(fixed, version=2, at=NOW) and records.open_failures(FORK) == []
+
+
+def test_a_run_that_broke_says_so_with_the_end_of_its_log() -> None:
+    assert RUN.evidence == "the run uploaded no tier report\n\nld: cannot find -ltriton"
+    broke = tracked([commit(A)], worse=RUN)
+    assert title(broke) == "Trunk watch: L2 leaves no report on fork trunk"
+    assert "ld: cannot find -ltriton" in render(broke) and "run `the tier run` got worse" in render(broke)

@@ -29,6 +29,11 @@ MAX_SIGHTINGS = 10  # the newest trunk runs the issue lists
 class Change(enum.StrEnum):
     TEST = "test"  # a test that passed on the earlier trunk run fails on the later one
     METRIC = "metric"  # a critical kernel's benchmark regressed (noise-aware, runners.compare)
+    RUN = "run"  # the tier left no usable report at all (the build or the setup broke), where it did before
+
+
+RUN_NAME = "the tier run"  # a RUN worsening's name: one per tier
+KIND_WORDS = {Change.TEST: "test", Change.METRIC: "critical-kernel metric", Change.RUN: "run"}
 
 
 class Phase(enum.StrEnum):
@@ -94,6 +99,13 @@ def _metric_evidence(regression: MetricRegression) -> str:
     )
 
 
+def run_broke(detail: str, log: str = "") -> Worse:
+    """The tier run itself broke: no usable report where the earlier trunk run left one (the evidence: why,
+    and the end of its log)."""
+    tail = log[-MAX_EVIDENCE:].strip()
+    return Worse(kind=Change.RUN, name=RUN_NAME, evidence=f"{detail}\n\n{tail}".strip() or "(no detail)")
+
+
 def still_worse(
     worse: Worse, outcomes: RunOutcomes | None, regressions: Sequence[MetricRegression] | None
 ) -> bool | None:
@@ -107,6 +119,8 @@ def probe_outcome(
 ) -> bisect.Outcome:
     """A bisection run's answer: FAIL when it shows the same worsening, PASS when it does not, SKIP when it
     cannot say (no usable report; the test's suite ran nothing; the benchmarks could not be compared)."""
+    if worse.kind is Change.RUN:  # a run that left a report got past what broke (callers skip a lost machine)
+        return bisect.Outcome.FAIL if outcomes is None else bisect.Outcome.PASS
     if worse.kind is Change.METRIC:
         if regressions is None:
             return bisect.Outcome.SKIP
@@ -299,9 +313,11 @@ def suspects(tracked: Tracked) -> tuple[Suspect, ...]:
 
 
 def title(tracked: Tracked) -> str:
+    state = " (fixed)" if tracked.phase is Phase.FIXED else ""
+    if tracked.worse.kind is Change.RUN:
+        return f"Trunk watch: {tracked.level.name} leaves no report on fork trunk{state}"
     what = "fails" if tracked.worse.kind is Change.TEST else "regressed"
     name = " ".join(tracked.worse.name.split())[:150]
-    state = " (fixed)" if tracked.phase is Phase.FIXED else ""
     return f"Trunk watch: {tracked.level.name} {tracked.worse.kind.value} {name} {what}{state}"
 
 
@@ -309,7 +325,7 @@ def render(tracked: Tracked, *, runs_url: Mapping[int, str] | None = None) -> st
     """The tracking issue's body: what got worse, between which trunk commits, the culprit or the ranked
     suspects, the evidence, the bisection's runs, and the trunk runs since."""
     links = runs_url or {}
-    kind = "test" if tracked.worse.kind is Change.TEST else "critical-kernel metric"
+    kind = KIND_WORDS[tracked.worse.kind]
     lines = [
         marker(tracked.key),
         f"## {tracked.level.name} on fork trunk: {kind} `{_code(tracked.worse.name)}` got worse",

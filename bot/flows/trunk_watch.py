@@ -36,12 +36,14 @@ from bot.core.trunk_watch import (
     Sighting,
     Suspect,
     Tracked,
+    Worse,
     begin,
     due,
     levels,
     marker,
     probe_outcome,
     render,
+    run_broke,
     settle,
     sighted,
     still_worse,
@@ -180,13 +182,14 @@ async def complete(w: Watch, run_key: int, finished: Finished) -> None:
     if found.verdict is Verdict.INFRA:  # the machine failed, not the code: it says nothing about either
         await _answered(w, done, None)
         return
-    await _answered(w, done, report)
+    await _answered(w, done, report, usable=True)
     if run.ingestion == WATCH:
-        await _compared(w, done, report)
+        await _compared(w, done, report, tail=finished.log)
 
 
-async def _answered(w: Watch, run: TierRun, report: Report | None) -> None:
-    """The bisections waiting on `run`'s commit get its answer and go on."""
+async def _answered(w: Watch, run: TierRun, report: Report | None, *, usable: bool = False) -> None:
+    """The bisections waiting on `run`'s commit get its answer and go on (a skip unless the run is `usable`:
+    it completed on a machine that worked, with or without a report)."""
     for tracked, _ in await w.tiering.db(w.records.open_failures, w.fork):
         state = tracked.bisection
         if (tracked.level, tracked.suite) != (run.level, run.suite) or state is None:
@@ -195,7 +198,7 @@ async def _answered(w: Watch, run: TierRun, report: Report | None) -> None:
             continue
         if not any(tracked.probe_sha(p) == run.head_sha for p in state.in_flight):
             continue
-        answer = await _outcome(w, tracked, report)
+        answer = await _outcome(w, tracked, report) if usable else bisect.Outcome.SKIP
         await _bisect(w, tracked.key, answer=(run, answer))
 
 
@@ -215,18 +218,21 @@ async def _regressions_since(
     return metric_regressions(before, report, w.tiering.config)
 
 
-async def _compared(w: Watch, run: TierRun, report: Report | None) -> None:
+async def _compared(w: Watch, run: TierRun, report: Report | None, *, tail: str = "") -> None:
     """A scheduled run against the previous one: a new failure is tracked (and bisected), a tracked one seen
     again is noted, a fixed one closed."""
     t = w.tiering
     await _sightings(w, run, report)
     previous = await _previous(w, run)
-    if previous is None or report is None:
+    if previous is None:
         return
     before = _parse(previous.report)
     assert before is not None and previous.id is not None and run.id is not None
-    metrics = metric_regressions(before, report, t.config) or []
-    found = worsened(outcomes_of(before), outcomes_of(report), metrics)
+    if report is None:
+        found: tuple[Worse, ...] = (run_broke(run.detail, tail),)
+    else:
+        metrics = metric_regressions(before, report, t.config) or []
+        found = worsened(outcomes_of(before), outcomes_of(report), metrics)
     if not found:
         return
     commits = await w.history(previous.head_sha, run.head_sha)
@@ -312,6 +318,9 @@ async def _bisect(w: Watch, key: str, *, answer: tuple[TierRun, bisect.Outcome] 
     else:
         raise RuntimeError(f"{w.fork}: the trunk failure {key} kept changing under this worker")
     for sha in wanted:
+        runs = await t.db(w.records.runs_on, w.fork, tracked.level, sha)
+        if any(r.state is RunState.DISPATCHED and r.suite == tracked.suite for r in runs):
+            continue  # another failure's probe, or a retry, is running there: its result answers this one
         await _dispatch(w, tracked.level, sha, ingestion=PROBE, suite=tracked.suite)
     await publish(w, tracked)
 
