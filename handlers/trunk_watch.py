@@ -12,7 +12,8 @@ from typing import Any
 from gidgethub.routing import Router
 
 from bot.app.context import Context
-from bot.core.tiers import TRUNK_PULL, RunState, tier_config
+from bot.core.errors import BadInput
+from bot.core.tiers import SHA40, TRUNK_PULL, RunState, tier_config
 from bot.core.trunk_watch import Suspect
 from bot.core.webhooks import WorkflowRunEvent
 from bot.db.leases import Leases, periodically
@@ -75,6 +76,8 @@ async def fetch_trunk(ctx: Context, fork: Fork) -> str:
 
 def commits_between(repo: HistoryReader, good: str, bad: str) -> list[Suspect]:
     """Trunk's first-parent commits after `good` up to `bad`, oldest first, with the files each touches."""
+    if not (SHA40.fullmatch(good) and SHA40.fullmatch(bad)):
+        raise BadInput(f"trunk commits {good!r}..{bad!r} are not 40-hex SHAs", "this is a bug: report it")
     commits = repo.commits(bad, "--not", good, first_parent=True)
     files = repo.changed_files([c.sha for c in commits])
     return [

@@ -274,3 +274,29 @@ def test_a_run_that_broke_says_so_with_the_end_of_its_log() -> None:
     broke = tracked([commit(A)], worse=RUN)
     assert title(broke) == "Trunk watch: L2 leaves no report on fork trunk"
     assert "ld: cannot find -ltriton" in render(broke) and "run `the tier run` got worse" in render(broke)
+
+
+# --- metrics, from two reports (runners.compare) -----------------------------------------------------------
+
+
+def test_metric_regressions_are_critical_kernels_confident_slowdowns() -> None:
+    from bot.flows.trunk_watch import metric_regressions
+    from tests.test_runners_compare import benchmark, even, report
+
+    config = parse_config("performance:\n  critical: [matmul]\n")
+    before = report(benchmark(even(40)), benchmark(even(40), kernel="softmax"))
+    slower = report(benchmark(even(40, shift=0.3)), benchmark(even(40, shift=0.3), kernel="softmax"))
+    found = metric_regressions(before, slower, config)
+    assert found is not None and [r.name.split(" · ")[1] for r in found] == ["median", "p90"]
+    assert all(r.name.startswith("matmul[") for r in found)  # softmax slowed too, but is not critical
+    assert found[0].after_ms > found[0].before_ms * 1.2
+    same = report(benchmark(even(40)), benchmark(even(40), kernel="softmax"))
+    assert metric_regressions(before, same, config) == []
+    assert (
+        metric_regressions(
+            before, report(benchmark(even(40)), gpu_model="NVIDIA A100", context_hash="beef"), config
+        )
+        is None
+    )
+    assert metric_regressions(before, report(), config) is None  # no benchmarks: no answer
+    assert metric_regressions(report(), slower, config) == []  # nothing to compare with

@@ -100,7 +100,7 @@ async def watch(w: Watch, *, head: str) -> list[TierRun]:
         return []
     names = [s.name for s in t.config.tiers.l3.suites]
     started = [
-        await _dispatch(w, level, head, ingestion=WATCH, suite=suite)
+        await _dispatch(w, level, head, ingestion=WATCH, suite=suite, tries=1)
         for level, suite in levels(policy, names)
     ]
     log.info("%s: trunk runs on %s dispatched (%s)", w.fork, head[:10], why)
@@ -116,10 +116,13 @@ async def time_out(w: Watch, run: TierRun) -> None:
     await _answered(w, done, None)
 
 
-async def _dispatch(w: Watch, level: Level, sha: str, *, ingestion: str, suite: int | None) -> TierRun | None:
-    """A trunk tier run on `sha` (the next attempt there): recorded, then started; a refusal is recorded."""
+async def _dispatch(
+    w: Watch, level: Level, sha: str, *, ingestion: str, suite: int | None, tries: int = CAS_TRIES
+) -> TierRun | None:
+    """A trunk tier run on `sha` (the next attempt there): recorded, then started; a refusal is recorded.
+    With `tries=1`, None when another worker recorded that attempt first (two looks at one trunk head)."""
     t = w.tiering
-    for _ in range(CAS_TRIES):  # another worker may take the same attempt number: take the next
+    for _ in range(tries):  # another worker may take the same attempt number: take the next
         attempts = [r.attempt for r in await t.db(w.records.runs_on, w.fork, level, sha)]
         run = TierRun(
             w.fork,
