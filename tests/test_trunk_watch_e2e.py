@@ -180,3 +180,17 @@ async def test_with_the_github_backend_a_trunk_run_is_a_dispatch_without_a_check
     assert run.run_id == dispatched["id"] and run.verdict is not None and run.verdict.value == "passed"
     assert not [name for name in actions.checks(head) if name.startswith("sluice/L")]  # no tier check run
     assert TierRuns(actions.store).pull_for_head(FORK, head) is None  # and no PR a button could name
+
+    # trunk moves; its run stalls: past L2's timeout it is marked timed out, and not dispatched again
+    moved = actions.sim.commit(FORK, "main", {"docs/a.md": "a\n"}, message="docs: a note", pusher="dev")
+    actions.clock.offset += dt.timedelta(hours=2)
+    while len(actions.sim.workflow_runs[FORK]) < 2 and loop.time() < deadline + 60:
+        await actions.settle()
+        await asyncio.sleep(0.2)
+    stalled = actions.sim.workflow_runs[FORK][-1]
+    assert stalled["inputs"]["head_sha"] == moved
+    actions.clock.offset += dt.timedelta(hours=7)  # L2's timeout_minutes: 360
+    await trunk_runs_finished(actions, 2)
+    newest = TrunkWatchStore(actions.store).trunk_runs(FORK, ingestion=WATCH)[0]
+    assert (newest.head_sha, newest.state) == (moved, RunState.TIMED_OUT)
+    assert len(actions.sim.workflow_runs[FORK]) == 2  # the same head is not due again
