@@ -293,14 +293,10 @@ def _add_lanes(app: web.Application, settings: Settings, store: Store, clock: Cl
 
 
 async def _background(app: web.Application) -> AsyncIterator[None]:
-    """Job workers, the poll loop, the sweep and the resync, sharing one HTTP session and GitHub client."""
+    """Job workers, the poll loop, the sweep, the resync and trunk watch, sharing one HTTP session and GitHub
+    client."""
     from bot.app.worker import Worker
-    from handlers import (  # handlers import the core; the core never imports them
-        ROUTES,
-        poll,
-        resync,
-        trunk_watch,
-    )
+    from handlers import ROUTES, poll, resync, trunk_watch  # the core never imports handlers
 
     settings, metrics = app[SETTINGS], app[METRICS]
     stop = asyncio.Event()
