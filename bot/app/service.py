@@ -243,7 +243,7 @@ def create_app(
     """The aiohttp application; dependencies are passed in, nothing is read from the environment here.
 
     With `background`, the app also runs `settings.workers` job workers, the upstream poll loop, the
-    redelivery sweep and the periodic resync.
+    redelivery sweep, the periodic resync and the trunk-watch loop.
     """
     if settings.webhook_secret is None:
         raise ValueError("a webhook secret is required")
