@@ -22,6 +22,7 @@ from bot.core.l3_metrics import L3Metrics, Regression, Signoff
 from bot.core.lag import LagPoint
 from bot.core.models import CommitInfo, Disposition, FileChange, Plan
 from bot.core.tiers import Level, Subject, TierRun
+from bot.core.trunk_watch import Tracked
 
 # The one time type: an injected clock returning an aware UTC datetime (tests freeze it). Durations measured
 # with `time.monotonic()` (deadlines, timeouts) are not times of day and stay as they are.
@@ -427,6 +428,8 @@ class TierRunRecords(Protocol):
 
     def regressions(self, key: int) -> tuple[Regression, ...]: ...
 
+    def latest_trunk_report(self, fork: str, level: Level) -> str | None: ...
+
 
 class SignoffRecords(Protocol):
     """L3's metrics on a PR head (its newest attempt's regressions) and the area owners' `/signoff l3` there
@@ -492,3 +495,24 @@ class BisectionRecords(Protocol):
     ) -> None: ...
 
     def blamed(self, fork: str) -> dict[str, str]: ...
+
+
+class TrunkWatchRecords(Protocol):
+    """Failures tracked on fork trunk and trunk's own tier runs (`bot.db.trunk_watch.TrunkWatchStore`);
+    `save` is a compare-and-set on the version `tracked` or `open_failures` returned."""
+
+    def add(self, tracked: Tracked, *, at: dt.datetime) -> bool: ...
+
+    def save(self, tracked: Tracked, *, version: int, at: dt.datetime) -> bool: ...
+
+    def tracked(self, fork: str, key: str) -> tuple[Tracked, int] | None: ...
+
+    def open_failures(self, fork: str) -> list[tuple[Tracked, int]]: ...
+
+    def trunk_runs(
+        self, fork: str, *, ingestion: str, level: Level | None = None, limit: int = ...
+    ) -> list[TierRun]: ...
+
+    def runs_on(self, fork: str, level: Level, head_sha: str) -> list[TierRun]: ...
+
+    def waiting(self, fork: str) -> list[TierRun]: ...

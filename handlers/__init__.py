@@ -20,6 +20,7 @@ from handlers import (
     register,
     requests,
     tiers,
+    trunk_watch,
     workflow_run,
 )
 
@@ -36,6 +37,7 @@ ROUTES = Routes(
         register.router,
         ingest.router,
         tiers.router,
+        trunk_watch.router,
         workflow_run.router,
         bisect.router,
     ),

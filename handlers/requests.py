@@ -13,7 +13,7 @@ from bot.core.webhooks import GitHubId, RepoName
 
 INGEST, REGISTER = "ingest", "register"  # the jobs' kinds
 TIERS, TIER_LOCAL, TIER_TIMEOUTS = "tiers", "tier-local", "tier-timeouts"
-BISECT = "bisect"
+BISECT, TRUNK_WATCH = "bisect", "trunk-watch"
 log = logging.getLogger("sluice.requests")
 
 
@@ -60,6 +60,12 @@ class TierTimeoutsRequest(Request):
     fork: RepoName
 
 
+class TrunkWatchRequest(Request):
+    """Look whether fork trunk is due its trunk runs (trunk watch); time out stalled ones."""
+
+    fork: RepoName
+
+
 class BisectRequest(Request):
     """A tier run finished that a bisection may want: a PR's own real failure, or one of its probes."""
 
@@ -74,6 +80,7 @@ PAYLOADS: dict[str, type[BaseModel]] = {
     TIER_LOCAL: LocalTierRequest,
     TIER_TIMEOUTS: TierTimeoutsRequest,
     BISECT: BisectRequest,
+    TRUNK_WATCH: TrunkWatchRequest,
 }
 
 
@@ -129,3 +136,9 @@ async def bisect(ctx: Context, fork: str, run: int) -> None:
     payload = BisectRequest(fork=fork, run=run).model_dump(mode="json")
     key = f"{fork}:bisect-run-{run}"
     await ctx.db(ctx.job_requests.enqueue_once, BISECT, payload, key=key, now=ctx.clock())
+
+
+async def trunk_watch(ctx: Context, fork: str) -> None:
+    """Ask whether `fork`'s trunk is due its trunk runs; requests for one fork coalesce."""
+    payload = TrunkWatchRequest(fork=fork).model_dump(mode="json")
+    await ctx.db(ctx.job_requests.enqueue_once, TRUNK_WATCH, payload, key=fork, now=ctx.clock())

@@ -15,7 +15,7 @@ from bot.app.worker import Rejected
 from bot.core.bisect_pr import candidate_branch
 from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
 from bot.core.tier_checks import RERUN, RUN_L3
-from bot.core.tiers import LEVELS, RunState, Subject, TierRun, Verdict, Want, tier_config
+from bot.core.tiers import LEVELS, TRUNK_PULL, RunState, Subject, TierRun, Verdict, Want, tier_config
 from bot.core.webhooks import CheckRunEvent, PullRequestEvent
 from bot.flows.bisection import time_out_probes
 from bot.flows.local_tier import run_local
@@ -93,7 +93,8 @@ async def on_tier_timeouts(request: TierTimeoutsRequest, *, ctx: Context, job: J
     fork = await ctx.db(ctx.registry.fork, request.fork)
     if fork is None:
         return
-    waiting = [r for r in await ctx.db(ctx.tier_runs.waiting) if r.fork == fork.repo]
+    # trunk's own runs are trunk watch's to time out (handlers.trunk_watch): they have no PR to bring forward
+    waiting = [r for r in await ctx.db(ctx.tier_runs.waiting) if r.fork == fork.repo and r.pull != TRUNK_PULL]
     if waiting:
         await time_out_stalled(await tiering(ctx, fork), waiting)
 
@@ -103,8 +104,8 @@ async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) ->
     fork = await ctx.db(ctx.registry.fork, request.fork)
     runs = ctx.tier_runs
     run = await ctx.db(runs.get, request.run)
-    if fork is None or run is None or run.state is not RunState.DISPATCHED:
-        return
+    if fork is None or run is None or run.state is not RunState.DISPATCHED or run.pull == TRUNK_PULL:
+        return  # a trunk run is handlers.trunk_watch's
     t = await tiering(ctx, fork)
     pull = await t.forge.pull(run.pull)
     auth = await ctx.git_auth(fork.installation_id)

@@ -8,6 +8,7 @@ from gidgethub.routing import Router
 
 from bot.app.context import Context
 from bot.core.errors import TooLarge
+from bot.core.tiers import TRUNK_PULL
 from bot.core.webhooks import WorkflowRunEvent
 from bot.flows.tiers import ARTIFACT, MAX_ARTIFACT_BYTES, Finished, complete, request_of, unpack
 from bot.ports import Job
@@ -28,6 +29,8 @@ async def on_completed(event: WorkflowRunEvent, *, ctx: Context, job: Job) -> No
     run = await ctx.db(runs.get, key) if key is not None else None
     if run is None or run.fork != fork.repo or (run.run_id not in (None, workflow_run.id)):
         return  # not a tier run of Sluice's
+    if run.pull == TRUNK_PULL:
+        return  # a trunk run: handlers.trunk_watch's
     t = await tiering(ctx, fork)
     conclusion = workflow_run.conclusion or "failure"
     try:

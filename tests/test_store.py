@@ -16,7 +16,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
 import bot.db.audit
-import bot.db.bisections
 import bot.db.gates
 import bot.db.jobs
 import bot.db.lag
@@ -24,6 +23,7 @@ import bot.db.leases
 import bot.db.registry
 import bot.db.store
 import bot.db.tier_runs
+import bot.db.trunk_watch
 from bot.core.models import (
     Dependency,
     DependencyKind,
@@ -55,15 +55,21 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0015_bisections"
+HEAD_REVISION = "0016_trunk_watch"
 # Modules that define tables on the metadata the migrations are compared with.
-TABLE_MODULES = (bot.db.audit, bot.db.gates, bot.db.jobs, bot.db.lag, bot.db.registry, bot.db.tier_runs)
+TABLE_MODULES = (
+    bot.db.audit,
+    bot.db.gates,
+    bot.db.jobs,
+    bot.db.lag,
+    bot.db.registry,
+    bot.db.tier_runs,
+    bot.db.trunk_watch,
+)
 TABLES = [
     "alembic_version",
     "approvals",
     "audits",
-    "bisect_culprits",
-    "bisections",
     "chain_members",
     "chains",
     "command_audit",
@@ -83,6 +89,7 @@ TABLES = [
     "plans",
     "resolutions",
     "tier_runs",
+    "trunk_failures",
     "waivers",
 ]
 

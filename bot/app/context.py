@@ -36,6 +36,7 @@ from bot.db.lag import LagHistory
 from bot.db.signoffs import L3Signoffs
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
+from bot.db.trunk_watch import TrunkWatchStore
 from bot.git.mirror import Mirror, SyncResult, token_auth
 from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
@@ -53,6 +54,7 @@ from bot.ports import (
     Repository,
     SignoffRecords,
     TierRunRecords,
+    TrunkWatchRecords,
 )
 
 P = ParamSpec("P")
@@ -99,6 +101,11 @@ class Context:
     def bisections(self) -> BisectionRecords:
         """Bisections of failed ingestions and the culprits they blamed (blocking: call through `db`)."""
         return Bisections(self.store)
+
+    @property
+    def trunk_watch(self) -> TrunkWatchRecords:
+        """Failures tracked on fork trunk, and trunk's tier runs (blocking: call through `db`)."""
+        return TrunkWatchStore(self.store)
 
     @property
     def lag_history(self) -> LagRecorder:

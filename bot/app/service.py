@@ -247,7 +247,7 @@ def create_app(
     """The aiohttp application; dependencies are passed in, nothing is read from the environment here.
 
     With `background`, the app also runs `settings.workers` job workers, the upstream poll loop, the
-    redelivery sweep and the periodic resync.
+    redelivery sweep, the periodic resync and the trunk-watch loop.
     """
     if settings.webhook_secret is None:
         raise ValueError("a webhook secret is required")
@@ -260,6 +260,7 @@ def create_app(
         settings.redelivery_interval,
         settings.resync_interval,
         settings.tier_sweep_interval,
+        settings.trunk_watch_interval,
     )
     if background and (settings.workers > 0 or any(periodic)):
         app.cleanup_ctx.append(_background)
@@ -297,9 +298,10 @@ def _add_lanes(app: web.Application, settings: Settings, store: Store, clock: Cl
 
 
 async def _background(app: web.Application) -> AsyncIterator[None]:
-    """Job workers, the poll loop, the sweep and the resync, sharing one HTTP session and GitHub client."""
+    """Job workers, the poll loop, the sweep, the resync and trunk watch, sharing one HTTP session and GitHub
+    client."""
     from bot.app.worker import Worker
-    from handlers import ROUTES, poll, resync  # handlers import the core; the core never imports them
+    from handlers import ROUTES, poll, resync, trunk_watch  # the core never imports handlers
 
     settings, metrics = app[SETTINGS], app[METRICS]
     stop = asyncio.Event()
@@ -322,6 +324,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
             if settings.poll_interval > 0:
                 runners.append(poll.loop(ctx, stop))
             runners += resync.loops(ctx, registry=metrics.registry, holder=name, stop=stop)
+            runners += trunk_watch.loops(ctx, holder=name, stop=stop)
             log.info(
                 "%d workers started as %s%s",
                 settings.workers,

@@ -43,6 +43,8 @@ class Settings(BaseSettings):
     resync_interval: float = Field(default=3600.0, ge=0)  # seconds between re-plans of every fork; 0: none
     # seconds between sweeps for tier runs past their tier's timeout (of every PR, open or not); 0: none
     tier_sweep_interval: float = Field(default=300.0, ge=0)
+    # seconds between looks whether a fork's trunk is due its trunk runs (its `trunk_watch`); 0: none
+    trunk_watch_interval: float = Field(default=900.0, ge=0)
     # Upstream hosts besides the GitHub host (comma-separated); an IP literal listed here may be private.
     allowed_upstream_hosts: str = ""
     # Whether an upstream host may resolve to a loopback, link-local or private address (a GHES on the LAN).

@@ -709,6 +709,19 @@ class BisectConfig(Frozen):
     parallel: Annotated[StrictInt, Field(ge=1, le=16)] = 1  # probes dispatched at once (free runners)
 
 
+class TrunkWatch(Frozen):
+    """`trunk_watch`: L2 (and the L3 suites named) on fork trunk's head on a schedule; a test or a critical
+    kernel's metric that got worse between two trunk runs is bisected over the trunk commits between them and
+    tracked in one issue per failure."""
+
+    enabled: StrictBool = False  # opt in: each run takes L2's self-hosted GPU runners
+    interval_hours: Annotated[StrictInt, Field(ge=1, le=24 * 30)] = 24  # at most one trunk run this often
+    # L3 suites to run on trunk too (their benchmarks are compared); one suite, or every one of them
+    l3_suites: tuple[Name, ...] = ()
+    bisect_runs: Annotated[StrictInt, Field(ge=0, le=100)] = 12  # tier runs one failure's bisection may use
+    parallel: Annotated[StrictInt, Field(ge=1, le=16)] = 1  # bisection runs dispatched at once
+
+
 GateTier = Literal["l1", "l2", "l3"]
 
 
@@ -926,6 +939,7 @@ class SluiceConfig(Frozen):
     numerics: NumericsConfig = NumericsConfig()
     bench: BenchConfig = BenchConfig()
     performance: PerformanceConfig = PerformanceConfig()
+    trunk_watch: TrunkWatch = TrunkWatch()
     # Forks in other installations of the App that may read this repository (it is their upstream).
     downstreams: tuple[Downstream, ...] = ()
 
@@ -935,6 +949,17 @@ class SluiceConfig(Frozen):
         cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
     ) -> Any:
         return _unique_names(value, handler, field=str(info.field_name))
+
+    @model_validator(mode="after")
+    def _trunk_watch_names_l3_suites(self) -> SluiceConfig:
+        names = [s.name for s in self.tiers.l3.suites]
+        wanted = self.trunk_watch.l3_suites
+        unknown = [name for name in wanted if name not in names]
+        if unknown:
+            raise ValueError(f"`trunk_watch.l3_suites` names {unknown[0]!r}, which is none of L3's suites")
+        if 1 < len(set(wanted)) < len(names):
+            raise ValueError("`trunk_watch.l3_suites` names one L3 suite, or every one of them")
+        return self
 
     @functools.cached_property
     def all_components(self) -> tuple[Component, ...]:

@@ -71,6 +71,10 @@ class SubjectKind(enum.StrEnum):
     # runners; L2 and L3, on the fork's self-hosted runners, only when someone with write access asks.
     OUTSIDE_PR = "outside-pr"
     EMERGENCY = "emergency"  # an emergency pick (`/cherry-pick`): the tiers its gate requires, L1 by default
+    TRUNK = "trunk"  # fork trunk's own head (trunk watch): no PR, no check run; its runs have pull TRUNK_PULL
+
+
+TRUNK_PULL = 0  # the `pull` of a tier run on fork trunk itself (GitHub numbers PRs from 1)
 
 
 class RunState(enum.StrEnum):

@@ -32,6 +32,7 @@ from bot.core.errors import BadInput
 from bot.core.l3_metrics import Regression
 from bot.core.tiers import (
     PASS_RATE_WINDOW,
+    TRUNK_PULL,
     Level,
     RunState,
     TierRun,
@@ -40,6 +41,7 @@ from bot.core.tiers import (
     decode_selection,
     selection_code,
 )
+from bot.core.trunk_watch import WATCH
 from bot.db.store import Store, UTCDateTime, metadata
 
 RunId = BigInteger().with_variant(Integer, "sqlite")  # GitHub's workflow run ids outgrow 32 bits
@@ -180,7 +182,9 @@ class TierRuns:
 
     def pull_for_head(self, fork: str, head_sha: str) -> int | None:
         """The PR whose tiers ran on `head_sha` (a check run's button names only the commit)."""
-        query = select(tier_runs.c.pull).where(tier_runs.c.fork == fork, tier_runs.c.head_sha == head_sha)
+        query = select(tier_runs.c.pull).where(
+            tier_runs.c.fork == fork, tier_runs.c.head_sha == head_sha, tier_runs.c.pull != TRUNK_PULL
+        )  # a trunk run (pull 0) has no check run to press
         with self.store._engine.connect() as conn:
             found = conn.execute(query.order_by(desc(tier_runs.c.id)).limit(1)).scalar()
         return int(found) if found is not None else None
@@ -213,6 +217,19 @@ class TierRuns:
         with self.store._engine.connect() as conn:
             rows = conn.execute(query).all()
         return tuple(_regression(r._mapping) for r in rows)
+
+    def latest_trunk_report(self, fork: str, level: Level) -> str | None:
+        """Fork trunk's newest report of `level` from trunk watch (`trunk_watch` in the fork's config)."""
+        query = (
+            select(tier_runs.c.report)
+            .where(tier_runs.c.fork == fork, tier_runs.c.pull == TRUNK_PULL, tier_runs.c.ingestion == WATCH)
+            .where(tier_runs.c.level == level.value, tier_runs.c.report.is_not(None))
+            .where(tier_runs.c.verdict != Verdict.INFRA.value)
+            .order_by(desc(tier_runs.c.id))
+        )
+        with self.store._engine.connect() as conn:
+            found = conn.execute(query.limit(1)).scalar()
+        return str(found) if found is not None else None
 
     def stats(self, *, window: int = PASS_RATE_WINDOW) -> list[TierStats]:
         """Each fork's and tier's pass rate over its newest `window` completed runs, and its runner minutes

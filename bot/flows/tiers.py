@@ -290,6 +290,7 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     subject = subject_of(pull, fork=t.forge.repo)
     report, problem = read_report(finished, run)
     trunk = _parse(await t.db(t.runs.latest_report, run.fork, run.level, head_sha=subject.baseline_sha))
+    trunk = trunk or _parse(await t.db(t.runs.latest_trunk_report, run.fork, run.level))  # trunk watch's
     facts = facts_of(report) if report is not None else None
     found = triage(
         finished.conclusion,
