@@ -244,9 +244,10 @@ def test_emergency_picks_are_recorded_as_such(scenario: Scenario, tmp_path: Path
     assert record.reason == f"emergency pick {scenario.git('rev-parse', 'main')}"
 
 
-def test_demo_builds_plans_and_dry_runs_a_pick(tmp_path: Path, capsys) -> None:
-    """The README's main-job command: a generated sandbox, its plan and a dry-run pick, all under --dir."""
-    code, out, err = run(capsys, "demo", "--dir", str(tmp_path / "demo"))
+def test_demo_plan_only_builds_plans_and_dry_runs_a_pick(tmp_path: Path, capsys) -> None:
+    """`sluice demo --plan-only`: a generated sandbox, its plan and a dry-run pick, all under --dir (the
+    whole loop, `sluice demo` itself, is tests/test_demo_loop.py's)."""
+    code, out, err = run(capsys, "demo", "--plan-only", "--dir", str(tmp_path / "demo"))
     assert code == 0, err
     assert "Days Behind Upstream" in out and "Low-risk bundles" in out and "Risky chains" in out
     assert "\nbundle-" in out and "\nchain-" in out

@@ -316,7 +316,8 @@ def audit_text(audit: dict[str, Any]) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Build a Triton-shaped sandbox (unless repos are given), plan it, dry-run a conflicting chain."""
+    """The whole loop on a generated sandbox (`--plan-only`: plan it and dry-run a conflicting chain; with
+    `--repo` those repositories are planned instead)."""
     if args.repo:
         return _demo_run(args)
     if args.dir:
@@ -341,9 +342,33 @@ def _demo_in(root: Path, args: argparse.Namespace) -> int:
             "(ci/validate.sh l1 in a clone of the fork runs L1)",
             file=sys.stderr,
         )
-    args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
     args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
+    if not args.plan_only:
+        from bot.app import demo_loop
+
+        try:
+            return _demo_loop(sandbox, root, args)
+        except demo_loop.NeedsCheckout as exc:
+            print(f"sluice demo: the full loop needs a checkout: {exc}; planning only", file=sys.stderr)
+    args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
     return _demo_run(args)
+
+
+def _demo_loop(sandbox: Any, root: Path, args: argparse.Namespace) -> int:
+    """Sandbox → simulator → the App with real workers → PRs, tiers, gate, merges; then the summary."""
+    from bot.app import demo_loop
+
+    def say(line: str) -> None:
+        print(f"sluice demo: {line}", file=sys.stderr, flush=True)
+
+    result = demo_loop.run_demo(
+        sandbox, root=root, database_url=args.database, timeout_s=args.timeout, say=say
+    )
+    if args.json:
+        print(json.dumps(result.as_json(), indent=2, sort_keys=True))
+    else:
+        sys.stdout.write(demo_loop.summary_text(result))
+    return 1 if result.pending else 0
 
 
 def _demo_run(args: argparse.Namespace) -> int:
@@ -654,12 +679,21 @@ def _add_status_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_demo_command(sub: argparse._SubParsersAction) -> None:
-    demo = sub.add_parser("demo", help="plan a generated Triton-shaped sandbox (or the repos given)")
+    demo = sub.add_parser(
+        "demo",
+        help="run Sluice's whole loop on a generated Triton-shaped sandbox against the GitHub simulator",
+    )
     _add_repo_options(demo, required=False)
     demo.add_argument("--dir", help="where to build the sandbox (default: a new temporary directory)")
     demo.add_argument("--database", help="SQLAlchemy URL (default: a SQLite file beside the sandbox)")
     demo.add_argument("--no-record", action="store_true", help=argparse.SUPPRESS)
-    demo.add_argument("--full", action="store_true", help="after the summary, list every commit")
+    demo.add_argument(
+        "--plan-only", action="store_true", help="only plan the sandbox and dry-run a pick (as with --repo)"
+    )
+    demo.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds the whole loop may take (default 900)"
+    )
+    demo.add_argument("--full", action="store_true", help="with --plan-only: after the summary, every commit")
     demo.set_defaults(run=cmd_demo)
 
 
