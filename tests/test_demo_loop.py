@@ -7,8 +7,10 @@ repositories and the store it kept under `--dir`, and the metrics against `sluic
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import pytest
 
 from bot.app import demo_loop
 from bot.app.cli import main
+from bot.core import gate
 from bot.core.audit import AuditState
 from bot.core.tiers import Verdict
 from bot.db.gates import GateStore
@@ -215,3 +218,40 @@ def test_read_bisections_finds_none_without_a_table_and_reads_a_table_once_there
         assert (found["ingestion"], found["culprit"], found["tier_runs"]) == ("bundle-1", "c" * 40, 7)
     finally:
         opened.close()
+
+
+def test_a_run_past_its_timeout_says_what_is_still_in_flight(tmp_path: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["demo", "--dir", str(tmp_path), "--json", "--timeout", "8"])
+    found = json.loads(out.getvalue())
+    assert code == 1 and found["pending"], err.getvalue()[-2000:]
+    assert all(
+        re.search(r"\d+ (queued|running) [a-z-]+ jobs?|dispatched on|time ran out", p)
+        for p in found["pending"]
+    )
+    text = demo_loop.summary_text(demo_loop.DemoResult.from_json(found))
+    assert "Timed out with this still in flight:" in text and found["pending"][0] in text
+
+
+def test_gate_missing_reads_the_rows_the_gate_writes() -> None:
+    decision = gate.GateDecision(
+        head_sha="a" * 40,
+        missing=(
+            gate.Missing(gate.MissingKind.TIER, "sluice/L1 concluded failure", (), "fix it | push"),
+            gate.Missing(gate.MissingKind.APPROVAL, "a code owner's approval", ("@org/a", "@b"), "approve"),
+        ),
+        met=("no hold is set",),
+        failed=(),
+    )
+    check = {"output": {"summary": gate.summary(decision, notes=["a note"])}}
+    assert demo_loop.gate_missing(check) == [
+        {"what": "sluice/L1 concluded failure", "who": [], "how": "fix it | push"},
+        {"what": "a code owner's approval", "who": ["@org/a", "@b"], "how": "approve"},
+    ]
+    assert (
+        demo_loop.gate_missing(
+            {"output": {"summary": gate.summary(dataclasses.replace(decision, missing=()))}}
+        )
+        == []
+    )

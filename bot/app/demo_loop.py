@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 from pydantic import SecretStr
-from sqlalchemy import MetaData, Table, inspect, select
+from sqlalchemy import MetaData, Table, func, inspect, select
 
 import bot
 from bot.app.service import create_app
@@ -34,7 +34,7 @@ from bot.core.config import parse_config
 from bot.core.ingestion import BRANCH_PREFIX, Tier
 from bot.core.tiers import RunState, TierRun
 from bot.db.gates import GateStore
-from bot.db.jobs import JobQueue
+from bot.db.jobs import JobState, jobs
 from bot.db.lag import LagHistory
 from bot.db.registry import Registry
 from bot.db.store import Store
@@ -45,8 +45,8 @@ UPSTREAM, FORK = "triton-lang/triton", "sandbox/triton-fork"
 MAINTAINERS, MAINTAINER = "sandbox/maintainers", "demo-maintainer"  # the fork's code owners; who approves
 UPSTREAM_DEV = "upstream-dev"  # who pushes upstream's commits
 DEFAULT_TIMEOUT_S = 900.0
-POLL_S = 0.25
-QUIET_POLLS = 4  # consecutive polls with nothing in flight before the demo calls Sluice at rest
+POLL_S = 0.5
+QUIET_POLLS = 3  # consecutive polls with nothing in flight before the demo calls Sluice at rest
 # The planted culprit fails L1 on its bundle and on every PR stacked on it (each holds it): with the default
 # `gate.pause_after_failures` (3) the safety throttle would pause ingestion before the first bundle merges.
 DEMO_GATE = {"required_tiers": ["l1", "l2"], "auto_merge": True, "pause_after_failures": 25}
@@ -253,25 +253,32 @@ async def _loop(
         _seed(sim, sandbox, sim_url, say)
         store = Store.open(database_url)
         try:
-            settings = _settings(sim, sim_url, data_dir=root / "sluice-data")
+            secret = secrets.token_hex(16)
+            settings = _settings(sim, sim_url, secret=secret, data_dir=root / "sluice-data")
             async with _served(create_app(settings, store=store, background=True)) as bot_url:
-                env = Env(sim, store, bot_url, settings.webhook_secret.get_secret_value(), say)  # type: ignore[union-attr]
-                sim.hook(f"{bot_url}/webhook", env.secret)
+                env = Env(sim, store, bot_url, secret, say)
+                sim.hook(f"{bot_url}/webhook", secret)
                 say(
                     f"Sluice serving on {bot_url} ({settings.workers} workers, tiers run here: local backend)"
                 )
                 await _install(env, rig)
                 deadline = started + timeout_s
-                await _until_rest(env, deadline)
-                head = str(sandbox.manifest.upstream_head)
-                count = sim.git(UPSTREAM, "rev-list", "--count", "--first-parent", f"{head}", "--not", "main")
-                say(f"upstream: {UPSTREAM_DEV} pushes {count} commits to {UPSTREAM} main (a push webhook)")
-                sim.push(UPSTREAM, "main", head, pusher=UPSTREAM_DEV)
                 pending = await _until_rest(env, deadline)
+                if not pending:
+                    pending = await _push(env, sandbox, deadline)
                 result = _read_back(env, sandbox, pending, started, sim_url)
         finally:
             store.close()
     return result
+
+
+async def _push(env: Env, sandbox: Sandbox, deadline: float) -> list[str]:
+    """Upstream's commits since the fork point, pushed by a person; then wait for Sluice to rest."""
+    head = str(sandbox.manifest.upstream_head)
+    count = env.sim.git(UPSTREAM, "rev-list", "--count", "--first-parent", head, "--not", "main")
+    env.say(f"upstream: @{UPSTREAM_DEV} pushes {count} commits to {UPSTREAM} main (a push webhook)")
+    env.sim.push(UPSTREAM, "main", head, pusher=UPSTREAM_DEV)
+    return await _until_rest(env, deadline)
 
 
 @contextlib.asynccontextmanager
@@ -321,12 +328,12 @@ def demo_config(committed: str, upstream_url: str) -> str:
     return text
 
 
-def _settings(sim: Any, sim_url: str, *, data_dir: Path) -> Settings:
+def _settings(sim: Any, sim_url: str, *, secret: str, data_dir: Path) -> Settings:
     return Settings(
         app_id=sim.app_id,
         private_key=SecretStr(sim.private_key_pem or ""),
         private_key_file=None,
-        webhook_secret=SecretStr(secrets.token_hex(16)),
+        webhook_secret=SecretStr(secret),
         github_url=sim_url,
         git_url=None,
         data_dir=data_dir,
@@ -368,8 +375,7 @@ async def _until_rest(env: Env, deadline: float) -> list[str]:
 
 
 def _in_flight(env: Env) -> list[str]:
-    counts = JobQueue(env.store).counts()
-    busy = [f"{counts[s]} {s} jobs" for s in ("queued", "running") if counts[s]]
+    busy = [f"{n} {state} {kind} job{'' if n == 1 else 's'}" for kind, state, n in _live_jobs(env.store)]
     runs = TierRuns(env.store)
     for pull in _pulls(env.sim):
         busy += [
@@ -380,11 +386,19 @@ def _in_flight(env: Env) -> list[str]:
     return busy
 
 
+def _live_jobs(store: Store) -> list[tuple[str, str, int]]:
+    """(kind, state, count) of the jobs queued or running (a queued one may wait for its retry)."""
+    live = jobs.c.state.in_([JobState.QUEUED.value, JobState.RUNNING.value])
+    query = select(jobs.c.kind, jobs.c.state, func.count()).where(live).group_by(jobs.c.kind, jobs.c.state)
+    with store._engine.connect() as conn:
+        return sorted((str(k), str(s), int(n)) for k, s, n in conn.execute(query))
+
+
 async def _approve(env: Env) -> bool:
     """Act as the fork's code owner where an open PR's gate waits for one's approval on its head."""
-    acted = False
+    acted, heads = False, _heads(env.sim)
     for pull in _pulls(env.sim):
-        head = _head(env.sim, pull)
+        head = _head(pull, heads)
         gate = _checks(env.sim, head).get(Tier.GATE.value)
         if pull.state != "open" or gate is None or gate.get("conclusion") is not None:
             continue
@@ -403,9 +417,10 @@ async def _approve(env: Env) -> bool:
 
 def _tell(env: Env) -> None:
     """One progress line per change a newcomer would notice: a PR opened, a tier concluded, a merge."""
+    heads = _heads(env.sim)
     for pull in _pulls(env.sim):
         unit = pull.head_ref.removeprefix(BRANCH_PREFIX)
-        head = _head(env.sim, pull)
+        head = _head(pull, heads)
         news = {"pr": f"#{pull.number} opened for {unit}: {pull.title}"}
         for name, run in _checks(env.sim, head).items():
             if run.get("conclusion") not in (None, "skipped"):
@@ -429,11 +444,18 @@ def _pulls(sim: Any) -> list[Any]:
     return [i for i in issues if i.is_pull and i.head_ref.startswith(BRANCH_PREFIX)]
 
 
-def _head(sim: Any, pull: Any) -> str:
+def _heads(sim: Any) -> dict[int, str]:
+    """Each PR's `refs/pull/N/head`, which GitHub keeps at the head of an open PR (one git call)."""
+    refs = sim.git(FORK, "for-each-ref", "--format=%(objectname) %(refname)", "refs/pull/")
+    found = (line.split(" ", 1) for line in refs.splitlines())
+    return {int(ref.split("/")[2]): sha for sha, ref in found if ref.endswith("/head")}
+
+
+def _head(pull: Any, heads: Mapping[int, str]) -> str:
     """The PR's head: its branch's while open, the one GitHub froze at the merge or close after."""
     if pull.state != "open" and pull.frozen_head_sha:
         return str(pull.frozen_head_sha)
-    return str(sim.git(FORK, "rev-parse", f"refs/pull/{pull.number}/head"))
+    return heads[pull.number]
 
 
 def _checks(sim: Any, sha: str) -> dict[str, dict[str, Any]]:
@@ -491,7 +513,7 @@ def _read_back(env: Env, sandbox: Sandbox, pending: list[str], started: float, s
 
 
 def _ingestion(env: Env, record: Any, pull: Any) -> Ingestion:
-    head = _head(env.sim, pull) if pull is not None else record.head
+    head = _head(pull, _heads(env.sim)) if pull is not None else record.head
     state = (
         "merged" if pull is not None and pull.merged else (pull.state if pull is not None else record.state)
     )
@@ -618,17 +640,19 @@ STATE_WORDS = {
 def summary_text(result: DemoResult) -> str:
     """What happened, in words: each ingestion, the culprit, the bisections, Days Behind before and after."""
     merged = [i for i in result.ingestions if i.state == "merged"]
-    lines = [
-        f"Sluice ran its whole loop against the GitHub simulator in {result.seconds:.0f} s: one upstream "
-        f"push, {len([i for i in result.ingestions if i.pr])} ingestion PRs, {len(merged)} merged.",
-        "",
-    ]
+    prs = len([i for i in result.ingestions if i.pr])
+    ran = (
+        f"Sluice did not come to rest within the demo's time-out ({result.seconds:.0f} s)"
+        if result.pending
+        else f"Sluice ran its whole loop against the GitHub simulator in {result.seconds:.0f} s"
+    )
+    lines = [f"{ran}: one upstream push, {prs} ingestion PRs, {len(merged)} merged.", ""]
     for ingestion in result.ingestions:
         lines += _ingestion_lines(ingestion, result.culprits)
     lines += ["", *_culprit_lines(result), "", *_metric_lines(result.metrics)]
     if result.approvals:
-        prs = ", ".join(f"#{a['pr']}" for a in result.approvals)
-        lines.append(f"The demo approved {prs} as @{MAINTAINER}, a code owner (@{MAINTAINERS}).")
+        approved = ", ".join(f"#{a['pr']}" for a in result.approvals)
+        lines.append(f"The demo approved {approved} as @{MAINTAINER}, a code owner (@{MAINTAINERS}).")
     if result.pending:
         lines += ["", "Timed out with this still in flight:", *(f"  {p}" for p in result.pending)]
     where = result.where
