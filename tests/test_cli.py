@@ -258,6 +258,23 @@ def test_demo_plan_only_builds_plans_and_dry_runs_a_pick(tmp_path: Path, capsys)
     assert sorted(p.name for p in (tmp_path / "demo" / "sandbox").iterdir()) == ["fork.git", "upstream.git"]
 
 
+@pytest.mark.parametrize("timeout", ["0", "-5", "nan", "inf", "soon"])
+def test_demo_refuses_a_timeout_that_is_not_a_positive_number_of_seconds(
+    timeout: str, tmp_path: Path, capsys
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--dir", str(tmp_path / "demo"), "--timeout", timeout])
+    assert exit_.value.code == 2
+    assert f"argument --timeout: a positive number of seconds, not {timeout!r}" in capsys.readouterr().err
+    assert not (tmp_path / "demo").exists()
+
+
+def test_demo_refuses_full_without_plan_only(tmp_path: Path, capsys) -> None:
+    code, _, err = run(capsys, "demo", "--dir", str(tmp_path / "demo"), "--full")
+    assert code == 2 and "--full lists a plan's commits" in err and "--plan-only" in err
+    assert not (tmp_path / "demo").exists()
+
+
 def test_serve_reports_every_missing_setting(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     for name in ("SLUICE_APP_ID", "SLUICE_PRIVATE_KEY", "SLUICE_PRIVATE_KEY_FILE", "SLUICE_WEBHOOK_SECRET"):
         monkeypatch.delenv(name, raising=False)

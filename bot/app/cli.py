@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from sqlalchemy.engine import make_url
@@ -26,7 +26,7 @@ from bot.config_file import load_config
 from bot.core import render
 from bot.core.audit import render as render_audit
 from bot.core.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config
-from bot.core.errors import GitError, NotFound, SluiceError
+from bot.core.errors import BadInput, GitError, NotFound, SluiceError
 from bot.core.models import CommitInfo, Disposition, DispositionRecord, PickReport, PickStatus, Plan, RiskKind
 from bot.core.recognise import unmatched_picks
 from bot.core.refs import validate_ref, validate_rev
@@ -40,6 +40,9 @@ from bot.flows.swapped import check_not_swapped
 from bot.git.facts import CommitFacts
 from bot.git.mirror import Mirror
 from bot.git.repo import GitRepo
+
+if TYPE_CHECKING:
+    from bot.demo import Sandbox
 
 SLOW_AFTER_S = 2.0
 
@@ -320,6 +323,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     `--repo` those repositories are planned instead)."""
     if args.repo:
         return _demo_run(args)
+    if args.full and not args.plan_only:
+        raise BadInput(
+            "--full lists a plan's commits", "give it with --plan-only (the whole loop has no plan table)"
+        )
     if args.dir:
         return _demo_in(Path(args.dir), args)
     # Nothing of a throwaway sandbox outlives the run; --dir keeps one to look at.
@@ -354,7 +361,7 @@ def _demo_in(root: Path, args: argparse.Namespace) -> int:
     return _demo_run(args)
 
 
-def _demo_loop(sandbox: Any, root: Path, args: argparse.Namespace) -> int:
+def _demo_loop(sandbox: Sandbox, root: Path, args: argparse.Namespace) -> int:
     """Sandbox → simulator → the App with real workers → PRs, tiers, gate, merges; then the summary."""
     from bot.app import demo_loop
 
@@ -678,6 +685,17 @@ def _add_status_command(sub: argparse._SubParsersAction) -> None:
     status.set_defaults(run=cmd_status)
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds (argparse reports anything else as a bad value)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a positive number of seconds, not {text!r}")
+    return value
+
+
 def _add_demo_command(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser(
         "demo",
@@ -691,7 +709,7 @@ def _add_demo_command(sub: argparse._SubParsersAction) -> None:
         "--plan-only", action="store_true", help="only plan the sandbox and dry-run a pick (as with --repo)"
     )
     demo.add_argument(
-        "--timeout", type=float, default=900.0, help="seconds the whole loop may take (default 900)"
+        "--timeout", type=_seconds, default=900.0, help="seconds the whole loop may take (default 900)"
     )
     demo.add_argument("--full", action="store_true", help="with --plan-only: after the summary, every commit")
     demo.set_defaults(run=cmd_demo)

@@ -44,7 +44,6 @@ from bot.demo import Sandbox
 UPSTREAM, FORK = "triton-lang/triton", "sandbox/triton-fork"
 MAINTAINERS, MAINTAINER = "sandbox/maintainers", "demo-maintainer"  # the fork's code owners; who approves
 UPSTREAM_DEV = "upstream-dev"  # who pushes upstream's commits
-DEFAULT_TIMEOUT_S = 900.0
 POLL_S = 0.5
 QUIET_POLLS = 3  # consecutive polls with nothing in flight before the demo calls Sluice at rest
 # The planted culprit fails L1 on its bundle and on every PR stacked on it (each holds it): with the default
@@ -204,9 +203,7 @@ class DemoResult:
 # ------------------------------------------------------------------ the loop
 
 
-def run_demo(
-    sandbox: Sandbox, *, root: Path, database_url: str, timeout_s: float = DEFAULT_TIMEOUT_S, say: Say
-) -> DemoResult:
+def run_demo(sandbox: Sandbox, *, root: Path, database_url: str, timeout_s: float, say: Say) -> DemoResult:
     """Serve the simulator with the sandbox in it and Sluice against it, push upstream, and wait until
     Sluice rests (or `timeout_s` passes); then read back what it did."""
     github_sim, rig = load_simulator()
