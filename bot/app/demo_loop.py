@@ -38,7 +38,7 @@ from bot.db.jobs import JobState, jobs
 from bot.db.lag import LagHistory
 from bot.db.registry import Registry
 from bot.db.store import Store
-from bot.db.tier_runs import TierRuns
+from bot.db.tier_runs import TierRuns, tier_runs
 from bot.demo import Sandbox
 
 UPSTREAM, FORK = "triton-lang/triton", "sandbox/triton-fork"
@@ -229,6 +229,7 @@ class Env:
     bot_url: str
     secret: str
     say: Say
+    database: str
     seen: dict[tuple[int, str], str] = field(default_factory=dict)  # (PR, what) -> what was last told
     approved: set[tuple[int, str]] = field(default_factory=set)
     approvals: list[dict[str, Any]] = field(default_factory=list)
@@ -253,7 +254,7 @@ async def _loop(
             secret = secrets.token_hex(16)
             settings = _settings(sim, sim_url, secret=secret, data_dir=root / "sluice-data")
             async with _served(create_app(settings, store=store, background=True)) as bot_url:
-                env = Env(sim, store, bot_url, secret, say)
+                env = Env(sim, store, bot_url, secret, say, database_url)
                 sim.hook(f"{bot_url}/webhook", secret)
                 say(
                     f"Sluice serving on {bot_url} ({settings.workers} workers, tiers run here: local backend)"
@@ -373,14 +374,17 @@ async def _until_rest(env: Env, deadline: float) -> list[str]:
 
 def _in_flight(env: Env) -> list[str]:
     busy = [f"{n} {state} {kind} job{'' if n == 1 else 's'}" for kind, state, n in _live_jobs(env.store)]
-    runs = TierRuns(env.store)
-    for pull in _pulls(env.sim):
-        busy += [
-            f"#{pull.number} {r.level.value.upper()} dispatched on {r.head_sha[:10]}"
-            for r in runs.for_pull(FORK, pull.number)
-            if r.state is RunState.DISPATCHED
-        ]
-    return busy
+    return busy + [
+        f"#{pull} {level.upper()} dispatched on {head[:10]}" for pull, level, head in _dispatched(env.store)
+    ]
+
+
+def _dispatched(store: Store) -> list[tuple[int, str, str]]:
+    """(PR, tier, head) of the fork's tier runs still waiting for a result, whatever they validate."""
+    waiting = (tier_runs.c.fork == FORK) & (tier_runs.c.state == RunState.DISPATCHED.value)
+    query = select(tier_runs.c.pull, tier_runs.c.level, tier_runs.c.head_sha).where(waiting)
+    with store._engine.connect() as conn:
+        return sorted((int(p), str(lv), str(h)) for p, lv, h in conn.execute(query))
 
 
 def _live_jobs(store: Store) -> list[tuple[str, str, int]]:
@@ -496,7 +500,14 @@ def _read_back(env: Env, sandbox: Sandbox, pending: list[str], started: float, s
     by_branch = {p.head_ref: p.number for p in pulls.values() if p.state == "open"}
     for ingestion in ingestions:
         ingestion.stacked_on = by_branch.get(ingestion.base or "")
-    where = {"url": sim_url, "repositories": str(env.sim.root / "repos"), "fork": FORK, "upstream": UPSTREAM}
+    repos = str(env.sim.root / "repos")
+    where = {
+        "url": sim_url,
+        "repositories": repos,
+        "fork": FORK,
+        "upstream": UPSTREAM,
+        "database": env.database,
+    }
     return DemoResult(
         ingestions=ingestions,
         bisections=read_bisections(env.store, FORK),
@@ -643,30 +654,39 @@ def summary_text(result: DemoResult) -> str:
         if result.pending
         else f"Sluice ran its whole loop against the GitHub simulator in {result.seconds:.0f} s"
     )
-    lines = [f"{ran}: one upstream push, {prs} ingestion PRs, {len(merged)} merged.", ""]
+    lines = [
+        f"{ran}: one upstream push, {prs} ingestion PRs, {len(merged)} merged.",
+        "Each ingestion PR builds on the one before it; one merges once it is based on main and its gate",
+        "(`sluice/gate`: L1 and L2 passed, code owners' approvals, no hold) is open.",
+        "",
+    ]
+    told: dict[str, int] = {}  # a failure already shown -> the PR it was shown for
     for ingestion in result.ingestions:
-        lines += _ingestion_lines(ingestion, result.culprits)
+        lines += _ingestion_lines(ingestion, result.culprits, told)
     lines += ["", *_culprit_lines(result), "", *_metric_lines(result.metrics)]
     if result.approvals:
         approved = ", ".join(f"#{a['pr']}" for a in result.approvals)
         lines.append(f"The demo approved {approved} as @{MAINTAINER}, a code owner (@{MAINTAINERS}).")
     if result.pending:
         lines += ["", "Timed out with this still in flight:", *(f"  {p}" for p in result.pending)]
+    return "\n".join([*lines, "", *_where_lines(result)]) + "\n"
+
+
+def _where_lines(result: DemoResult) -> list[str]:
     where = result.where
-    lines += [
-        "",
-        f"The simulator's repositories: {where['repositories']} (fork trunk: {FORK}.git, branch main).",
-        "Each audit record: `sluice audit <ingestion id> --database <the demo's store>`.",
-    ]
-    return "\n".join(lines) + "\n"
+    lines = [f"The simulator's repositories: {where['repositories']} (fork trunk: {FORK}.git, branch main)."]
+    example = next((i for i in result.ingestions if i.audit), None)
+    if example is not None:
+        lines.append(f"An audit record: sluice audit {example.id} --database {where.get('database')}")
+    return lines
 
 
-def _ingestion_lines(i: Ingestion, culprits: Sequence[str]) -> list[str]:
+def _ingestion_lines(i: Ingestion, culprits: Sequence[str], told: dict[str, int]) -> list[str]:
     pr = f"#{i.pr}" if i.pr else "no PR"
     noun = "commit" if i.commits == 1 else "commits"
     state = STATE_WORDS.get(i.state, i.state)
     if i.stacked_on is not None:
-        state += f", builds on #{i.stacked_on} (it merges after that one)"
+        state += f", builds on #{i.stacked_on}"
     if _holds_culprit(i, culprits):
         state += "; holds the planted culprit"
     lines = [f"{pr} {i.kind} {i.id} ({i.commits} upstream {noun}): {state}"]
@@ -675,17 +695,30 @@ def _ingestion_lines(i: Ingestion, culprits: Sequence[str]) -> list[str]:
         lines.append("    tiers: " + ", ".join(tiers))
     for name, tier in i.tiers.items():
         failures = (tier.get("report") or {}).get("failures") or []
-        if tier["conclusion"] == "failure" and failures:
-            lines.append(f"    {name} failed: {failures[0]['test']}: {failures[0]['error'][:150]}")
+        if tier["conclusion"] != "failure" or not failures:
+            continue
+        error = f"{failures[0]['test']}: {_without_paths(failures[0]['error'])[:150]}"
+        if error in told:
+            lines.append(f"    {name} failed as #{told[error]} did (it holds #{told[error]}'s commits)")
+        else:
+            told[error] = i.pr or 0
+            lines.append(f"    {name} failed: {error}")
     if i.gate:
         lines.append(f"    gate: {i.gate['title'] or 'not evaluated'}")
-        lines += [f"      missing: {m['what']}" for m in i.gate["missing"][:1]]
     if i.merge_sha:
         audit = i.audit["number"] if i.audit else "—"
         lines.append(f"    merged as {i.merge_sha[:10]}; rollback tag {i.rollback_tag}; audit record {audit}")
     if i.needs_human:
         lines.append(f"    stopped at upstream {i.needs_human[:10]}: a person resolves it")
     return lines
+
+
+PATH_IN_PARENS = re.compile(r"\s*\((?:/|[A-Za-z]:\\)[^)]*\)")
+
+
+def _without_paths(text: str) -> str:
+    """A message without the `(/tmp/…/file.py)` a tier's scratch directory leaves in it."""
+    return PATH_IN_PARENS.sub("", text)
 
 
 def _tier_word(name: str, tier: Mapping[str, Any]) -> str:
