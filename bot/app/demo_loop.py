@@ -756,6 +756,16 @@ def _metric_lines(metrics: Mapping[str, Any]) -> list[str]:
         f"{_days(metrics['days_behind_upstream'])} at the end.",
         f"Backlog Commits: {before['backlog_commits']} → {metrics['backlog_commits']}; "
         f"pending upstream commits: {before['pending_commits']} → {metrics['pending_commits']}.",
+        *_backlog_note(before["backlog_commits"], metrics["backlog_commits"]),
+    ]
+
+
+def _backlog_note(before: int, after: int) -> list[str]:
+    if after <= before:
+        return []
+    return [
+        "(Backlog Commits are the holes behind the ingestion tip: a merge moves the tip past commits that "
+        "still wait in other PRs.)"
     ]
 
 
