@@ -71,13 +71,16 @@ def load_simulator(root: Path | None = None) -> tuple[ModuleType, ModuleType]:
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     try:
-        return importlib.import_module("tests.support.github_sim"), importlib.import_module(
-            "tests.support.rig"
-        )
+        sim, rig = (importlib.import_module(f"tests.support.{name}") for name in ("github_sim", "rig"))
     except ImportError as exc:
         raise NeedsCheckout(
             f"the GitHub simulator needs the test extras (`pip install -e '.[test]'`): {exc}"
         ) from exc
+    if Path(str(sim.__file__)).resolve() != (root / "tests" / "support" / "github_sim.py").resolve():
+        raise NeedsCheckout(
+            f"another `tests` package ({sim.__file__}) comes before the checkout's on sys.path"
+        )
+    return sim, rig
 
 
 # ------------------------------------------------------------------ what the demo reads back
