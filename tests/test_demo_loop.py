@@ -21,11 +21,13 @@ from bot.app import demo_loop
 from bot.app.cli import main
 from bot.core import gate
 from bot.core.audit import AuditState
+from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.tiers import Verdict
 from bot.db.gates import GateStore
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 from bot.demo import SLUICE_YML
+from tests.support.github_sim import GitHubSim
 
 FORK_GIT = Path("github") / "repos" / f"{demo_loop.FORK}.git"
 UPSTREAM_GIT = Path("github") / "repos" / f"{demo_loop.UPSTREAM}.git"
@@ -255,3 +257,47 @@ def test_gate_missing_reads_the_rows_the_gate_writes() -> None:
         )
         == []
     )
+
+
+async def test_the_demo_approves_as_the_code_owner_only_where_a_gate_waits_for_one(tmp_path: Path) -> None:
+    sim = GitHubSim(root=tmp_path / "sim")
+    sim.create_repo(demo_loop.FORK)
+    trunk = sim.commit(demo_loop.FORK, "main", {"README.md": "x\n"}, message="initial")
+    heads = {}
+    for n, unit in enumerate(("bundle-1a", "chain-2b")):
+        branch = BRANCH_PREFIX + unit
+        heads[unit] = sim.commit(demo_loop.FORK, branch, {f"{n}.txt": "x\n"}, message=unit, parent=trunk)
+        sim.open_pull(demo_loop.FORK, head=branch, base="main", title=unit, user=sim.bot_login)
+    owners = (f"@{demo_loop.MAINTAINERS}",)
+    waiting = {  # the chain's gate waits for a code owner; the bundle's for L1 alone
+        "chain-2b": gate.Missing(
+            gate.MissingKind.APPROVAL, "a code owner's approval of x", owners, "approve"
+        ),
+        "bundle-1a": gate.Missing(gate.MissingKind.TIER, "sluice/L1 is in_progress", (), "wait for it"),
+    }
+    for unit, missing in waiting.items():
+        decision = gate.GateDecision(heads[unit], (missing,), (), ())
+        sim.check_runs[demo_loop.FORK].append(
+            {"name": "sluice/gate", "head_sha": heads[unit], "status": "in_progress", "conclusion": None}
+            | {"app": {"id": sim.app_id}, "output": {"summary": gate.summary(decision)}}
+        )
+    opened = Store.open(f"sqlite:///{tmp_path / 'sluice.db'}")
+    try:
+        env = demo_loop.Env(sim, opened, "http://127.0.0.1:1", "s", lambda _line: None, "sqlite://")
+        assert await demo_loop._approve(env) is True
+        assert await demo_loop._approve(env) is False  # once per head
+    finally:
+        opened.close()
+    ((number, reviews),) = [(k[1], v) for k, v in sim.reviews.items() if v]
+    assert sim.issues[demo_loop.FORK][number].head_ref == BRANCH_PREFIX + "chain-2b"
+    assert [(r["user"]["login"], r["state"], r["commit_id"]) for r in reviews] == [
+        (demo_loop.MAINTAINER, "APPROVED", heads["chain-2b"])
+    ]
+    assert env.approvals == [
+        {
+            "pr": number,
+            "head": heads["chain-2b"],
+            "by": demo_loop.MAINTAINER,
+            "for": ["a code owner's approval of x"],
+        }
+    ]
