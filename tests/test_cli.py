@@ -244,9 +244,10 @@ def test_emergency_picks_are_recorded_as_such(scenario: Scenario, tmp_path: Path
     assert record.reason == f"emergency pick {scenario.git('rev-parse', 'main')}"
 
 
-def test_demo_builds_plans_and_dry_runs_a_pick(tmp_path: Path, capsys) -> None:
-    """The README's main-job command: a generated sandbox, its plan and a dry-run pick, all under --dir."""
-    code, out, err = run(capsys, "demo", "--dir", str(tmp_path / "demo"))
+def test_demo_plan_only_builds_plans_and_dry_runs_a_pick(tmp_path: Path, capsys) -> None:
+    """`sluice demo --plan-only`: a generated sandbox, its plan and a dry-run pick, all under --dir (the
+    whole loop, `sluice demo` itself, is tests/test_demo_loop.py's)."""
+    code, out, err = run(capsys, "demo", "--plan-only", "--dir", str(tmp_path / "demo"))
     assert code == 0, err
     assert "Days Behind Upstream" in out and "Low-risk bundles" in out and "Risky chains" in out
     assert "\nbundle-" in out and "\nchain-" in out
@@ -255,6 +256,23 @@ def test_demo_builds_plans_and_dry_runs_a_pick(tmp_path: Path, capsys) -> None:
     assert "Rename `default_blocked_layout`" in culprit and "ci/validate.sh l1" in culprit
     assert (tmp_path / "demo" / "sluice.db").exists()
     assert sorted(p.name for p in (tmp_path / "demo" / "sandbox").iterdir()) == ["fork.git", "upstream.git"]
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5", "nan", "inf", "soon"])
+def test_demo_refuses_a_timeout_that_is_not_a_positive_number_of_seconds(
+    timeout: str, tmp_path: Path, capsys
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--dir", str(tmp_path / "demo"), "--timeout", timeout])
+    assert exit_.value.code == 2
+    assert f"argument --timeout: a positive number of seconds, not {timeout!r}" in capsys.readouterr().err
+    assert not (tmp_path / "demo").exists()
+
+
+def test_demo_refuses_full_without_plan_only(tmp_path: Path, capsys) -> None:
+    code, _, err = run(capsys, "demo", "--dir", str(tmp_path / "demo"), "--full")
+    assert code == 2 and "--full lists a plan's commits" in err and "--plan-only" in err
+    assert not (tmp_path / "demo").exists()
 
 
 def test_serve_reports_every_missing_setting(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

@@ -428,7 +428,9 @@ def test_demo_leaves_no_temporary_directory_behind(tmp_path: Path) -> None:
     tmp.mkdir()
     script = Path(sys.executable).parent / "sluice"
     env = {**os.environ, "TMPDIR": str(tmp), "COLUMNS": "120"}
-    proc = subprocess.run([str(script), "demo"], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [str(script), "demo", "--plan-only"], capture_output=True, text=True, env=env, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Risky chains" in proc.stdout and "removed at exit" in proc.stderr
     assert sorted(os.listdir(tmp)) == []

@@ -313,6 +313,26 @@ async def test_a_git_push_sends_a_signed_push_then_synchronize(
     assert [d["status"] for d in sim.deliveries] == [202, 202]
 
 
+async def test_a_persons_push_of_a_commit_the_repo_holds_moves_the_branch_and_sends_push(
+    sim: GitHubSim, receiver: tuple[str, list[tuple[str, dict[str, Any]]]]
+) -> None:
+    hook_url, received = receiver
+    before = sim.git(FORK, "rev-parse", "main")
+    later = sim.commit(FORK, "scratch", {"n.txt": "1\n"}, message="one", parent=before)
+    later = sim.commit(FORK, "scratch", {"n.txt": "2\n"}, message="two")
+    sim.hook(hook_url, SECRET)
+    sim.push(FORK, "main", later, pusher="dev")
+    await sim.drain_hooks()
+    assert sim.git(FORK, "rev-parse", "main") == later
+    ((event, push),) = received
+    assert (event, push["ref"], push["before"], push["after"]) == ("push", "refs/heads/main", before, later)
+    assert push["pusher"]["name"] == push["sender"]["login"] == "dev"
+    assert [c["message"] for c in push["commits"]] == ["one", "two"]
+    with pytest.raises(ValueError, match="has no commit"):
+        sim.push(FORK, "main", "f" * 40)
+    assert sim.git(FORK, "rev-parse", "main") == later
+
+
 async def test_rest_changes_send_the_hooks_github_sends(
     client: Any, sim: GitHubSim, receiver: tuple[str, list[tuple[str, dict[str, Any]]]]
 ) -> None:

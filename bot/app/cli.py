@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from sqlalchemy.engine import make_url
@@ -26,7 +26,7 @@ from bot.config_file import load_config
 from bot.core import render
 from bot.core.audit import render as render_audit
 from bot.core.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config
-from bot.core.errors import GitError, NotFound, SluiceError
+from bot.core.errors import BadInput, GitError, NotFound, SluiceError
 from bot.core.models import CommitInfo, Disposition, DispositionRecord, PickReport, PickStatus, Plan, RiskKind
 from bot.core.recognise import unmatched_picks
 from bot.core.refs import validate_ref, validate_rev
@@ -40,6 +40,9 @@ from bot.flows.swapped import check_not_swapped
 from bot.git.facts import CommitFacts
 from bot.git.mirror import Mirror
 from bot.git.repo import GitRepo
+
+if TYPE_CHECKING:
+    from bot.demo import Sandbox
 
 SLOW_AFTER_S = 2.0
 
@@ -316,9 +319,14 @@ def audit_text(audit: dict[str, Any]) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Build a Triton-shaped sandbox (unless repos are given), plan it, dry-run a conflicting chain."""
+    """The whole loop on a generated sandbox (`--plan-only`: plan it and dry-run a conflicting chain; with
+    `--repo` those repositories are planned instead)."""
     if args.repo:
         return _demo_run(args)
+    if args.full and not args.plan_only:
+        raise BadInput(
+            "--full lists a plan's commits", "give it with --plan-only (the whole loop has no plan table)"
+        )
     if args.dir:
         return _demo_in(Path(args.dir), args)
     # Nothing of a throwaway sandbox outlives the run; --dir keeps one to look at.
@@ -341,9 +349,33 @@ def _demo_in(root: Path, args: argparse.Namespace) -> int:
             "(ci/validate.sh l1 in a clone of the fork runs L1)",
             file=sys.stderr,
         )
-    args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
     args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
+    if not args.plan_only:
+        from bot.app import demo_loop
+
+        try:
+            return _demo_loop(sandbox, root, args)
+        except demo_loop.NeedsCheckout as exc:
+            print(f"sluice demo: the full loop needs a checkout: {exc}; planning only", file=sys.stderr)
+    args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
     return _demo_run(args)
+
+
+def _demo_loop(sandbox: Sandbox, root: Path, args: argparse.Namespace) -> int:
+    """Sandbox → simulator → the App with real workers → PRs, tiers, gate, merges; then the summary."""
+    from bot.app import demo_loop
+
+    def say(line: str) -> None:
+        print(f"sluice demo: {line}", file=sys.stderr, flush=True)
+
+    result = demo_loop.run_demo(
+        sandbox, root=root, database_url=args.database, timeout_s=args.timeout, say=say
+    )
+    if args.json:
+        print(json.dumps(result.as_json(), indent=2, sort_keys=True))
+    else:
+        sys.stdout.write(demo_loop.summary_text(result))
+    return 1 if result.pending else 0
 
 
 def _demo_run(args: argparse.Namespace) -> int:
@@ -653,13 +685,33 @@ def _add_status_command(sub: argparse._SubParsersAction) -> None:
     status.set_defaults(run=cmd_status)
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds (argparse reports anything else as a bad value)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a positive number of seconds, not {text!r}")
+    return value
+
+
 def _add_demo_command(sub: argparse._SubParsersAction) -> None:
-    demo = sub.add_parser("demo", help="plan a generated Triton-shaped sandbox (or the repos given)")
+    demo = sub.add_parser(
+        "demo",
+        help="run Sluice's whole loop on a generated Triton-shaped sandbox against the GitHub simulator",
+    )
     _add_repo_options(demo, required=False)
     demo.add_argument("--dir", help="where to build the sandbox (default: a new temporary directory)")
     demo.add_argument("--database", help="SQLAlchemy URL (default: a SQLite file beside the sandbox)")
     demo.add_argument("--no-record", action="store_true", help=argparse.SUPPRESS)
-    demo.add_argument("--full", action="store_true", help="after the summary, list every commit")
+    demo.add_argument(
+        "--plan-only", action="store_true", help="only plan the sandbox and dry-run a pick (as with --repo)"
+    )
+    demo.add_argument(
+        "--timeout", type=_seconds, default=900.0, help="seconds the whole loop may take (default 900)"
+    )
+    demo.add_argument("--full", action="store_true", help="with --plan-only: after the summary, every commit")
     demo.set_defaults(run=cmd_demo)
 
 

@@ -585,6 +585,17 @@ class GitHubSim:
             self._refs_moved(repo, [RefUpdate(f"refs/heads/{branch}", old or ZERO_SHA, sha)], pusher=pusher)
         return sha
 
+    def push(self, full_name: str, branch: str, sha: str, *, pusher: str = "octocat") -> None:
+        """A person's `git push` of `sha` (a commit the repository already holds) to `branch`: the branch
+        moves and GitHub's `push` (and `synchronize`) webhooks go out."""
+        repo = self.repos[full_name]
+        if self._resolve(repo, sha) != sha:
+            raise ValueError(f"{full_name} has no commit {sha}: fetch its objects into repo_path() first")
+        old = self._branch_sha(repo, branch)
+        self.git(full_name, "update-ref", f"refs/heads/{branch}", sha)
+        if sha != old:
+            self._refs_moved(repo, [RefUpdate(f"refs/heads/{branch}", old or ZERO_SHA, sha)], pusher=pusher)
+
     def _commit_json(self, repo: Repo, sha: str) -> dict[str, Any]:
         fmt = "%H%x00%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B"
         out = self._git(repo, "show", "-s", f"--format={fmt}", sha).stdout
