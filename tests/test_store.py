@@ -16,11 +16,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
 import bot.db.audit
+import bot.db.bisections
 import bot.db.gates
 import bot.db.jobs
 import bot.db.lag
 import bot.db.leases
 import bot.db.registry
+import bot.db.signoffs
 import bot.db.store
 import bot.db.tier_runs
 import bot.db.trunk_watch
@@ -59,10 +61,12 @@ HEAD_REVISION = "0016_trunk_watch"
 # Modules that define tables on the metadata the migrations are compared with.
 TABLE_MODULES = (
     bot.db.audit,
+    bot.db.bisections,
     bot.db.gates,
     bot.db.jobs,
     bot.db.lag,
     bot.db.registry,
+    bot.db.signoffs,
     bot.db.tier_runs,
     bot.db.trunk_watch,
 )
@@ -70,6 +74,8 @@ TABLES = [
     "alembic_version",
     "approvals",
     "audits",
+    "bisect_culprits",
+    "bisections",
     "chain_members",
     "chains",
     "command_audit",
@@ -84,6 +90,8 @@ TABLES = [
     "installation_repos",
     "installations",
     "jobs",
+    "l3_regressions",
+    "l3_signoffs",
     "lag_points",
     "leases",
     "plans",
