@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
+from prometheus_client import CollectorRegistry, generate_latest
+
+from bot.app.status import BisectGauges
 from bot.core import bisect
 from bot.core.audit import AuditBisection, AuditRecord, render, with_bisection
 from bot.core.bisect_pr import BisectionRecord, ProbeRun, Status
@@ -108,3 +111,16 @@ def test_a_refreshed_audit_record_keeps_its_bisections(store: Store) -> None:
     kept = gates.audit(FORK, 7)
     assert kept is not None and kept.head == FORKED[0] and kept.bisections == (entry,)
     assert "bisection 3: L1 on" in render(7, kept) and "culprits " + COMMITS[1][:10] in render(7, kept)
+
+
+def test_the_bisection_gauges_show_each_fork_and_tier(store: Store) -> None:
+    records = Bisections(store)
+    first = records.start(record(), at=AT)
+    assert first is not None
+    spent = first.state.model_copy(update={"runs": 4})
+    records.save(first.model_copy(update={"state": spent}), at=AT)
+    registry = CollectorRegistry()
+    BisectGauges(registry).update(records.stats())
+    shown = generate_latest(registry).decode()
+    assert 'sluice_bisection_runs{fork="meta/triton",tier="L1"} 4.0' in shown
+    assert 'sluice_bisections_running{fork="meta/triton",tier="L1"} 1.0' in shown
