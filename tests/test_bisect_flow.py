@@ -37,17 +37,21 @@ class Forge:
 
     repo = FORK
 
-    def __init__(self, *, ref: str = "sluice/ingest/bundle-1") -> None:
+    def __init__(self, *, ref: str = "sluice/ingest/bundle-1", base: str = "main") -> None:
         self.pulls = {
             7: {
                 "number": 7,
                 "state": "open",
                 "head": {"ref": ref, "sha": HEAD, "repo": {"full_name": FORK}},
-                "base": {"sha": BASE},
+                "base": {"ref": base, "sha": BASE},
             }
         }
         self.comments: dict[int, str] = {}
         self.deleted: list[str] = []
+        self.checks: dict[str, dict[str, dict[str, Any]]] = {}  # sha -> check run name -> the run
+
+    async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]:
+        return self.checks.get(sha, {})
 
     async def pull(self, number: int) -> dict[str, Any]:
         return self.pulls[number]
@@ -215,6 +219,23 @@ async def test_a_culprit_is_found_confirmed_and_taken_out_with_its_dependent(sto
     )
     assert all(subject.baseline_sha == BASE and subject.pull == 7 for subject, _ in s.backend.started)
     assert all(run.bisection == done.id and run.probe for _, run in s.backend.started)
+
+
+@pytest.mark.parametrize("below", [None, "failure", "success"])
+async def test_a_pr_stacked_on_another_is_bisected_only_once_the_pr_below_passed_the_tier(
+    store: Store, below: str | None
+) -> None:
+    """Its base is another ingestion PR's head: a culprit there fails this PR too, and bisecting this PR's own
+    commits (taking its base as good) would blame one of them."""
+    forge = Forge(base="sluice/ingest/bundle-0")
+    if below is not None:
+        forge.checks[BASE] = {"sluice/L1": {"status": "completed", "conclusion": below}}
+    s = bench(store, forge=forge)
+    (own,) = s.runs.for_pull(FORK, 7)
+    started = await bisection.tier_failed(s.b, own)
+    assert (started is not None) is (below == "success")
+    assert len(Bisections(store).for_pull(FORK, 7)) == (1 if below == "success" else 0)
+    assert bool(s.backend.started) is (below == "success")
 
 
 async def test_free_runners_get_several_probes_at_once(store: Store) -> None:

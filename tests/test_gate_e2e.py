@@ -390,6 +390,28 @@ async def test_consecutive_failed_ingestions_pause_ingestion_until_resumed(
     assert rig.head(pull) != second and rig.gates.consecutive_failures(FORK) == 0
 
 
+async def test_a_failure_of_a_pr_stacked_on_another_ingestion_pr_is_not_counted_by_the_throttle(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    """A stacked PR holds the commits of the PR below it: one culprit there fails every PR of the stack, and
+    counting each would trip the throttle on one failure."""
+    gate = "gate:\n  required_tiers: [l1]\n  pause_after_failures: 1\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False)
+    teardown.append(rig)
+    pull = rig.pull()
+    rig.sim.git(FORK, "update-ref", "refs/heads/sluice/ingest/bundle-below", rig.trunk())
+    pull.base_ref = "sluice/ingest/bundle-below"  # as if it built on another ingestion PR
+    rig.sim.finish_check(FORK, rig.head(pull), Tier.L1.value, "failure")
+    await rig.settle()
+    assert rig.gates.consecutive_failures(FORK) == 0 and rig.gates.paused(FORK) is None
+    assert rig.gate(rig.head(pull))["conclusion"] == "failure"  # the gate still says L1 failed
+
+    pull.base_ref = "main"  # on trunk, the same failure counts (and one pauses, as configured)
+    rig.sim.finish_check(FORK, rig.head(pull), Tier.L1.value, "failure")
+    await rig.settle()
+    assert rig.gates.consecutive_failures(FORK) == 1 and rig.gates.paused(FORK) is not None
+
+
 async def test_a_hold_keeps_an_open_gate_from_merging_until_released(
     aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:

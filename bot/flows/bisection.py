@@ -36,6 +36,7 @@ from bot.core.bisect_pr import (
 )
 from bot.core.config import Strategy
 from bot.core.errors import BadInput, DispatchRefused
+from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.models import PickStatus
 from bot.core.tiers import (
     LEVELS,
@@ -188,6 +189,12 @@ async def tier_failed(b: Bisecting, run: TierRun) -> BisectionRecord | None:
         return None
     if not should_bisect(run, commits=2):  # the commit count is checked once the commits are read
         return None
+    stacked = str(pull["base"].get("ref") or "").startswith(BRANCH_PREFIX)
+    if stacked and not await _base_passed(b, pull, run.level):
+        # A bisection takes its PR's base as good: on a stack whose base PR has not passed this tier, the
+        # culprit may be below, and the PR below is bisected (this one is rebuilt when that one is).
+        log.info("%s #%d: no bisection: its base PR has not passed %s", run.fork, run.pull, run.level.name)
+        return None
     earlier = await _db(b, b.records.for_pull, run.fork, run.pull)
     if any(r.head_sha == run.head_sha and r.level is run.level for r in earlier):
         return None  # this head was bisected on this tier already
@@ -196,6 +203,11 @@ async def tier_failed(b: Bisecting, run: TierRun) -> BisectionRecord | None:
     except BadInput as exc:
         log.info("%s #%d: no bisection: %s", run.fork, run.pull, exc.message)
         return None
+
+
+async def _base_passed(b: Bisecting, pull: Mapping[str, Any], level: Level) -> bool:
+    check = (await b.tiering.forge.check_runs(str(pull["base"]["sha"]))).get(level.check.value)
+    return check is not None and check.get("conclusion") == "success"
 
 
 async def latest(b: Bisecting, fork: str, pull: int) -> BisectionRecord | None:

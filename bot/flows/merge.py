@@ -88,7 +88,9 @@ async def evaluate(keeper: Gatekeeper, number: int) -> Outcome:
     now = keeper.clock()
     decision = gate.decide(found.facts, config=keeper.config, now=now)
     paused = found.stored.paused
-    if decision.failed and found.facts.emergency is None:  # an emergency pick is no failed ingestion
+    # An emergency pick is no failed ingestion, and neither is a PR stacked on another ingestion PR: it holds
+    # that PR's commits, so one culprit below would count once per PR of the stack.
+    if decision.failed and found.facts.emergency is None and not _stacked(pull):
         paused = await _count_failure(keeper, number, decision, paused)
     blocker = _merge_blocker(keeper, found, paused) if decision.passed else None
     if decision.passed and blocker is None and _refused_as_is(found):
@@ -218,6 +220,11 @@ async def _teams(
     for team in sorted(needed):
         teams[team] = frozenset([login for login in logins if await keeper.forge.in_team(team, login)])
     return teams
+
+
+def _stacked(pull: Mapping[str, Any]) -> bool:
+    """Whether the PR builds on another of Sluice's ingestion PRs (its base is one's branch), not on trunk."""
+    return str(pull["base"]["ref"]).startswith(BRANCH_PREFIX)
 
 
 async def _count_failure(
