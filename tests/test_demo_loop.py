@@ -10,8 +10,10 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
 import re
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +21,12 @@ import pytest
 
 from bot.app import demo_loop
 from bot.app.cli import main
-from bot.core import gate
+from bot.core import bisect, gate
 from bot.core.audit import AuditState
+from bot.core.bisect_pr import BisectionRecord
 from bot.core.ingestion import BRANCH_PREFIX
-from bot.core.tiers import Verdict
+from bot.core.tiers import Level, Verdict
+from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
@@ -135,19 +139,23 @@ def test_tier_reports_are_the_stored_runs(result: dict[str, Any], store: Store) 
     ]
 
 
-def test_the_culprits_bundle_fails_l1_on_the_renamed_api_and_does_not_merge(result: dict[str, Any]) -> None:
+def test_the_culprit_is_bisected_out_of_its_bundle_into_a_chain_and_the_rebuilt_bundle_merges(
+    result: dict[str, Any], root: Path, store: Store
+) -> None:
     (culprit,) = result["planted_culprits"]
-    (holder,) = [i for i in result["ingestions"] if culprit in i["upstream_commits"]]
-    assert holder["kind"] == "bundle" and holder["state"] == "open" and holder["merge_sha"] is None
-    l1 = holder["tiers"]["L1"]
-    assert l1["conclusion"] == "failure" and l1["report"]["verdict"] == "failed"
-    assert "default_blocked_layout" in l1["report"]["failures"][0]["error"]
-    assert holder["tiers"]["L2"]["conclusion"] == "skipped"  # a tier never starts when the one below failed
-    assert holder["gate"]["conclusion"] == "failure"
-    assert any("L1 concluded failure" in m["what"] for m in holder["gate"]["missing"])
-    # Bundle bisection is not wired to tier runs yet: none ran (when it is, the culprit moves to a chain and
-    # this test changes with demo_loop.read_bisections).
-    assert result["bisections"] == []
+    (found,) = [b for b in result["bisections"] if b["status"] == "done"]
+    assert found["culprit"] == culprit and found["tier"] == "L1"
+    assert "default_blocked_layout" in found["reason"] or "ImportError" in found["reason"]
+    assert found["tier_runs"] <= 2 * math.ceil(math.log2(found["commits"])) + 1  # issue 13's bound
+    assert culprit in Bisections(store).blamed(demo_loop.FORK)  # the next plan roots a risky chain at it
+    (bundle,) = [i for i in result["ingestions"] if i["id"] == found["ingestion"]]
+    assert bundle["state"] == "merged" and culprit not in bundle["upstream_commits"]  # rebuilt without it
+    fork = root / FORK_GIT
+    trunk = git(fork, "log", "--format=%B", "main")
+    assert f"Upstream-Commit: {culprit}" not in trunk  # never merged
+    # every PR that held it (the bundle before its rebuild, the PRs stacked on it) failed L1 on the rename
+    for holder in [i for i in result["ingestions"] if culprit in i["upstream_commits"]]:
+        assert holder["merge_sha"] is None and holder["tiers"]["L1"]["conclusion"] == "failure"
 
 
 def test_the_metrics_match_sluice_status_on_what_the_simulator_holds(
@@ -178,12 +186,15 @@ def test_the_summary_tells_a_newcomer_what_happened(result: dict[str, Any]) -> N
     text = demo_loop.summary_text(demo_loop.DemoResult.from_json(result))
     merged = next(i for i in result["ingestions"] if i["state"] == "merged")
     (culprit,) = result["planted_culprits"]
-    (holder,) = [i for i in result["ingestions"] if culprit in i["upstream_commits"]]
     assert f"#{merged['pr']} bundle {merged['id']} ({merged['commits']} upstream commits): merged" in text
     assert f"merged as {merged['merge_sha'][:10]}; rollback tag {merged['rollback_tag']}" in text
-    assert f"#{holder['pr']} bundle {holder['id']}" in text and "holds the planted culprit" in text
-    assert "L1 failed: " in text and "cannot import name 'default_blocked_layout'" in text
-    assert f"Planted culprit: {culprit[:10]}" in text and "No bisection ran" in text
+    (found,) = [b for b in result["bisections"] if b["status"] == "done"]
+    assert "cannot import name 'default_blocked_layout'" in text
+    assert f"Planted culprit: {culprit[:10]}" in text
+    assert (
+        f"Bisection of {found['ingestion']} (#{found['pr']}) on L1, {found['tier_runs']} tier runs: " in text
+    )
+    assert f"culprit {culprit[:10]}" in text and "moved to a risky chain" in text
     before, after = (
         result["metrics"]["before"]["days_behind_upstream"],
         result["metrics"]["days_behind_upstream"],
@@ -202,22 +213,34 @@ def test_without_the_simulator_the_demo_says_so_and_plans_only(
     assert "Risky chains" in captured.out and "$ sluice pick --dry-run" in captured.out
 
 
-def test_read_bisections_finds_none_without_a_table_and_reads_a_table_once_there(tmp_path: Path) -> None:
+def test_read_bisections_reads_the_forks_bisections_from_the_store(tmp_path: Path) -> None:
     opened = Store.open(f"sqlite:///{tmp_path / 'sluice.db'}")
     try:
         assert demo_loop.read_bisections(opened, demo_loop.FORK) == []
-        # the shape bisection's own table may take: rows per fork, other forks' rows left out
-        with opened._engine.begin() as conn:
-            conn.exec_driver_sql(
-                "CREATE TABLE bisections (id INTEGER PRIMARY KEY, fork TEXT, ingestion_id TEXT, "
-                "culprit_sha TEXT, runs INTEGER)"
-            )
-            conn.exec_driver_sql(
-                "INSERT INTO bisections (fork, ingestion_id, culprit_sha, runs) VALUES "
-                f"('{demo_loop.FORK}', 'bundle-1', '{'c' * 40}', 7), ('other/fork', 'bundle-2', NULL, 3)"
+        commits = [f"{i:x}" * 40 for i in range(1, 5)]
+        state = bisect.start("bundle-1", commits, tier="l1", depends_on={commits[3]: [commits[2]]})
+        for fork in (demo_loop.FORK, "other/fork"):  # another fork's is left out
+            Bisections(opened).start(
+                BisectionRecord(
+                    fork=fork,
+                    pull=7,
+                    ingestion="bundle-1",
+                    level=Level.L1,
+                    head_sha="e" * 40,
+                    base_sha="f" * 40,
+                    fork_commits=tuple(commits),
+                    state=state,
+                ),
+                at=datetime(2026, 11, 2, tzinfo=UTC),
             )
         (found,) = demo_loop.read_bisections(opened, demo_loop.FORK)
-        assert (found["ingestion"], found["culprit"], found["tier_runs"]) == ("bundle-1", "c" * 40, 7)
+        assert (found["ingestion"], found["pr"], found["tier"], found["status"]) == (
+            "bundle-1",
+            7,
+            "L1",
+            "running",
+        )
+        assert (found["culprit"], found["tier_runs"], found["commits"]) == (None, 0, 4)
     finally:
         opened.close()
 

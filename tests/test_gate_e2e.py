@@ -352,6 +352,7 @@ async def test_a_refused_merge_is_said_once_and_tried_again_only_when_something_
     assert merges() == [405, 405] and len(refusals()) == 1  # the same refusal: no second comment
 
     rig.sim.add_team_member("meta/everyone", "bob")
+    rig.sim.set_permission(FORK, "bob", "write")  # an approval counts only with write access
     rig.sim.review(FORK, pull.number, user="bob", state="APPROVED")  # a new approval: tried again
     await rig.settle()
     assert merges() == [405, 405, 200] and pull.merged

@@ -25,14 +25,17 @@ from typing import Any
 import yaml
 from aiohttp import web
 from pydantic import SecretStr
-from sqlalchemy import MetaData, Table, func, inspect, select
+from sqlalchemy import func, select
 
 import bot
 from bot.app.service import create_app
 from bot.app.settings import Settings
+from bot.core.audit import AuditState
+from bot.core.bisect_pr import BisectionRecord
 from bot.core.config import parse_config
 from bot.core.ingestion import BRANCH_PREFIX, Tier
 from bot.core.tiers import RunState, TierRun
+from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.jobs import JobState, jobs
 from bot.db.lag import LagHistory
@@ -87,30 +90,27 @@ def load_simulator(root: Path | None = None) -> tuple[ModuleType, ModuleType]:
 
 
 def read_bisections(store: Store, fork: str) -> list[dict[str, Any]]:
-    """The bisections Sluice ran for `fork`'s ingestions, each with at least `ingestion`, `culprit` and
-    `tier_runs`: the one place the demo learns of them.
-
-    Bundle bisection is not wired to tier runs yet, so the store has no `bisections` table and there are
-    none. Once it has one, its rows are read as they are (a `fork` column filtering them; `ingestion_id`,
-    `culprit_sha` and `runs` also accepted for the three names), until the store's own reader replaces this.
-    """
-    engine = store._engine
-    if not inspect(engine).has_table("bisections"):
-        return []
-    table = Table("bisections", MetaData(), autoload_with=engine)
-    query = select(table)
-    if "fork" in table.c:
-        query = query.where(table.c.fork == fork)
-    with engine.connect() as conn:
-        rows = [dict(row) for row in conn.execute(query).mappings()]
-    return [_bisection(row) for row in rows]
+    """The bisections Sluice ran for `fork`'s ingestions, oldest first: the ingestion and PR, the tier, how
+    it ended, the culprit(s) blamed and the tier runs spent (probes with a result, confirmations included;
+    the failing run that started it is the PR's own)."""
+    return [_bisection(record) for record in Bisections(store).for_fork(fork)]
 
 
-def _bisection(row: Mapping[str, Any]) -> dict[str, Any]:
-    found = {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in row.items()}
-    for name, other in (("ingestion", "ingestion_id"), ("culprit", "culprit_sha"), ("tier_runs", "runs")):
-        found.setdefault(name, found.get(other))
-    return found
+def _bisection(record: BisectionRecord) -> dict[str, Any]:
+    culprits = [sha for culprit in record.state.culprits for sha in culprit.shas]
+    return {
+        "id": record.id,
+        "ingestion": record.ingestion,
+        "pr": record.pull,
+        "tier": record.level.name,
+        "status": record.status.value,
+        "culprit": culprits[0] if culprits else None,
+        "culprits": culprits,
+        "dependents": [sha for culprit in record.state.culprits for sha in culprit.dependents],
+        "tier_runs": record.state.runs,
+        "commits": len(record.state.commits),
+        "reason": record.reason,
+    }
 
 
 @dataclass
@@ -279,7 +279,29 @@ async def _push(env: Env, sandbox: Sandbox, deadline: float) -> list[str]:
     count = env.sim.git(UPSTREAM, "rev-list", "--count", "--first-parent", head, "--not", "main")
     env.say(f"upstream: @{UPSTREAM_DEV} pushes {count} commits to {UPSTREAM} main (a push webhook)")
     env.sim.push(UPSTREAM, "main", head, pusher=UPSTREAM_DEV)
-    return await _until_rest(env, deadline)
+    culprits = [str(c) for c in sandbox.manifest.culprits]
+    return await _until_rest(env, deadline, told=lambda: _culprits_handled(env, culprits))
+
+
+def _culprits_handled(env: Env, culprits: Sequence[str]) -> bool:
+    """Whether the story is told: each planted culprit blamed by a bisection whose PR then merged without it
+    (the bundle rebuilt). Sluice goes on with the rest of the stream, every merge re-running the tiers of the
+    PRs stacked above it; the demo does not wait for all of that."""
+    records = Bisections(env.store).for_fork(FORK)
+    for culprit in culprits:
+        blamed = [r for r in records if any(culprit in c.shas for c in r.state.culprits)]
+        if not any(_merged(env, r.pull, r.ingestion) for r in blamed):
+            return False
+    return bool(culprits)
+
+
+def _merged(env: Env, number: int, ingestion: str) -> bool:
+    """PR `number` merged and Sluice done with it: the rollback tag set and the audit record closed."""
+    issue = env.sim.issues.get(FORK, {}).get(number)
+    if issue is None or not issue.merged:
+        return False
+    audits = GateStore(env.store).find_audits(ingestion)
+    return any(record.state is AuditState.CLOSED and record.pr_number == number for _, record in audits)
 
 
 @contextlib.asynccontextmanager
@@ -358,13 +380,26 @@ async def _install(env: Env, rig: ModuleType) -> None:
     env.say(f"the App is installed on {FORK} and {UPSTREAM}; upstream main is at the fork point")
 
 
-async def _until_rest(env: Env, deadline: float) -> list[str]:
+async def _until_rest(env: Env, deadline: float, *, told: Callable[[], bool] | None = None) -> list[str]:
     """Wait until nothing is in flight (no job, no dispatched tier run, no webhook on its way, no PR the demo
-    can still move); telling what happens meanwhile. What was still in flight when `deadline` passed."""
+    can still move), or until `told` says the demo has shown what it came to show; telling what happens
+    meanwhile. What was still in flight when `deadline` passed."""
     quiet = 0
     while time.monotonic() < deadline:
         await env.sim.drain_hooks()
         _tell(env)
+        if told is not None and told():
+            # Sluice would go on with the rest of the stream, each merge re-running the tiers of the PRs
+            # stacked above it: the demo pauses it as `/pause` would (nothing more merges or opens) and waits
+            # for what is in flight, so the figures at the end are those of the fork as it is left.
+            reason = "the demo has shown its story: the culprit bisected into a chain, its bundle merged"
+            at = dt.datetime.now(dt.UTC)
+            await asyncio.to_thread(GateStore(env.store).pause, FORK, by=MAINTAINER, reason=reason, at=at)
+            env.say(
+                "the planted culprit is found and chained, and its bundle merged without it: @"
+                f"{MAINTAINER} pauses Sluice (as /pause does) and the demo waits for what is in flight"
+            )
+            told, quiet = None, 0
         busy = _in_flight(env)
         if not busy and await _approve(env):
             busy = ["an approval"]
@@ -738,15 +773,18 @@ def _holds_culprit(i: Ingestion, culprits: Sequence[str]) -> bool:
 
 def _culprit_lines(result: DemoResult) -> list[str]:
     lines = [f"Planted culprit: {c[:10]} (breaks L1's TLX tests)" for c in result.culprits]
-    if result.bisections:
-        for b in result.bisections:
-            culprit = str(b["culprit"])[:10]
-            lines.append(f"Bisection of {b['ingestion']}: culprit {culprit} in {b['tier_runs']} tier runs")
-    else:
-        lines.append(
-            "No bisection ran: bundle bisection is not wired to tier runs yet, so the bundle that holds the "
-            "culprit stays failed on L1 (and the PRs stacked on it wait)."
-        )
+    for b in result.bisections:
+        said = f"Bisection of {b['ingestion']} (#{b['pr']}) on {b['tier']}, {b['tier_runs']} tier runs: "
+        if b["culprit"] is not None:
+            dependents = f", with {len(b['dependents'])} commits that need it" if b["dependents"] else ""
+            said += f"culprit {str(b['culprit'])[:10]}{dependents}, moved to a risky chain; the rest goes on"
+        elif b["status"] == "superseded":
+            said += "superseded: the PR's head moved on (rebuilt on main), and a bisection starts there again"
+        else:
+            said += f"{b['status']}, no culprit named (a person looks)"
+        lines.append(said)
+    if not result.bisections:
+        lines.append("No bisection ran: no ingestion PR failed a tier for a real reason on trunk's base.")
     return lines
 
 

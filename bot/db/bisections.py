@@ -109,6 +109,13 @@ class Bisections:
             rows = conn.execute(query.order_by(bisections.c.id)).scalars()
             return [BisectionRecord.model_validate_json(t) for t in rows]
 
+    def for_fork(self, fork: str) -> list[BisectionRecord]:
+        """Every bisection of `fork`'s ingestion PRs, oldest first."""
+        query = select(bisections.c.record).where(bisections.c.fork == fork)
+        with self.store._engine.connect() as conn:
+            rows = conn.execute(query.order_by(bisections.c.id)).scalars()
+            return [BisectionRecord.model_validate_json(t) for t in rows]
+
     def blame(
         self, fork: str, sha: str, *, level: Level, pull: int, bisection: int, detail: str, at: datetime
     ) -> None:
