@@ -68,6 +68,7 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     forge = ctx.forge(fork.installation_id, fork.repo)
     if paused is not None:  # planned, not applied: the dashboard alone says so, and where the fork stands
         log.warning("%s: automatic ingestion is paused (%s); `/resume` lifts it", fork.repo, paused.reason)
+        await ctx.db(_record_lag, ctx, fork.repo, built.plan)  # the lag keeps being measured while paused
         await dashboard.update(ctx, forge, _shown(ctx, fork, built))
         return
     observed = await observe(forge, built.desired, seen=built.seen)

@@ -252,7 +252,7 @@ def test_a_run_past_its_timeout_says_what_is_still_in_flight(tmp_path: Path) -> 
     found = json.loads(out.getvalue())
     assert code == 1 and found["pending"], err.getvalue()[-2000:]
     assert all(
-        re.search(r"\d+ (queued|running) [a-z-]+ jobs?|dispatched on|time ran out", p)
+        re.search(r"\d+ (queued|running) [a-z_-]+ jobs?|dispatched on|time ran out", p)
         for p in found["pending"]
     )
     text = demo_loop.summary_text(demo_loop.DemoResult.from_json(found))
