@@ -9,7 +9,7 @@ import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import sklearn
@@ -97,18 +97,10 @@ def planned_commits(plan: Plan) -> dict[str, PlannedCommit]:
     return found | {c.sha: c for chain in plan.chains for c in chain.commits}
 
 
-@dataclass(frozen=True)
-class PlannedFeatures:
-    """What the planner computed for one brought-in commit as of its ingestion (the costly part, cached)."""
-
-    sha: str
-    subject: str
-    features: dict[str, float]
-    risk: str
-    changed_lines: int
+PLAN_CACHE_VERSION = 2  # bump when what the planner computes per commit changes (not when features do)
 
 
-def window_features(repo: Repository, config: SluiceConfig, window: IngestionWindow) -> list[PlannedFeatures]:
+def window_commits(repo: Repository, config: SluiceConfig, window: IngestionWindow) -> list[PlannedCommit]:
     """The planner's own analysis as of just before the ingestion: fork trunk then, upstream as it took it."""
     as_of = dt.datetime.fromtimestamp(window.time, dt.UTC)
     plan = build_plan(
@@ -121,31 +113,22 @@ def window_features(repo: Repository, config: SluiceConfig, window: IngestionWin
         clock=lambda: as_of,
     )
     planned = planned_commits(plan)
-    return [
-        PlannedFeatures(
-            sha=sha,
-            subject=planned[sha].subject,
-            features=commit_features(planned[sha], config=config),
-            risk=planned[sha].risk.value,
-            changed_lines=planned[sha].changed_lines,
-        )
-        for sha in window.brought
-        if sha in planned
-    ]
+    return [planned[sha] for sha in window.brought if sha in planned]
 
 
-def window_rows(window: IngestionWindow, planned: Sequence[PlannedFeatures]) -> list[Row]:
-    """Each brought-in commit's features then, and its outcome from what the fork did next."""
+def window_rows(window: IngestionWindow, planned: Sequence[PlannedCommit], config: SluiceConfig) -> list[Row]:
+    """Each brought-in commit's features as the planner saw it then, and its outcome from what the fork did
+    next."""
     broke = mining.outcomes({p.sha: p.subject for p in planned}, window.fixes, picks=window.picks)
     return [
         Row(
             sha=p.sha,
             window=window.id,
             time=window.time,
-            features=p.features,
+            features=commit_features(p, config=config),
             outcome=int(p.sha in broke),
             evidence=broke.get(p.sha, ""),
-            risk=p.risk,
+            risk=p.risk.value,
             changed_lines=p.changed_lines,
         )
         for p in planned
@@ -153,29 +136,31 @@ def window_rows(window: IngestionWindow, planned: Sequence[PlannedFeatures]) -> 
 
 
 class FeatureCache:
-    """The planner's features by ingestion, in a JSON-lines file (keep it under /tmp: mined data is never
-    committed). Outcomes are not cached: they are cheap, and follow the fix rules of the run."""
+    """The planner's commits by ingestion, in a JSON-lines file (keep it under /tmp: mined data is never
+    committed). Features are computed from them on every run, so a change of `commit_features` needs no new
+    mining; outcomes are not cached either: they are cheap, and follow the fix rules of the run."""
 
     def __init__(self, path: Path | None, *, config: SluiceConfig) -> None:
         self.path = path
-        self.salt = f"{FEATURES_VERSION}:{config.digest()}"
-        self.found: dict[str, list[PlannedFeatures]] = {}
+        self.salt = f"plan{PLAN_CACHE_VERSION}:{config.digest()}"
+        self.found: dict[str, list[PlannedCommit]] = {}
         if path is not None and path.exists():
             for line in path.read_text().splitlines():
                 entry = json.loads(line)
-                self.found[entry["key"]] = [PlannedFeatures(**r) for r in entry["commits"]]
+                if entry.get("key", "").endswith(self.salt):
+                    self.found[entry["key"]] = [PlannedCommit.model_validate(c) for c in entry["commits"]]
 
     def key(self, window: IngestionWindow) -> str:
         return f"{window.id}:{window.fork}:{window.upstream}:{self.salt}"
 
-    def get(self, window: IngestionWindow) -> list[PlannedFeatures] | None:
+    def get(self, window: IngestionWindow) -> list[PlannedCommit] | None:
         return self.found.get(self.key(window))
 
-    def put(self, window: IngestionWindow, planned: list[PlannedFeatures]) -> None:
+    def put(self, window: IngestionWindow, planned: list[PlannedCommit]) -> None:
         self.found[self.key(window)] = planned
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            entry = {"key": self.key(window), "commits": [asdict(p) for p in planned]}
+            entry = {"key": self.key(window), "commits": [c.model_dump(mode="json") for c in planned]}
             with self.path.open("a") as out:
                 out.write(json.dumps(entry, sort_keys=True) + "\n")
 
@@ -200,13 +185,13 @@ def mine(
         if planned is None:
             progress(f"{label}: planning as of {iso(window.time)}")
             try:
-                planned = window_features(repo, config, window)
+                planned = window_commits(repo, config, window)
             except SluiceError as err:
                 failed.append(f"{window.id[:10]}: {err.message}")
                 progress(f"{label}: skipped ({err.message})")
                 continue
             cache.put(window, planned)
-        found = window_rows(window, planned)
+        found = window_rows(window, planned, config)
         culprits = sum(r.outcome for r in found)
         progress(f"{label}: {len(found)} rows, {culprits} broke the fork")
         rows += found
