@@ -1,27 +1,29 @@
-"""The planner with a calibrated risk model on a merge-style fork's real windows: culprits chained, bundled.
+"""The planner with a calibrated risk model on a fork's real ingestions: culprits chained, commits bundled.
 
-    python benchmarks/real_risk.py PATH [--fork REF] [--limit N] [--cache FILE] [--model FILE]
+    python benchmarks/real_risk.py PATH [--fork REF] [--upstream REF] [--since DATE] [--until DATE]
+        [--limit N] [--cache FILE]
 
-Each "Merge OpenAI Triton commit `X` (#N)" first-parent merge of fork trunk is one window: the upstream
-commits fork trunk lacked before the merge, up to X. A window's culprits are its upstream commits that the
-fix commits of the same merge PR (the merge's second parent, past X) revert or name (an upstream SHA, an
-upstream PR URL, or a `#N` of a window commit that is not the fix commit's own PR). This is a minimal
-labelling of its own; `sluice calibrate`'s mining is the full one. Each window is planned by today's rules
-(the features the planner computed then), then re-classified with a model: the one given, else Sluice's
-default, else one fitted here on the earlier 60 % of the windows (a time split: figures are given for the
-later 40 %, held out). Prints the share of commits bundled and of culprits chained, and the plan time with
-and without a model. PATH is only read: planning's merge-tree objects go to a `--shared` clone in a
-temporary directory. With no PATH it prints "skipped: no repository given" and exits 0.
+The ingestions, their planned commits and their culprits are exactly those of `sluice calibrate`: the same
+mining (`bot.flows.calibrate`), labels and feature cache (the planner as of each ingestion). A time split
+(calibrate's: the earlier 70 % of commits) fits a model on the earlier ingestions only; on the later ones,
+held out, the planner itself (`calibrated_selection` and `classify`, structural rules included) chains
+commits with that model at each setting: the fewest-expected-runs threshold and `risk.chain_share`. It
+prints the share of commits bundled and of culprits chained beside today's rules, says whether the issue's
+goal (>= 80 % of culprits chained at >= 70 % bundled) is met, and times `make_plan` with and without a
+model on the largest held-out window. PATH is only read: planning's merge-tree objects go to a `--shared`
+clone in a temporary directory. With no PATH it prints "skipped: no repository given" and exits 0.
+
+`culprits` and `windows` (a minimal labelling of merge PRs' own fixes) are what benchmarks/simulate_bench.py
+replays.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import re
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,14 +32,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._history import shared_clone
+from bot.core import fitting
 from bot.core.calibrated import LoadedModel, calibrated_selection, with_probability
 from bot.core.config import SluiceConfig
 from bot.core.errors import SluiceError
+from bot.core.fitting import Row
 from bot.core.models import Plan, PlannedCommit
 from bot.core.planner import classify, make_plan
-from bot.core.risk_model import Provenance, RiskModel, commit_features
-from bot.flows.engine import PendingAnalysis, Snapshot, analyse_pending, take_snapshot
-from bot.flows.risk_files import default_model, read_model
+from bot.core.risk_model import MODEL_SCHEMA, Provenance, RiskModel
+from bot.flows import calibrate
+from bot.flows.calibrate import CalibrateOptions
+from bot.flows.engine import PendingAnalysis, Snapshot, analyse_pending, load_repo_config, take_snapshot
+from bot.flows.mining import IngestionWindow
+from bot.flows.risk_files import default_model
 from bot.git.repo import GitRepo
 
 MERGE_SUBJECT = re.compile(r"^Merge OpenAI (?:Triton )?commit `([0-9a-f]{7,40})`")
@@ -46,8 +53,11 @@ HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 UPSTREAM_PULL = re.compile(r"github\.com/(?:triton-lang|openai)/triton/pull/(\d+)")
 PR_REF = re.compile(r"#(\d+)")
 OWN_PR = re.compile(r"\(#(\d+)\)\s*$")
-TRAIN_SHARE = 0.6
-SHARES = (0.1, 0.2, 0.3)
+TRAIN_SHARE = 0.7  # calibrate's time split
+SHARES = (0.2, 0.3, 0.4)
+GOAL_RECALL, GOAL_BUNDLED = 0.8, 0.7
+SINCE, UNTIL = "2025-02-01", "2025-10-01"  # the default model's range: history before the cutoff
+CACHE = Path(tempfile.gettempdir()) / "sluice-calibrate" / "intel-features.jsonl"  # make_default_model's
 CONFIG = SluiceConfig.model_validate({"risk": {"model": "none"}})
 
 
@@ -58,21 +68,6 @@ class Window:
     branch: str  # the merge PR's head: X, then the fix commits
     upstream: str  # X
     when: int
-
-
-@dataclass(frozen=True)
-class Row:
-    """One planned window: its commits as the rules planned them, which of them were chained, the culprits."""
-
-    merge: str
-    when: int
-    commits: tuple[PlannedCommit, ...]
-    chained: frozenset[str]
-    fixes: tuple[tuple[str, str], ...]  # (sha, message) of the merge PR's own commits
-
-    @property
-    def culprits(self) -> frozenset[str]:
-        return culprits(self.commits, self.fixes)
 
 
 def windows(repo: GitRepo, fork: str) -> list[Window]:
@@ -128,98 +123,134 @@ def plan_of(
     )
 
 
-def plan_window(repo: GitRepo, window: Window) -> Row:
-    snapshot = take_snapshot(repo, fork_ref=window.fork, upstream_ref=window.upstream, config=CONFIG)
-    analysis = analyse_pending(repo, snapshot, config=CONFIG)
-    plan = plan_of(window, snapshot, analysis)
-    commits = [c for g in [*plan.bundles, *plan.chains] for c in g.commits]
-    order = {c.sha: c.position for c in analysis.commits}
-    commits.sort(key=lambda c: order[c.sha])
-    fixes = messages(repo, window.branch, "--not", window.fork, window.upstream)
-    chained = frozenset(c.sha for ch in plan.chains for c in ch.commits)
-    return Row(window.merge, window.when, tuple(commits), chained, tuple(fixes))
+@dataclass(frozen=True)
+class Mined:
+    """One past ingestion as `sluice calibrate` mines it: the planner's commits then, and its culprits."""
+
+    window: IngestionWindow
+    commits: tuple[PlannedCommit, ...]
+    culprits: frozenset[str]
 
 
-def to_json(row: Row) -> str:
-    return json.dumps(
-        {
-            "merge": row.merge,
-            "when": row.when,
-            "commits": [c.model_dump(mode="json") for c in row.commits],
-            "chained": sorted(row.chained),
-            "fixes": [list(f) for f in row.fixes],
-        }
+def mine(repo: GitRepo, args: argparse.Namespace) -> tuple[SluiceConfig, list[Mined], list[Row]]:
+    """Every ingestion in range, mined exactly as `sluice calibrate` mines it (same cache, same labels)."""
+    fork_head, upstream_head = repo.resolve(args.fork), repo.resolve(args.upstream)
+    config = load_repo_config(repo, fork_head, args.fork)
+    options = CalibrateOptions(
+        since=calibrate.parse_date(args.since, "--since") if args.since else None,
+        until=calibrate.parse_date(args.until, "--until"),
+        limit=args.limit or None,
     )
-
-
-def from_json(line: str) -> Row:
-    d = json.loads(line)
-    commits = tuple(PlannedCommit.model_validate(c) for c in d["commits"])
-    fixes = tuple((sha, message) for sha, message in d["fixes"])
-    return Row(d["merge"], d["when"], commits, frozenset(d["chained"]), fixes)
-
-
-def mine(repo: GitRepo, picked: Sequence[Window], cache: Path | None) -> list[Row]:
-    """One rules plan per window, cached by merge SHA in `cache` (JSON lines) when given."""
-    known = {}
-    if cache and cache.exists():
-        known = {r.merge: r for r in map(from_json, cache.read_text().splitlines())}
-    rows = []
-    for n, window in enumerate(picked, 1):
-        if window.merge not in known:
-            started = time.perf_counter()
-            known[window.merge] = plan_window(repo, window)
-            seconds = time.perf_counter() - started
-            print(f"  planned window {n}/{len(picked)} {window.merge[:10]} in {seconds:.1f} s", flush=True)
-            if cache:
-                with cache.open("a") as out:
-                    out.write(to_json(known[window.merge]) + "\n")
-        rows.append(known[window.merge])
-    return rows
-
-
-def fit(rows: Sequence[Row], *, c: float = 1.0) -> RiskModel:
-    """L2-regularised logistic regression by Newton's method (numpy): deterministic, no other dependency."""
-    import numpy as np
-
-    samples = [(commit_features(x, config=CONFIG), x.sha in r.culprits) for r in rows for x in r.commits]
-    names = sorted({k for f, _ in samples for k in f})
-    X = np.array([[1.0, *(f.get(k, 0.0) for k in names)] for f, _ in samples])
-    y = np.array([1.0 if hit else 0.0 for _, hit in samples])
-    w = np.zeros(X.shape[1])
-    penalty = np.eye(X.shape[1]) / c
-    penalty[0, 0] = 0.0  # the intercept is not shrunk
-    for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-X @ w))
-        step = np.linalg.solve(X.T @ (X * (p * (1 - p))[:, None]) + penalty, X.T @ (y - p) - penalty @ w)
-        w += step
-        if float(np.abs(step).max()) < 1e-8:
-            break
-    coefficients = {k: round(float(v), 6) for k, v in zip(names, w[1:], strict=True) if abs(v) > 1e-9}
-    provenance = Provenance(
-        source="benchmarks/real_risk.py (quick fit on the earlier windows)",
-        commits=len(samples),
-        positives=int(y.sum()),
-        method=f"L2 logistic regression, Newton, C={c}",
+    windows = calibrate.find_windows(
+        repo, config, fork_head=fork_head, upstream_head=upstream_head, options=options
     )
-    return RiskModel(intercept=round(float(w[0]), 6), coefficients=coefficients, provenance=provenance)
+    cache = calibrate.FeatureCache(Path(args.cache) if args.cache else None, config=config)
+    rows, failed = calibrate.mine(repo, config, windows, cache=cache, progress=_progress)
+    for note in failed:
+        print(f"  not planned: {note}")
+    broke = {(r.window, r.sha) for r in rows if r.outcome}
+    mined = []
+    for window in windows:
+        planned = cache.get(window)
+        if planned:
+            bad = frozenset(c.sha for c in planned if (window.id, c.sha) in broke)
+            mined.append(Mined(window, tuple(planned), bad))
+    return config, mined, rows
 
 
-def chained_with(row: Row, model: RiskModel, config: SluiceConfig) -> frozenset[str]:
-    scored = [with_probability(c, model, config) for c in row.commits]
+def _progress(line: str) -> None:
+    if line.endswith(")") or "planning" in line:  # the windows planned now, not the cached ones
+        print(f"  {line}", flush=True)
+
+
+def chained_with(commits: Sequence[PlannedCommit], model: RiskModel, config: SluiceConfig) -> frozenset[str]:
+    """The commits the planner chains with `model` under `config`: its own selection and classification."""
+    scored = [with_probability(c, model, config) for c in commits]
     selection = calibrated_selection(scored, config)
     _, chains = classify(scored, symbol_keys={}, prior=(), ingested=set(), config=config, selection=selection)
     return frozenset(c.sha for ch in chains for c in ch.commits)
 
 
-def report(label: str, rows: Sequence[Row], chained: Sequence[frozenset[str]]) -> None:
-    total = sum(len(r.commits) for r in rows)
-    bad = sum(len(r.culprits) for r in rows)
-    caught = sum(len(r.culprits & ch) for r, ch in zip(rows, chained, strict=True))
+def rules_chained(commits: Sequence[PlannedCommit], config: SluiceConfig) -> frozenset[str]:
+    _, chains = classify(commits, symbol_keys={}, prior=(), ingested=set(), config=config)
+    return frozenset(c.sha for ch in chains for c in ch.commits)
+
+
+@dataclass(frozen=True)
+class Figures:
+    commits: int
+    culprits: int
+    bundled: float  # share of commits bundled
+    recall: float  # share of culprits chained
+
+
+def figures(mined: Sequence[Mined], chained: Sequence[frozenset[str]]) -> Figures:
+    total = sum(len(m.commits) for m in mined)
+    bad = sum(len(m.culprits) for m in mined)
+    caught = sum(len(m.culprits & ch) for m, ch in zip(mined, chained, strict=True))
     n_chained = sum(len(ch) for ch in chained)
-    bundled = 100 * (total - n_chained) / total if total else 0.0
-    recall = 100 * caught / bad if bad else 0.0
-    print(f"{label}: {bundled:.1f} % of {total} commits bundled, {recall:.1f} % of {bad} culprits chained")
+    return Figures(total, bad, (total - n_chained) / total if total else 0.0, caught / bad if bad else 0.0)
+
+
+def report(label: str, found: Figures, *, goal: bool = False) -> None:
+    line = (
+        f"{label}: {found.bundled:.1%} of {found.commits} commits bundled, "
+        f"{found.recall:.1%} of {found.culprits} culprits chained"
+    )
+    if goal:
+        met = found.bundled >= GOAL_BUNDLED and found.recall >= GOAL_RECALL
+        line += (
+            f"  [goal >= {GOAL_RECALL:.0%} at >= {GOAL_BUNDLED:.0%} bundled: {'met' if met else 'missed'}]"
+        )
+    print(line, flush=True)
+
+
+def held_out_model(train: Sequence[Row]) -> RiskModel:
+    """The model `sluice calibrate` would fit on the earlier rows only."""
+    fit = fitting.fit(train, c=1.0)
+    provenance = Provenance(
+        source="benchmarks/real_risk.py (fitted on the earlier ingestions only)",
+        commits=len(train),
+        positives=sum(r.outcome for r in train),
+        method="bot.core.fitting.fit, C=1.0",
+    )
+    return RiskModel(
+        schema=MODEL_SCHEMA, intercept=fit.intercept, coefficients=fit.coefficients, provenance=provenance
+    )
+
+
+def measure(repo: GitRepo, args: argparse.Namespace) -> None:
+    config, mined, rows = mine(repo, args)
+    train, test = fitting.time_split(rows, TRAIN_SHARE)
+    held = {r.window for r in test}
+    test_windows = [m for m in mined if m.window.id in held]
+    print(
+        f"ingestions mined: {len(mined)} ({len(rows)} upstream commits, {sum(r.outcome for r in rows)} "
+        f"culprits); held out: the newest {len(test_windows)} ({len(test)} commits), fitted on the rest"
+    )
+    report(
+        "held out, today's rules",
+        figures(test_windows, [rules_chained(m.commits, config) for m in test_windows]),
+    )
+    model = held_out_model(train)
+    settings: list[tuple[str, dict[str, float]]] = [("fewest expected tier runs", {})]
+    settings += [(f"chain_share {s}", {"chain_share": s}) for s in SHARES]
+    for label, risk in settings:
+        with_risk = config.model_copy(update={"risk": config.risk.model_copy(update=risk)})
+        chained = [chained_with(m.commits, model, with_risk) for m in test_windows]
+        report(f"held out, model, {label}", figures(test_windows, chained), goal="chain_share" in risk)
+    shipped = default_model()
+    if shipped is not None:
+        with_risk = config.model_copy(update={"risk": config.risk.model_copy(update={"chain_share": 0.3})})
+        chained = [chained_with(m.commits, shipped, with_risk) for m in test_windows]
+        report(
+            "same ingestions, Sluice's default model (in sample), chain_share 0.3",
+            figures(test_windows, chained),
+        )
+    merges = {w.merge: w for w in windows(repo, args.fork)}
+    timed = [m for m in test_windows if m.window.id in merges]
+    if timed:
+        plan_time(repo, merges[max(timed, key=lambda m: len(m.commits)).window.id], model)
 
 
 def plan_time(repo: GitRepo, window: Window, model: RiskModel, *, repeat: int = 21) -> None:
@@ -243,57 +274,13 @@ def plan_time(repo: GitRepo, window: Window, model: RiskModel, *, repeat: int = 
         print(f"make_plan {label} ({len(analysis.commits)} commits): median {median:.2f} ms ({iqr})")
 
 
-def choose_model(args: argparse.Namespace, train: Sequence[Row]) -> tuple[RiskModel, str]:
-    if args.model:
-        return read_model(Path(args.model)), f"the given model {args.model}"
-    shipped = default_model()
-    if shipped is not None:
-        return shipped, "Sluice's default model"
-    model = fit(train)
-    return model, f"fitted here on the {len(train)} earlier windows (no default model installed)"
-
-
-def measure(repo: GitRepo, args: argparse.Namespace) -> None:
-    every = windows(repo, args.fork)
-    picked = every[-args.limit :] if args.limit else every
-    if args.cached_only and args.cache and Path(args.cache).exists():  # iterate on what is mined so far
-        mined = {json.loads(line)["merge"] for line in Path(args.cache).read_text().splitlines()}
-        picked = [w for w in picked if w.merge in mined]
-    print(f"merge windows: {len(every)}, planned: {len(picked)}")
-    rows = [r for r in mine(repo, picked, Path(args.cache) if args.cache else None) if r.commits]
-    split = max(1, math.floor(len(rows) * TRAIN_SHARE))
-    train, test = rows[:split], rows[split:]
-    print(f"windows with pending commits: {len(rows)} (fit {len(train)}, held out {len(test)})")
-    report("all windows, today's rules", rows, [r.chained for r in rows])
-    model, where = choose_model(args, train)
-    print(f"model: {where}; {model.provenance.commits} commits, {model.provenance.positives} culprits")
-    report("held out, today's rules", test, [r.chained for r in test])
-    settings = [("fewest expected tier runs", {})] + [
-        (f"chain_share {s}", {"chain_share": s}) for s in SHARES
-    ]
-    for label, risk in settings:
-        config = SluiceConfig.model_validate({"risk": {"model": "none", **risk}})
-        report(f"held out, model, {label}", test, [chained_with(r, model, config) for r in test])
-    # A baseline for the model's features: the probability rises with the changed lines, nothing else.
-    by_size = RiskModel(
-        intercept=-4.0, coefficients={"log2-lines": 0.3}, provenance=Provenance(source="size")
-    )
-    for share in SHARES:
-        config = SluiceConfig.model_validate({"risk": {"model": "none", "chain_share": share}})
-        report(
-            f"held out, size alone, chain_share {share}",
-            test,
-            [chained_with(r, by_size, config) for r in test],
-        )
-    sizes = {r.merge: len(r.commits) for r in rows[-10:]}  # the largest of the newest windows
-    plan_time(repo, max((w for w in picked if w.merge in sizes), key=lambda w: sizes[w.merge]), model)
-
-
 def run(repo: Path, *, fork: str, upstream: str) -> None:
-    """The section of benchmarks/real_history.py: every window, no cache."""
-    del upstream  # the windows come from fork trunk's merges
+    """The section of benchmarks/real_history.py: ingestions before the cutoff, with calibrate's cache."""
+    args = argparse.Namespace(
+        fork=fork, upstream=upstream, since=SINCE, until=UNTIL, limit=0, cache=str(CACHE)
+    )
     with shared_clone(repo, prefix="sluice-real-risk-") as clone:
-        measure(clone, argparse.Namespace(fork=fork, limit=0, cache=None, model=None, cached_only=False))
+        measure(clone, args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -302,10 +289,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("path", nargs="?", help="a repository holding fork trunk and upstream (only read)")
     parser.add_argument("--fork", default="main", help="fork trunk ref (default main)")
-    parser.add_argument("--limit", type=int, default=0, help="plan only the newest N windows")
-    parser.add_argument("--cache", help="JSON-lines file of planned windows, reused and extended")
-    parser.add_argument("--model", help="a risk model file (default: Sluice's default, else a quick fit)")
-    parser.add_argument("--cached-only", action="store_true", help="only the windows --cache already holds")
+    parser.add_argument("--upstream", default="upstream", help="upstream ref (default upstream)")
+    parser.add_argument("--since", default=SINCE, help=f"ingestions from this date on (default {SINCE})")
+    parser.add_argument("--until", default=UNTIL, help=f"history before this date (default {UNTIL})")
+    parser.add_argument("--limit", type=int, default=0, help="only the newest N ingestions")
+    parser.add_argument("--cache", default=str(CACHE), help=f"calibrate's feature cache (default {CACHE})")
     args = parser.parse_args(argv)
     if not args.path:
         print("skipped: no repository given")

@@ -1,4 +1,5 @@
-"""`benchmarks/real_risk.py`: its culprit labels and quick fit on hand-made commits, and the no-PATH skip."""
+"""`benchmarks/real_risk.py`: its culprit labels, the planner's decisions with a model, calibrate's rows
+with a time split on a real history, and the no-PATH skip."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
+from bot.core.config import SluiceConfig
 from bot.core.models import PlannedCommit, RiskKind, RiskLevel, RiskReason
+from bot.core.risk_model import MODEL_SCHEMA, Provenance, RiskModel
+from bot.flows.mining import IngestionWindow
+from tests.test_calibrate import merge_history
 
 SCRIPT = Path(__file__).parent.parent / "benchmarks" / "real_risk.py"
 
@@ -58,15 +65,48 @@ def test_culprits_are_reverted_or_named_by_the_fix_commits() -> None:
     assert real_risk.culprits(window, fixes) == {c.sha for c in window[:4]}
 
 
-def test_the_quick_fit_recovers_a_planted_effect() -> None:
+def test_the_planner_chains_by_the_model_and_the_figures_count_culprits_caught() -> None:
     real_risk = load()
-    commits = tuple(commit(n, f"c{n}", hot=n % 4 == 0) for n in range(16, 216))
-    fixes = tuple(
-        (f"f{c.sha}", f"[intel] fix after {c.sha[:10]}") for c in commits if c.committer_time % 8 == 0
+    commits = tuple(commit(n, f"c{n}", hot=n % 4 == 0) for n in range(16, 36))  # 5 hot of 20
+    model = RiskModel(
+        schema=MODEL_SCHEMA,
+        intercept=-4.0,
+        coefficients={"reason:patch-stack-symbol": 3.0},
+        provenance=Provenance(source="a test"),
     )
-    row = real_risk.Row("m", 0, commits, frozenset(), fixes)
-    model = real_risk.fit([row])
-    assert model.coefficients["reason:patch-stack-symbol"] > 2.0  # half the hot ones break, none of the rest
+    config = SluiceConfig.model_validate({"risk": {"chain_share": 0.25}})
+    chained = real_risk.chained_with(commits, model, config)
+    assert chained == {c.sha for c in commits if c.committer_time % 4 == 0}
+    culprits = frozenset(c.sha for c in commits if c.committer_time in (16, 17))  # one hot, one not
+    window = IngestionWindow("w", "merge", 0, "f", "u", tuple(c.sha for c in commits), ())
+    found = real_risk.figures([real_risk.Mined(window, commits, culprits)], [chained])
+    assert (found.commits, found.culprits, found.bundled, found.recall) == (20, 2, 0.75, 0.5)
+
+
+def test_it_measures_calibrates_rows_with_a_time_split(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a two-merge history: calibrate's own labels, the later merge held out, the figures printed."""
+    s, _ = merge_history(tmp_path / "history")
+    args = [
+        "--fork",
+        s.fork_ref,
+        "--upstream",
+        s.upstream_ref,
+        "--since",
+        "2025-12-01",
+        "--until",
+        "2027-01-01",
+    ]
+    cache = tmp_path / "features.jsonl"
+    assert load().main([str(s.path), *args, "--cache", str(cache)]) == 0
+    out = capsys.readouterr().out
+    assert "ingestions mined: 2 (9 upstream commits, 4 culprits); held out: the newest 1 (2 commits)" in out
+    assert "held out, model, chain_share 0.3: " in out and "[goal >= 80% at >= 70% bundled: " in out
+    assert cache.read_text().count("\n") == 2  # both ingestions planned once, as calibrate caches them
+    assert load().main([str(s.path), *args, "--cache", str(cache)]) == 0
+    again = capsys.readouterr().out
+    assert "planning" not in again and "ingestions mined: 2 (9 upstream commits, 4 culprits)" in again
 
 
 def test_without_a_path_it_skips() -> None:
