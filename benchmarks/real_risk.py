@@ -39,7 +39,7 @@ from bot.core.errors import SluiceError
 from bot.core.fitting import Row
 from bot.core.models import Plan, PlannedCommit
 from bot.core.planner import classify, make_plan
-from bot.core.risk_model import MODEL_SCHEMA, Provenance, RiskModel
+from bot.core.risk_model import MODEL_SCHEMA, Provenance, RiskModel, quantiles_of
 from bot.flows import calibrate
 from bot.flows.calibrate import CalibrateOptions
 from bot.flows.engine import PendingAnalysis, Snapshot, analyse_pending, load_repo_config, take_snapshot
@@ -54,7 +54,7 @@ UPSTREAM_PULL = re.compile(r"github\.com/(?:triton-lang|openai)/triton/pull/(\d+
 PR_REF = re.compile(r"#(\d+)")
 OWN_PR = re.compile(r"\(#(\d+)\)\s*$")
 TRAIN_SHARE = 0.7  # calibrate's time split
-SHARES = (0.2, 0.3, 0.4)
+SHARES = (0.15, 0.2, 0.25, 0.3)
 GOAL_RECALL, GOAL_BUNDLED = 0.8, 0.7
 SINCE, UNTIL = "2025-02-01", "2025-10-01"  # the default model's range: history before the cutoff
 CACHE = Path(tempfile.gettempdir()) / "sluice-calibrate" / "intel-features.jsonl"  # make_default_model's
@@ -166,7 +166,7 @@ def _progress(line: str) -> None:
 def chained_with(commits: Sequence[PlannedCommit], model: RiskModel, config: SluiceConfig) -> frozenset[str]:
     """The commits the planner chains with `model` under `config`: its own selection and classification."""
     scored = [with_probability(c, model, config) for c in commits]
-    selection = calibrated_selection(scored, config)
+    selection = calibrated_selection(scored, config, model)
     _, chains = classify(scored, symbol_keys={}, prior=(), ingested=set(), config=config, selection=selection)
     return frozenset(c.sha for ch in chains for c in ch.commits)
 
@@ -215,7 +215,11 @@ def held_out_model(train: Sequence[Row]) -> RiskModel:
         method="bot.core.fitting.fit, C=1.0",
     )
     return RiskModel(
-        schema=MODEL_SCHEMA, intercept=fit.intercept, coefficients=fit.coefficients, provenance=provenance
+        schema=MODEL_SCHEMA,
+        intercept=fit.intercept,
+        coefficients=fit.coefficients,
+        provenance=provenance,
+        quantiles=quantiles_of(fit.score(train)),
     )
 
 

@@ -285,6 +285,10 @@ def test_calibrate_is_deterministic_and_writes_a_model_with_provenance(
     p = model.provenance
     assert (p.source, p.commits, p.positives) == ("sandbox", 9, 4)
     assert "LogisticRegression" in p.method and model.coefficients["log2-lines"] != 0.0
+    # Its fitted commits' probabilities, most likely first: `risk.chain_share` then reads the fork's stream.
+    assert len(model.quantiles) == 101 and model.quantiles[0] > model.quantiles[-1]
+    share = model.share_threshold(4 / 9)
+    assert share is not None and model.quantiles[0] >= share >= model.quantiles[-1]
     captured = capsys.readouterr()
     assert "window 1/2" in captured.err and "culprits: 4" in captured.out
 

@@ -13,7 +13,7 @@ from bot.core.models import Dependency, DependencyKind, PlannedCommit, RiskKind,
 from bot.core.planner import classify
 from bot.core.render import weight_text
 from bot.core.risk_cost import NO_CHAIN, BundleCaps, Candidate, bundle_runs, choose_threshold, expected_runs
-from bot.core.risk_model import Provenance, RiskModel
+from bot.core.risk_model import Provenance, RiskModel, commit_features, quantiles_of, subject_tags
 
 INF = float("inf")
 
@@ -61,7 +61,7 @@ def reason(kind: RiskKind, detail: str = "x", level: RiskLevel = RiskLevel.HIGH)
 def plan(commits: list[PlannedCommit], fixed: RiskModel, config_text: str = "") -> tuple:
     config = parse_config(config_text)
     scored = [with_probability(c, fixed, config) for c in commits]
-    selection = calibrated_selection(scored, config)
+    selection = calibrated_selection(scored, config, fixed)
     bundles, chains = classify(
         scored, symbol_keys={}, prior=(), ingested=set(), config=config, selection=selection
     )
@@ -170,6 +170,44 @@ def test_probability_and_weights_name_the_reasons_they_come_from() -> None:
 
 
 @pytest.mark.parametrize(
+    ("subject", "tags"),
+    [
+        ("[LAYOUTS] [NFC] Kill getSizePerThread (#6044)", ["layouts", "nfc"]),
+        ("[AMD][Gluon] Buffer ops (#7001)", ["amd", "gluon"]),
+        ("[Warp Specialization] Split partitions", ["warp-specialization"]),
+        ("[nfc][NFC] twice", ["nfc"]),
+        ('Revert "[LAYOUTS] x"', []),  # a bracket after the start is prose
+        ("[<img src=x>] not a tag, [later] neither", []),
+        ("[a][b][c][d][e] at most four", ["a", "b", "c", "d"]),
+    ],
+)
+def test_subject_tags(subject: str, tags: list[str]) -> None:
+    assert subject_tags(subject) == tags
+
+
+def test_features_count_the_reasons_given_per_file_and_read_the_subject_tags() -> None:
+    on_the_stack = tuple(
+        reason(kind, f"lib/f{i}.cpp", RiskLevel.LOW)
+        for kind, n in ((RiskKind.PATCH_STACK_FILE, 3), (RiskKind.PATCH_STACK_SYMBOL, 1))
+        for i in range(n)
+    )
+    files = ("lib/f0.cpp", "lib/f1.cpp", "lib/f2.cpp")
+    c = commit(1, lines=40, reasons=on_the_stack, files=files)
+    c = c.model_copy(update={"subject": "[LAYOUTS] Move order (#6243)"})
+    found = commit_features(c, config=parse_config(""))
+    assert found["count:patch-stack-file"] == pytest.approx(2.0)  # log2(1 + 3)
+    assert found["count:patch-stack-symbol"] == pytest.approx(1.0)
+    assert "count:patch-stack-hunk" not in found and "reason:patch-stack-hunk" not in found
+    assert found["log2-files"] == pytest.approx(2.0) and found["tag:layouts"] == 1.0
+    fixed = model(intercept=-4.0, tag__layouts=1.1, count__patch_stack_file=0.4)
+    scored = with_probability(c, fixed, parse_config(""))
+    assert [(w.feature, w.detail) for w in scored.weights] == [
+        ("tag:layouts", "[layouts] in the subject"),
+        ("count:patch-stack-file", "3: lib/f0.cpp, lib/f1.cpp +1 more"),
+    ]
+
+
+@pytest.mark.parametrize(
     ("share", "chained"),
     [(0.0, []), (0.2, [[3], [7]]), (0.5, [[1], [3], [5], [7], [9]]), (1.0, [[n] for n in range(1, 11)])],
 )
@@ -182,6 +220,43 @@ def test_chain_share_chains_the_most_likely_first(share: float, chained: list[li
     assert selection.chosen_by == "chain-share"
     if chained:
         assert chains[0].why[chains[0].root].endswith(f"among the {share:.0%} most likely to break")
+
+
+def with_quantiles(fixed: RiskModel, fitted: list[float]) -> RiskModel:
+    return fixed.model_copy(update={"quantiles": quantiles_of(fitted)})
+
+
+def test_a_model_that_knows_its_fitted_probabilities_chains_a_share_of_the_stream() -> None:
+    """With quantiles the share is the fork's stream's, one threshold for every plan: a plan of safe commits
+    chains none of them, a plan of risky ones chains them all (per plan, each would chain 20 %)."""
+    fixed = model(intercept=-6.0, log2_lines=0.5)
+    fitted = [1 / (1 + math.exp(6.0 - 0.5 * math.log2(1 + n))) for n in range(1, 1001)]  # sizes 1 … 1000
+    stream = with_quantiles(fixed, fitted)
+    threshold = stream.share_threshold(0.2)
+    assert threshold == pytest.approx(1 / (1 + math.exp(6.0 - 0.5 * math.log2(1 + 800))), abs=1e-5)
+    config = "risk:\n  chain_share: 0.2\n"
+    small = [commit(n, lines=n) for n in range(1, 11)]
+    large = [commit(n, lines=900 + n) for n in range(1, 11)]
+    assert numbers(plan(small, stream, config)[1]) == []
+    assert numbers(plan(large, stream, config)[1]) == [[n] for n in range(1, 11)]
+    assert numbers(plan(small, fixed, config)[1]) == [[9], [10]]  # without quantiles: 20 % of the plan
+    _, chains, selection = plan(large, stream, config)
+    assert selection.chosen_by == "chain-share" and selection.threshold == pytest.approx(threshold, abs=1e-6)
+    assert chains[0].why[chains[0].root].endswith("among the 20% of the fork's stream most likely to break")
+
+
+def test_quantiles_run_from_the_most_likely_down_and_a_bad_table_is_refused() -> None:
+    q = quantiles_of([k / 100 for k in range(101)])
+    assert (len(q), q[0], q[25], q[100]) == (101, 1.0, 0.75, 0.0)
+    assert list(q) == sorted(q, reverse=True)
+    fixed = model().model_copy(update={"quantiles": q})
+    assert fixed.share_threshold(0.255) == pytest.approx(0.745)
+    assert model().share_threshold(0.25) is None
+    assert RiskModel.from_json(fixed.to_json()).quantiles == q
+    for bad in ((0.5,) * 7, tuple(reversed(q))):
+        text = fixed.model_copy(update={"quantiles": bad}).to_json()
+        with pytest.raises(ValueError, match="quantiles"):
+            RiskModel.from_json(text)
 
 
 def test_chain_share_counts_the_dependents_that_join() -> None:

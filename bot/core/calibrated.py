@@ -68,9 +68,14 @@ def weight_detail(feature: str, commit: PlannedCommit, config: SluiceConfig) -> 
         name = feature.removeprefix("component:")
         found = [c for c in config.all_components if c.name == name]
         return _some([f for f in commit.files if found and found[0].matches(f)])
-    if feature.startswith("reason:"):
-        kind = feature.removeprefix("reason:")
-        return _some([r.detail for r in commit.reasons if r.kind.value == kind])
+    if feature.startswith(("reason:", "count:")):
+        kind = feature.partition(":")[2]
+        details = [r.detail for r in commit.reasons if r.kind.value == kind]
+        return _some(details) if feature.startswith("reason:") else f"{len(details)}: {_some(details)}"
+    if feature == "log2-files":
+        return f"{len(commit.files)} files"
+    if feature.startswith("tag:"):
+        return f"[{feature.removeprefix('tag:')}] in the subject"
     if feature == "tests-or-docs-only":
         return _some(list(commit.files))
     if feature == "has-dependencies":
@@ -154,17 +159,27 @@ class Dependents:
         return True
 
 
-def calibrated_selection(commits: Sequence[PlannedCommit], config: SluiceConfig) -> Selection:
-    """Structural rules first; then the threshold with the fewest expected tier runs, or `chain_share`.
-    Both count the commits that will join a chain through their dependencies."""
+def calibrated_selection(
+    commits: Sequence[PlannedCommit], config: SluiceConfig, model: RiskModel | None = None
+) -> Selection:
+    """Structural rules first; then the threshold with the fewest expected tier runs, or `chain_share`:
+    of the fork's stream when `model` knows the probabilities of the commits it was fitted on (one
+    threshold for every plan), else of this plan. Both count the commits that will join a chain through
+    their dependencies."""
     structural = {c.sha: why for c in commits if (why := structural_why(c)) is not None}
     candidates = [Candidate(c.probability or 0.0, c.changed_lines, c.sha in structural) for c in commits]
     caps, dependents = caps_for(config, calibrated=True), Dependents.of(commits)
     share = config.risk.chain_share
+    stream = model.share_threshold(share) if model is not None and share is not None else None
     if share is None:
         threshold = choose_threshold(candidates, caps, close=dependents.close).threshold
         roots = [not c.forced and c.probability >= threshold for c in candidates]
         chosen_by, label = "expected-runs", f"≥ threshold {threshold:.3f} (fewest expected tier runs)"
+    elif stream is not None:
+        threshold = stream
+        roots = [not c.forced and c.probability >= threshold for c in candidates]
+        chosen_by = "chain-share"
+        label = f"≥ {threshold:.3f}: among the {share:.0%} of the fork's stream most likely to break"
     else:
         grown = share_mask(candidates, share=share, grow=dependents.grow)
         roots = [m and not c.forced for m, c in zip(grown, candidates, strict=True)]

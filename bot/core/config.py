@@ -388,7 +388,8 @@ class RiskPolicy(Frozen):
     # the shipped model does not yet chain 80 % of the culprits at 70 % bundled.
     model: Annotated[str, AfterValidator(_check_model_name)] = "none"
     # With a model: chain this share of the commits, most likely to break first, instead of the share that
-    # minimises expected tier runs.
+    # minimises expected tier runs: of the fork's stream when the model carries its fitted commits'
+    # probabilities (`sluice calibrate` writes them), else of each plan.
     chain_share: Annotated[float, Field(ge=0, le=1)] | None = None
     # A chain longer than this is split where the fewest and weakest dependencies cross.
     max_chain: Count | None = None

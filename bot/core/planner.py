@@ -310,7 +310,7 @@ def make_plan(
     selection, decision = None, None
     if model is not None:
         planned = [with_probability(c, model.model, config) for c in planned]
-        selection = calibrated_selection(planned, config)
+        selection = calibrated_selection(planned, config, model.model)
         decision = model.decision(selection, bundle_culprits=config.risk.bundle_culprits)
     keys = {c.sha: frozenset(k for f in c.files for k in symbol_keys(f)) for c in commits}
     bundles, chains = classify(

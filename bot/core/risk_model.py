@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,7 +16,7 @@ MODEL_SCHEMA = "sluice.risk-model/1"
 DEFAULT_MODEL = (
     "data/default_risk_model.json"  # in the `bot` package: fitted by benchmarks/make_default_model.py
 )
-FEATURES_VERSION = 1  # bump when commit_features changes meaning: a model fitted on other features is refused
+FEATURES_VERSION = 2  # bump when commit_features changes meaning: a model fitted on other features is refused
 # Changed-line buckets (lower bounds); the first is the reference level, so it has no feature of its own.
 SIZE_BUCKETS: tuple[int, ...] = (0, 10, 50, 200, 500)
 TESTS_OR_DOCS = ("test/**", "**/test/**", "**/tests/**", "python/test/**", "docs/**", "**/*.md", "**/*.rst")
@@ -31,6 +33,20 @@ REASON_FEATURES: tuple[RiskKind, ...] = (
     RiskKind.BINARY,
     RiskKind.UNREADABLE,
 )
+# Planner reasons given once per file or symbol: how many there are (log2(1 + n)) is a feature of its own. On
+# Intel's history the count carries what the 0/1 feature cannot: one file of a fork-patched tree is common,
+# ten of them are not.
+COUNTED_FEATURES: tuple[RiskKind, ...] = (
+    RiskKind.PATCH_STACK_FILE,
+    RiskKind.PATCH_STACK_HUNK,
+    RiskKind.PATCH_STACK_SYMBOL,
+)
+# Upstream's subject tags, `[LAYOUTS] …`, `[AMD][NFC] …`: the area the author says the change is in. Only
+# the leading ones count (a bracket later in the subject is prose), at most MAX_TAGS of them.
+SUBJECT_TAGS = re.compile(r"\s*\[([^\[\]]{1,32})\]")
+TAG_TEXT = re.compile(r"[a-z0-9][a-z0-9_.+/-]*")  # what a tag may be made of once normalised (else skipped)
+MAX_TAGS = 4
+QUANTILES = 101  # a model's `quantiles`: one per percentile, 0 % … 100 %
 
 
 def size_feature(changed_lines: int) -> str | None:
@@ -44,9 +60,23 @@ def component_features(files: tuple[str, ...], config: SluiceConfig) -> set[str]
     return {f"component:{c.name}" for c in config.all_components if any(c.matches(path) for path in files)}
 
 
+def subject_tags(subject: str) -> list[str]:
+    """The subject's leading `[TAG]`s, lower-cased and with inner spaces as `-`, in order, each once."""
+    tags: list[str] = []
+    at = 0
+    while len(tags) < MAX_TAGS and (m := SUBJECT_TAGS.match(subject, at)):
+        tag = "-".join(m.group(1).lower().split())
+        if TAG_TEXT.fullmatch(tag) and tag not in tags:
+            tags.append(tag)
+        at = m.end()
+    return tags
+
+
 def commit_features(commit: PlannedCommit, *, config: SluiceConfig) -> dict[str, float]:
     """The model's inputs for one planned commit, as the planner computed them (only the present ones)."""
     found: dict[str, float] = {"log2-lines": math.log2(1 + commit.changed_lines)}
+    if commit.files:
+        found["log2-files"] = math.log2(1 + len(commit.files))
     size = size_feature(commit.changed_lines)
     if size:
         found[size] = 1.0
@@ -55,6 +85,10 @@ def commit_features(commit: PlannedCommit, *, config: SluiceConfig) -> dict[str,
         found["tests-or-docs-only"] = 1.0
     kinds = {r.kind for r in commit.reasons}
     found.update({f"reason:{k.value}": 1.0 for k in REASON_FEATURES if k in kinds})
+    for kind in COUNTED_FEATURES:
+        if n := sum(1 for r in commit.reasons if r.kind is kind):
+            found[f"count:{kind.value}"] = math.log2(1 + n)
+    found.update({f"tag:{t}": 1.0 for t in subject_tags(commit.subject)})
     if commit.depends_on:
         found["has-dependencies"] = 1.0
     return found
@@ -87,6 +121,15 @@ class Contribution(BaseModel):
     odds_ratio: float  # exp(coefficient × value): ×2.1 means the feature doubles the odds
 
 
+def quantiles_of(probabilities: Sequence[float]) -> tuple[float, ...]:
+    """`RiskModel.quantiles` for the probabilities a model gave the commits it was fitted on."""
+    if not probabilities:
+        return ()
+    ranked = sorted(probabilities, reverse=True)
+    top = len(ranked) - 1
+    return tuple(round(ranked[round(k * top / (QUANTILES - 1))], 6) for k in range(QUANTILES))
+
+
 class Estimate(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -104,6 +147,19 @@ class RiskModel(BaseModel):
     intercept: float
     coefficients: dict[str, float]
     provenance: Provenance
+    # The probabilities it gave the commits it was fitted on, at each percentile from the most likely down:
+    # `quantiles[k]` is the probability at or above which k % of them fall. With these, `risk.chain_share`
+    # is a share of the fork's stream (one threshold for every plan), not of each plan; () when unknown.
+    quantiles: tuple[float, ...] = ()
+
+    def share_threshold(self, share: float) -> float | None:
+        """The probability at or above which `share` of the fitted commits fall (None without quantiles)."""
+        if len(self.quantiles) != QUANTILES:
+            return None
+        at = min(max(share, 0.0), 1.0) * (QUANTILES - 1)
+        low = math.floor(at)
+        high = min(low + 1, QUANTILES - 1)
+        return self.quantiles[low] + (self.quantiles[high] - self.quantiles[low]) * (at - low)
 
     def estimate(self, features: Mapping[str, float]) -> Estimate:
         """P(breaks the fork) and each present feature's odds multiplier, strongest first."""
@@ -134,4 +190,8 @@ class RiskModel(BaseModel):
                 f"the model was fitted on features version {model.features_version}; this Sluice computes "
                 f"version {FEATURES_VERSION}: run `sluice calibrate` again"
             )
+        if model.quantiles and (
+            len(model.quantiles) != QUANTILES or any(a < b for a, b in itertools.pairwise(model.quantiles))
+        ):
+            raise ValueError(f"the model's quantiles must be {QUANTILES} probabilities, from high to low")
         return model

@@ -19,7 +19,14 @@ from bot.core.config import SluiceConfig
 from bot.core.errors import SluiceError
 from bot.core.fitting import Quality, Row
 from bot.core.models import Plan, PlannedCommit
-from bot.core.risk_model import FEATURES_VERSION, MODEL_SCHEMA, Provenance, RiskModel, commit_features
+from bot.core.risk_model import (
+    FEATURES_VERSION,
+    MODEL_SCHEMA,
+    Provenance,
+    RiskModel,
+    commit_features,
+    quantiles_of,
+)
 from bot.flows import mining
 from bot.flows.mining import IngestionWindow
 from bot.flows.planning import build_plan
@@ -323,7 +330,11 @@ def calibrate(
         notes=_notes(windows, failed, options, held_out is not None),
     )
     model = RiskModel(
-        schema=MODEL_SCHEMA, intercept=final.intercept, coefficients=final.coefficients, provenance=provenance
+        schema=MODEL_SCHEMA,
+        intercept=final.intercept,
+        coefficients=final.coefficients,
+        provenance=provenance,
+        quantiles=quantiles_of(final.score(rows)),
     )
     in_sample = fitting.judge(
         final.score(rows), outcomes, bundled_share=options.bundled_share, target=options.recall_target
@@ -334,7 +345,8 @@ def calibrate(
 def _method(options: CalibrateOptions) -> str:
     return (
         f"scikit-learn {sklearn.__version__} LogisticRegression(C={options.c}, penalty='l2', "
-        f"solver='{fitting.SOLVER}'); held_out: fitted on the earlier {options.train_share:.0%} of rows, "
+        f"solver='{fitting.SOLVER}') over the features present in at least {fitting.MIN_SUPPORT} rows; "
+        f"held_out: fitted on the earlier {options.train_share:.0%} of rows, "
         "judged on the later rest; shipped coefficients refitted on all rows"
     )
 
