@@ -240,6 +240,7 @@ def test_a_model_that_knows_its_fitted_probabilities_chains_a_share_of_the_strea
     assert numbers(plan(small, stream, config)[1]) == []
     assert numbers(plan(large, stream, config)[1]) == [[n] for n in range(1, 11)]
     assert numbers(plan(small, fixed, config)[1]) == [[9], [10]]  # without quantiles: 20 % of the plan
+    assert numbers(plan(large, stream, "risk:\n  chain_share: 0\n")[1]) == []  # none, not the likeliest
     _, chains, selection = plan(large, stream, config)
     assert selection.chosen_by == "chain-share" and selection.threshold == pytest.approx(threshold, abs=1e-6)
     assert chains[0].why[chains[0].root].endswith("among the 20% of the fork's stream most likely to break")

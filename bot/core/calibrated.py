@@ -177,7 +177,7 @@ def calibrated_selection(
         chosen_by, label = "expected-runs", f"≥ threshold {threshold:.3f} (fewest expected tier runs)"
     elif stream is not None:
         threshold = stream
-        roots = [not c.forced and c.probability >= threshold for c in candidates]
+        roots = [share > 0 and not c.forced and c.probability >= threshold for c in candidates]
         chosen_by = "chain-share"
         label = f"≥ {threshold:.3f}: among the {share:.0%} of the fork's stream most likely to break"
     else:
