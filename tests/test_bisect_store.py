@@ -111,6 +111,16 @@ def test_a_refreshed_audit_record_keeps_its_bisections(store: Store) -> None:
     kept = gates.audit(FORK, 7)
     assert kept is not None and kept.head == FORKED[0] and kept.bisections == (entry,)
     assert "bisection 3: L1 on" in render(7, kept) and "culprits " + COMMITS[1][:10] in render(7, kept)
+    assert "regression of" not in render(7, kept)
+    perf = AuditBisection(
+        id=4, tier="L3", head_sha=HEAD, status="done", runs=5, regressions=("matmul[64:fp16] · median",)
+    )
+    gates.save_audit(with_bisection(kept, perf), at=AT)
+    stored = gates.audit(FORK, 7)
+    assert stored is not None and stored.bisections == (entry, perf)  # what it bisected is kept
+    assert "bisection 4: L3 on" in render(7, stored) and "regression of matmul[64:fp16] · median" in render(
+        7, stored
+    )
 
 
 def test_the_bisection_gauges_show_each_fork_and_tier(store: Store) -> None:
