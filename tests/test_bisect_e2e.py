@@ -180,6 +180,8 @@ async def test_a_probe_result_for_a_superseded_head_is_ignored(
     assert bisection.status is Status.RUNNING
     (probe,) = [r for r in rig.sim.workflow_runs[FORK] if r["id"] != l1["id"]]
     assert probe["inputs"]["head_sha"] != bisection.head_sha and probe["inputs"]["pull"] == str(pull.number)
+    # it runs only the suite that failed: L1's `unit` (index 0), as the dispatch's selection 2 + 0
+    assert (bisection.suite, bisection.suite_name) == (0, "unit") and probe["inputs"]["selection"] == "2"
 
     rig.sim.commit(UPSTREAM, "main", {"docs/late.md": "late\n"}, message="upstream: one more")
     await rig.settle()  # the bundle is rebuilt: a new head, its own L1 dispatched

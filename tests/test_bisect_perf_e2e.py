@@ -17,12 +17,13 @@ import pytest
 
 from bot.core.bisect_pr import COMMENT_MARKER, Status
 from bot.core.ingestion import BRANCH_PREFIX
-from bot.core.tiers import Level, RunState
+from bot.core.tiers import Level, RunState, TierRun
 from bot.core.trunk_watch import WATCH
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.tier_runs import TierRuns
 from bot.db.trunk_watch import TrunkWatchStore
+from runners.report import Report
 from tests.support.github_sim import GitHubSim
 from tests.test_tiers_e2e import FORK, UPSTREAM, Rig, make_rig
 
@@ -64,6 +65,11 @@ async def trunk_baseline(rig: Rig, timeout: float = 120.0) -> str:
             return done[0].head_sha
         await asyncio.sleep(0.2)
     raise AssertionError("trunk watch left no L3 report on fork trunk")
+
+
+def report_of(run: TierRun) -> Report:
+    assert run.report is not None
+    return Report.model_validate_json(run.report)
 
 
 def push_upstream(sim: GitHubSim, changes: list[dict[str, str]]) -> list[str]:
@@ -116,6 +122,10 @@ async def test_a_bundle_commit_that_slows_a_critical_kernel_is_bisected_against_
     assert len(probes) == bisection.state.runs
     assert 1 + len(probes) <= 2 * math.ceil(math.log2(len(shas))) + 1
     assert all(p.state is RunState.COMPLETED and p.level is Level.L3 for p in probes)
+    # the probes ran only the suite that timed matmul (L3 has two), through the dispatch's suite selection
+    assert (bisection.suite, bisection.suite_name) == (0, "bench")
+    assert all(p.suite == 0 and [s.name for s in report_of(p).suites] == ["bench"] for p in probes)
+    assert [s.name for s in report_of(first).suites] == ["bench", "sweep"]  # the PR's own run: the whole tier
 
     # the culprit roots a risky chain, the regression attached; the bundle, rebuilt without it, merged
     assert culprit in Bisections(rig.store).blamed(FORK)
@@ -129,6 +139,7 @@ async def test_a_bundle_commit_that_slows_a_critical_kernel_is_bisected_against_
     # the PR showed what was bisected; the audit record lists it
     (comment,) = [c for c in rig.sim.comments[(FORK, bundle_number)] if COMMENT_MARKER in c]
     assert "Bisection of L3 (a performance regression)" in comment and "done, 1 culprit" in comment
+    assert "Its probes run only the suite `bench` of L3" in comment
     assert f"`{MATMUL} · median`" in comment and culprit[:10] in comment
     record = GateStore(rig.store).audit(FORK, bundle_number)
     assert record is not None and record.state.value == "closed"

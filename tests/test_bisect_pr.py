@@ -21,6 +21,7 @@ from bot.core.bisect_pr import (
     is_build_failure,
     literal_head,
     outcome_of,
+    probe_suite,
     regression_outcome_of,
     regression_reason,
     render,
@@ -214,3 +215,26 @@ def test_a_performance_bisection_says_what_it_bisects_and_its_culprit_carries_th
     detail = culprit_detail(r)
     assert detail.startswith("L3 regressed on #7 (bundle-1): matmul")
     assert "0.25 ms before, 0.325 ms after (+30.0%)" in detail
+
+
+@pytest.mark.parametrize(
+    ("failing", "ran", "expected"),
+    [
+        ({"sweep"}, None, 1),  # the one suite that failed
+        ({"bench", "sweep"}, None, None),  # several: the whole tier (the selection names one suite)
+        (set(), None, None),  # none could be named (no report: a time-out, a refused dispatch)
+        ({"tlx"}, None, None),  # an internal extension's suite L1 adds: not one of the tier's own
+        ({"bench"}, 1, 1),  # the PR's run ran one suite alone (`/l3 sweep`): its probes run that one
+        (set(), 7, None),  # past the tier's suites (the config changed): the whole tier
+    ],
+)
+def test_a_probe_runs_only_the_suite_that_failed(
+    failing: set[str], ran: int | None, expected: int | None
+) -> None:
+    assert probe_suite(["bench", "sweep"], failing, ran=ran) == expected
+
+
+def test_the_comment_names_the_one_suite_probes_run() -> None:
+    assert "run only the suite" not in render(record())
+    shown = render(record(suite=0, suite_name="unit"))
+    assert "Its probes run only the suite `unit` of L1 (what failed)." in shown

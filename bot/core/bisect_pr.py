@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
@@ -79,6 +79,7 @@ class BisectionRecord(Frozen):
     regressions: tuple[str, ...] = ()
     baseline_run: int | None = None
     suite: int | None = None  # the one suite of the tier its probes run (its index in the config); None: all
+    suite_name: str = ""  # that suite's name, as the comment shows it
 
     @property
     def active(self) -> bool:
@@ -159,6 +160,22 @@ def regression_reason(regressions: Sequence[MetricRegression]) -> str:
     return "; ".join(f"{r.name} {r.evidence()}" for r in regressions)
 
 
+def probe_suite(
+    suite_names: Sequence[str], failing: Collection[str], *, ran: int | None = None
+) -> int | None:
+    """The one suite of the tier a bisection's probes run (its index in the config's `suite_names`): the
+    suite the PR's run ran alone (`ran`), else the one suite that failed (`failing`: the suites with failing
+    tests, or holding the regressed kernels). None, the whole tier, when no suite, several, or one the tier
+    does not name (an internal extension's suite that L1 adds) failed: the dispatch's selection names one."""
+    if ran is not None:
+        return ran if 0 <= ran < len(suite_names) else None
+    names = set(failing)
+    if len(names) != 1:
+        return None
+    (name,) = names
+    return suite_names.index(name) if name in suite_names else None
+
+
 def should_bisect(run: TierRun, commits: int) -> bool:
     """Whether a PR's own finished tier run calls for a bisection: a real failure of more than one commit
     (a lone commit is its own culprit)."""
@@ -209,6 +226,7 @@ def render(record: BisectionRecord) -> str:
         f"### Bisection of {record.level.name}{what} on `{record.head_sha[:10]}`: {_headline(record)}",
         "",
         *_what(record, who),
+        *_suite(record),
         f"{len(state.commits)} commits in upstream order; {state.runs} of {limit} tier runs used{hours}.",
         "",
         "| probe | prefix | head | outcome |",
@@ -262,6 +280,14 @@ def _what(record: BisectionRecord, who: str) -> list[str]:
         f"report ({against}) showed a confident regression of a critical kernel: {shown}{more}.",
         "A probe fails while its report still shows one of them regressed against that same report, passes "
         "when none is, and is skipped when it leaves no comparable benchmarks.",
+    ]
+
+
+def _suite(record: BisectionRecord) -> list[str]:
+    if record.suite is None:
+        return []
+    return [
+        f"Its probes run only the suite `{_code(record.suite_name)}` of {record.level.name} (what failed)."
     ]
 
 

@@ -31,6 +31,7 @@ from bot.core.bisect_pr import (
     is_build_failure,
     literal_head,
     outcome_of,
+    probe_suite,
     regression_outcome_of,
     regression_reason,
     render,
@@ -57,6 +58,7 @@ from bot.flows.pick import Picker, pick_in_order
 from bot.flows.tiers import Tiering, baseline, metric_regressions, parse_report, subject_of, time_out
 from bot.git.mirror import BranchUpdate
 from bot.ports import BisectionRecords, GateRecords, Repository
+from runners.report import Outcome as ReportOutcome
 
 log = logging.getLogger("sluice.bisect")
 UPSTREAM_TRAILER = re.compile(r"^Upstream-Commit:\s*([0-9a-f]{40})\s*$", re.MULTILINE)
@@ -93,6 +95,9 @@ class Bisecting:
     candidates: Candidates
     depends_on: Callable[[str], Awaitable[Mapping[str, Sequence[str]]]]  # the plan's edges of an ingestion
     rebuild: Callable[[str], Awaitable[None]]  # plan the fork again (why), so the PR is rebuilt
+    bot_login: (
+        str  # "<app slug>[bot]": only a PR it opened is Sluice's ingestion (a branch name proves nothing)
+    )
     audits: GateRecords | None = None  # where the ingestion's audit record is kept (called through `db`)
 
 
@@ -103,6 +108,7 @@ class Regressed:
 
     baseline_run: int
     regressions: tuple[MetricRegression, ...]
+    suites: frozenset[str] = frozenset()  # the suites that timed the regressed kernels
 
 
 async def _db(b: Bisecting, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -153,6 +159,7 @@ async def start(
         reason = regression_reason(regressed.regressions)
     base = str(pull["base"]["sha"])
     record = await _new_record(b, subject, base=base, level=level, by=by, reason=reason, regressed=regressed)
+    record = _probing(b, record, failed if failed is not None and failed.failed else None, regressed)
     saved = await _db(b, b.records.start, record, at=t.clock())
     if saved is None:
         raise BadInput(f"a bisection of #{number} already runs", "wait for it to finish")
@@ -210,6 +217,25 @@ async def _new_record(
     )
 
 
+def _probing(
+    b: Bisecting, record: BisectionRecord, failed: TierRun | None, regressed: Regressed | None
+) -> BisectionRecord:
+    """The record with the one suite its probes run: what failed (the suites with failing tests in the PR's
+    report, or those that timed the regressed kernels), when that is one suite the config names."""
+    names = [s.name for s in tier_config(b.tiering.config, record.level).suites]
+    if regressed is not None:
+        failing: frozenset[str] = regressed.suites
+    else:
+        report = parse_report(failed.report) if failed is not None else None
+        bad = (ReportOutcome.FAILED, ReportOutcome.ERROR)
+        failing = frozenset(s.name for s in report.suites if s.outcome in bad) if report else frozenset()
+    ran = failed.suite if failed is not None and regressed is None else None
+    suite = probe_suite(names, failing, ran=ran)
+    if suite is None:
+        return record
+    return record.model_copy(update={"suite": suite, "suite_name": names[suite]})
+
+
 async def tier_failed(b: Bisecting, run: TierRun) -> BisectionRecord | None:
     """A PR's own tier run finished: bisect its ingestion when the tier failed for a real reason, or when L3
     passed its tests but regressed a critical kernel's metric confidently (once per head and tier); None when
@@ -257,7 +283,9 @@ async def _regressed(b: Bisecting, run: TierRun, *, base_sha: str) -> Regressed 
     regressions = metric_regressions(before, after, t.config)
     if not regressions:
         return None
-    return Regressed(found.id, tuple(regressions))
+    keys = {r.name.rsplit(" · ", 1)[0] for r in regressions}
+    suites = frozenset(bench.suite for bench in after.benchmarks if bench.key in keys)
+    return Regressed(found.id, tuple(regressions), suites)
 
 
 async def _probe_regressions(
@@ -403,6 +431,7 @@ async def _dispatch(
         RunState.DISPATCHED,
         t.clock(),
         selection=Selection.FULL,
+        suite=record.suite,  # only what failed, where one suite of the tier did
         bisection=record.id,
         probe=probe,
     )
