@@ -39,7 +39,7 @@ from bot.core.bisect_pr import (
 )
 from bot.core.config import Strategy
 from bot.core.errors import BadInput, DispatchRefused
-from bot.core.ingestion import BRANCH_PREFIX
+from bot.core.ingestion import stacked
 from bot.core.l3_metrics import MetricRegression
 from bot.core.models import PickStatus
 from bot.core.tiers import (
@@ -251,8 +251,7 @@ async def tier_failed(b: Bisecting, run: TierRun) -> BisectionRecord | None:
         regressed = await _regressed(b, run, base_sha=str(pull["base"]["sha"]))
         if regressed is None:
             return None
-    stacked = str(pull["base"].get("ref") or "").startswith(BRANCH_PREFIX)
-    if stacked and not await _base_passed(b, pull, run.level):
+    if stacked(pull) and not await _base_passed(b, pull, run.level):
         # A bisection takes its PR's base as good: on a stack whose base PR has not passed this tier, the
         # culprit may be below, and the PR below is bisected (this one is rebuilt when that one is).
         log.info("%s #%d: no bisection: its base PR has not passed %s", run.fork, run.pull, run.level.name)
