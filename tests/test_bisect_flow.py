@@ -30,6 +30,7 @@ AT = datetime(2026, 11, 2, tzinfo=UTC)
 UPSTREAM = [f"{i:040x}" for i in range(1, 17)]
 FORKED = [f"{i + 100:040x}" for i in range(1, 17)]
 HEAD, BASE = FORKED[-1], "b" * 40
+BOT = "sluice[bot]"
 
 
 class Forge:
@@ -37,12 +38,20 @@ class Forge:
 
     repo = FORK
 
-    def __init__(self, *, ref: str = "sluice/ingest/bundle-1", base: str = "main") -> None:
+    def __init__(
+        self,
+        *,
+        ref: str = "sluice/ingest/bundle-1",
+        base: str = "main",
+        author: str = BOT,
+        head_repo: str = FORK,
+    ) -> None:
         self.pulls = {
             7: {
                 "number": 7,
                 "state": "open",
-                "head": {"ref": ref, "sha": HEAD, "repo": {"full_name": FORK}},
+                "user": {"login": author},
+                "head": {"ref": ref, "sha": HEAD, "repo": {"full_name": head_repo}},
                 "base": {"ref": base, "sha": BASE},
             }
         }
@@ -164,7 +173,7 @@ def bench(
         rebuilt.append(why)
 
     gates = GateStore(store)
-    b = Bisecting(t, Bisections(store), forge, candidates, depends_on, rebuild, audits=gates)  # type: ignore[arg-type]
+    b = Bisecting(t, Bisections(store), forge, candidates, depends_on, rebuild, BOT, audits=gates)  # type: ignore[arg-type]
     gates.save_audit(
         AuditRecord(
             fork=FORK,
@@ -314,6 +323,8 @@ async def test_a_result_after_the_prs_head_moved_supersedes_the_bisection(store:
         (Forge(ref="feature"), True, None, "is not an open ingestion PR"),
         (Forge(ref="sluice/emergency/abc1234567"), True, None, "is not an open ingestion PR"),
         (Forge(), False, None, "no tier failed on #7's head"),
+        (Forge(author="dev"), True, None, "is not an open ingestion PR"),  # a person's, named like Sluice's
+        (Forge(head_repo="mallory/triton"), True, None, "is not an open ingestion PR"),  # another fork's
     ],
 )
 async def test_start_refuses(store: Store, forge: Forge, failed: bool, level: Level | None, why: str) -> None:
@@ -321,6 +332,21 @@ async def test_start_refuses(store: Store, forge: Forge, failed: bool, level: Le
     with pytest.raises(BadInput, match=why):
         await bisection.start(s.b, 7, level=level)
     assert Bisections(store).for_pull(FORK, 7) == [] and s.backend.started == []
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        Forge(author="dev"),  # a branch in the fork named like Sluice's, opened by a person
+        Forge(head_repo="mallory/triton"),  # another fork's `sluice/ingest/…` branch
+        Forge(author="other-app[bot]"),  # another App's
+    ],
+)
+async def test_a_failure_of_a_pr_sluice_did_not_open_is_never_bisected(store: Store, forge: Forge) -> None:
+    s = bench(store, forge=forge)
+    (own,) = s.runs.for_pull(FORK, 7)
+    assert await bisection.tier_failed(s.b, own) is None
+    assert Bisections(store).for_pull(FORK, 7) == [] and s.backend.started == [] and s.candidates.pushed == {}
 
 
 async def test_one_runs_per_head_and_a_new_head_supersedes_the_old(store: Store) -> None:

@@ -95,9 +95,7 @@ class Bisecting:
     candidates: Candidates
     depends_on: Callable[[str], Awaitable[Mapping[str, Sequence[str]]]]  # the plan's edges of an ingestion
     rebuild: Callable[[str], Awaitable[None]]  # plan the fork again (why), so the PR is rebuilt
-    bot_login: (
-        str  # "<app slug>[bot]": only a PR it opened is Sluice's ingestion (a branch name proves nothing)
-    )
+    bot_login: str  # "<app slug>[bot]": only a PR it opened is an ingestion (a branch's name proves nothing)
     audits: GateRecords | None = None  # where the ingestion's audit record is kept (called through `db`)
 
 
@@ -132,9 +130,10 @@ async def start(
     t = b.tiering
     pull = await t.forge.pull(number)
     subject = subject_of(pull, fork=t.forge.repo)
-    if pull.get("state") != "open" or subject.kind not in (SubjectKind.BUNDLE, SubjectKind.CHAIN):
+    if not _ingestion(b, pull, subject):
         raise BadInput(
-            f"#{number} is not an open ingestion PR (a bundle or a risky chain)", "bisect one of those"
+            f"#{number} is not an open ingestion PR (a bundle or a risky chain Sluice opened)",
+            "bisect one of those",
         )
     runs = await _db(b, t.runs.for_pull, subject.fork, number)
     latest = latest_runs(subject.head_sha, runs)
@@ -217,6 +216,15 @@ async def _new_record(
     )
 
 
+def _ingestion(b: Bisecting, pull: Mapping[str, Any], subject: Subject) -> bool:
+    """An open bundle or chain PR Sluice opened: its branch in the fork itself (`subject_of`) and the App its
+    author. Another fork's PR, or a person's PR from a branch named like Sluice's, is never bisected: its
+    commits' trailers would otherwise blame upstream commits for the planner."""
+    author = str((pull.get("user") or {}).get("login") or "")
+    ours = subject.kind in (SubjectKind.BUNDLE, SubjectKind.CHAIN) and author == b.bot_login
+    return pull.get("state") == "open" and ours
+
+
 def _probing(
     b: Bisecting, record: BisectionRecord, failed: TierRun | None, regressed: Regressed | None
 ) -> BisectionRecord:
@@ -244,7 +252,7 @@ async def tier_failed(b: Bisecting, run: TierRun) -> BisectionRecord | None:
         return None
     pull = await b.tiering.forge.pull(run.pull)
     subject = subject_of(pull, fork=b.tiering.forge.repo)
-    if subject.kind not in (SubjectKind.BUNDLE, SubjectKind.CHAIN) or subject.head_sha != run.head_sha:
+    if not _ingestion(b, pull, subject) or subject.head_sha != run.head_sha:
         return None
     regressed = None
     if not should_bisect(run, commits=2):  # the commit count is checked once the commits are read
