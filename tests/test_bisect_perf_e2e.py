@@ -25,6 +25,7 @@ from bot.db.tier_runs import TierRuns
 from bot.db.trunk_watch import TrunkWatchStore
 from runners.report import Report
 from tests.support.github_sim import GitHubSim
+from tests.test_bisect_e2e import docs, pulls, upstream_of
 from tests.test_tiers_e2e import FORK, UPSTREAM, Rig, make_rig
 
 CONFIG = (
@@ -74,21 +75,6 @@ def report_of(run: TierRun) -> Report:
 
 def push_upstream(sim: GitHubSim, changes: list[dict[str, str]]) -> list[str]:
     return [sim.commit(UPSTREAM, "main", c, message=f"upstream: change {n}") for n, c in enumerate(changes)]
-
-
-def pulls(rig: Rig) -> list[Any]:
-    return [i for i in rig.sim.issues[FORK].values() if i.is_pull and i.head_ref.startswith(BRANCH_PREFIX)]
-
-
-def upstream_of(rig: Rig, rev: str, count: int) -> list[str]:
-    log = rig.sim.git(
-        FORK, "log", "--first-parent", f"-{count}", "--format=%(trailers:key=Upstream-Commit,valueonly)", rev
-    )
-    return [line.strip() for line in reversed(log.splitlines()) if line.strip()]
-
-
-def docs(n: int) -> list[dict[str, str]]:
-    return [{f"docs/page-{i}.md": f"page {i}\n"} for i in range(n)]
 
 
 async def test_a_bundle_commit_that_slows_a_critical_kernel_is_bisected_against_the_baseline(
