@@ -153,6 +153,8 @@ async def start(
             )
         await _supersede(b, running)
     failed = latest.get(level)
+    if regressed is None and failed is not None and not failed.failed:  # `/bisect l3` on a regressed L3
+        regressed = await _regressed(b, failed, base_sha=str(pull["base"]["sha"]))
     reason = failed.detail if failed is not None and failed.failed else f"{level.name} bisected on request"
     if regressed is not None:
         reason = regression_reason(regressed.regressions)
