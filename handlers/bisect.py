@@ -52,7 +52,9 @@ async def bisecting(ctx: Context, fork: Fork) -> Bisecting:
 
     candidates = GitCandidates(repo, picker, strategy=t.config.strategy, fetch_pull=fetch_pull, push=push)
     forge = ctx.forge(fork.installation_id, fork.repo)
-    return Bisecting(t, ctx.bisections, forge, candidates, depends_on, rebuild, audits=ctx.gates)
+    return Bisecting(
+        t, ctx.bisections, forge, candidates, depends_on, rebuild, ctx.bot_login, audits=ctx.gates
+    )
 
 
 @router.register(requests.BISECT)

@@ -15,7 +15,7 @@ from bot.app.worker import Rejected
 from bot.core.bisect_pr import candidate_branch
 from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
 from bot.core.tier_checks import RERUN, RUN_L3
-from bot.core.tiers import LEVELS, TRUNK_PULL, RunState, Subject, TierRun, Verdict, Want, tier_config
+from bot.core.tiers import LEVELS, TRUNK_PULL, Level, RunState, Subject, TierRun, Verdict, Want, tier_config
 from bot.core.webhooks import CheckRunEvent, PullRequestEvent
 from bot.flows.bisection import time_out_probes
 from bot.flows.local_tier import run_local
@@ -54,11 +54,16 @@ async def tiering(ctx: Context, fork: Fork) -> Tiering:
         else ActionsBackend(forge, trunk=fork.branch, clock=ctx.clock)
     )
 
-    async def after(run: TierRun) -> None:  # a probe's result, or a real failure a bisection may want
-        if run.bisection is not None or run.verdict is Verdict.FAILED:
+    async def after(run: TierRun) -> None:  # a probe's result, a real failure or an L3 a bisection may want
+        if run.bisection is not None or run.verdict is Verdict.FAILED or regressed_l3(run):
             await requests.bisect(ctx, fork.repo, run.id or 0)
 
     return Tiering(forge, ctx.tier_runs, ctx.db, backend, config, ctx.clock, after=after)
+
+
+def regressed_l3(run: TierRun) -> bool:
+    """An L3 run that passed its tests: its comparison may call for a performance bisection."""
+    return run.level is Level.L3 and run.verdict in (Verdict.PASSED, Verdict.BROKEN_TRUNK)
 
 
 async def repo_config(ctx: Context, forge: ForkGitHub, fork: Fork) -> SluiceConfig:

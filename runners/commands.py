@@ -1,7 +1,9 @@
-"""Command suites: run an argv (pytest, lit, anything) and read its JUnit XML, or its exit code alone."""
+"""Command suites: run an argv (pytest, lit, anything) and read its JUnit XML, or its exit code alone; and the
+benchmarks it timed, when it writes them to `{benchmarks}` (a JSON list of the report's benchmark objects)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -13,9 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.parsers import expat
 
-from runners.report import Outcome, TestResult
+from pydantic import TypeAdapter, ValidationError
+
+from runners.report import Benchmark, Outcome, TestResult
 
 JUNIT_PLACEHOLDER = "{junit}"
+BENCHMARKS_PLACEHOLDER = "{benchmarks}"
+MAX_BENCHMARKS_BYTES = 64 * 1024 * 1024
+BENCHMARK_LIST = TypeAdapter(tuple[Benchmark, ...])
 MAX_MESSAGE = 2000
 MAX_JUNIT_BYTES = 256 * 1024 * 1024
 OUTPUT_TAIL = 4000  # of the command's output, kept for the message when it fails without JUnit
@@ -31,6 +38,7 @@ class CommandRun:
     tests: tuple[TestResult, ...]
     exit_code: int | None  # None: it never ran to the end (could not start, or timed out)
     problems: tuple[str, ...] = ()  # why the command itself failed, apart from failing tests
+    benchmarks: tuple[Benchmark, ...] = ()  # what it wrote to `{benchmarks}`, each under this suite's name
 
 
 def run_command(
@@ -41,11 +49,16 @@ def run_command(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> CommandRun:
-    """Run `argv` (never through a shell), `{junit}` in any argument replaced by a temporary XML path."""
+    """Run `argv` (never through a shell), `{junit}` in any argument replaced by a temporary XML path and
+    `{benchmarks}` by a temporary JSON path."""
     with tempfile.TemporaryDirectory(prefix="sluice-junit-") as scratch:
-        junit = Path(scratch) / "junit.xml"
+        junit, timings = Path(scratch) / "junit.xml", Path(scratch) / "benchmarks.json"
         wants_junit = any(JUNIT_PLACEHOLDER in arg for arg in argv)
-        command = [arg.replace(JUNIT_PLACEHOLDER, str(junit)) for arg in argv]
+        wants_benchmarks = any(BENCHMARKS_PLACEHOLDER in arg for arg in argv)
+        command = [
+            arg.replace(JUNIT_PLACEHOLDER, str(junit)).replace(BENCHMARKS_PLACEHOLDER, str(timings))
+            for arg in argv
+        ]
         started = time.perf_counter()
         finished = _execute(command, timeout=timeout, cwd=cwd, env=env)
         duration = time.perf_counter() - started
@@ -53,8 +66,33 @@ def run_command(
             return CommandRun((_whole(suite, Outcome.ERROR, duration, finished),), None, (finished,))
         exit_code, output = finished
         if not wants_junit:
-            return _by_exit_code(suite, exit_code, output, duration)
-        return _with_junit(suite, junit, exit_code, output, duration)
+            done = _by_exit_code(suite, exit_code, output, duration)
+        else:
+            done = _with_junit(suite, junit, exit_code, output, duration)
+        return _with_benchmarks(suite, done, timings) if wants_benchmarks else done
+
+
+def _with_benchmarks(suite: str, done: CommandRun, path: Path) -> CommandRun:
+    """The run with the benchmarks the command wrote; a file that is missing or malformed is the suite's
+    problem (it fails), never a silent absence of timings."""
+    benchmarks, problem = read_benchmarks(suite, path)
+    if problem is not None:
+        return dataclasses.replace(done, problems=(*done.problems, problem))
+    return dataclasses.replace(done, benchmarks=benchmarks)
+
+
+def read_benchmarks(suite: str, path: Path) -> tuple[tuple[Benchmark, ...], str | None]:
+    """The benchmarks in `path` (a JSON list), each under `suite`'s name; or why there are none usable."""
+    if not path.is_file():
+        return (), f"the command wrote no benchmarks to {BENCHMARKS_PLACEHOLDER}"
+    if path.stat().st_size > MAX_BENCHMARKS_BYTES:
+        return (), f"the benchmarks file is over {MAX_BENCHMARKS_BYTES // (1024 * 1024)} MiB: refused"
+    try:
+        found = BENCHMARK_LIST.validate_json(path.read_bytes())
+    except ValidationError as err:
+        first = " ".join(str(err).splitlines()[:3])
+        return (), f"the benchmarks file is not a JSON list of benchmarks: {first}"[:MAX_MESSAGE]
+    return tuple(b.model_copy(update={"suite": suite}) for b in found), None
 
 
 def _execute(

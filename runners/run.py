@@ -287,7 +287,11 @@ def _run_command_suite(suite: SuiteConfig, display: Display) -> SuiteRun:
     for test in done.tests:
         display.failure(test)
     return SuiteRun(
-        tests=done.tests, exit_code=done.exit_code, problems=done.problems, broken=done.exit_code is None
+        tests=done.tests,
+        benchmarks=done.benchmarks,
+        exit_code=done.exit_code,
+        problems=done.problems,
+        broken=done.exit_code is None,
     )
 
 

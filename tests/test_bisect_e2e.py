@@ -10,26 +10,14 @@ from typing import Any
 
 import pytest
 
-from bot.app.service import create_app
 from bot.core.bisect_pr import CANDIDATE_PREFIX, COMMENT_MARKER, Status
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
-from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 from tests.support.github_sim import GitHubSim
-from tests.support.rig import installation_created, serve_settings, upstream_and_fork, url_of
-from tests.test_tiers_e2e import (
-    CHECK_SCRIPT,
-    FORK,
-    SECRET,
-    UPSTREAM,
-    Clock,
-    Rig,
-    say,
-    templates,
-    tier_config,
-)
+from tests.test_tiers_e2e import FORK, UPSTREAM, Rig, say, templates
+from tests.test_tiers_e2e import make_rig as tiers_rig
 
 GATE = "gate:\n  required_tiers: [l1]\n  auto_merge: true\n"
 CULPRIT_FILE = "ci/l1.mode"  # the fork's L1 suite fails once this says `fail` (an API rename, as it were)
@@ -45,33 +33,22 @@ async def make_rig(
     config: str = "",
 ) -> tuple[Rig, Any, list[str]]:
     """The fork with its tier commands, and `commits` on upstream before Sluice is installed (one bundle)."""
-    clock = Clock()
-    sim = GitHubSim(root=tmp_path / "sim", clock=clock)
-    sim_url = url_of(await aiohttp_server(sim.app))
-    upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n", "docs/guide.md": "guide\n"})
-    workflows = templates() if backend == "github" else {}
-    sluice_yml = tier_config(sim_url) + GATE + config
-    files = {".github/sluice.yml": sluice_yml, "ci/check.py": CHECK_SCRIPT, **workflows}
-    sim.commit(FORK, "main", files, message="fork: tier commands and Sluice config")
-    shas = [
-        sim.commit(UPSTREAM, "main", change, message=f"upstream: change {n}")
-        for n, change in enumerate(commits)
-    ]
-    store = Store.open(database_url)
-    settings = serve_settings(
-        sim,
-        sim_url,
-        secret=SECRET,
-        data_dir=tmp_path / "data",
-        allow_private_upstreams=True,
-        tier_backend=backend,
+    shas: list[str] = []
+
+    def upstream(sim: GitHubSim) -> None:
+        for n, change in enumerate(commits):
+            shas.append(sim.commit(UPSTREAM, "main", change, message=f"upstream: change {n}"))
+
+    rig, server = await tiers_rig(
+        aiohttp_server,
+        tmp_path,
+        database_url,
+        backend=backend,
+        workflows=templates() if backend == "github" else {},
+        config=config + GATE,  # `config` may go on with the `tiers` section first
+        before_install=upstream,
+        settle_timeout=300,
     )
-    server = await aiohttp_server(create_app(settings, store=store, clock=clock, background=True))
-    sim.hook(f"{url_of(server)}/webhook", SECRET)
-    rig = Rig(sim, url_of(server), store, clock)
-    await rig.deliver("installation", installation_created(sim, FORK, sim.install(FORK)))
-    await rig.deliver("installation", installation_created(sim, UPSTREAM, sim.install(UPSTREAM)))
-    await rig.settle(timeout=300)
     return rig, server, shas
 
 
@@ -180,6 +157,8 @@ async def test_a_probe_result_for_a_superseded_head_is_ignored(
     assert bisection.status is Status.RUNNING
     (probe,) = [r for r in rig.sim.workflow_runs[FORK] if r["id"] != l1["id"]]
     assert probe["inputs"]["head_sha"] != bisection.head_sha and probe["inputs"]["pull"] == str(pull.number)
+    # it runs only the suite that failed: L1's `unit` (index 0), as the dispatch's selection 2 + 0
+    assert (bisection.suite, bisection.suite_name) == (0, "unit") and probe["inputs"]["selection"] == "2"
 
     rig.sim.commit(UPSTREAM, "main", {"docs/late.md": "late\n"}, message="upstream: one more")
     await rig.settle()  # the bundle is rebuilt: a new head, its own L1 dispatched

@@ -14,8 +14,9 @@ import pytest
 from bot.core.audit import AuditRecord
 from bot.core.bisect import Probe
 from bot.core.bisect_pr import COMMENT_MARKER, BisectionRecord, Status, literal_head
-from bot.core.config import BisectConfig, SluiceConfig
+from bot.core.config import BisectConfig, PerformanceConfig, SluiceConfig
 from bot.core.errors import BadInput
+from bot.core.l3_metrics import Regression
 from bot.core.tiers import Level, RunState, Subject, TierRun, Verdict
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
@@ -24,12 +25,14 @@ from bot.db.tier_runs import TierRuns
 from bot.flows import bisection
 from bot.flows.bisection import Bisecting
 from bot.flows.tiers import Tiering
+from tests.test_runners_compare import benchmark, even, report
 
 FORK = "meta/triton"
 AT = datetime(2026, 11, 2, tzinfo=UTC)
 UPSTREAM = [f"{i:040x}" for i in range(1, 17)]
 FORKED = [f"{i + 100:040x}" for i in range(1, 17)]
 HEAD, BASE = FORKED[-1], "b" * 40
+BOT = "sluice[bot]"
 
 
 class Forge:
@@ -37,12 +40,20 @@ class Forge:
 
     repo = FORK
 
-    def __init__(self, *, ref: str = "sluice/ingest/bundle-1", base: str = "main") -> None:
+    def __init__(
+        self,
+        *,
+        ref: str = "sluice/ingest/bundle-1",
+        base: str = "main",
+        author: str = BOT,
+        head_repo: str = FORK,
+    ) -> None:
         self.pulls = {
             7: {
                 "number": 7,
                 "state": "open",
-                "head": {"ref": ref, "sha": HEAD, "repo": {"full_name": FORK}},
+                "user": {"login": author},
+                "head": {"ref": ref, "sha": HEAD, "repo": {"full_name": head_repo}},
                 "base": {"ref": base, "sha": BASE},
             }
         }
@@ -147,12 +158,13 @@ def bench(
     store: Store,
     *,
     bisect: BisectConfig | None = None,
+    performance: PerformanceConfig | None = None,
     forge: Forge | None = None,
     candidates: Candidates | None = None,
     failed: bool = True,
 ) -> Bench:
     forge, backend, candidates = forge or Forge(), Backend(), candidates or Candidates()
-    config = SluiceConfig(bisect=bisect or BisectConfig())
+    config = SluiceConfig(bisect=bisect or BisectConfig(), performance=performance or PerformanceConfig())
     now = [AT]
     t = Tiering(forge, TierRuns(store), run_db, backend, config, lambda: now[0])  # type: ignore[arg-type]
     rebuilt: list[str] = []
@@ -164,7 +176,7 @@ def bench(
         rebuilt.append(why)
 
     gates = GateStore(store)
-    b = Bisecting(t, Bisections(store), forge, candidates, depends_on, rebuild, audits=gates)  # type: ignore[arg-type]
+    b = Bisecting(t, Bisections(store), forge, candidates, depends_on, rebuild, BOT, audits=gates)  # type: ignore[arg-type]
     gates.save_audit(
         AuditRecord(
             fork=FORK,
@@ -314,6 +326,8 @@ async def test_a_result_after_the_prs_head_moved_supersedes_the_bisection(store:
         (Forge(ref="feature"), True, None, "is not an open ingestion PR"),
         (Forge(ref="sluice/emergency/abc1234567"), True, None, "is not an open ingestion PR"),
         (Forge(), False, None, "no tier failed on #7's head"),
+        (Forge(author="dev"), True, None, "is not an open ingestion PR"),  # a person's, named like Sluice's
+        (Forge(head_repo="mallory/triton"), True, None, "is not an open ingestion PR"),  # another fork's
     ],
 )
 async def test_start_refuses(store: Store, forge: Forge, failed: bool, level: Level | None, why: str) -> None:
@@ -321,6 +335,21 @@ async def test_start_refuses(store: Store, forge: Forge, failed: bool, level: Le
     with pytest.raises(BadInput, match=why):
         await bisection.start(s.b, 7, level=level)
     assert Bisections(store).for_pull(FORK, 7) == [] and s.backend.started == []
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        Forge(author="dev"),  # a branch in the fork named like Sluice's, opened by a person
+        Forge(head_repo="mallory/triton"),  # another fork's `sluice/ingest/…` branch
+        Forge(author="other-app[bot]"),  # another App's
+    ],
+)
+async def test_a_failure_of_a_pr_sluice_did_not_open_is_never_bisected(store: Store, forge: Forge) -> None:
+    s = bench(store, forge=forge)
+    (own,) = s.runs.for_pull(FORK, 7)
+    assert await bisection.tier_failed(s.b, own) is None
+    assert Bisections(store).for_pull(FORK, 7) == [] and s.backend.started == [] and s.candidates.pushed == {}
 
 
 async def test_one_runs_per_head_and_a_new_head_supersedes_the_old(store: Store) -> None:
@@ -349,3 +378,78 @@ async def test_a_stalled_probe_times_out_as_a_skip(store: Store) -> None:
     await bisection.probe_finished(s.b, s.runs.get(first.id or 0))  # type: ignore[arg-type]
     record = Bisections(store).get(first.bisection or 0)
     assert record is not None and record.state.skipped == (8,) and len(s.waiting()) == 1
+
+
+# --- a performance regression (L3 passed its tests; its comparison regressed a critical kernel) -------------
+
+
+def timed(*, slower: float) -> str:
+    """An L3 report of matmul (critical) and softmax timed 40 times each, matmul slowed by `slower`."""
+    return report(benchmark(even(40, shift=slower)), benchmark(even(40), kernel="softmax")).to_json()
+
+
+def regressed_l3(store: Store) -> tuple[TierRun, TierRun]:
+    """Trunk's L3 report on the PR's base, and the PR's L3 run: passed, matmul 30 % slower than that."""
+    runs = TierRuns(store)
+    trunk = runs.add(TierRun(FORK, 0, "trunk", Level.L3, BASE, 1, RunState.DISPATCHED, AT))
+    assert trunk is not None
+    runs.save(
+        dataclasses.replace(trunk, state=RunState.COMPLETED, verdict=Verdict.PASSED, report=timed(slower=0))
+    )
+    own = runs.add(TierRun(FORK, 7, "bundle-1", Level.L3, HEAD, 1, RunState.DISPATCHED, AT))
+    assert own is not None and own.id is not None
+    done = dataclasses.replace(
+        own, state=RunState.COMPLETED, verdict=Verdict.PASSED, report=timed(slower=0.3)
+    )
+    runs.record_regressions(
+        own.id,
+        [
+            Regression(
+                "matmul[1024x1024:fp16:BLOCK_M=128]", "matmul", "median", True, ratio=1.3, threshold=0.02
+            )
+        ],
+    )
+    runs.save(done)
+    return trunk, done
+
+
+@pytest.mark.parametrize("how", ["tier_failed", "/bisect l3"])
+async def test_a_regressed_l3_is_bisected_against_its_baseline_report(store: Store, how: str) -> None:
+    s = bench(store, performance=PerformanceConfig(critical=("matmul",)), failed=False)
+    trunk, own = regressed_l3(store)
+    if how == "tier_failed":
+        started = await bisection.tier_failed(s.b, own)
+    else:
+        started = await bisection.start(s.b, 7, level=Level.L3, by="dev")
+    assert started is not None and "matmul[1024x1024:fp16:BLOCK_M=128] · median" in started.regressions
+    assert all(name.startswith("matmul[") for name in started.regressions)  # softmax kept its speed
+    assert started.baseline_run == trunk.id and started.state.kind.value == "regression"
+    assert "L3 (a performance regression)" in s.forge.comments[7]
+    culprit = UPSTREAM[6]
+    for _ in range(30):  # each probe's report: matmul slower where the prefix holds the culprit
+        waiting = s.waiting()
+        if not waiting:
+            break
+        for run in waiting:
+            record = Bisections(store).get(run.bisection or 0)
+            assert record is not None
+            probe = next(p for p in record.state.in_flight if p.id == run.probe)
+            answer = timed(slower=0.3 if culprit in probe.commits else 0.001)
+            done = dataclasses.replace(
+                run, state=RunState.COMPLETED, verdict=Verdict.PASSED, report=answer, completed_at=AT
+            )
+            s.runs.save(done)
+            await bisection.probe_finished(s.b, done)
+    (finished,) = Bisections(store).for_pull(FORK, 7)
+    assert finished.status is Status.DONE and [c.shas for c in finished.state.culprits] == [(culprit,)]
+    blamed = Bisections(store).blamed(FORK)[culprit]
+    assert blamed.startswith("L3 regressed on #7 (bundle-1): matmul") and "(+30.0%)" in blamed
+
+
+async def test_a_noise_level_l3_change_is_not_bisected(store: Store) -> None:
+    s = bench(store, performance=PerformanceConfig(critical=("matmul",)), failed=False)
+    _, own = regressed_l3(store)
+    quiet = dataclasses.replace(own, report=timed(slower=0.001))  # its stored cells say regressed; it is not
+    s.runs.save(quiet)
+    assert await bisection.tier_failed(s.b, quiet) is None
+    assert Bisections(store).for_pull(FORK, 7) == [] and s.backend.started == []

@@ -21,11 +21,15 @@ from bot.core.bisect_pr import (
     is_build_failure,
     literal_head,
     outcome_of,
+    probe_suite,
+    regression_outcome_of,
+    regression_reason,
     render,
     should_bisect,
 )
 from bot.core.calibrated import rules_selection, structural_why
 from bot.core.config import SluiceConfig
+from bot.core.l3_metrics import MetricRegression, regression_outcome
 from bot.core.models import RiskLevel
 from bot.core.planner import RISKY_FROM, classify
 from bot.core.tiers import Level, RunState, TierRun, Verdict
@@ -154,3 +158,83 @@ def test_a_blamed_commit_roots_a_risky_chain_and_its_dependents_follow() -> None
     assert [[c.sha for c in ch.commits] for ch in chains] == [[blamed.sha, commit(3).sha]]
     assert blamed.sha in rules_selection(commits, risky_from=RISKY_FROM).chosen
     assert structural_why(blamed) is not None  # a risk model chains it whatever its probability
+
+
+# --- a performance bisection (L3 passed its tests, its comparison regressed) --------------------------------
+
+MM = MetricRegression("matmul[1024x1024:fp16] · median", 0.25, 0.325, "slower by 30 %")
+SOFTMAX = MetricRegression("softmax[1024x1024:fp16] · median", 0.1, 0.13, "slower by 30 %")
+
+
+@pytest.mark.parametrize(
+    ("names", "regressions", "expected"),
+    [
+        ((MM.name,), [MM], Outcome.FAIL),
+        ((MM.name, SOFTMAX.name), [SOFTMAX], Outcome.FAIL),  # one of them still regressed
+        ((MM.name,), [SOFTMAX], Outcome.PASS),  # another kernel's regression is not this one
+        ((MM.name,), [], Outcome.PASS),
+        ((MM.name,), None, Outcome.SKIP),  # no comparable benchmarks: it cannot say
+    ],
+)
+def test_the_metric_oracle(
+    names: tuple[str, ...], regressions: list[MetricRegression] | None, expected: Outcome
+) -> None:
+    assert regression_outcome(names, regressions) is expected
+
+
+@pytest.mark.parametrize(
+    ("tier_run", "regressions", "expected"),
+    [
+        (run(Verdict.PASSED), [MM], Outcome.FAIL),
+        (run(Verdict.PASSED), [], Outcome.PASS),
+        (run(Verdict.FAILED, detail="AssertionError"), [], Outcome.PASS),  # the metric alone answers
+        (run(Verdict.PASSED), None, Outcome.SKIP),
+        (run(Verdict.INFRA, attempt=1), [MM], None),  # retried, as the tiers retry
+        (run(Verdict.INFRA, attempt=3), [MM], Outcome.SKIP),
+        (run(None, state=RunState.TIMED_OUT), None, Outcome.SKIP),
+    ],
+)
+def test_a_performance_probe_as_an_outcome(
+    tier_run: TierRun, regressions: list[MetricRegression] | None, expected: Outcome | None
+) -> None:
+    assert regression_outcome_of(tier_run, regressions, names=(MM.name,), retries=2) is expected
+
+
+def test_a_performance_bisection_says_what_it_bisects_and_its_culprit_carries_the_regression() -> None:
+    r = record(
+        level=Level.L3,
+        regressions=(MM.name,),
+        baseline_run=41,
+        reason=regression_reason([MM]),
+        state=bisect.start("bundle-1", UPSTREAM, tier="l3", kind=bisect.Kind.REGRESSION),
+    )
+    assert r.kind is bisect.Kind.REGRESSION and record().kind is bisect.Kind.FAILURE
+    shown = render(r)
+    assert "### Bisection of L3 (a performance regression) on" in shown
+    assert "baseline report (tier run 41)" in shown and "`matmul[1024x1024:fp16] · median`" in shown
+    detail = culprit_detail(r)
+    assert detail.startswith("L3 regressed on #7 (bundle-1): matmul")
+    assert "0.25 ms before, 0.325 ms after (+30.0%)" in detail
+
+
+@pytest.mark.parametrize(
+    ("failing", "ran", "expected"),
+    [
+        ({"sweep"}, None, 1),  # the one suite that failed
+        ({"bench", "sweep"}, None, None),  # several: the whole tier (the selection names one suite)
+        (set(), None, None),  # none could be named (no report: a time-out, a refused dispatch)
+        ({"tlx"}, None, None),  # an internal extension's suite L1 adds: not one of the tier's own
+        ({"bench"}, 1, 1),  # the PR's run ran one suite alone (`/l3 sweep`): its probes run that one
+        (set(), 7, None),  # past the tier's suites (the config changed): the whole tier
+    ],
+)
+def test_a_probe_runs_only_the_suite_that_failed(
+    failing: set[str], ran: int | None, expected: int | None
+) -> None:
+    assert probe_suite(["bench", "sweep"], failing, ran=ran) == expected
+
+
+def test_the_comment_names_the_one_suite_probes_run() -> None:
+    assert "run only the suite" not in render(record())
+    shown = render(record(suite=0, suite_name="unit"))
+    assert "Its probes run only the suite `unit` of L1 (what failed)." in shown

@@ -6,13 +6,14 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry, generate_latest
+from sqlalchemy import select
 
 from bot.app.status import BisectGauges
 from bot.core import bisect
 from bot.core.audit import AuditBisection, AuditRecord, render, with_bisection
 from bot.core.bisect_pr import BisectionRecord, ProbeRun, Status
 from bot.core.tiers import Level, RunState, TierRun, Verdict, latest_runs, stale_runs
-from bot.db.bisections import Bisections
+from bot.db.bisections import Bisections, bisections
 from bot.db.gates import GateStore
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
@@ -111,6 +112,16 @@ def test_a_refreshed_audit_record_keeps_its_bisections(store: Store) -> None:
     kept = gates.audit(FORK, 7)
     assert kept is not None and kept.head == FORKED[0] and kept.bisections == (entry,)
     assert "bisection 3: L1 on" in render(7, kept) and "culprits " + COMMITS[1][:10] in render(7, kept)
+    assert "regression of" not in render(7, kept)
+    perf = AuditBisection(
+        id=4, tier="L3", head_sha=HEAD, status="done", runs=5, regressions=("matmul[64:fp16] · median",)
+    )
+    gates.save_audit(with_bisection(kept, perf), at=AT)
+    stored = gates.audit(FORK, 7)
+    assert stored is not None and stored.bisections == (entry, perf)  # what it bisected is kept
+    assert "bisection 4: L3 on" in render(7, stored) and "regression of matmul[64:fp16] · median" in render(
+        7, stored
+    )
 
 
 def test_the_bisection_gauges_show_each_fork_and_tier(store: Store) -> None:
@@ -124,3 +135,16 @@ def test_the_bisection_gauges_show_each_fork_and_tier(store: Store) -> None:
     shown = generate_latest(registry).decode()
     assert 'sluice_bisection_runs{fork="meta/triton",tier="L1"} 4.0' in shown
     assert 'sluice_bisections_running{fork="meta/triton",tier="L1"} 1.0' in shown
+
+
+def test_an_ingestion_id_as_long_as_a_branch_name_round_trips(store: Store) -> None:
+    long_id = "bundle-" + "x" * 248  # 255 characters: tier_runs.ingestion's length (0012), bisections' (0017)
+    records = Bisections(store)
+    started = records.start(record().model_copy(update={"ingestion": long_id}), at=AT)
+    assert started is not None and started.id is not None
+    (found,) = records.for_pull(FORK, 7)
+    got = records.get(started.id)
+    assert got is not None and got.ingestion == found.ingestion == long_id
+    with store._engine.connect() as conn:  # the column itself, not only the record's JSON, holds it whole
+        column = conn.execute(select(bisections.c.ingestion).where(bisections.c.id == started.id)).scalar()
+    assert column == long_id

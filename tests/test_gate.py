@@ -26,7 +26,7 @@ from bot.core.gate import (
     summary,
     team_owners,
 )
-from bot.core.ingestion import Tier
+from bot.core.ingestion import Tier, stacked
 from bot.core.models import RiskLevel
 
 HEAD, OLD = "a" * 40, "b" * 40
@@ -378,3 +378,16 @@ def test_emergency_required_tiers() -> None:
     with pytest.raises(ConfigError, match="l1 is always required"):
         parse_config("gate:\n  emergency_required_tiers: [l2]\n")
     assert team_owners([], CODEOWNERS, CONFIG, emergency=[PASS]) == {"@org/compiler"}
+
+
+@pytest.mark.parametrize(
+    ("base", "expected"),
+    [
+        ({"ref": "main", "sha": "b" * 40}, False),
+        ({"ref": "sluice/ingest/bundle-0a1b2c3d4e", "sha": "b" * 40}, True),  # on another ingestion PR
+        ({"ref": "feature/sluice/ingest/x", "sha": "b" * 40}, False),  # the prefix, not a substring
+        ({}, False),  # a payload without its base: not stacked, never a KeyError
+    ],
+)
+def test_a_pr_is_stacked_when_its_base_is_an_ingestion_branch(base: dict[str, str], expected: bool) -> None:
+    assert stacked({"number": 7, "base": base}) is expected

@@ -621,3 +621,55 @@ def test_compare_is_handed_its_own_arguments(tmp_path: Path) -> None:
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: python -m runners compare")
+
+
+BENCH_WRITER = """import json, sys
+samples = [0.25 + 0.001 * (i % 7) for i in range(40)]
+bench = {"suite": "anything", "kernel": "matmul", "shape": [64, 64], "dtype": "fp16",
+         "warmup_iters": 3, "measured_iters": 40, "warmup_budget_ms": 5.0, "measure_budget_ms": 20.0,
+         "samples_ms": samples, "median_ms": 0.253, "p10_ms": 0.25, "p90_ms": 0.256, "p99_ms": 0.256,
+         "iqr_ms": 0.003, "comparable": True}
+open(sys.argv[1], "w").write(sys.argv[2] if len(sys.argv) > 2 else json.dumps([bench]))
+"""
+
+
+def test_a_command_suite_reports_the_benchmarks_it_wrote_under_its_own_name() -> None:
+    report = _run(
+        _config({"name": "bench", "command": [PY, "-c", BENCH_WRITER, "{benchmarks}"]}, tier="l3"),
+        tier=Tier.L3,
+    )
+
+    (suite,) = report.suites
+    assert suite.outcome == Outcome.PASSED
+    (bench,) = report.benchmarks
+    assert (bench.suite, bench.kernel, bench.key, len(bench.samples_ms)) == (
+        "bench",
+        "matmul",
+        "matmul[64x64:fp16]",
+        40,
+    )
+
+
+@pytest.mark.parametrize(
+    ("written", "problem"),
+    [
+        ('[{"kernel": "matmul"}]', "the benchmarks file is not a JSON list of benchmarks"),
+        ("not json", "the benchmarks file is not a JSON list of benchmarks"),
+    ],
+)
+def test_a_command_suite_whose_benchmarks_are_malformed_fails_saying_why(written: str, problem: str) -> None:
+    argv = [PY, "-c", BENCH_WRITER, "{benchmarks}", written]
+    report = _run(_config({"name": "bench", "command": argv}, tier="l3"), tier=Tier.L3)
+
+    (suite,) = report.suites
+    assert suite.outcome == Outcome.FAILED and report.benchmarks == ()
+    assert any(p.startswith(problem) for p in suite.problems)
+
+
+def test_a_command_suite_that_wrote_no_benchmarks_where_it_said_it_would_fails() -> None:
+    argv = [PY, "-c", "import sys", "{benchmarks}"]
+    report = _run(_config({"name": "bench", "command": argv}, tier="l3"), tier=Tier.L3)
+
+    (suite,) = report.suites
+    assert suite.outcome == Outcome.FAILED
+    assert suite.problems == ("the command wrote no benchmarks to {benchmarks}",)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,12 +51,28 @@ if mode == "flaky-gpu":
 if mode == "fail":
     print("ci/check.py:14: AssertionError: tensors not close")
     sys.exit(1)
+if len(sys.argv) > 2:  # `{benchmarks}`: matmul and softmax timed 60 times; ci/<tier>.slower slows matmul
+    import json, numpy
+    slower_file = pathlib.Path(f"ci/{tier}.slower")
+    slower = float(slower_file.read_text()) if slower_file.exists() else 0.0
+    rng = numpy.random.default_rng()
+    def timed(kernel, ms):
+        samples = [float(x) for x in ms * rng.lognormal(0.0, 0.01, 60)]
+        q = numpy.quantile(samples, [0.1, 0.25, 0.5, 0.75, 0.9, 0.99])
+        return {"suite": "bench", "kernel": kernel, "shape": [1024, 1024], "dtype": "fp16",
+                "warmup_iters": 5, "measured_iters": 60, "warmup_budget_ms": 25.0, "measure_budget_ms": 100.0,
+                "samples_ms": samples, "median_ms": q[2], "p10_ms": q[0], "p90_ms": q[4], "p99_ms": q[5],
+                "iqr_ms": q[3] - q[1], "comparable": True}
+    timings = [timed("matmul", 0.25 * (1 + slower)), timed("softmax", 0.10)]
+    pathlib.Path(sys.argv[2]).write_text(json.dumps(timings))
 print(f"{tier} ok")
 """
 
 
-def tier_config(sim_url: str) -> str:
+def tier_config(sim_url: str, *, benchmarks: bool = False) -> str:
+    """The fork's tiers; with `benchmarks`, L3's `bench` suite times matmul and softmax (`{benchmarks}`)."""
     python = json.dumps(sys.executable)
+    timed = ", '{benchmarks}'" if benchmarks else ""
     return (
         f"upstream:\n  url: {sim_url}/{UPSTREAM}.git\n  branch: main\nfork:\n  branch: main\n"
         "tiers:\n"
@@ -64,7 +80,7 @@ def tier_config(sim_url: str) -> str:
         f"    suites: [{{name: unit, command: [{python}, ci/check.py, l1]}}]\n"
         f"  l2:\n    owner: '@meta/gpu-ci'\n"
         f"    suites: [{{name: gpu, command: [{python}, ci/check.py, l2]}}]\n"
-        f"  l3:\n    suites:\n      - {{name: bench, command: [{python}, ci/check.py, l3]}}\n"
+        f"  l3:\n    suites:\n      - {{name: bench, command: [{python}, ci/check.py, l3{timed}]}}\n"
         f"      - {{name: sweep, command: [{python}, ci/check.py, l3-sweep]}}\n"
     )
 
@@ -194,14 +210,24 @@ async def make_rig(
     *,
     backend: str,
     workflows: dict[str, str],
+    config: str = "",
+    benchmarks: bool = False,
+    before_install: Callable[[GitHubSim], None] | None = None,
+    settle_timeout: float = 120.0,
     **changes: Any,
 ) -> tuple[Rig, Any]:
+    """The fork with its tier commands and `.github/sluice.yml` (`tier_config`, then `config`: it may go on
+    with the `tiers` section's keys before any of its own), `before_install` done on the simulator, then
+    `sluice serve` (`changes` are its settings) installed on both repositories and settled."""
     clock = Clock()
     sim = GitHubSim(root=tmp_path / "sim", clock=clock)
     sim_url = url_of(await aiohttp_server(sim.app))
     upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n", "docs/guide.md": "guide\n"})
-    files = {".github/sluice.yml": tier_config(sim_url), "ci/check.py": CHECK_SCRIPT, **workflows}
+    sluice_yml = tier_config(sim_url, benchmarks=benchmarks) + config
+    files = {".github/sluice.yml": sluice_yml, "ci/check.py": CHECK_SCRIPT, **workflows}
     sim.commit(FORK, "main", files, message="fork: tier commands and Sluice config")
+    if before_install is not None:
+        before_install(sim)
     store = Store.open(database_url)
     settings = serve_settings(
         sim,
@@ -217,7 +243,7 @@ async def make_rig(
     rig = Rig(sim, url_of(server), store, clock)
     await rig.deliver("installation", installation_created(sim, FORK, sim.install(FORK)))
     await rig.deliver("installation", installation_created(sim, UPSTREAM, sim.install(UPSTREAM)))
-    await rig.settle()
+    await rig.settle(timeout=settle_timeout)
     return rig, server
 
 

@@ -15,15 +15,13 @@ from typing import Any
 
 import pytest
 
-from bot.app.service import create_app
 from bot.core.tiers import RunState
 from bot.core.trunk_watch import LABEL, PROBE, WATCH
-from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 from bot.db.trunk_watch import TrunkWatchStore
 from tests.support.github_sim import GitHubSim, Issue
-from tests.support.rig import installation_created, serve_settings, upstream_and_fork, url_of
-from tests.test_tiers_e2e import CHECK_SCRIPT, FORK, SECRET, UPSTREAM, Clock, Rig, templates, tier_config
+from tests.test_tiers_e2e import FORK, Rig, templates
+from tests.test_tiers_e2e import make_rig as tiers_rig
 
 WATCHING = "trunk_watch:\n  enabled: true\n  interval_hours: 1\n"
 
@@ -31,29 +29,15 @@ WATCHING = "trunk_watch:\n  enabled: true\n  interval_hours: 1\n"
 async def make_rig(
     aiohttp_server: Any, tmp_path: Path, database_url: str, *, backend: str, workflows: dict[str, str]
 ) -> tuple[Rig, Any]:
-    clock = Clock()
-    sim = GitHubSim(root=tmp_path / "sim", clock=clock)
-    sim_url = url_of(await aiohttp_server(sim.app))
-    upstream_and_fork(sim, UPSTREAM, FORK, {"README.md": "triton\n"})
-    config = tier_config(sim_url) + WATCHING
-    files = {".github/sluice.yml": config, "ci/check.py": CHECK_SCRIPT, **workflows}
-    sim.commit(FORK, "main", files, message="fork: tier commands and Sluice config")
-    store = Store.open(database_url)
-    settings = serve_settings(
-        sim,
-        sim_url,
-        secret=SECRET,
-        data_dir=tmp_path / "data",
-        allow_private_upstreams=True,
-        tier_backend=backend,
+    return await tiers_rig(
+        aiohttp_server,
+        tmp_path,
+        database_url,
+        backend=backend,
+        workflows=workflows,
+        config=WATCHING,
         trunk_watch_interval=0.2,  # the loop looks often; the fork's config says when trunk is due
     )
-    server = await aiohttp_server(create_app(settings, store=store, clock=clock, background=True))
-    sim.hook(f"{url_of(server)}/webhook", SECRET)
-    rig = Rig(sim, url_of(server), store, clock)
-    await rig.deliver("installation", installation_created(sim, FORK, sim.install(FORK)))
-    await rig.deliver("installation", installation_created(sim, UPSTREAM, sim.install(UPSTREAM)))
-    return rig, server
 
 
 @pytest.fixture

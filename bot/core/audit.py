@@ -65,7 +65,7 @@ class AuditWaiver(Frozen):
 
 class AuditBisection(Frozen):
     """One bisection of the PR: its tier, the head it bisected, how it ended, the tier runs it used, whom it
-    blamed."""
+    blamed, and for a performance bisection the metrics it bisected."""
 
     id: int
     tier: str
@@ -73,6 +73,7 @@ class AuditBisection(Frozen):
     status: str
     runs: int
     culprits: tuple[str, ...] = ()
+    regressions: tuple[str, ...] = ()  # `benchmark · metric` of L3's regression bisected; () for a failure
 
 
 class AuditRecord(Frozen):
@@ -204,6 +205,7 @@ def render(number: int, record: AuditRecord) -> str:
         *(
             f"  bisection {b.id}: {b.tier} on {b.head_sha[:10]} {b.status}, {b.runs} tier runs"
             + (f", culprits {' '.join(c[:10] for c in b.culprits)}" if b.culprits else "")
+            + (f", regression of {', '.join(b.regressions)}" if b.regressions else "")
             for b in record.bisections
         ),
         "  conflicts:",

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.core.bisect import Bisection, Culprit, Outcome, Phase, Probe
+from bot.core.bisect import Bisection, Culprit, Kind, Outcome, Phase, Probe
+from bot.core.l3_metrics import MetricRegression, regression_outcome
 from bot.core.models import RiskKind, RiskLevel, RiskReason
 from bot.core.tiers import Level, RunState, TierRun, Verdict
 
@@ -72,10 +73,21 @@ class BisectionRecord(Frozen):
     parallel: int = 1
     probes: tuple[ProbeRun, ...] = ()
     version: int = 0  # bumped on each save: two workers never both advance the same state
+    # A performance bisection (L3 passed its tests, its comparison regressed): the metrics it bisects
+    # (`benchmark · metric`, runners.compare's failing cells) and the tier run whose report they regressed
+    # against; each probe's report is compared with that same report. () for a failure's bisection.
+    regressions: tuple[str, ...] = ()
+    baseline_run: int | None = None
+    suite: int | None = None  # the one suite of the tier its probes run (its index in the config); None: all
+    suite_name: str = ""  # that suite's name, as the comment shows it
 
     @property
     def active(self) -> bool:
         return self.status is Status.RUNNING
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.REGRESSION if self.regressions else Kind.FAILURE
 
     def probe_run(self, probe: int) -> ProbeRun | None:
         return next((p for p in self.probes if p.probe == probe), None)
@@ -128,6 +140,42 @@ def outcome_of(run: TierRun, *, retries: int, build_failure: bool) -> Outcome | 
     return Outcome.FAIL
 
 
+def regression_outcome_of(
+    run: TierRun, regressions: Sequence[MetricRegression] | None, *, names: Sequence[str], retries: int
+) -> Outcome | None:
+    """A performance bisection's probe as an outcome: its report compared with the bisection's baseline
+    (`regressions`, None when they could not be compared) still shows one of `names` regressed (FAIL) or none
+    (PASS); None: retry it (an infrastructure failure within the tier's retries); a run that left no usable
+    result says nothing: a skip."""
+    if run.state is not RunState.COMPLETED or run.verdict is None:
+        return Outcome.SKIP
+    if run.verdict is Verdict.INFRA:
+        return None if run.attempt <= retries else Outcome.SKIP
+    return regression_outcome(names, regressions)
+
+
+def regression_reason(regressions: Sequence[MetricRegression]) -> str:
+    """What a performance bisection bisects, for its record and the culprit's reason: each metric, its
+    before and after."""
+    return "; ".join(f"{r.name} {r.evidence()}" for r in regressions)
+
+
+def probe_suite(
+    suite_names: Sequence[str], failing: Collection[str], *, ran: int | None = None
+) -> int | None:
+    """The one suite of the tier a bisection's probes run (its index in the config's `suite_names`): the
+    suite the PR's run ran alone (`ran`), else the one suite that failed (`failing`: the suites with failing
+    tests, or holding the regressed kernels). None, the whole tier, when no suite, several, or one the tier
+    does not name (an internal extension's suite that L1 adds) failed: the dispatch's selection names one."""
+    if ran is not None:
+        return ran if 0 <= ran < len(suite_names) else None
+    names = set(failing)
+    if len(names) != 1:
+        return None
+    (name,) = names
+    return suite_names.index(name) if name in suite_names else None
+
+
 def should_bisect(run: TierRun, commits: int) -> bool:
     """Whether a PR's own finished tier run calls for a bisection: a real failure of more than one commit
     (a lone commit is its own culprit)."""
@@ -140,8 +188,9 @@ def should_bisect(run: TierRun, commits: int) -> bool:
 
 
 def culprit_detail(record: BisectionRecord) -> str:
-    """What the culprit's `bisected` reason says: the tier, the PR, the failure."""
-    return f"{record.level.name} failed on #{record.pull} ({record.ingestion}): {_plain(record.reason)}"[:300]
+    """What the culprit's `bisected` reason says: the tier, the PR, the failure (or the regression)."""
+    what = "regressed" if record.regressions else "failed"
+    return f"{record.level.name} {what} on #{record.pull} ({record.ingestion}): {_plain(record.reason)}"[:300]
 
 
 def culprit_reason(detail: str) -> RiskReason:
@@ -171,11 +220,13 @@ def render(record: BisectionRecord) -> str:
         else ""
     )
     who = "Sluice" if record.started_by == STARTED_BY_SLUICE else f"@{record.started_by}"
+    what = " (a performance regression)" if record.regressions else ""
     lines = [
         COMMENT_MARKER,
-        f"### Bisection of {record.level.name} on `{record.head_sha[:10]}`: {_headline(record)}",
+        f"### Bisection of {record.level.name}{what} on `{record.head_sha[:10]}`: {_headline(record)}",
         "",
-        f"Started by {who} after {record.level.name} failed: {_plain(record.reason) or 'a real failure'}.",
+        *_what(record, who),
+        *_suite(record),
         f"{len(state.commits)} commits in upstream order; {state.runs} of {limit} tier runs used{hours}.",
         "",
         "| probe | prefix | head | outcome |",
@@ -217,6 +268,29 @@ def render(record: BisectionRecord) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _what(record: BisectionRecord, who: str) -> list[str]:
+    if not record.regressions:
+        why = _plain(record.reason) or "a real failure"
+        return [f"Started by {who} after {record.level.name} failed: {why}."]
+    shown = ", ".join(f"`{_code(name)}`" for name in record.regressions[:12])
+    more = f" and {len(record.regressions) - 12} more" if len(record.regressions) > 12 else ""
+    against = f"tier run {record.baseline_run}" if record.baseline_run is not None else "the baseline"
+    return [
+        f"Started by {who} after {record.level.name} passed its tests but its comparison with the baseline "
+        f"report ({against}) showed a confident regression of a critical kernel: {shown}{more}.",
+        "A probe fails while its report still shows one of them regressed against that same report, passes "
+        "when none is, and is skipped when it leaves no comparable benchmarks.",
+    ]
+
+
+def _suite(record: BisectionRecord) -> list[str]:
+    if record.suite is None:
+        return []
+    return [
+        f"Its probes run only the suite `{_code(record.suite_name)}` of {record.level.name} (what failed)."
+    ]
+
+
 def _headline(record: BisectionRecord) -> str:
     if record.status is Status.RUNNING:
         return f"running ({len(record.state.in_flight)} probes in flight)"
@@ -238,6 +312,11 @@ def _culprits(culprits: Sequence[Culprit]) -> list[str]:
         )
         lines.append(f"- {shas} (found in {c.runs} runs{', confirmed' if c.confirmed else ''}){also}")
     return [*lines, ""]
+
+
+def _code(text: str) -> str:
+    """`text` fit for inline code: one line, no backtick to end it."""
+    return " ".join(text.split()).replace("`", "'")[:150]
 
 
 def _plain(text: str) -> str:

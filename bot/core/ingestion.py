@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from bot.core.config import SluiceConfig
 from bot.core.models import CommitReport, FileReport, PickStatus, Plan, PlannedCommit, RiskLevel, RiskyChain
@@ -110,6 +111,12 @@ class Links:
         return (
             f"[`{text}`]({self.upstream_web}/compare/{base}...{head})" if self.upstream_web else f"`{text}`"
         )
+
+
+def stacked(pull: Mapping[str, Any]) -> bool:
+    """Whether a PR (GitHub's pull object) builds on another of Sluice's ingestion PRs (its base is one's
+    branch), not on trunk."""
+    return str((pull.get("base") or {}).get("ref") or "").startswith(BRANCH_PREFIX)
 
 
 def units_of(plan: Plan) -> list[Unit]:

@@ -7,6 +7,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bot.core import bisect
 from bot.core.config import SluiceConfig
 
 UNASSIGNED = "(unassigned)"  # kernels no `tiers.l3.areas` entry covers (no valid area name): L3's owner
@@ -26,6 +27,34 @@ class Regression:
     def shown(self) -> str:
         """`matmul[…] median +5.2 %` for a summary or a reply."""
         return f"`{self.benchmark}` {self.metric} {self.ratio - 1:+.1%}".replace("%", " %")
+
+
+@dataclass(frozen=True)
+class MetricRegression:
+    """A critical kernel's confident regression between two reports (runners.compare's failing cells): what
+    trunk watch and a bundle's performance bisection both bisect."""
+
+    name: str  # `benchmark key · metric`
+    before_ms: float
+    after_ms: float
+    reason: str
+
+    def evidence(self) -> str:
+        """`0.25 ms before, 0.33 ms after (+30.0%): why` for an issue, a comment or a risk reason."""
+        change = self.after_ms / self.before_ms - 1 if self.before_ms > 0 else float("inf")
+        return f"{self.before_ms:.4g} ms before, {self.after_ms:.4g} ms after ({change:+.1%}): {self.reason}"
+
+
+def regression_outcome(
+    names: Sequence[str], regressions: Sequence[MetricRegression] | None
+) -> bisect.Outcome:
+    """A bisection run's answer for metric regressions `names`: FAIL when its report still shows one of them
+    (confidently regressed against the same baseline), PASS when none, SKIP when it cannot say (no report,
+    no benchmarks, another context)."""
+    if regressions is None:
+        return bisect.Outcome.SKIP
+    found = {r.name for r in regressions}
+    return bisect.Outcome.FAIL if any(name in found for name in names) else bisect.Outcome.PASS
 
 
 @dataclass(frozen=True)

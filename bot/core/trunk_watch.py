@@ -15,6 +15,7 @@ from pydantic import Field
 from bot.core import bisect
 from bot.core.config import TrunkWatch
 from bot.core.dashboard import plain
+from bot.core.l3_metrics import MetricRegression, regression_outcome
 from bot.core.models import Frozen
 from bot.core.tiers import LOCATION, Level
 
@@ -57,16 +58,6 @@ class RunOutcomes:
     suites: frozenset[str]
 
 
-@dataclass(frozen=True)
-class MetricRegression:
-    """A critical kernel's confident regression between two reports (runners.compare's failing cells)."""
-
-    name: str  # `benchmark key · metric`
-    before_ms: float
-    after_ms: float
-    reason: str
-
-
 class Worse(Frozen):
     """One thing that got worse."""
 
@@ -87,16 +78,8 @@ def worsened(
         for key, outcome in sorted(after.outcomes.items())
         if outcome in FAILING and before.outcomes.get(key) == "passed"
     ]
-    metrics = [Worse(kind=Change.METRIC, name=r.name, evidence=_metric_evidence(r)) for r in regressions]
+    metrics = [Worse(kind=Change.METRIC, name=r.name, evidence=r.evidence()) for r in regressions]
     return (*tests, *sorted(metrics, key=lambda w: w.name))
-
-
-def _metric_evidence(regression: MetricRegression) -> str:
-    change = regression.after_ms / regression.before_ms - 1 if regression.before_ms > 0 else float("inf")
-    return (
-        f"{regression.before_ms:.4g} ms before, {regression.after_ms:.4g} ms after ({change:+.1%}): "
-        f"{regression.reason}"
-    )
 
 
 def run_broke(detail: str, log: str = "") -> Worse:
@@ -122,9 +105,7 @@ def probe_outcome(
     if worse.kind is Change.RUN:  # a run that left a report got past what broke (callers skip a lost machine)
         return bisect.Outcome.FAIL if outcomes is None else bisect.Outcome.PASS
     if worse.kind is Change.METRIC:
-        if regressions is None:
-            return bisect.Outcome.SKIP
-        return bisect.Outcome.FAIL if any(r.name == worse.name for r in regressions) else bisect.Outcome.PASS
+        return regression_outcome((worse.name,), regressions)
     if outcomes is None:
         return bisect.Outcome.SKIP
     outcome = outcomes.outcomes.get(worse.name)

@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from bot.core.bisect_pr import BisectionRecord, BisectionStats, Status
 from bot.core.tiers import Level
 from bot.db.store import Store, UTCDateTime, metadata
+from bot.db.tier_runs import INGESTION_LEN
 
 bisections = Table(
     "bisections",
@@ -31,7 +32,7 @@ bisections = Table(
     Column("id", Integer, autoincrement=True),
     Column("fork", String(255), nullable=False),
     Column("pull", Integer, nullable=False),
-    Column("ingestion", String(64), nullable=False),
+    Column("ingestion", String(INGESTION_LEN), nullable=False),
     Column("level", String(2), nullable=False),
     Column("head_sha", String(40), nullable=False),
     Column("status", String(16), nullable=False),

@@ -191,17 +191,17 @@ class TierRuns:
 
     def latest_report(self, fork: str, level: Level, *, head_sha: str) -> str | None:
         """The newest report of `level` on `head_sha` (fork trunk's, as a baseline), if one was kept."""
-        query = (
-            select(tier_runs.c.report)
-            .where(
-                tier_runs.c.fork == fork, tier_runs.c.level == level.value, tier_runs.c.head_sha == head_sha
-            )
-            .where(tier_runs.c.report.is_not(None))
-            .order_by(desc(tier_runs.c.id))
-        )
         with self.store._engine.connect() as conn:
-            found = conn.execute(query).scalar()
+            found = conn.execute(_on_head(fork, level, head_sha, tier_runs.c.report)).scalar()
         return str(found) if found is not None else None
+
+    def baseline(self, fork: str, level: Level, *, head_sha: str) -> TierRun | None:
+        """The run whose report is the baseline of `level` for a PR on `head_sha`: the newest one kept on that
+        commit, else trunk watch's newest (what `runners compare` compares a PR's report with)."""
+        with self.store._engine.connect() as conn:
+            row = conn.execute(_on_head(fork, level, head_sha, tier_runs)).first()
+            row = row or conn.execute(_trunk_watch(fork, level, tier_runs).limit(1)).first()
+        return _run(row._mapping) if row is not None else None
 
     def record_regressions(self, key: int, regressions: Sequence[Regression]) -> None:
         """What run `key` regressed (replacing what an earlier delivery of its result recorded); written
@@ -217,19 +217,6 @@ class TierRuns:
         with self.store._engine.connect() as conn:
             rows = conn.execute(query).all()
         return tuple(_regression(r._mapping) for r in rows)
-
-    def latest_trunk_report(self, fork: str, level: Level) -> str | None:
-        """Fork trunk's newest report of `level` from trunk watch (`trunk_watch` in the fork's config)."""
-        query = (
-            select(tier_runs.c.report)
-            .where(tier_runs.c.fork == fork, tier_runs.c.pull == TRUNK_PULL, tier_runs.c.ingestion == WATCH)
-            .where(tier_runs.c.level == level.value, tier_runs.c.report.is_not(None))
-            .where(tier_runs.c.verdict != Verdict.INFRA.value)
-            .order_by(desc(tier_runs.c.id))
-        )
-        with self.store._engine.connect() as conn:
-            found = conn.execute(query.limit(1)).scalar()
-        return str(found) if found is not None else None
 
     def stats(self, *, window: int = PASS_RATE_WINDOW) -> list[TierStats]:
         """Each fork's and tier's pass rate over its newest `window` completed runs, and its runner minutes
@@ -272,6 +259,27 @@ def _row(run: TierRun) -> dict[str, Any]:
     row["verdict"] = run.verdict.value if run.verdict is not None else None
     row["bisection"], row["probe"] = run.bisection or 0, run.probe or 0
     return row
+
+
+def _on_head(fork: str, level: Level, head_sha: str, *columns: Any) -> Any:
+    """The runs of `level` on `head_sha` that kept a report, newest first."""
+    return (
+        select(*columns)
+        .where(tier_runs.c.fork == fork, tier_runs.c.level == level.value, tier_runs.c.head_sha == head_sha)
+        .where(tier_runs.c.report.is_not(None))
+        .order_by(desc(tier_runs.c.id))
+    )
+
+
+def _trunk_watch(fork: str, level: Level, *columns: Any) -> Any:
+    """Trunk watch's scheduled runs of `level` that kept a report from a machine that worked, newest first."""
+    return (
+        select(*columns)
+        .where(tier_runs.c.fork == fork, tier_runs.c.pull == TRUNK_PULL, tier_runs.c.ingestion == WATCH)
+        .where(tier_runs.c.level == level.value, tier_runs.c.report.is_not(None))
+        .where(tier_runs.c.verdict != Verdict.INFRA.value)
+        .order_by(desc(tier_runs.c.id))
+    )
 
 
 def _run(row: Any) -> TierRun:

@@ -31,12 +31,16 @@ from bot.core.bisect_pr import (
     is_build_failure,
     literal_head,
     outcome_of,
+    probe_suite,
+    regression_outcome_of,
+    regression_reason,
     render,
     should_bisect,
 )
 from bot.core.config import Strategy
 from bot.core.errors import BadInput, DispatchRefused
-from bot.core.ingestion import BRANCH_PREFIX
+from bot.core.ingestion import stacked
+from bot.core.l3_metrics import MetricRegression
 from bot.core.models import PickStatus
 from bot.core.tiers import (
     LEVELS,
@@ -46,13 +50,15 @@ from bot.core.tiers import (
     Subject,
     SubjectKind,
     TierRun,
+    Verdict,
     latest_runs,
     tier_config,
 )
 from bot.flows.pick import Picker, pick_in_order
-from bot.flows.tiers import Tiering, subject_of, time_out
+from bot.flows.tiers import Tiering, baseline, metric_regressions, parse_report, subject_of, time_out
 from bot.git.mirror import BranchUpdate
 from bot.ports import BisectionRecords, GateRecords, Repository
+from runners.report import Outcome as ReportOutcome
 
 log = logging.getLogger("sluice.bisect")
 UPSTREAM_TRAILER = re.compile(r"^Upstream-Commit:\s*([0-9a-f]{40})\s*$", re.MULTILINE)
@@ -89,7 +95,18 @@ class Bisecting:
     candidates: Candidates
     depends_on: Callable[[str], Awaitable[Mapping[str, Sequence[str]]]]  # the plan's edges of an ingestion
     rebuild: Callable[[str], Awaitable[None]]  # plan the fork again (why), so the PR is rebuilt
+    bot_login: str  # "<app slug>[bot]": only a PR it opened is an ingestion (a branch's name proves nothing)
     audits: GateRecords | None = None  # where the ingestion's audit record is kept (called through `db`)
+
+
+@dataclass(frozen=True)
+class Regressed:
+    """What a performance bisection bisects: L3's confident critical-kernel regressions on the PR's head, and
+    the tier run whose report they regressed against (each probe is compared with that same report)."""
+
+    baseline_run: int
+    regressions: tuple[MetricRegression, ...]
+    suites: frozenset[str] = frozenset()  # the suites that timed the regressed kernels
 
 
 async def _db(b: Bisecting, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -100,16 +117,23 @@ async def _db(b: Bisecting, call: Callable[..., Any], *args: Any, **kwargs: Any)
 
 
 async def start(
-    b: Bisecting, number: int, *, level: Level | None = None, by: str = STARTED_BY_SLUICE
+    b: Bisecting,
+    number: int,
+    *,
+    level: Level | None = None,
+    by: str = STARTED_BY_SLUICE,
+    regressed: Regressed | None = None,
 ) -> BisectionRecord:
-    """Start a bisection of ingestion PR `number` on `level` (default: the tier that failed on its head) now.
-    Raises BadInput, saying why, on a PR that is no ingestion, a head no tier failed on, or while one runs."""
+    """Start a bisection of ingestion PR `number` on `level` (default: the tier that failed on its head) now;
+    with `regressed`, of L3's performance regression instead of a failure. Raises BadInput, saying why, on a
+    PR that is no ingestion, a head no tier failed on, or while one runs."""
     t = b.tiering
     pull = await t.forge.pull(number)
     subject = subject_of(pull, fork=t.forge.repo)
-    if pull.get("state") != "open" or subject.kind not in (SubjectKind.BUNDLE, SubjectKind.CHAIN):
+    if not _ingestion(b, pull, subject):
         raise BadInput(
-            f"#{number} is not an open ingestion PR (a bundle or a risky chain)", "bisect one of those"
+            f"#{number} is not an open ingestion PR (a bundle or a risky chain Sluice opened)",
+            "bisect one of those",
         )
     runs = await _db(b, t.runs.for_pull, subject.fork, number)
     latest = latest_runs(subject.head_sha, runs)
@@ -129,8 +153,14 @@ async def start(
             )
         await _supersede(b, running)
     failed = latest.get(level)
+    if regressed is None and failed is not None and not failed.failed:  # `/bisect l3` on a regressed L3
+        regressed = await _regressed(b, failed, base_sha=str(pull["base"]["sha"]))
     reason = failed.detail if failed is not None and failed.failed else f"{level.name} bisected on request"
-    record = await _new_record(b, subject, base=str(pull["base"]["sha"]), level=level, by=by, reason=reason)
+    if regressed is not None:
+        reason = regression_reason(regressed.regressions)
+    base = str(pull["base"]["sha"])
+    record = await _new_record(b, subject, base=base, level=level, by=by, reason=reason, regressed=regressed)
+    record = _probing(b, record, failed if failed is not None and failed.failed else None, regressed)
     saved = await _db(b, b.records.start, record, at=t.clock())
     if saved is None:
         raise BadInput(f"a bisection of #{number} already runs", "wait for it to finish")
@@ -142,7 +172,14 @@ async def start(
 
 
 async def _new_record(
-    b: Bisecting, subject: Subject, *, base: str, level: Level, by: str, reason: str
+    b: Bisecting,
+    subject: Subject,
+    *,
+    base: str,
+    level: Level,
+    by: str,
+    reason: str,
+    regressed: Regressed | None = None,
 ) -> BisectionRecord:
     """The search of the PR's commits (upstream order, the plan's dependency edges) within the budget."""
     number = subject.pull
@@ -161,6 +198,7 @@ async def _new_record(
         tier=level.value,
         depends_on=await b.depends_on(subject.ingestion),
         budget=budget,
+        kind=bisect.Kind.REGRESSION if regressed is not None else bisect.Kind.FAILURE,
     )
     return BisectionRecord(
         fork=subject.fork,
@@ -173,24 +211,57 @@ async def _new_record(
         state=state,
         started_by=by,
         reason=reason,
-        build_failure=is_build_failure(reason),
+        build_failure=regressed is None and is_build_failure(reason),
         parallel=config.parallel,
+        regressions=tuple(r.name for r in regressed.regressions) if regressed is not None else (),
+        baseline_run=regressed.baseline_run if regressed is not None else None,
     )
 
 
+def _ingestion(b: Bisecting, pull: Mapping[str, Any], subject: Subject) -> bool:
+    """An open bundle or chain PR Sluice opened: its branch in the fork itself (`subject_of`) and the App its
+    author. Another fork's PR, or a person's PR from a branch named like Sluice's, is never bisected: its
+    commits' trailers would otherwise blame upstream commits for the planner."""
+    author = str((pull.get("user") or {}).get("login") or "")
+    ours = subject.kind in (SubjectKind.BUNDLE, SubjectKind.CHAIN) and author == b.bot_login
+    return pull.get("state") == "open" and ours
+
+
+def _probing(
+    b: Bisecting, record: BisectionRecord, failed: TierRun | None, regressed: Regressed | None
+) -> BisectionRecord:
+    """The record with the one suite its probes run: what failed (the suites with failing tests in the PR's
+    report, or those that timed the regressed kernels), when that is one suite the config names."""
+    names = [s.name for s in tier_config(b.tiering.config, record.level).suites]
+    if regressed is not None:
+        failing: frozenset[str] = regressed.suites
+    else:
+        report = parse_report(failed.report) if failed is not None else None
+        bad = (ReportOutcome.FAILED, ReportOutcome.ERROR)
+        failing = frozenset(s.name for s in report.suites if s.outcome in bad) if report else frozenset()
+    ran = failed.suite if failed is not None and regressed is None else None
+    suite = probe_suite(names, failing, ran=ran)
+    if suite is None:
+        return record
+    return record.model_copy(update={"suite": suite, "suite_name": names[suite]})
+
+
 async def tier_failed(b: Bisecting, run: TierRun) -> BisectionRecord | None:
-    """A PR's own tier run finished: bisect its ingestion when the tier failed for a real reason (once per
-    head and tier); None when it calls for no bisection."""
+    """A PR's own tier run finished: bisect its ingestion when the tier failed for a real reason, or when L3
+    passed its tests but regressed a critical kernel's metric confidently (once per head and tier); None when
+    it calls for no bisection."""
     if not b.tiering.config.bisect.auto or run.bisection is not None:
         return None
     pull = await b.tiering.forge.pull(run.pull)
     subject = subject_of(pull, fork=b.tiering.forge.repo)
-    if subject.kind not in (SubjectKind.BUNDLE, SubjectKind.CHAIN) or subject.head_sha != run.head_sha:
+    if not _ingestion(b, pull, subject) or subject.head_sha != run.head_sha:
         return None
+    regressed = None
     if not should_bisect(run, commits=2):  # the commit count is checked once the commits are read
-        return None
-    stacked = str(pull["base"].get("ref") or "").startswith(BRANCH_PREFIX)
-    if stacked and not await _base_passed(b, pull, run.level):
+        regressed = await _regressed(b, run, base_sha=str(pull["base"]["sha"]))
+        if regressed is None:
+            return None
+    if stacked(pull) and not await _base_passed(b, pull, run.level):
         # A bisection takes its PR's base as good: on a stack whose base PR has not passed this tier, the
         # culprit may be below, and the PR below is bisected (this one is rebuilt when that one is).
         log.info("%s #%d: no bisection: its base PR has not passed %s", run.fork, run.pull, run.level.name)
@@ -199,10 +270,42 @@ async def tier_failed(b: Bisecting, run: TierRun) -> BisectionRecord | None:
     if any(r.head_sha == run.head_sha and r.level is run.level for r in earlier):
         return None  # this head was bisected on this tier already
     try:
-        return await start(b, run.pull, level=run.level)
+        return await start(b, run.pull, level=run.level, regressed=regressed)
     except BadInput as exc:
         log.info("%s #%d: no bisection: %s", run.fork, run.pull, exc.message)
         return None
+
+
+async def _regressed(b: Bisecting, run: TierRun, *, base_sha: str) -> Regressed | None:
+    """L3's run passed its tests: its confident regressions of critical kernels against the baseline report
+    (the noise-aware comparison trunk watch bisects with), or None when nothing regressed so."""
+    t = b.tiering
+    passed = run.verdict in (Verdict.PASSED, Verdict.BROKEN_TRUNK)
+    if run.level is not Level.L3 or run.state is not RunState.COMPLETED or not passed or run.id is None:
+        return None
+    if not any(r.critical for r in await _db(b, t.runs.regressions, run.id)):
+        return None  # what the run's comparison recorded: no critical kernel regressed at all
+    found = await baseline(t, run.level, base_sha)
+    before, after = parse_report(found.report if found else None), parse_report(run.report)
+    if found is None or found.id is None or before is None or after is None:
+        return None
+    regressions = metric_regressions(before, after, t.config)
+    if not regressions:
+        return None
+    keys = {r.name.rsplit(" · ", 1)[0] for r in regressions}
+    suites = frozenset(bench.suite for bench in after.benchmarks if bench.key in keys)
+    return Regressed(found.id, tuple(regressions), suites)
+
+
+async def _probe_regressions(
+    b: Bisecting, record: BisectionRecord, run: TierRun
+) -> list[MetricRegression] | None:
+    """A performance bisection's probe report against the bisection's baseline report (None: no answer)."""
+    found = await _db(b, b.tiering.runs.get, record.baseline_run) if record.baseline_run else None
+    before, after = parse_report(found.report if found else None), parse_report(run.report)
+    if before is None or after is None:
+        return None
+    return metric_regressions(before, after, b.tiering.config)
 
 
 async def _base_passed(b: Bisecting, pull: Mapping[str, Any], level: Level) -> bool:
@@ -238,7 +341,11 @@ async def probe_finished(b: Bisecting, run: TierRun) -> None:
         await _advance(b, record)  # a job that recorded it but lost the race to dispatch: go on from here
         return
     tier = tier_config(b.tiering.config, record.level)
-    outcome = outcome_of(run, retries=tier.retries, build_failure=record.build_failure)
+    if record.regressions:
+        found = await _probe_regressions(b, record, run)
+        outcome = regression_outcome_of(run, found, names=record.regressions, retries=tier.retries)
+    else:
+        outcome = outcome_of(run, retries=tier.retries, build_failure=record.build_failure)
     if outcome is None:  # an infrastructure failure: the same prefix again, as the tiers retry
         assert shown.head is not None
         key = await _dispatch(b, record, run.probe, shown.head, attempt=run.attempt + 1)
@@ -333,6 +440,7 @@ async def _dispatch(
         RunState.DISPATCHED,
         t.clock(),
         selection=Selection.FULL,
+        suite=record.suite,  # only what failed, where one suite of the tier did
         bisection=record.id,
         probe=probe,
     )
@@ -407,6 +515,7 @@ async def _audit(b: Bisecting, record: BisectionRecord) -> None:
         status=record.status.value,
         runs=record.state.runs,
         culprits=tuple(sha for c in record.state.culprits for sha in c.shas),
+        regressions=record.regressions,
     )
     await _db(b, b.audits.save_audit, audit.with_bisection(found, entry), at=b.tiering.clock())
 

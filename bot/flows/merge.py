@@ -19,7 +19,7 @@ from bot.core.config import SluiceConfig, Strategy
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.errors import MergeRefused
 from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, Pause, Review, Waiver
-from bot.core.ingestion import BRANCH_PREFIX, Tier
+from bot.core.ingestion import BRANCH_PREFIX, Tier, stacked
 from bot.core.l3_metrics import L3Metrics, Signoff
 from bot.ports import Clock, GateForge, GateRecords, SignoffRecords
 
@@ -90,7 +90,7 @@ async def evaluate(keeper: Gatekeeper, number: int) -> Outcome:
     paused = found.stored.paused
     # An emergency pick is no failed ingestion, and neither is a PR stacked on another ingestion PR: it holds
     # that PR's commits, so one culprit below would count once per PR of the stack.
-    if decision.failed and found.facts.emergency is None and not _stacked(pull):
+    if decision.failed and found.facts.emergency is None and not stacked(pull):
         paused = await _count_failure(keeper, number, decision, paused)
     blocker = _merge_blocker(keeper, found, paused) if decision.passed else None
     if decision.passed and blocker is None and _refused_as_is(found):
@@ -220,11 +220,6 @@ async def _teams(
     for team in sorted(needed):
         teams[team] = frozenset([login for login in logins if await keeper.forge.in_team(team, login)])
     return teams
-
-
-def _stacked(pull: Mapping[str, Any]) -> bool:
-    """Whether the PR builds on another of Sluice's ingestion PRs (its base is one's branch), not on trunk."""
-    return str(pull["base"]["ref"]).startswith(BRANCH_PREFIX)
 
 
 async def _count_failure(

@@ -19,7 +19,7 @@ from bot.core.config import L3Policy, SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.errors import DispatchRefused, redact
 from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
-from bot.core.l3_metrics import Regression
+from bot.core.l3_metrics import MetricRegression, Regression
 from bot.core.tier_checks import (
     CheckOutput,
     Shown,
@@ -289,8 +289,7 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
         return
     subject = subject_of(pull, fork=t.forge.repo)
     report, problem = read_report(finished, run)
-    trunk = _parse(await t.db(t.runs.latest_report, run.fork, run.level, head_sha=subject.baseline_sha))
-    trunk = trunk or _parse(await t.db(t.runs.latest_trunk_report, run.fork, run.level))  # trunk watch's
+    trunk = await baseline_report(t, run.level, subject.baseline_sha)
     facts = facts_of(report) if report is not None else None
     found = triage(
         finished.conclusion,
@@ -311,11 +310,23 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     await _tell(t, done)
 
 
+async def baseline(t: Tiering, level: Level, base_sha: str) -> TierRun | None:
+    """The run whose report a PR on `base_sha` is compared with: trunk's newest on that commit, else trunk
+    watch's newest."""
+    found: TierRun | None = await t.db(t.runs.baseline, t.forge.repo, level, head_sha=base_sha)
+    return found
+
+
+async def baseline_report(t: Tiering, level: Level, base_sha: str) -> Report | None:
+    found = await baseline(t, level, base_sha)
+    return parse_report(found.report) if found is not None else None
+
+
 async def _probe_finished(t: Tiering, run: TierRun, finished: Finished, *, baseline_sha: str) -> None:
     """A bisection probe's result: triaged as any run is (against trunk's report on the PR's base) and kept,
     then handed to its bisection, which alone decides what it means; no check run, no next tier."""
     report, problem = read_report(finished, run)
-    trunk = _parse(await t.db(t.runs.latest_report, run.fork, run.level, head_sha=baseline_sha))
+    trunk = parse_report(await t.db(t.runs.latest_report, run.fork, run.level, head_sha=baseline_sha))
     facts = facts_of(report) if report is not None else None
     trunk_facts = facts_of(trunk) if trunk else None
     found = triage(finished.conclusion, facts, report_problem=problem, log=finished.log, trunk=trunk_facts)
@@ -443,7 +454,38 @@ def regressed(judged: Judged) -> tuple[Regression, ...]:
     )
 
 
-def _parse(text: str | None) -> Report | None:
+def metric_regressions(before: Report, after: Report, config: SluiceConfig) -> list[MetricRegression] | None:
+    """Critical kernels' confident regressions from `before` to `after` (runners.compare, noise-aware): the
+    metric oracle of trunk watch and of a bundle's L3 bisection alike. [] when neither has benchmarks; None
+    when they cannot be compared (no benchmarks after, other contexts)."""
+    from runners import compare
+
+    if not before.benchmarks:
+        return []
+    if not after.benchmarks:
+        return None
+    try:
+        result = compare.compare(
+            compare.Side.from_reports([before], name="before"),
+            compare.Side.from_reports([after], name="after"),
+            config.performance,
+        )
+    except compare.ContextRefused:
+        return None
+    return [
+        MetricRegression(
+            name=f"{cell.benchmark} · {cell.metric.value}",
+            before_ms=cell.measurement.baseline_ms,
+            after_ms=cell.measurement.candidate_ms,
+            reason=cell.decision.reason,
+        )
+        for cell in result.failing
+        if cell.measurement is not None
+    ]
+
+
+def parse_report(text: str | None) -> Report | None:
+    """A kept report's JSON as a report (None: none kept, or unreadable)."""
     if text is None:
         return None
     try:

@@ -12,8 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 from bot.core import bisect
-from bot.core.config import SluiceConfig
 from bot.core.errors import DispatchRefused
+from bot.core.l3_metrics import MetricRegression
 from bot.core.tiers import (
     TRUNK_PULL,
     Level,
@@ -30,7 +30,6 @@ from bot.core.trunk_watch import (
     LABEL,
     PROBE,
     WATCH,
-    MetricRegression,
     Phase,
     RunOutcomes,
     Sighting,
@@ -50,7 +49,7 @@ from bot.core.trunk_watch import (
     title,
     worsened,
 )
-from bot.flows.tiers import Finished, Tiering, facts_of, read_report
+from bot.flows.tiers import Finished, Tiering, facts_of, metric_regressions, parse_report, read_report
 from bot.ports import Forge, TrunkWatchRecords
 from runners.report import Report
 
@@ -215,7 +214,7 @@ async def _regressions_since(
 ) -> list[MetricRegression] | None:
     """The metric regressions of `report` against the failure's last good trunk run."""
     good = await w.tiering.db(w.tiering.runs.get, tracked.good_run)
-    before = _parse(good.report if good else None)
+    before = parse_report(good.report if good else None)
     if report is None or before is None:
         return None
     return metric_regressions(before, report, w.tiering.config)
@@ -229,7 +228,7 @@ async def _compared(w: Watch, run: TierRun, report: Report | None, *, tail: str 
     previous = await _previous(w, run)
     if previous is None:
         return
-    before = _parse(previous.report)
+    before = parse_report(previous.report)
     assert before is not None and previous.id is not None and run.id is not None
     if report is None:
         found: tuple[Worse, ...] = (run_broke(run.detail, tail),)
@@ -385,7 +384,7 @@ async def _finished_answer(w: Watch, tracked: Tracked, sha: str) -> bisect.Outco
     ]
     if not usable:
         return None
-    return await _outcome(w, tracked, _parse(usable[-1].report))
+    return await _outcome(w, tracked, parse_report(usable[-1].report))
 
 
 async def _update(w: Watch, key: str, change: Callable[[Tracked], Tracked]) -> Tracked | None:
@@ -445,41 +444,3 @@ def outcomes_of(report: Report) -> RunOutcomes:
         messages={key: t.message or "" for key, t in tests.items()},
         suites=frozenset(s.name for s in report.suites if s.executed > 0),
     )
-
-
-def metric_regressions(before: Report, after: Report, config: SluiceConfig) -> list[MetricRegression] | None:
-    """Critical kernels' confident regressions from `before` to `after` (runners.compare, noise-aware); []
-    when neither has benchmarks; None when they cannot be compared (no benchmarks after, other contexts)."""
-    from runners import compare
-
-    if not before.benchmarks:
-        return []
-    if not after.benchmarks:
-        return None
-    try:
-        result = compare.compare(
-            compare.Side.from_reports([before], name="before"),
-            compare.Side.from_reports([after], name="after"),
-            config.performance,
-        )
-    except compare.ContextRefused:
-        return None
-    return [
-        MetricRegression(
-            name=f"{cell.benchmark} · {cell.metric.value}",
-            before_ms=cell.measurement.baseline_ms,
-            after_ms=cell.measurement.candidate_ms,
-            reason=cell.decision.reason,
-        )
-        for cell in result.failing
-        if cell.measurement is not None
-    ]
-
-
-def _parse(text: str | None) -> Report | None:
-    if text is None:
-        return None
-    try:
-        return Report.model_validate_json(text)
-    except ValueError:
-        return None
