@@ -236,6 +236,9 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
         "held out, today's rules",
         figures(test_windows, [rules_chained(m.commits, config) for m in test_windows]),
     )
+    if len({r.outcome for r in train}) < 2:
+        print("no model fitted: the earlier ingestions hold no culprit (or only culprits) to learn from")
+        return
     model = held_out_model(train)
     settings: list[tuple[str, dict[str, float]]] = [("fewest expected tier runs", {})]
     settings += [(f"chain_share {s}", {"chain_share": s}) for s in SHARES]

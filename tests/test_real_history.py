@@ -83,5 +83,8 @@ def test_the_other_sections_run_after_the_recognition_figures(tmp_path: Path) ->
     s = merge_fork(tmp_path)
     proc = run(str(s.path), "--fork", "main", "--upstream", "upstream/main", "--merge-window", "1,0")
     assert proc.returncode == 0, proc.stderr
-    for section in ("real_merges", "real_cost"):  # each imported by path and run on the same refs
+    for section in ("real_merges", "real_cost", "real_risk"):  # each imported by path, run on the same refs
         assert f"\n== {section} ==" in proc.stdout, proc.stdout[-2000:]
+    # This history's merges broke nothing: real_risk says it has nothing to fit, and the run goes on.
+    risk = proc.stdout.split("\n== real_risk ==", 1)[1]
+    assert "ingestions mined: " in risk and "no model fitted" in risk, risk[-2000:]
