@@ -53,10 +53,6 @@ class Fit:
         ]
 
 
-def feature_names(rows: Sequence[Row]) -> list[str]:
-    return sorted({name for r in rows for name in r.features})
-
-
 def design(rows: Sequence[Row], names: Sequence[str]) -> np.ndarray:
     column = {name: i for i, name in enumerate(names)}
     matrix = np.zeros((len(rows), len(names)))
