@@ -205,8 +205,10 @@ def report(label: str, found: Figures, *, goal: bool = False) -> None:
     print(line, flush=True)
 
 
-def held_out_model(train: Sequence[Row]) -> RiskModel:
-    """The model `sluice calibrate` would fit on the earlier rows only."""
+def held_out_model(
+    train: Sequence[Row], plans: Sequence[Sequence[PlannedCommit]], config: SluiceConfig
+) -> RiskModel:
+    """The model `sluice calibrate` would fit on the earlier rows (`plans`: their ingestions) only."""
     fit = fitting.fit(train, c=1.0)
     provenance = Provenance(
         source="benchmarks/real_risk.py (fitted on the earlier ingestions only)",
@@ -219,7 +221,7 @@ def held_out_model(train: Sequence[Row]) -> RiskModel:
         intercept=fit.intercept,
         coefficients=fit.coefficients,
         provenance=provenance,
-        quantiles=quantiles_of(fit.score(train)),
+        quantiles=quantiles_of(calibrate.stream_levels(fit, plans, config)),
     )
 
 
@@ -239,7 +241,7 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     if len({r.outcome for r in train}) < 2:
         print("no model fitted: the earlier ingestions hold no culprit (or only culprits) to learn from")
         return
-    model = held_out_model(train)
+    model = held_out_model(train, [m.commits for m in mined if m.window.id not in held], config)
     settings: list[tuple[str, dict[str, float]]] = [("fewest expected tier runs", {})]
     settings += [(f"chain_share {s}", {"chain_share": s}) for s in SHARES]
     for label, risk in settings:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bot.core.calibrated import LoadedModel, calibrated_selection, with_probability
+from bot.core.calibrated import LoadedModel, calibrated_selection, chain_levels, with_probability
 from bot.core.chain_split import weakest_cut
 from bot.core.config import ConfigError, parse_config
 from bot.core.models import Dependency, DependencyKind, PlannedCommit, RiskKind, RiskLevel, RiskReason
@@ -244,6 +244,32 @@ def test_a_model_that_knows_its_fitted_probabilities_chains_a_share_of_the_strea
     _, chains, selection = plan(large, stream, config)
     assert selection.chosen_by == "chain-share" and selection.threshold == pytest.approx(threshold, abs=1e-6)
     assert chains[0].why[chains[0].root].endswith("among the 20% of the fork's stream most likely to break")
+
+
+def test_the_stream_share_counts_the_dependents_and_structural_commits() -> None:
+    """A model's quantiles are of chain levels: a commit that depends on a likely one is chained at that one's
+    threshold and a critical pin at any, so `risk.chain_share` is the share of the stream that is chained."""
+    fixed = model(intercept=-6.0, log2_lines=0.5)
+    pin = reason(RiskKind.COMPONENT, "llvm-pin: cmake/llvm-hash.txt", RiskLevel.CRITICAL)
+    commits = [
+        commit(1, lines=900),
+        commit(2, lines=1, after=((1, LINES),)),
+        commit(3, lines=1),
+        commit(4, lines=2, reasons=(pin,), files=("cmake/llvm-hash.txt",)),
+        commit(5, lines=1, after=((9, LINES),)),  # 9 is not in the plan: nothing to follow
+    ]
+    config = "risk:\n  chain_share: 0.6\n"
+    scored = [with_probability(c, fixed, parse_config(config)) for c in commits]
+    p = [c.probability for c in scored]
+    assert chain_levels(scored) == [p[0], p[0], p[2], 1.0, p[4]]
+    # Twenty such plans fitted: 60 % of that stream is 1, 2 and 4 of each, so a plan chains just those.
+    stream = model(intercept=-6.0, log2_lines=0.5).model_copy(
+        update={"quantiles": quantiles_of(chain_levels(scored) * 20)}
+    )
+    bundles, chains, _ = plan(commits, stream, config)
+    assert (numbers(bundles), numbers(chains)) == ([[3, 5]], [[1, 2], [4]])
+    _, chains, _ = plan(commits, stream, "risk:\n  chain_share: 0.1\n")
+    assert numbers(chains) == [[4]]
 
 
 def test_quantiles_run_from_the_most_likely_down_and_a_bad_table_is_refused() -> None:

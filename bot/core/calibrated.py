@@ -111,6 +111,20 @@ def structural_why(commit: PlannedCommit) -> str | None:
     return None
 
 
+def chain_levels(commits: Sequence[PlannedCommit]) -> list[float]:
+    """Per commit (upstream order, with probabilities): the highest stream threshold at which the planner
+    chains it. That is its own probability, or the level of a plan commit it depends on (it joins that
+    one's chain), or 1.0 for a structural one. The share of commits whose level reaches t is the share a
+    threshold of t chains, dependents included: the quantiles `risk.chain_share` reads are of these."""
+    index = {c.sha: i for i, c in enumerate(commits)}
+    levels: list[float] = []
+    for c in commits:
+        level = 1.0 if structural_why(c) is not None else (c.probability or 0.0)
+        earlier = [levels[index[d.sha]] for d in c.depends_on if index.get(d.sha, len(levels)) < len(levels)]
+        levels.append(max([level, *earlier]))
+    return levels
+
+
 def rules_selection(commits: Sequence[PlannedCommit], *, risky_from: RiskLevel) -> Selection:
     """Today's rules: every commit of high risk or above starts a chain, for its strongest reason."""
     chosen = {}

@@ -40,17 +40,12 @@ class Fit:
     intercept: float
     coefficients: dict[str, float]
 
+    def probability(self, features: Mapping[str, float]) -> float:
+        logit = self.intercept + sum(self.coefficients.get(k, 0.0) * v for k, v in features.items())
+        return 1.0 / (1.0 + math.exp(-logit))
+
     def score(self, rows: Sequence[Row]) -> list[float]:
-        return [
-            1.0
-            / (
-                1.0
-                + math.exp(
-                    -(self.intercept + sum(self.coefficients.get(k, 0.0) * v for k, v in r.features.items()))
-                )
-            )
-            for r in rows
-        ]
+        return [self.probability(r.features) for r in rows]
 
 
 def design(rows: Sequence[Row], names: Sequence[str]) -> np.ndarray:

@@ -122,7 +122,7 @@ class Contribution(BaseModel):
 
 
 def quantiles_of(probabilities: Sequence[float]) -> tuple[float, ...]:
-    """`RiskModel.quantiles` for the probabilities a model gave the commits it was fitted on."""
+    """`RiskModel.quantiles` for the chain levels a model gave the commits it was fitted on."""
     if not probabilities:
         return ()
     ranked = sorted(probabilities, reverse=True)
@@ -147,13 +147,15 @@ class RiskModel(BaseModel):
     intercept: float
     coefficients: dict[str, float]
     provenance: Provenance
-    # The probabilities it gave the commits it was fitted on, at each percentile from the most likely down:
-    # `quantiles[k]` is the probability at or above which k % of them fall. With these, `risk.chain_share`
-    # is a share of the fork's stream (one threshold for every plan), not of each plan; () when unknown.
+    # The chain levels (`bot.core.calibrated.chain_levels`: a commit's probability, or that of a commit it
+    # depends on) of the commits it was fitted on, at each percentile from the highest down: `quantiles[k]` is
+    # the threshold at which the planner chains k % of them, dependents included. With these,
+    # `risk.chain_share` is a share of the fork's stream (one threshold for every plan), not of each plan;
+    # () when unknown.
     quantiles: tuple[float, ...] = ()
 
     def share_threshold(self, share: float) -> float | None:
-        """The probability at or above which `share` of the fitted commits fall (None without quantiles)."""
+        """The threshold that chains `share` of the fitted commits (None without quantiles)."""
         if len(self.quantiles) != QUANTILES:
             return None
         at = min(max(share, 0.0), 1.0) * (QUANTILES - 1)

@@ -15,6 +15,7 @@ from pathlib import Path
 import sklearn
 
 from bot.core import fitting, tradeoff_svg
+from bot.core.calibrated import chain_levels
 from bot.core.config import SluiceConfig
 from bot.core.errors import SluiceError
 from bot.core.fitting import Quality, Row
@@ -309,7 +310,8 @@ def calibrate(
     windows = find_windows(repo, config, fork_head=fork_head, upstream_head=upstream_head, options=options)
     if not windows:
         return fallback(windows, [], "no past ingestion (upstream merge or pick) found", options)
-    rows, failed = mine(repo, config, windows, cache=FeatureCache(cache, config=config), progress=progress)
+    features = FeatureCache(cache, config=config)
+    rows, failed = mine(repo, config, windows, cache=features, progress=progress)
     if not any(r.outcome for r in rows):
         reason = f"{len(rows)} upstream commits mined, none of them broke the fork"
         return fallback(windows, rows, reason, options)
@@ -334,12 +336,28 @@ def calibrate(
         intercept=final.intercept,
         coefficients=final.coefficients,
         provenance=provenance,
-        quantiles=quantiles_of(final.score(rows)),
+        quantiles=quantiles_of(stream_levels(final, [features.get(w) or [] for w in windows], config)),
     )
     in_sample = fitting.judge(
         final.score(rows), outcomes, bundled_share=options.bundled_share, target=options.recall_target
     )
     return Calibration(model=model, windows=windows, rows=rows, held_out=held_out, in_sample=in_sample)
+
+
+def stream_levels(
+    fit: fitting.Fit, plans: Sequence[Sequence[PlannedCommit]], config: SluiceConfig
+) -> list[float]:
+    """Each mined commit's chain level under `fit` (`chain_levels`: its probability, or that of a commit it
+    depends on, or 1.0 when a structural rule chains it), ingestion by ingestion: what a model's quantiles
+    are of, so that `risk.chain_share` is the share of the stream chained, dependents included."""
+    levels: list[float] = []
+    for planned in plans:
+        scored = [
+            c.model_copy(update={"probability": fit.probability(commit_features(c, config=config))})
+            for c in planned
+        ]
+        levels += chain_levels(scored)
+    return levels
 
 
 def _method(options: CalibrateOptions) -> str:
