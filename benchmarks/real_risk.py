@@ -25,7 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,10 +205,8 @@ def report(label: str, found: Figures, *, goal: bool = False) -> None:
     print(line, flush=True)
 
 
-def held_out_model(
-    train: Sequence[Row], plans: Sequence[Sequence[PlannedCommit]], config: SluiceConfig
-) -> RiskModel:
-    """The model `sluice calibrate` would fit on the earlier rows (`plans`: their ingestions) only."""
+def held_out_model(train: Sequence[Row], plans: Mapping[str, Sequence[PlannedCommit]]) -> RiskModel:
+    """The model `sluice calibrate` would fit on the earlier rows (`plans`: ingestions by id) only."""
     fit = fitting.fit(train, c=1.0)
     provenance = Provenance(
         source="benchmarks/real_risk.py (fitted on the earlier ingestions only)",
@@ -221,7 +219,7 @@ def held_out_model(
         intercept=fit.intercept,
         coefficients=fit.coefficients,
         provenance=provenance,
-        quantiles=quantiles_of(calibrate.stream_levels(fit, plans, config)),
+        quantiles=quantiles_of(calibrate.stream_levels(plans, train, fit.score(train))),
     )
 
 
@@ -241,7 +239,7 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     if len({r.outcome for r in train}) < 2:
         print("no model fitted: the earlier ingestions hold no culprit (or only culprits) to learn from")
         return
-    model = held_out_model(train, [m.commits for m in mined if m.window.id not in held], config)
+    model = held_out_model(train, {m.window.id: m.commits for m in mined if m.window.id not in held})
     settings: list[tuple[str, dict[str, float]]] = [("fewest expected tier runs", {})]
     settings += [(f"chain_share {s}", {"chain_share": s}) for s in SHARES]
     for label, risk in settings:

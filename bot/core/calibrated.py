@@ -116,13 +116,11 @@ def chain_levels(commits: Sequence[PlannedCommit]) -> list[float]:
     chains it. That is its own probability, or the level of a plan commit it depends on (it joins that
     one's chain), or 1.0 for a structural one. The share of commits whose level reaches t is the share a
     threshold of t chains, dependents included: the quantiles `risk.chain_share` reads are of these."""
-    index = {c.sha: i for i, c in enumerate(commits)}
-    levels: list[float] = []
+    level: dict[str, float] = {}  # of the commits before this one
     for c in commits:
-        level = 1.0 if structural_why(c) is not None else (c.probability or 0.0)
-        earlier = [levels[index[d.sha]] for d in c.depends_on if index.get(d.sha, len(levels)) < len(levels)]
-        levels.append(max([level, *earlier]))
-    return levels
+        own = 1.0 if structural_why(c) is not None else (c.probability or 0.0)
+        level[c.sha] = max([own, *(level[d.sha] for d in c.depends_on if d.sha in level)])
+    return [level[c.sha] for c in commits]
 
 
 def rules_selection(commits: Sequence[PlannedCommit], *, risky_from: RiskLevel) -> Selection:

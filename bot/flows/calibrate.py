@@ -8,7 +8,7 @@ import json
 import math
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -318,6 +318,8 @@ def calibrate(
     progress(f"fitting {len(rows)} rows")
     held_out = judge_split(rows, options)
     final = fitting.fit(rows, c=options.c)
+    scores = final.score(rows)
+    planned = {w.id: found for w in windows if (found := features.get(w))}
     outcomes = [r.outcome for r in rows]
     provenance = Provenance(
         source=options.source or str(repo.path),
@@ -336,27 +338,27 @@ def calibrate(
         intercept=final.intercept,
         coefficients=final.coefficients,
         provenance=provenance,
-        quantiles=quantiles_of(stream_levels(final, [features.get(w) or [] for w in windows], config)),
+        quantiles=quantiles_of(stream_levels(planned, rows, scores)),
     )
     in_sample = fitting.judge(
-        final.score(rows), outcomes, bundled_share=options.bundled_share, target=options.recall_target
+        scores, outcomes, bundled_share=options.bundled_share, target=options.recall_target
     )
     return Calibration(model=model, windows=windows, rows=rows, held_out=held_out, in_sample=in_sample)
 
 
 def stream_levels(
-    fit: fitting.Fit, plans: Sequence[Sequence[PlannedCommit]], config: SluiceConfig
+    plans: Mapping[str, Sequence[PlannedCommit]], rows: Sequence[Row], scores: Sequence[float]
 ) -> list[float]:
-    """Each mined commit's chain level under `fit` (`chain_levels`: its probability, or that of a commit it
-    depends on, or 1.0 when a structural rule chains it), ingestion by ingestion: what a model's quantiles
-    are of, so that `risk.chain_share` is the share of the stream chained, dependents included."""
+    """Each mined commit's chain level (`chain_levels`: its probability, or that of a commit it depends on,
+    or 1.0 when a structural rule chains it) with the rows' `scores`, ingestion by ingestion (`plans`, by
+    window id): what a model's quantiles are of, so `risk.chain_share` is the share of the stream chained,
+    dependents included."""
+    probability = {(r.window, r.sha): p for r, p in zip(rows, scores, strict=True)}
     levels: list[float] = []
-    for planned in plans:
-        scored = [
-            c.model_copy(update={"probability": fit.probability(commit_features(c, config=config))})
-            for c in planned
-        ]
-        levels += chain_levels(scored)
+    for window, planned in plans.items():
+        levels += chain_levels(
+            [c.model_copy(update={"probability": probability[(window, c.sha)]}) for c in planned]
+        )
     return levels
 
 
