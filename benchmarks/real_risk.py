@@ -10,8 +10,10 @@ held out, the planner itself (`calibrated_selection` and `classify`, structural 
 commits with that model at each setting: the fewest-expected-runs threshold and `risk.chain_share`. It
 prints the share of commits bundled and of culprits chained beside today's rules, says whether the issue's
 goal (>= 80 % of culprits chained at >= 70 % bundled) is met, and times `make_plan` with and without a
-model on the largest held-out window. PATH is only read: planning's merge-tree objects go to a `--shared`
-clone in a temporary directory. With no PATH it prints "skipped: no repository given" and exits 0.
+model on the largest held-out window. A rolling origin (a model refitted at each month, judged on that
+month, the months pooled) gives the `risk.chain_share` figures on more culprits. PATH is only read:
+planning's merge-tree objects go to a `--shared` clone in a temporary directory. With no PATH it prints
+"skipped: no repository given" and exits 0.
 
 `culprits` and `windows` (a minimal labelling of merge PRs' own fixes) are what benchmarks/simulate_bench.py
 replays.
@@ -20,6 +22,7 @@ replays.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import re
 import statistics
 import sys
@@ -33,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._history import shared_clone
 from bot.core import fitting
-from bot.core.calibrated import LoadedModel, calibrated_selection, with_probability
+from bot.core.calibrated import LoadedModel, Selection, calibrated_selection, with_probability
 from bot.core.config import SluiceConfig
 from bot.core.errors import SluiceError
 from bot.core.fitting import Row
@@ -54,6 +57,9 @@ UPSTREAM_PULL = re.compile(r"github\.com/(?:triton-lang|openai)/triton/pull/(\d+
 PR_REF = re.compile(r"#(\d+)")
 OWN_PR = re.compile(r"\(#(\d+)\)\s*$")
 TRAIN_SHARE = 0.7  # calibrate's time split
+# Rolling origin: refit at each calendar month from the first one after the earlier ROLLING_FROM of the
+# commits, judge the month that follows; the months' figures are pooled (more culprits than one split).
+ROLLING_FROM = 0.4
 SHARES = (0.15, 0.2, 0.25, 0.3)
 GOAL_RECALL, GOAL_BUNDLED = 0.8, 0.7
 SINCE, UNTIL = "2025-02-01", "2025-10-01"  # the default model's range: history before the cutoff
@@ -163,17 +169,20 @@ def _progress(line: str) -> None:
         print(f"  {line}", flush=True)
 
 
+def rules_chained(
+    commits: Sequence[PlannedCommit], config: SluiceConfig, selection: Selection | None = None
+) -> frozenset[str]:
+    """The commits the planner's classification chains: by `selection`, else by today's rules."""
+    _, chains = classify(
+        commits, symbol_keys={}, prior=(), ingested=set(), config=config, selection=selection
+    )
+    return frozenset(c.sha for ch in chains for c in ch.commits)
+
+
 def chained_with(commits: Sequence[PlannedCommit], model: RiskModel, config: SluiceConfig) -> frozenset[str]:
     """The commits the planner chains with `model` under `config`: its own selection and classification."""
     scored = [with_probability(c, model, config) for c in commits]
-    selection = calibrated_selection(scored, config, model)
-    _, chains = classify(scored, symbol_keys={}, prior=(), ingested=set(), config=config, selection=selection)
-    return frozenset(c.sha for ch in chains for c in ch.commits)
-
-
-def rules_chained(commits: Sequence[PlannedCommit], config: SluiceConfig) -> frozenset[str]:
-    _, chains = classify(commits, symbol_keys={}, prior=(), ingested=set(), config=config)
-    return frozenset(c.sha for ch in chains for c in ch.commits)
+    return rules_chained(scored, config, calibrated_selection(scored, config, model))
 
 
 @dataclass(frozen=True)
@@ -223,6 +232,59 @@ def held_out_model(train: Sequence[Row], plans: Mapping[str, Sequence[PlannedCom
     )
 
 
+def month_starts(rows: Sequence[Row], *, after_share: float) -> list[int]:
+    """The UTC month starts after the earlier `after_share` of the rows (by time), up to the last row."""
+    times = sorted(r.time for r in rows)
+    if not times:
+        return []
+    day = dt.datetime.fromtimestamp(times[min(round(len(times) * after_share), len(times) - 1)], dt.UTC)
+    month = dt.datetime(day.year, day.month, 1, tzinfo=dt.UTC)
+    starts: list[int] = []
+    while True:
+        month = dt.datetime(month.year + month.month // 12, month.month % 12 + 1, 1, tzinfo=dt.UTC)
+        if month.timestamp() > times[-1]:
+            return starts
+        starts.append(int(month.timestamp()))
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One month of a rolling-origin evaluation: the ingestions judged, by a model fitted on all before."""
+
+    start: int
+    model: RiskModel
+    judged: tuple[Mined, ...]
+
+
+def rolling_folds(mined: Sequence[Mined], rows: Sequence[Row], starts: Sequence[int]) -> list[Fold]:
+    """Per month start: the model fitted on every ingestion before it (none when those hold no culprit, or
+    only culprits), and the ingestions of that month, which it never saw."""
+    folds = []
+    for start, end in zip(starts, [*starts[1:], None][: len(starts)], strict=True):
+        train = [r for r in rows if r.time < start]
+        judged = tuple(m for m in mined if m.window.time >= start and (end is None or m.window.time < end))
+        if judged and len({r.outcome for r in train}) == 2:
+            earlier = {m.window.id: m.commits for m in mined if m.window.time < start}
+            folds.append(Fold(start, held_out_model(train, earlier), judged))
+    return folds
+
+
+def rolling_origin(config: SluiceConfig, mined: Sequence[Mined], rows: Sequence[Row]) -> None:
+    """The planner at each `chain_share` over a rolling origin: every month judged by a model refitted on
+    all that came before, the months pooled."""
+    folds = rolling_folds(mined, rows, month_starts(rows, after_share=ROLLING_FROM))
+    if not folds:
+        print("rolling origin: no month to judge (too little history before it)")
+        return
+    first = dt.datetime.fromtimestamp(folds[0].start, dt.UTC).strftime("%Y-%m")
+    judged = [m for f in folds for m in f.judged]
+    for share in SHARES:
+        with_risk = config.model_copy(update={"risk": config.risk.model_copy(update={"chain_share": share})})
+        chained = [chained_with(m.commits, f.model, with_risk) for f in folds for m in f.judged]
+        label = f"rolling origin ({len(folds)} months from {first}, refitted monthly), chain_share {share}"
+        report(label, figures(judged, chained), goal=True)
+
+
 def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     config, mined, rows = mine(repo, args)
     train, test = fitting.time_split(rows, TRAIN_SHARE)
@@ -246,6 +308,7 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
         with_risk = config.model_copy(update={"risk": config.risk.model_copy(update=risk)})
         chained = [chained_with(m.commits, model, with_risk) for m in test_windows]
         report(f"held out, model, {label}", figures(test_windows, chained), goal="chain_share" in risk)
+    rolling_origin(config, mined, rows)
     shipped = default_model()
     if shipped is not None:
         with_risk = config.model_copy(update={"risk": config.risk.model_copy(update={"chain_share": 0.3})})

@@ -3,6 +3,7 @@ with a time split on a real history, and the no-PATH skip."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import importlib.util
 import subprocess
@@ -112,3 +113,36 @@ def test_it_measures_calibrates_rows_with_a_time_split(
 def test_without_a_path_it_skips() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "skipped: no repository given")
+
+
+def test_the_rolling_origin_refits_each_month_on_what_came_before_it_only() -> None:
+    """Month starts after the earlier share of rows; each month judged by a model fitted on the months
+    before (which learns the planted effect), never on the month itself."""
+    real_risk = load()
+    day = 86400
+    feb = int(dt.datetime(2025, 2, 3, tzinfo=dt.UTC).timestamp())
+    mined, rows = [], []
+    for w in range(16):  # one ingestion a week, Feb to May, 5 commits each: one hot, which broke the fork
+        commits = tuple(commit(100 + 5 * w + i, f"w{w} c{i}", hot=i == 0) for i in range(5))
+        when = feb + 7 * w * day
+        window = IngestionWindow(f"w{w}", "merge", when, "f", "u", tuple(c.sha for c in commits), ())
+        mined.append(real_risk.Mined(window, commits, frozenset({commits[0].sha})))
+        rows += [
+            real_risk.Row(c.sha, f"w{w}", when, {"reason:patch-stack-symbol": float(i == 0)}, int(i == 0))
+            for i, c in enumerate(commits)
+        ]
+    starts = real_risk.month_starts(rows, after_share=0.4)
+    assert [dt.datetime.fromtimestamp(s, dt.UTC).strftime("%Y-%m-%d") for s in starts] == [
+        "2025-04-01",
+        "2025-05-01",
+    ]
+    folds = real_risk.rolling_folds(mined, rows, starts)
+    assert [len(f.judged) for f in folds] == [4, 3]  # April's Mondays, then May's before the last row
+    for fold in folds:
+        assert fold.model.provenance.commits == sum(1 for r in rows if r.time < fold.start)
+        assert all(m.window.time >= fold.start for m in fold.judged)
+        config = SluiceConfig.model_validate({"risk": {"chain_share": 0.1}})  # half the hot ones' share
+        chained = [real_risk.chained_with(m.commits, fold.model, config) for m in fold.judged]
+        assert chained == [frozenset({m.commits[0].sha}) for m in fold.judged]
+    clean = [r for r in rows if not r.outcome]
+    assert real_risk.rolling_folds(mined, clean, starts) == []  # no culprit before a month: nothing to learn
