@@ -15,6 +15,8 @@ from bot.core.config import (
     ConfigProblem,
     SluiceConfig,
     Strategy,
+    all_glob,
+    any_glob,
     check_config,
     glob_match,
     parse_config,
@@ -174,6 +176,15 @@ def test_the_documented_default_file_is_the_default(doc: Path) -> None:
 )
 def test_glob_semantics(pattern: str, path: str, matches: bool) -> None:
     assert glob_match(pattern, path) is matches
+
+
+def test_any_and_all_glob_match_paths_against_several_globs_as_glob_match_does() -> None:
+    globs = ("docs/**", "*.md", "/setup.py")
+    assert any_glob(globs, ["lib/a.cpp", "python/README.md"])
+    assert not any_glob(globs, ["lib/a.cpp", "python/setup.py"])  # `/setup.py` is anchored at the root
+    assert all_glob(globs, ["docs/x/y.rst", "a/b.md", "setup.py"])
+    assert not all_glob(globs, ["docs/x/y.rst", "lib/a.cpp"])
+    assert all_glob(globs, []) and not any_glob(globs, [])
 
 
 # --- a full configuration ---------------------------------------------------------------------------------

@@ -169,6 +169,15 @@ def test_probability_and_weights_name_the_reasons_they_come_from() -> None:
     ]
 
 
+def test_the_estimate_keeps_the_strongest_contributions_when_asked_and_the_same_probability() -> None:
+    fixed = model(intercept=-3.0, size500=0.7, log2_lines=0.2, reason__patch_stack_file=-1.5)
+    features = {"size>=500": 1.0, "log2-lines": 9.0, "reason:patch-stack-file": 1.0, "unknown": 1.0}
+    every, two = fixed.estimate(features), fixed.estimate(features, strongest=2)
+    assert [c.feature for c in every.contributions] == ["log2-lines", "reason:patch-stack-file", "size>=500"]
+    assert two.contributions == every.contributions[:2] and two.probability == every.probability
+    assert every.probability == pytest.approx(1 / (1 + math.exp(3.0 - 0.7 - 1.8 + 1.5)))
+
+
 @pytest.mark.parametrize(
     ("subject", "tags"),
     [

@@ -85,14 +85,14 @@ def weight_detail(feature: str, commit: PlannedCommit, config: SluiceConfig) -> 
 
 def with_probability(commit: PlannedCommit, model: RiskModel, config: SluiceConfig) -> PlannedCommit:
     """The commit with P(it breaks the fork) and its strongest weights (rounded: plans compare as bytes)."""
-    estimate = model.estimate(commit_features(commit, config=config))
+    estimate = model.estimate(commit_features(commit, config=config), strongest=SHOWN_WEIGHTS)
     weights = tuple(
         RiskWeight(
             feature=c.feature.removeprefix("reason:"),
             odds_ratio=round(c.odds_ratio, 3),
             detail=weight_detail(c.feature, commit, config),
         )
-        for c in estimate.contributions[:SHOWN_WEIGHTS]
+        for c in estimate.contributions
     )
     return commit.model_copy(update={"probability": round(estimate.probability, 6), "weights": weights})
 

@@ -44,6 +44,18 @@ def glob_match(pattern: str, path: str) -> bool:
     return _globs_regex((pattern,)).fullmatch(path) is not None
 
 
+def any_glob(patterns: tuple[str, ...], paths: Sequence[str]) -> bool:
+    """Whether any of `paths` matches any of the globs: one compiled regex for all of them."""
+    full = _globs_regex(patterns).fullmatch
+    return any(full(path) for path in paths)
+
+
+def all_glob(patterns: tuple[str, ...], paths: Sequence[str]) -> bool:
+    """Whether every one of `paths` matches one of the globs (True for no paths)."""
+    full = _globs_regex(patterns).fullmatch
+    return all(full(path) for path in paths)
+
+
 @functools.lru_cache(maxsize=4096)
 def _globs_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
     """One compiled regex matching a path when any of `patterns` does; cached, configs are reused."""

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.core.config import SluiceConfig, glob_match
+from bot.core.config import SluiceConfig, all_glob, any_glob
 from bot.core.models import PlannedCommit, RiskKind
 
 MODEL_SCHEMA = "sluice.risk-model/1"
@@ -57,7 +57,7 @@ def size_feature(changed_lines: int) -> str | None:
 
 def component_features(files: tuple[str, ...], config: SluiceConfig) -> set[str]:
     """`component:<name>` for each configured component any of the files belongs to."""
-    return {f"component:{c.name}" for c in config.all_components if any(c.matches(path) for path in files)}
+    return {f"component:{c.name}" for c in config.all_components if any_glob(c.paths, files)}
 
 
 def subject_tags(subject: str) -> list[str]:
@@ -81,7 +81,7 @@ def commit_features(commit: PlannedCommit, *, config: SluiceConfig) -> dict[str,
     if size:
         found[size] = 1.0
     found.update(dict.fromkeys(component_features(commit.files, config), 1.0))
-    if commit.files and all(any(glob_match(p, f) for p in TESTS_OR_DOCS) for f in commit.files):
+    if commit.files and all_glob(TESTS_OR_DOCS, commit.files):
         found["tests-or-docs-only"] = 1.0
     kinds = {r.kind for r in commit.reasons}
     found.update({f"reason:{k.value}": 1.0 for k in REASON_FEATURES if k in kinds})
@@ -163,18 +163,23 @@ class RiskModel(BaseModel):
         high = min(low + 1, QUANTILES - 1)
         return self.quantiles[low] + (self.quantiles[high] - self.quantiles[low]) * (at - low)
 
-    def estimate(self, features: Mapping[str, float]) -> Estimate:
-        """P(breaks the fork) and each present feature's odds multiplier, strongest first."""
+    def estimate(self, features: Mapping[str, float], *, strongest: int | None = None) -> Estimate:
+        """P(breaks the fork) and each present feature's odds multiplier, strongest first (only the
+        `strongest` ones when given: the planner shows a few, and scores every commit of a plan)."""
         logit = self.intercept
-        parts = []
+        parts: list[tuple[float, str, float]] = []  # (log odds it adds, feature, value)
         for name, value in sorted(features.items()):
             weight = self.coefficients.get(name, 0.0)
             if weight == 0.0 or value == 0.0:
                 continue
             logit += weight * value
-            parts.append(Contribution(feature=name, value=value, odds_ratio=math.exp(weight * value)))
-        parts.sort(key=lambda c: (-abs(math.log(c.odds_ratio)), c.feature))
-        return Estimate(probability=1.0 / (1.0 + math.exp(-logit)), contributions=tuple(parts))
+            parts.append((weight * value, name, value))
+        parts.sort(key=lambda p: (-abs(p[0]), p[1]))
+        shown = tuple(
+            Contribution(feature=name, value=value, odds_ratio=math.exp(added))
+            for added, name, value in parts[:strongest]
+        )
+        return Estimate(probability=1.0 / (1.0 + math.exp(-logit)), contributions=shown)
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2) + "\n"
