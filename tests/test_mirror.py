@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import pytest
 
 from bot.app.cli import main
 from bot.demo import MIN_SIZE, Sandbox, build_sandbox
+from bot.git.mirror import Mirror
+from bot.git.repo import GIT_ENV
 
 
 @pytest.fixture
@@ -106,3 +112,50 @@ def test_credentials_never_reach_the_message(tmp_path: Path, capsys) -> None:
     )
     assert code == 2
     assert "s3cret" not in capsys.readouterr().err
+
+
+def one_commit_repo(path: Path, message: str) -> str:
+    """A bare repository whose `main` is one commit with `message`; its SHA."""
+    git(path.parent, "init", "--quiet", "--bare", str(path))
+    tree = git(path, "mktree", "--missing")  # the empty tree, from no input
+    sha = subprocess.run(
+        ["git", "commit-tree", tree, "-m", message],
+        cwd=path,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+    ).stdout.strip()
+    git(path, "update-ref", "refs/heads/main", sha)
+    return sha
+
+
+def test_fetches_into_one_mirror_take_turns_so_each_gets_its_own_remote(tmp_path: Path) -> None:
+    """Workers share a fork's mirror. A fetch sets the remote's URL and then fetches: two at once would
+    fetch each other's URL, or have git refuse the second config or ref write. Under the mirror's lock each
+    one reads the repository it named."""
+    heads = {
+        one_commit_repo(tmp_path / f"r{n}.git", f"repo {n}"): str(tmp_path / f"r{n}.git") for n in (1, 2)
+    }
+    mirror = Mirror(tmp_path / "mirror.git")
+
+    def fetch(url: str) -> list[str]:
+        return [mirror.fetch_branch(url, "main") for _ in range(12)]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        got = {sha: pool.submit(fetch, url) for sha, url in heads.items()}
+        assert {sha: set(f.result()) for sha, f in got.items()} == {sha: {sha} for sha in heads}
+
+
+def test_a_fetch_waits_for_the_mirror_lock(tmp_path: Path) -> None:
+    sha = one_commit_repo(tmp_path / "r.git", "repo")
+    mirror = Mirror(tmp_path / "mirror.git")
+    with open(tmp_path / "mirror.git.lock", "a") as held:  # as another worker would hold it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            fetching = pool.submit(mirror.fetch_branch, str(tmp_path / "r.git"), "main")
+            with pytest.raises(FutureTimeout):
+                fetching.result(timeout=1.0)
+            assert not (tmp_path / "mirror.git" / "HEAD").exists()  # not even created while held
+            fcntl.flock(held, fcntl.LOCK_UN)
+            assert fetching.result(timeout=30) == sha

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,8 @@ NETWORK_COMMANDS = frozenset({"fetch", "push", "ls-remote"})
 SAFE_GIT = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.askPass=")
 # The service's mirrors use no credential helper: the only credential git sends is the token handed to it.
 NO_HELPERS = ("-c", "credential.helper=")
+# Beside the mirror, not in it: whoever changes the mirror (its remotes' URLs, its refs) holds this first.
+LOCK_SUFFIX = ".lock"
 
 
 class CredentialsNeeded(GitTransportError):
@@ -95,6 +99,19 @@ class Mirror:
             raise _failure(args[0], proc.stderr, proc.returncode, authenticated=auth is not None)
         return proc.stdout.strip()
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the mirror's lock: workers and replicas share a fork's mirror, and a fetch sets the remote's
+        URL and then fetches from it, which another fetch in between would point elsewhere (and git's own
+        config and ref locks refuse a second writer rather than wait)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + LOCK_SUFFIX), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def _ensure(self) -> None:
         if not (self.path / "HEAD").exists():
             self.path.mkdir(parents=True, exist_ok=True)
@@ -121,15 +138,16 @@ class Mirror:
             validate_url(url)
         for branch in (fork_branch, upstream_branch):
             validate_ref(branch)
-        self._ensure()
-        repo = GitRepo(self.path)
         fork_ref, upstream_ref = f"refs/heads/{fork_branch}", f"refs/remotes/upstream/{upstream_branch}"
-        before = (repo.resolve_optional(fork_ref), repo.resolve_optional(upstream_ref))
-        self._fetch("fork", fork_url, f"+refs/heads/{fork_branch}:{fork_ref}", auth=fork_auth)
-        self._fetch(
-            "upstream", upstream_url, f"+refs/heads/{upstream_branch}:{upstream_ref}", auth=upstream_auth
-        )
-        fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
+        with self._locked():
+            self._ensure()
+            repo = GitRepo(self.path)
+            before = (repo.resolve_optional(fork_ref), repo.resolve_optional(upstream_ref))
+            self._fetch("fork", fork_url, f"+refs/heads/{fork_branch}:{fork_ref}", auth=fork_auth)
+            self._fetch(
+                "upstream", upstream_url, f"+refs/heads/{upstream_branch}:{upstream_ref}", auth=upstream_auth
+            )
+            fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
         return SyncResult(
             fork_ref=fork_branch,
             upstream_ref=f"upstream/{upstream_branch}",
@@ -143,25 +161,27 @@ class Mirror:
         """Fetch one branch of the fork at `url` into `refs/remotes/fork/<branch>`; its head."""
         validate_url(url)
         local = f"refs/remotes/fork/{validate_ref(branch)}"
-        self._ensure()
-        self._fetch("fork", url, f"+refs/heads/{branch}:{local}", auth=auth)
-        return GitRepo(self.path).resolve(local)
+        with self._locked():
+            self._ensure()
+            self._fetch("fork", url, f"+refs/heads/{branch}:{local}", auth=auth)
+            return GitRepo(self.path).resolve(local)
 
     def fetch_branches(self, prefix: str, *, auth: Mapping[str, str] | None = None) -> dict[str, str]:
         """The fork's branches under `prefix` (e.g. `sluice/ingest/`), as {branch: sha}, fetched here."""
         validate_ref(prefix.rstrip("/"))
         local = f"refs/remotes/fork/{prefix}"
-        self._git(
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--prune",
-            "--no-write-fetch-head",
-            "fork",
-            f"+refs/heads/{prefix}*:{local}*",
-            auth=auth,
-        )
-        listed = self._git("for-each-ref", "--format=%(objectname) %(refname)", local)
+        with self._locked():
+            self._git(
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--prune",
+                "--no-write-fetch-head",
+                "fork",
+                f"+refs/heads/{prefix}*:{local}*",
+                auth=auth,
+            )
+            listed = self._git("for-each-ref", "--format=%(objectname) %(refname)", local)
         return {
             ref.removeprefix("refs/remotes/fork/"): sha
             for sha, ref in (ln.split(" ", 1) for ln in listed.splitlines())
@@ -171,10 +191,11 @@ class Mirror:
         """Fetch one fork ref (e.g. `refs/pull/7/head`) into `refs/remotes/fork/<ref>`; its SHA."""
         validate_ref(ref.removeprefix("refs/"))
         local = "refs/remotes/fork/" + ref.removeprefix("refs/")
-        self._git(
-            "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "fork", f"+{ref}:{local}", auth=auth
-        )
-        return GitRepo(self.path).resolve(local)
+        with self._locked():
+            self._git(
+                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "fork", f"+{ref}:{local}", auth=auth
+            )
+            return GitRepo(self.path).resolve(local)
 
     def push(self, updates: Sequence[BranchUpdate], *, auth: Mapping[str, str] | None = None) -> None:
         """Move fork branches in one atomic push, each only if it is still where we saw it (a lease)."""
@@ -185,15 +206,17 @@ class Mirror:
             ref = f"refs/heads/{validate_ref(update.branch)}"
             leases.append(f"--force-with-lease={ref}:{update.old or ''}")
             refspecs.append(f"{update.new}:{ref}")
-        self._git("push", "--quiet", "--atomic", "--porcelain", *leases, "fork", *refspecs, auth=auth)
-        for update in updates:
-            self._git("update-ref", f"refs/remotes/fork/{update.branch}", update.new)
+        with self._locked():
+            self._git("push", "--quiet", "--atomic", "--porcelain", *leases, "fork", *refspecs, auth=auth)
+            for update in updates:
+                self._git("update-ref", f"refs/remotes/fork/{update.branch}", update.new)
 
     def ls_remote(self, url: str, branch: str, *, auth: Mapping[str, str] | None = None) -> str | None:
         """Where `branch` is on the remote `url`, without fetching anything (the poll loop's question)."""
         validate_url(url)
         ref = f"refs/heads/{validate_ref(branch)}"
-        self._ensure()
+        with self._locked():
+            self._ensure()
         out = self._git("ls-remote", "--", url, ref, auth=auth)
         return next((line.split("\t", 1)[0] for line in out.splitlines() if line.endswith("\t" + ref)), None)
 
@@ -211,7 +234,8 @@ class Mirror:
     def readable_anonymously(self, url: str) -> bool:
         """Whether git reads `url` with no credential at all (it is public); raises when unreachable."""
         validate_url(url)
-        self._ensure()
+        with self._locked():
+            self._ensure()
         try:
             self._git("ls-remote", "--", url, "HEAD")
         except CredentialsNeeded:
