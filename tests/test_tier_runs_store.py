@@ -69,3 +69,21 @@ def test_waiting_runs_of_every_fork_and_pr_are_listed_for_the_sweep(store: Store
         (7, RunState.DISPATCHED),
         (8, RunState.UNDISPATCHED),
     ]
+
+
+def test_a_run_ends_once_and_the_first_ending_stands(store: Store) -> None:
+    """A result and the time-out sweep can race for one run: whichever is recorded first stands."""
+    runs = TierRuns(store)
+    added = runs.add(attempt())
+    assert added is not None and added.id is not None
+    result = dataclasses.replace(added, state=RunState.COMPLETED, detail="passed", completed_at=AT)
+    late = dataclasses.replace(added, state=RunState.TIMED_OUT, detail="no result within 60 minutes")
+    assert runs.finish(result) is True
+    assert runs.finish(late) is False  # the sweep read the run while it still waited
+    assert runs.finish(result) is False  # nor does the same result end it twice
+    final = runs.get(added.id)
+    assert final is not None and (final.state, final.detail) == (RunState.COMPLETED, "passed")
+    undispatched = runs.add(attempt(pull=8))
+    assert undispatched is not None and undispatched.id is not None
+    runs.mark_undispatched(undispatched.id, detail="the dispatch failed")
+    assert runs.finish(dataclasses.replace(undispatched, state=RunState.TIMED_OUT)) is True

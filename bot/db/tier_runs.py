@@ -128,6 +128,16 @@ class TierRuns:
         with self.store._engine.begin() as conn:
             conn.execute(update(tier_runs).where(tier_runs.c.id == row.pop("id")).values(row))
 
+    def finish(self, run: TierRun) -> bool:
+        """Record how a waiting run ended (its result, a time-out, discarded), only if it still waits: False
+        when another worker ended it first (a result and the time-out sweep can race), and that stands."""
+        assert run.id is not None
+        row = _row(run)
+        waiting = (RunState.DISPATCHED.value, RunState.UNDISPATCHED.value)
+        query = update(tier_runs).where(tier_runs.c.id == row.pop("id"), tier_runs.c.state.in_(waiting))
+        with self.store._engine.begin() as conn:
+            return bool(conn.execute(query.values(row)).rowcount == 1)
+
     def mark_undispatched(self, key: int, *, detail: str) -> None:
         """Its dispatch failed for now: dispatched again (the same id) when its tiers are next looked at.
         Only a run still waiting for its dispatch's answer changes (a result that came meanwhile stands)."""

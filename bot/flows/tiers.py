@@ -213,7 +213,9 @@ async def time_out(t: Tiering, run: TierRun) -> None:
     """Stop waiting for `run`: it is marked timed out (a result that still comes is ignored)."""
     tier = tier_config(t.config, run.level)
     done = _finish(t, run, RunState.TIMED_OUT, detail=f"no result within {tier.timeout_minutes} minutes")
-    await t.db(t.runs.save, done)
+    if not await t.db(t.runs.finish, done):
+        log.info("tier run %s: its result came first; not timed out", run.id)
+        return
     if run.bisection is not None:  # a probe has no check run: its bisection reads it as a skip
         await _tell(t, done)
         return
@@ -242,7 +244,8 @@ def _finish(t: Tiering, run: TierRun, state: RunState, *, detail: str, **changes
 
 
 async def _discard(t: Tiering, run: TierRun, *, why: str) -> None:
-    await t.db(t.runs.save, _finish(t, run, RunState.STALE, detail=why))
+    if not await t.db(t.runs.finish, _finish(t, run, RunState.STALE, detail=why)):
+        return  # another worker ended it first
     log.info(
         "%s #%d: %s attempt %d on %s discarded: %s",
         run.fork,
@@ -303,7 +306,9 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     judged = compared(report, trunk, t.config) if report is not None else None
     if run.level is Level.L3 and run.id is not None:  # before the run counts as completed: never without them
         await t.db(t.runs.record_regressions, run.id, regressed(judged))
-    await t.db(t.runs.save, done)
+    if not await t.db(t.runs.finish, done):
+        log.info("tier run %s: ended by another worker meanwhile (a time-out or the same result)", run.id)
+        return
     shown = dataclasses.replace(_shown(t, done, found, facts, judged, subject), log_tail=finished.log)
     await show(t, run.head_sha, run.level, completed(done, shown))
     await advance(t, run.pull)
@@ -332,8 +337,8 @@ async def _probe_finished(t: Tiering, run: TierRun, finished: Finished, *, basel
     found = triage(finished.conclusion, facts, report_problem=problem, log=finished.log, trunk=trunk_facts)
     keep = finished.report if report is not None else None
     done = _finish(t, run, RunState.COMPLETED, detail=found.reason, verdict=found.verdict, report=keep)
-    await t.db(t.runs.save, done)
-    await _tell(t, done)
+    if await t.db(t.runs.finish, done):
+        await _tell(t, done)
 
 
 async def _tell(t: Tiering, run: TierRun) -> None:

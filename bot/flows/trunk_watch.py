@@ -110,7 +110,8 @@ async def time_out(w: Watch, run: TierRun) -> None:
     """Stop waiting for a trunk run: timed out, it answers a bisection waiting on its commit as a skip."""
     minutes = tier_config(w.tiering.config, run.level).timeout_minutes
     done = _finish(w, run, RunState.TIMED_OUT, detail=f"no result within {minutes} minutes")
-    await w.tiering.db(w.tiering.runs.save, done)
+    if not await w.tiering.db(w.tiering.runs.finish, done):
+        return  # its result came first
     log.warning("%s: trunk %s on %s timed out", w.fork, run.level.name, run.head_sha[:10])
     await _answered(w, done, None)
 
@@ -176,7 +177,8 @@ async def complete(w: Watch, run_key: int, finished: Finished) -> None:
     found = triage(finished.conclusion, facts, report_problem=problem, log=finished.log)
     keep = finished.report if report is not None else None
     done = _finish(w, run, RunState.COMPLETED, detail=found.reason, verdict=found.verdict, report=keep)
-    await t.db(t.runs.save, done)
+    if not await t.db(t.runs.finish, done):
+        return  # timed out (or completed by another worker) meanwhile
     log.info("%s: trunk %s on %s: %s", w.fork, run.level.name, run.head_sha[:10], found.verdict.value)
     if found.verdict is Verdict.INFRA and run.attempt <= tier_config(t.config, run.level).retries:
         await _dispatch(w, run.level, run.head_sha, ingestion=run.ingestion, suite=run.suite)
