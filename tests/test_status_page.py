@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import re
@@ -129,6 +130,21 @@ def seeded_tiers(store: Store) -> None:
     runs.add(tier_run(FORK, Level.L1, 6, minutes=90, state=RunState.TIMED_OUT))
     runs.add(tier_run(FORK, Level.L2, 1, minutes=5, verdict=Verdict.INFRA))
     runs.add(tier_run(OTHER, Level.L1, 1, minutes=3, verdict=Verdict.PASSED))
+
+
+def test_the_pass_rate_is_of_pr_runs_and_the_runner_minutes_of_every_run(store: Store) -> None:
+    """Trunk watch's runs and a bisection's probes (which fail on the culprit by design) take runner time
+    but say nothing of how often a PR's tier passes."""
+    runs = TierRuns(store)
+    runs.add(tier_run(FORK, Level.L2, 1, minutes=10, verdict=Verdict.PASSED))
+    probe = tier_run(FORK, Level.L2, 2, minutes=20, verdict=Verdict.FAILED, bisection=3, probe=1)
+    trunk = dataclasses.replace(tier_run(FORK, Level.L2, 3, minutes=30, verdict=Verdict.FAILED), pull=0)
+    runs.add(probe)
+    runs.add(trunk)
+    assert runs.stats() == [TierStats(FORK, Level.L2, recent=1, passed=1, runner_minutes=60.0)]
+    runs.add(tier_run(FORK, Level.L2, 4, minutes=5, verdict=Verdict.FAILED))
+    (newest,) = runs.stats(window=1)  # the PR runs' window: the probe and trunk runs in between not in it
+    assert (newest.recent, newest.passed, newest.runner_minutes) == (1, 0, 65.0)
 
 
 def test_tier_stats_are_per_fork_and_tier_over_completed_runs(store: Store) -> None:

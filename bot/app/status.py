@@ -74,11 +74,14 @@ class TierGauges:
             return Gauge(name, doc, ["fork", "tier"], registry=registry)
 
         self.pass_rate = gauge(
-            "sluice_tier_pass_rate", f"Passed share of a tier's newest {PASS_RATE_WINDOW} completed runs"
+            "sluice_tier_pass_rate",
+            f"Passed share of a tier's newest {PASS_RATE_WINDOW} completed runs on PR heads "
+            "(not trunk watch's runs, nor bisection probes)",
         )
         self.runs = gauge("sluice_tier_pass_rate_runs", "Completed runs the pass rate is over")
         self.runner_minutes = gauge(
-            "sluice_tier_runner_minutes", "Minutes a tier's completed runs took, dispatch to result"
+            "sluice_tier_runner_minutes",
+            "Minutes all a tier's completed runs took (trunk watch's and probes too), dispatch to result",
         )
 
     def update(self, stats: Sequence[TierStats]) -> None:

@@ -229,12 +229,15 @@ class TierRuns:
         return tuple(_regression(r._mapping) for r in rows)
 
     def stats(self, *, window: int = PASS_RATE_WINDOW) -> list[TierStats]:
-        """Each fork's and tier's pass rate over its newest `window` completed runs, and its runner minutes
-        over all of them; one read of only the columns these need (a report's JSON is left where it is)."""
+        """Each fork's and tier's pass rate over its newest `window` completed runs of PR heads (not trunk
+        watch's runs, nor a bisection's probes, which are meant to fail on the culprit), and its runner
+        minutes over all its completed runs; one read of only the columns these need (a report's JSON is
+        left where it is)."""
         columns = (tier_runs.c.fork, tier_runs.c.level, tier_runs.c.verdict)
+        kind = (tier_runs.c.pull, tier_runs.c.bisection)
         times = (tier_runs.c.dispatched_at, tier_runs.c.completed_at)
         query = (
-            select(*columns, *times)
+            select(*columns, *kind, *times)
             .where(tier_runs.c.state == RunState.COMPLETED.value, tier_runs.c.verdict.is_not(None))
             .order_by(desc(tier_runs.c.id))
         )
@@ -244,13 +247,13 @@ class TierRuns:
 
 
 def _stats(rows: Sequence[Any], *, window: int) -> list[TierStats]:
-    """`rows` newest first: (fork, level, verdict, dispatched_at, completed_at)."""
+    """`rows` newest first: (fork, level, verdict, pull, bisection, dispatched_at, completed_at)."""
     seen: dict[tuple[str, str], list[Any]] = {}
     for row in rows:
         seen.setdefault((row.fork, row.level), []).append(row)
     found = []
     for (fork, level), runs in sorted(seen.items()):
-        recent = runs[:window]
+        recent = [r for r in runs if r.pull != TRUNK_PULL and not r.bisection][:window]
         seconds = sum((r.completed_at - r.dispatched_at).total_seconds() for r in runs if r.completed_at)
         passed = sum(r.verdict == Verdict.PASSED.value for r in recent)
         found.append(TierStats(fork, Level(level), len(recent), passed, max(seconds, 0.0) / 60))
