@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import re
 import statistics
 import sys
@@ -260,7 +261,7 @@ def rolling_folds(mined: Sequence[Mined], rows: Sequence[Row], starts: Sequence[
     """Per month start: the model fitted on every ingestion before it (none when those hold no culprit, or
     only culprits), and the ingestions of that month, which it never saw."""
     folds = []
-    for start, end in zip(starts, [*starts[1:], None][: len(starts)], strict=True):
+    for start, end in itertools.zip_longest(starts, starts[1:]):  # the last month runs to the last row
         train = [r for r in rows if r.time < start]
         judged = tuple(m for m in mined if m.window.time >= start and (end is None or m.window.time < end))
         if judged and len({r.outcome for r in train}) == 2:
