@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 
 from bot.core.errors import BadInput
+from bot.core.l3_metrics import Regression
 from bot.core.tiers import Level, RunState, TierRun
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
@@ -87,3 +88,27 @@ def test_a_run_ends_once_and_the_first_ending_stands(store: Store) -> None:
     assert undispatched is not None and undispatched.id is not None
     runs.mark_undispatched(undispatched.id, detail="the dispatch failed")
     assert runs.finish(dataclasses.replace(undispatched, state=RunState.TIMED_OUT)) is True
+
+
+def test_an_l3_runs_regressions_are_kept_with_its_ending_and_only_with_the_ending_that_stands(
+    store: Store,
+) -> None:
+    """The regressions go in with the ending, in one transaction: a completed run never lacks them, and a
+    result that loses the race to the time-out sweep leaves none behind on the timed-out run."""
+    runs = TierRuns(store)
+    matmul = Regression("matmul[4096x4096:float16]", "matmul", "median", True, 1.09, 0.02)
+    added = runs.add(dataclasses.replace(attempt(), level=Level.L3))
+    assert added is not None and added.id is not None
+    completed = dataclasses.replace(added, state=RunState.COMPLETED, detail="regressed", completed_at=AT)
+    assert runs.finish(completed, (matmul,)) is True
+    assert runs.regressions(added.id) == (matmul,)
+    assert runs.finish(completed, ()) is False  # a second delivery of the result changes nothing
+    assert runs.regressions(added.id) == (matmul,)
+    raced = runs.add(dataclasses.replace(attempt(pull=8), level=Level.L3))
+    assert raced is not None and raced.id is not None
+    assert runs.finish(dataclasses.replace(raced, state=RunState.TIMED_OUT, detail="no result")) is True
+    late = dataclasses.replace(raced, state=RunState.COMPLETED, detail="regressed", completed_at=AT)
+    assert runs.finish(late, (matmul,)) is False
+    assert runs.regressions(raced.id) == ()
+    final = runs.get(raced.id)
+    assert final is not None and final.state is RunState.TIMED_OUT

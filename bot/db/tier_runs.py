@@ -26,6 +26,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from bot.core.errors import BadInput
@@ -128,15 +129,22 @@ class TierRuns:
         with self.store._engine.begin() as conn:
             conn.execute(update(tier_runs).where(tier_runs.c.id == row.pop("id")).values(row))
 
-    def finish(self, run: TierRun) -> bool:
+    def finish(self, run: TierRun, regressions: Sequence[Regression] | None = None) -> bool:
         """Record how a waiting run ended (its result, a time-out, discarded), only if it still waits: False
-        when another worker ended it first (a result and the time-out sweep can race), and that stands."""
+        when another worker ended it first (a result and the time-out sweep can race), and that stands.
+        `regressions` (an L3 result's) are written in the same transaction: a completed run never lacks
+        them, and a run that another worker ended never gets them."""
         assert run.id is not None
         row = _row(run)
+        key = row.pop("id")
         waiting = (RunState.DISPATCHED.value, RunState.UNDISPATCHED.value)
-        query = update(tier_runs).where(tier_runs.c.id == row.pop("id"), tier_runs.c.state.in_(waiting))
+        query = update(tier_runs).where(tier_runs.c.id == key, tier_runs.c.state.in_(waiting))
         with self.store._engine.begin() as conn:
-            return bool(conn.execute(query.values(row)).rowcount == 1)
+            if conn.execute(query.values(row)).rowcount != 1:
+                return False
+            if regressions is not None:
+                _replace_regressions(conn, key, regressions)
+            return True
 
     def mark_undispatched(self, key: int, *, detail: str) -> None:
         """Its dispatch failed for now: dispatched again (the same id) when its tiers are next looked at.
@@ -214,13 +222,10 @@ class TierRuns:
         return _run(row._mapping) if row is not None else None
 
     def record_regressions(self, key: int, regressions: Sequence[Regression]) -> None:
-        """What run `key` regressed (replacing what an earlier delivery of its result recorded); written
-        before the run is saved as completed, so a completed run never lacks them."""
-        rows = [{"tier_run": key, **dataclasses.asdict(r)} for r in regressions]
+        """What run `key` regressed, replacing what was recorded for it (the flows record them through
+        `finish`, with the run's ending)."""
         with self.store._engine.begin() as conn:
-            conn.execute(delete(l3_regressions).where(l3_regressions.c.tier_run == key))
-            if rows:
-                conn.execute(insert(l3_regressions), rows)
+            _replace_regressions(conn, key, regressions)
 
     def regressions(self, key: int) -> tuple[Regression, ...]:
         query = select(l3_regressions).where(l3_regressions.c.tier_run == key).order_by(l3_regressions.c.id)
@@ -258,6 +263,13 @@ def _stats(rows: Sequence[Any], *, window: int) -> list[TierStats]:
         passed = sum(r.verdict == Verdict.PASSED.value for r in recent)
         found.append(TierStats(fork, Level(level), len(recent), passed, max(seconds, 0.0) / 60))
     return found
+
+
+def _replace_regressions(conn: Connection, key: int, regressions: Sequence[Regression]) -> None:
+    conn.execute(delete(l3_regressions).where(l3_regressions.c.tier_run == key))
+    rows = [{"tier_run": key, **dataclasses.asdict(r)} for r in regressions]
+    if rows:
+        conn.execute(insert(l3_regressions), rows)
 
 
 def _regression(row: Any) -> Regression:

@@ -304,9 +304,8 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     keep = finished.report if report is not None else None
     done = _finish(t, run, RunState.COMPLETED, detail=found.reason, verdict=found.verdict, report=keep)
     judged = compared(report, trunk, t.config) if report is not None else None
-    if run.level is Level.L3 and run.id is not None:  # before the run counts as completed: never without them
-        await t.db(t.runs.record_regressions, run.id, regressed(judged))
-    if not await t.db(t.runs.finish, done):
+    regressions = regressed(judged) if run.level is Level.L3 else None  # kept with the ending, atomically
+    if not await t.db(t.runs.finish, done, regressions):
         log.info("tier run %s: ended by another worker meanwhile (a time-out or the same result)", run.id)
         return
     shown = dataclasses.replace(_shown(t, done, found, facts, judged, subject), log_tail=finished.log)
