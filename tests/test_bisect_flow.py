@@ -22,7 +22,7 @@ from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
-from bot.flows import bisection
+from bot.flows import bisection, tiers
 from bot.flows.bisection import Bisecting
 from bot.flows.tiers import Tiering
 from tests.test_runners_compare import benchmark, even, report
@@ -453,3 +453,51 @@ async def test_a_noise_level_l3_change_is_not_bisected(store: Store) -> None:
     s.runs.save(quiet)
     assert await bisection.tier_failed(s.b, quiet) is None
     assert Bisections(store).for_pull(FORK, 7) == [] and s.backend.started == []
+
+
+class RacedForge(Forge):
+    """The PR, and the time-out sweep ending the run just after `complete` read it as waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sweep: Callable[[], Any] | None = None
+        self.shown: list[dict[str, Any]] = []
+
+    async def pull(self, number: int) -> dict[str, Any]:
+        if self.sweep is not None:
+            sweep, self.sweep = self.sweep, None
+            await sweep()
+        return await super().pull(number)
+
+    async def new_check_run(self, sha: str, name: str, body: dict[str, Any]) -> int:
+        self.shown.append(body)
+        return 1
+
+    async def update_check_run(self, check_id: int, body: dict[str, Any]) -> None:
+        self.shown.append(body)
+
+
+async def test_an_l3_result_that_loses_the_race_to_the_time_out_leaves_no_regressions(store: Store) -> None:
+    """`complete` reads the run as waiting; the sweep times it out before the result is recorded: the time-out
+    stands, and the result's regressions (matmul 30 % slower) are not left beside it."""
+    forge = RacedForge()
+    s = bench(store, performance=PerformanceConfig(critical=("matmul",)), forge=forge, failed=False)
+    trunk = s.runs.add(TierRun(FORK, 0, "trunk", Level.L3, BASE, 1, RunState.DISPATCHED, AT))
+    assert trunk is not None
+    s.runs.save(
+        dataclasses.replace(trunk, state=RunState.COMPLETED, verdict=Verdict.PASSED, report=timed(slower=0))
+    )
+    own = s.runs.add(TierRun(FORK, 7, "bundle-1", Level.L3, HEAD, 1, RunState.DISPATCHED, AT))
+    assert own is not None and own.id is not None
+    slower = report(benchmark(even(40, shift=0.3)), benchmark(even(40), kernel="softmax"))
+    result = slower.model_copy(update={"run": slower.run.model_copy(update={"head_sha": HEAD})})
+
+    async def sweep() -> None:
+        await tiers.time_out(s.b.tiering, own)
+
+    forge.sweep = sweep
+    await tiers.complete(s.b.tiering, own.id, tiers.Finished("success", result.to_json()))
+    final = s.runs.get(own.id)
+    assert final is not None and final.state is RunState.TIMED_OUT
+    assert s.runs.regressions(own.id) == ()
+    assert [b.get("conclusion") for b in forge.shown if b.get("status") == "completed"] == ["timed_out"]
