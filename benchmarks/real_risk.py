@@ -9,11 +9,12 @@ mining (`bot.flows.calibrate`), labels and feature cache (the planner as of each
 held out, the planner itself (`calibrated_selection` and `classify`, structural rules included) chains
 commits with that model at each setting: the fewest-expected-runs threshold and `risk.chain_share`. It
 prints the share of commits bundled and of culprits chained beside today's rules, says whether the issue's
-goal (>= 80 % of culprits chained at >= 70 % bundled) is met, and times `make_plan` with and without a
-model on the largest held-out window. A rolling origin (a model refitted at each month, judged on that
-month, the months pooled) gives the `risk.chain_share` figures on more culprits. PATH is only read:
-planning's merge-tree objects go to a `--shared` clone in a temporary directory. With no PATH it prints
-"skipped: no repository given" and exits 0.
+goal (>= 80 % of culprits chained at >= 70 % bundled) is met, sweeps `chain_share` finely for the setting
+that chains the most culprits with 70 % bundled (the trade-off's best), and times `make_plan` with and
+without a model on the largest held-out window. A rolling origin (a model refitted at each month, judged
+on that month, the months pooled) gives the same figures on more culprits. PATH is only read: planning's
+merge-tree objects go to a `--shared` clone in a temporary directory. With no PATH it prints "skipped: no
+repository given" and exits 0.
 
 `culprits` and `windows` (a minimal labelling of merge PRs' own fixes) are what benchmarks/simulate_bench.py
 replays.
@@ -62,6 +63,7 @@ TRAIN_SHARE = 0.7  # calibrate's time split
 # commits, judge the month that follows; the months' figures are pooled (more culprits than one split).
 ROLLING_FROM = 0.4
 SHARES = (0.15, 0.2, 0.25, 0.3)
+SWEEP = tuple(round(0.1 + 0.0025 * i, 4) for i in range(121))  # chain_share 0.1 … 0.4: the best at the goal
 GOAL_RECALL, GOAL_BUNDLED = 0.8, 0.7
 SINCE, UNTIL = "2025-02-01", "2025-10-01"  # the default model's range: history before the cutoff
 CACHE = Path(tempfile.gettempdir()) / "sluice-calibrate" / "intel-features.jsonl"  # make_default_model's
@@ -182,8 +184,58 @@ def rules_chained(
 
 def chained_with(commits: Sequence[PlannedCommit], model: RiskModel, config: SluiceConfig) -> frozenset[str]:
     """The commits the planner chains with `model` under `config`: its own selection and classification."""
-    scored = [with_probability(c, model, config) for c in commits]
-    return rules_chained(scored, config, calibrated_selection(scored, config, model))
+    return Judged.of(commits, model, config).chained(config)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One held-out ingestion's commits as the planner scores them with `model` (scored once: only the
+    selection and classification depend on `risk.chain_share`)."""
+
+    scored: tuple[PlannedCommit, ...]
+    model: RiskModel
+
+    @classmethod
+    def of(cls, commits: Sequence[PlannedCommit], model: RiskModel, config: SluiceConfig) -> Judged:
+        return cls(tuple(with_probability(c, model, config) for c in commits), model)
+
+    def chained(self, config: SluiceConfig) -> frozenset[str]:
+        return rules_chained(self.scored, config, calibrated_selection(self.scored, config, self.model))
+
+
+def with_share(config: SluiceConfig, share: float) -> SluiceConfig:
+    return config.model_copy(update={"risk": config.risk.model_copy(update={"chain_share": share})})
+
+
+def at_shares(
+    mined: Sequence[Mined], judged: Sequence[Judged], config: SluiceConfig, shares: Iterable[float]
+) -> dict[float, Figures]:
+    """The planner's figures over `mined` (scored as `judged`) at each `risk.chain_share`."""
+    return {share: figures(mined, [j.chained(with_share(config, share)) for j in judged]) for share in shares}
+
+
+def best_at_goal(found: Mapping[float, Figures]) -> tuple[float, Figures] | None:
+    """The setting that chains the most culprits with at least GOAL_BUNDLED of the commits bundled (the
+    most bundled among equals); None when none bundles that much."""
+    kept = [(f.recall, f.bundled, share) for share, f in found.items() if f.bundled >= GOAL_BUNDLED]
+    if not kept:
+        return None
+    share = max(kept)[2]
+    return share, found[share]
+
+
+def report_sweep(label: str, found: Mapping[float, Figures]) -> None:
+    best = best_at_goal(found)
+    if best is None:
+        print(f"{label}: no chain_share in {min(found)}–{max(found)} bundles {GOAL_BUNDLED:.0%}")
+        return
+    share, figs = best
+    report(
+        f"{label}, best chain_share at >= {GOAL_BUNDLED:.0%} bundled ({share}, swept {min(found)}–"
+        f"{max(found)})",
+        figs,
+        goal=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -278,12 +330,12 @@ def rolling_origin(config: SluiceConfig, mined: Sequence[Mined], rows: Sequence[
         print("rolling origin: no month to judge (too little history before it)")
         return
     first = dt.datetime.fromtimestamp(folds[0].start, dt.UTC).strftime("%Y-%m")
-    judged = [m for f in folds for m in f.judged]
-    for share in SHARES:
-        with_risk = config.model_copy(update={"risk": config.risk.model_copy(update={"chain_share": share})})
-        chained = [chained_with(m.commits, f.model, with_risk) for f in folds for m in f.judged]
-        label = f"rolling origin ({len(folds)} months from {first}, refitted monthly), chain_share {share}"
-        report(label, figures(judged, chained), goal=True)
+    mined_judged = [m for f in folds for m in f.judged]
+    judged = [Judged.of(m.commits, f.model, config) for f in folds for m in f.judged]
+    label = f"rolling origin ({len(folds)} months from {first}, refitted monthly)"
+    for share, found in at_shares(mined_judged, judged, config, SHARES).items():
+        report(f"{label}, chain_share {share}", found, goal=True)
+    report_sweep(label, at_shares(mined_judged, judged, config, SWEEP))
 
 
 def measure(repo: GitRepo, args: argparse.Namespace) -> None:
@@ -303,20 +355,19 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
         print("no model fitted: the earlier ingestions hold no culprit (or only culprits) to learn from")
         return
     model = held_out_model(train, {m.window.id: m.commits for m in mined if m.window.id not in held})
-    settings: list[tuple[str, dict[str, float]]] = [("fewest expected tier runs", {})]
-    settings += [(f"chain_share {s}", {"chain_share": s}) for s in SHARES]
-    for label, risk in settings:
-        with_risk = config.model_copy(update={"risk": config.risk.model_copy(update=risk)})
-        chained = [chained_with(m.commits, model, with_risk) for m in test_windows]
-        report(f"held out, model, {label}", figures(test_windows, chained), goal="chain_share" in risk)
+    judged = [Judged.of(m.commits, model, config) for m in test_windows]
+    fewest = figures(test_windows, [j.chained(config) for j in judged])
+    report("held out, model, fewest expected tier runs", fewest)
+    for share, found in at_shares(test_windows, judged, config, SHARES).items():
+        report(f"held out, model, chain_share {share}", found, goal=True)
+    report_sweep("held out, model", at_shares(test_windows, judged, config, SWEEP))
     rolling_origin(config, mined, rows)
     shipped = default_model()
     if shipped is not None:
-        with_risk = config.model_copy(update={"risk": config.risk.model_copy(update={"chain_share": 0.3})})
-        chained = [chained_with(m.commits, shipped, with_risk) for m in test_windows]
+        in_sample = [Judged.of(m.commits, shipped, config) for m in test_windows]
         report(
             "same ingestions, Sluice's default model (in sample), chain_share 0.3",
-            figures(test_windows, chained),
+            at_shares(test_windows, in_sample, config, (0.3,))[0.3],
         )
     merges = {w.merge: w for w in windows(repo, args.fork)}
     timed = [m for m in test_windows if m.window.id in merges]

@@ -146,3 +146,33 @@ def test_the_rolling_origin_refits_each_month_on_what_came_before_it_only() -> N
         assert chained == [frozenset({m.commits[0].sha}) for m in fold.judged]
     clean = [r for r in rows if not r.outcome]
     assert real_risk.rolling_folds(mined, clean, starts) == []  # no culprit before a month: nothing to learn
+
+
+def test_the_sweep_keeps_the_setting_that_chains_most_culprits_at_the_goals_bundled_share() -> None:
+    real_risk = load()
+    figs = real_risk.Figures
+    found = {
+        0.2: figs(100, 10, 0.75, 0.6),
+        0.25: figs(100, 10, 0.71, 0.7),
+        0.26: figs(100, 10, 0.70, 0.7),  # as many culprits, fewer commits bundled
+        0.3: figs(100, 10, 0.69, 0.9),  # more culprits, but under 70 % bundled
+    }
+    assert real_risk.best_at_goal(found) == (0.25, found[0.25])
+    assert real_risk.best_at_goal({0.3: found[0.3]}) is None
+
+
+def test_commits_scored_once_are_chained_at_each_share_by_the_planner() -> None:
+    real_risk = load()
+    commits = [commit(n, f"c{n}", hot=n % 4 == 0) for n in range(1, 13)]
+    model = RiskModel(
+        schema=MODEL_SCHEMA,
+        intercept=-4.0,
+        coefficients={"reason:patch-stack-symbol": 3.0},
+        provenance=Provenance(source="test"),
+    )
+    judged = real_risk.Judged.of(commits, model, SluiceConfig())
+    assert all(c.probability is not None for c in judged.scored)
+    hot = {c.sha for c in commits if c.risk is RiskLevel.HIGH}  # 3 of the 12
+    assert judged.chained(real_risk.with_share(SluiceConfig(), 0.0)) == frozenset()
+    assert judged.chained(real_risk.with_share(SluiceConfig(), 0.25)) == hot
+    assert len(judged.chained(real_risk.with_share(SluiceConfig(), 0.5))) == 6
