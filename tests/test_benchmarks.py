@@ -40,6 +40,10 @@ def test_plan_bench_prints_plan_raw_and_ratio() -> None:
     assert int(raw.group(2)) >= 40
     # The printed times are rounded to 10 ms, so the ratio recomputed from them is only close.
     assert float(plan.group(1)) / float(raw.group(1)) == pytest.approx(float(ratio.group(1)), rel=0.1)
+    model = re.search(r"with the model:\s+([\d.]+) s .*; (\d+) of (\d+) commits scored\)", proc.stdout)
+    assert model, proc.stdout
+    assert int(model.group(2)) == int(model.group(3)) > 0  # the plan with the model scored every commit
+    assert re.search(r"model's difference:\s+[-+][\d.]+ s", proc.stdout)
 
 
 def test_real_cost_skips_without_a_repository() -> None:
