@@ -12,7 +12,7 @@ import pytest
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 
-def test_plan_bench_prints_plan_raw_and_ratio() -> None:
+def test_plan_bench_prints_plan_raw_ratio_and_the_plan_with_the_model() -> None:
     small = [
         "--files",
         "150",
