@@ -182,11 +182,6 @@ def rules_chained(
     return frozenset(c.sha for ch in chains for c in ch.commits)
 
 
-def chained_with(commits: Sequence[PlannedCommit], model: RiskModel, config: SluiceConfig) -> frozenset[str]:
-    """The commits the planner chains with `model` under `config`: its own selection and classification."""
-    return Judged.of(commits, model, config).chained(config)
-
-
 @dataclass(frozen=True)
 class Judged:
     """One held-out ingestion's commits as the planner scores them with `model` (scored once: only the
@@ -200,6 +195,7 @@ class Judged:
         return cls(tuple(with_probability(c, model, config) for c in commits), model)
 
     def chained(self, config: SluiceConfig) -> frozenset[str]:
+        """The commits the planner chains under `config`: its own selection and classification."""
         return rules_chained(self.scored, config, calibrated_selection(self.scored, config, self.model))
 
 
@@ -367,7 +363,7 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
         in_sample = [Judged.of(m.commits, shipped, config) for m in test_windows]
         report(
             "same ingestions, Sluice's default model (in sample), chain_share 0.3",
-            at_shares(test_windows, in_sample, config, (0.3,))[0.3],
+            figures(test_windows, [j.chained(with_share(config, 0.3)) for j in in_sample]),
         )
     merges = {w.merge: w for w in windows(repo, args.fork)}
     timed = [m for m in test_windows if m.window.id in merges]

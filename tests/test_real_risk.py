@@ -76,7 +76,7 @@ def test_the_planner_chains_by_the_model_and_the_figures_count_culprits_caught()
         provenance=Provenance(source="a test"),
     )
     config = SluiceConfig.model_validate({"risk": {"chain_share": 0.25}})
-    chained = real_risk.chained_with(commits, model, config)
+    chained = real_risk.Judged.of(commits, model, config).chained(config)
     assert chained == {c.sha for c in commits if c.committer_time % 4 == 0}
     culprits = frozenset(c.sha for c in commits if c.committer_time in (16, 17))  # one hot, one not
     window = IngestionWindow("w", "merge", 0, "f", "u", tuple(c.sha for c in commits), ())
@@ -142,7 +142,7 @@ def test_the_rolling_origin_refits_each_month_on_what_came_before_it_only() -> N
         assert fold.model.provenance.commits == sum(1 for r in rows if r.time < fold.start)
         assert all(m.window.time >= fold.start for m in fold.judged)
         config = SluiceConfig.model_validate({"risk": {"chain_share": 0.1}})  # half the hot ones' share
-        chained = [real_risk.chained_with(m.commits, fold.model, config) for m in fold.judged]
+        chained = [real_risk.Judged.of(m.commits, fold.model, config).chained(config) for m in fold.judged]
         assert chained == [frozenset({m.commits[0].sha}) for m in fold.judged]
     clean = [r for r in rows if not r.outcome]
     assert real_risk.rolling_folds(mined, clean, starts) == []  # no culprit before a month: nothing to learn
