@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -60,31 +61,29 @@ def with_model(repo: GitRepo, fork_ref: str, workdir: Path) -> str:
     return WITH_MODEL
 
 
-def plan_seconds(sandbox_path: Path, fork_refs: list[str], upstream_ref: str, runs: int) -> list[list[float]]:
+def plan_seconds(
+    sandbox_path: Path, fork_refs: list[str], upstream_ref: str, runs: int
+) -> tuple[list[list[float]], list[dict[str, Any]]]:
     """Wall time of the real command on each fork ref, the refs interleaved in every round, recording into
-    a fresh SQLite store each run."""
+    a fresh SQLite store each run; and each ref's last plan (its `--json`)."""
     script = Path(sys.executable).parent / "sluice"
     db = sandbox_path.parent / "bench.db"
     times: list[list[float]] = [[] for _ in fork_refs]
+    plans: list[dict[str, Any]] = [{} for _ in fork_refs]
     for _ in range(runs):
-        for fork_ref, taken in zip(fork_refs, times, strict=True):
+        for i, fork_ref in enumerate(fork_refs):
             db.unlink(missing_ok=True)
             repo = ["--repo", str(sandbox_path), "--fork", fork_ref, "--upstream", upstream_ref]
             args = [str(script), "plan", *repo, "--json", "--database", f"sqlite:///{db}"]
             started = time.perf_counter()
-            subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-            taken.append(time.perf_counter() - started)
-    return times
+            out = subprocess.run(args, check=True, stdout=subprocess.PIPE).stdout
+            times[i].append(time.perf_counter() - started)
+            plans[i] = json.loads(out)
+    return times, plans
 
 
-def scored(sandbox_path: Path, fork_ref: str, upstream_ref: str) -> tuple[int, int]:
-    """(commits with a probability, commits) in the plan of `fork_ref`: whether the model was loaded."""
-    script = Path(sys.executable).parent / "sluice"
-    repo = ["--repo", str(sandbox_path), "--fork", fork_ref, "--upstream", upstream_ref]
-    out = subprocess.run(
-        [str(script), "plan", *repo, "--json", "--no-record"], check=True, capture_output=True
-    )
-    plan = json.loads(out.stdout)
+def scored(plan: dict[str, Any]) -> tuple[int, int]:
+    """(commits with a probability, commits) in `plan`: whether the model was loaded."""
     commits = [c for unit in (*plan["bundles"], *plan["chains"]) for c in unit["commits"]]
     return sum(1 for c in commits if c.get("probability") is not None), len(commits)
 
@@ -115,9 +114,11 @@ def main() -> int:
         )
         modelled = with_model(repo, sandbox.fork_ref, Path(tmp))
         refs = [sandbox.fork_ref, modelled]
-        plan, with_a_model = plan_seconds(sandbox.fork, refs, sandbox.upstream_ref, args.runs)
+        (plan, with_a_model), (_, modelled_plan) = plan_seconds(
+            sandbox.fork, refs, sandbox.upstream_ref, args.runs
+        )
         raw = raw_merge_tree_seconds(repo, sandbox.fork_ref, pending)
-        with_p, planned = scored(sandbox.fork, modelled, sandbox.upstream_ref)
+    with_p, planned = scored(modelled_plan)
     median, median_model = statistics.median(plan), statistics.median(with_a_model)
     print(f"sluice plan:        {median:7.2f} s  ({shown(plan)})")
     each = 1000 * raw / max(len(pending), 1)
