@@ -1,7 +1,7 @@
 """The planner with a calibrated risk model on a fork's real ingestions: culprits chained, commits bundled.
 
     python benchmarks/real_risk.py PATH [--fork REF] [--upstream REF] [--since DATE] [--until DATE]
-        [--limit N] [--cache FILE]
+        [--train-since DATE] [--limit N] [--cache FILE]
 
 The ingestions, their planned commits and their culprits are exactly those of `sluice calibrate`: the same
 mining (`bot.flows.calibrate`), labels and feature cache (the planner as of each ingestion). A time split
@@ -10,11 +10,14 @@ held out, the planner itself (`calibrated_selection` and `classify`, structural 
 commits with that model at each setting: the fewest-expected-runs threshold and `risk.chain_share`. It
 prints the share of commits bundled and of culprits chained beside today's rules, says whether the issue's
 goal (>= 80 % of culprits chained at >= 70 % bundled) is met, sweeps `chain_share` finely for the setting
-that chains the most culprits with 70 % bundled (the trade-off's best), and times `make_plan` with and
-without a model on the largest held-out window. A rolling origin (a model refitted at each month, judged
-on that month, the months pooled) gives the same figures on more culprits. PATH is only read: planning's
-merge-tree objects go to a `--shared` clone in a temporary directory. With no PATH it prints "skipped: no
-repository given" and exits 0.
+that chains the most culprits with 70 % bundled (the trade-off's best) and where its chain budget goes
+(commits chained for their own probability, joining a chain they depend on, or by a structural rule, with
+the culprits each catches), and times `make_plan` with and without a model on the largest held-out window.
+A rolling origin (a model refitted at each month, judged on that month, the months pooled) gives the same
+figures on more culprits. `--train-since` (earlier than `--since`) fits every model on a longer history
+while the ingestions judged stay those from `--since`: whether older history helps. PATH is only read:
+planning's merge-tree objects go to a `--shared` clone in a temporary directory. With no PATH it prints
+"skipped: no repository given" and exits 0.
 
 `culprits` and `windows` (a minimal labelling of merge PRs' own fixes) are what benchmarks/simulate_bench.py
 replays.
@@ -65,6 +68,15 @@ ROLLING_FROM = 0.4
 SHARES = (0.15, 0.2, 0.25, 0.3)
 SWEEP = tuple(round(0.1 + 0.0025 * i, 4) for i in range(121))  # chain_share 0.1 … 0.4: the best at the goal
 GOAL_RECALL, GOAL_BUNDLED = 0.8, 0.7
+# Where the planner puts a commit: a chain, for its own probability, for a dependency on a chained commit
+# (which it must follow), or by a structural rule (critical pin, revert pair); or a bundle.
+OWN, DEPENDENT, STRUCTURAL, BUNDLED = (
+    "chained for its probability",
+    "joins a chain it depends on",
+    "structural",
+    "bundled",
+)
+PLACES = (OWN, DEPENDENT, STRUCTURAL, BUNDLED)
 SINCE, UNTIL = "2025-02-01", "2025-10-01"  # the default model's range: history before the cutoff
 CACHE = Path(tempfile.gettempdir()) / "sluice-calibrate" / "intel-features.jsonl"  # make_default_model's
 CONFIG = SluiceConfig.model_validate({"risk": {"model": "none"}})
@@ -146,7 +158,7 @@ def mine(repo: GitRepo, args: argparse.Namespace) -> tuple[SluiceConfig, list[Mi
     fork_head, upstream_head = repo.resolve(args.fork), repo.resolve(args.upstream)
     config = load_repo_config(repo, fork_head, args.fork)
     options = CalibrateOptions(
-        since=calibrate.parse_date(args.since, "--since") if args.since else None,
+        since=mined_from(args),
         until=calibrate.parse_date(args.until, "--until"),
         limit=args.limit or None,
     )
@@ -165,6 +177,18 @@ def mine(repo: GitRepo, args: argparse.Namespace) -> tuple[SluiceConfig, list[Mi
             bad = frozenset(c.sha for c in planned if (window.id, c.sha) in broke)
             mined.append(Mined(window, tuple(planned), bad))
     return config, mined, rows
+
+
+def judged_from(args: argparse.Namespace) -> int | None:
+    """The first ingestion judged (`--since`), as epoch seconds; None: all of them."""
+    return calibrate.parse_date(args.since, "--since") if args.since else None
+
+
+def mined_from(args: argparse.Namespace) -> int | None:
+    """Mining starts at `--since`, or at `--train-since` when that is earlier; None: all history."""
+    judged = judged_from(args)
+    fitted = calibrate.parse_date(args.train_since, "--train-since") if args.train_since else None
+    return judged if judged is None or fitted is None else min(judged, fitted)
 
 
 def _progress(line: str) -> None:
@@ -198,6 +222,22 @@ class Judged:
         """The commits the planner chains under `config`: its own selection and classification."""
         return rules_chained(self.scored, config, calibrated_selection(self.scored, config, self.model))
 
+    def placed(self, config: SluiceConfig) -> dict[str, str]:
+        """Where the planner puts each commit under `config`, and why (one of PLACES). The models here know
+        their stream's quantiles, so the selection's `chosen` are the structural commits and those over the
+        threshold: a chained commit outside it joined its chain through a dependency."""
+        selection = calibrated_selection(self.scored, config, self.model)
+        chained = rules_chained(self.scored, config, selection)
+        return {c.sha: place_of(c.sha, chained, selection) for c in self.scored}
+
+
+def place_of(sha: str, chained: frozenset[str], selection: Selection) -> str:
+    if sha not in chained:
+        return BUNDLED
+    if sha in selection.structural:
+        return STRUCTURAL
+    return OWN if sha in selection.chosen else DEPENDENT
+
 
 def with_share(config: SluiceConfig, share: float) -> SluiceConfig:
     return config.model_copy(update={"risk": config.risk.model_copy(update={"chain_share": share})})
@@ -220,11 +260,12 @@ def best_at_goal(found: Mapping[float, Figures]) -> tuple[float, Figures] | None
     return share, found[share]
 
 
-def report_sweep(label: str, found: Mapping[float, Figures]) -> None:
+def report_sweep(label: str, found: Mapping[float, Figures]) -> float | None:
+    """Print the trade-off's best setting; return its `chain_share` (None when none bundles enough)."""
     best = best_at_goal(found)
     if best is None:
         print(f"{label}: no chain_share in {min(found)}–{max(found)} bundles {GOAL_BUNDLED:.0%}")
-        return
+        return None
     share, figs = best
     report(
         f"{label}, best chain_share at >= {GOAL_BUNDLED:.0%} bundled ({share}, swept {min(found)}–"
@@ -232,6 +273,29 @@ def report_sweep(label: str, found: Mapping[float, Figures]) -> None:
         figs,
         goal=True,
     )
+    return share
+
+
+def budget(
+    mined: Sequence[Mined], judged: Sequence[Judged], config: SluiceConfig
+) -> dict[str, tuple[int, int]]:
+    """Per place (PLACES): how many commits the planner puts there under `config`, and how many culprits."""
+    commits = dict.fromkeys(PLACES, 0)
+    culprits = dict.fromkeys(PLACES, 0)
+    for m, j in zip(mined, judged, strict=True):
+        for sha, where in j.placed(config).items():
+            commits[where] += 1
+            culprits[where] += sha in m.culprits
+    return {where: (commits[where], culprits[where]) for where in PLACES}
+
+
+def report_budget(label: str, mined: Sequence[Mined], judged: Sequence[Judged], config: SluiceConfig) -> None:
+    """Where the chain budget goes under `config`: commits and culprits per place."""
+    parts = [
+        f"{p} {n} commits ({k} culprit{'' if k == 1 else 's'})"
+        for p, (n, k) in budget(mined, judged, config).items()
+    ]
+    print(f"{label}: " + "; ".join(parts), flush=True)
 
 
 @dataclass(frozen=True)
@@ -318,10 +382,14 @@ def rolling_folds(mined: Sequence[Mined], rows: Sequence[Row], starts: Sequence[
     return folds
 
 
-def rolling_origin(config: SluiceConfig, mined: Sequence[Mined], rows: Sequence[Row]) -> None:
-    """The planner at each `chain_share` over a rolling origin: every month judged by a model refitted on
-    all that came before, the months pooled."""
-    folds = rolling_folds(mined, rows, month_starts(rows, after_share=ROLLING_FROM))
+def rolling_origin(
+    config: SluiceConfig, mined: Sequence[Mined], rows: Sequence[Row], *, since: int | None = None
+) -> None:
+    """The planner at each `chain_share` over a rolling origin: every month (after the earlier
+    ROLLING_FROM of the rows from `since` on) judged by a model refitted on all that came before, the
+    months pooled."""
+    starts = month_starts(judged_rows(rows, since), after_share=ROLLING_FROM)
+    folds = rolling_folds(mined, rows, starts)
     if not folds:
         print("rolling origin: no month to judge (too little history before it)")
         return
@@ -331,17 +399,35 @@ def rolling_origin(config: SluiceConfig, mined: Sequence[Mined], rows: Sequence[
     label = f"rolling origin ({len(folds)} months from {first}, refitted monthly)"
     for share, found in at_shares(mined_judged, judged, config, SHARES).items():
         report(f"{label}, chain_share {share}", found, goal=True)
-    report_sweep(label, at_shares(mined_judged, judged, config, SWEEP))
+    best = report_sweep(label, at_shares(mined_judged, judged, config, SWEEP))
+    if best is not None:
+        report_budget(f"{label}, at {best}", mined_judged, judged, with_share(config, best))
+
+
+def judged_rows(rows: Sequence[Row], since: int | None) -> list[Row]:
+    return [r for r in rows if since is None or r.time >= since]
+
+
+def held_out(rows: Sequence[Row], since: int | None) -> tuple[list[Row], list[Row]]:
+    """Calibrate's time split of the rows judged (those from `since` on): the later ones held out; every
+    row before them is fitted on, those from before `since` too."""
+    _, test = fitting.time_split(judged_rows(rows, since), TRAIN_SHARE)
+    held = {r.window for r in test}
+    return [r for r in rows if r.window not in held], test
 
 
 def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     config, mined, rows = mine(repo, args)
-    train, test = fitting.time_split(rows, TRAIN_SHARE)
+    since = judged_from(args)
+    train, test = held_out(rows, since)
     held = {r.window for r in test}
     test_windows = [m for m in mined if m.window.id in held]
+    earlier = [m for m in mined if since is not None and m.window.time < since]
+    fitted_only = f", {len(earlier)} of them before {args.since} only fitted on" if earlier else ""
     print(
         f"ingestions mined: {len(mined)} ({len(rows)} upstream commits, {sum(r.outcome for r in rows)} "
-        f"culprits); held out: the newest {len(test_windows)} ({len(test)} commits), fitted on the rest"
+        f"culprits{fitted_only}); held out: the newest {len(test_windows)} ({len(test)} commits), fitted on "
+        "the rest"
     )
     report(
         "held out, today's rules",
@@ -356,8 +442,10 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     report("held out, model, fewest expected tier runs", fewest)
     for share, found in at_shares(test_windows, judged, config, SHARES).items():
         report(f"held out, model, chain_share {share}", found, goal=True)
-    report_sweep("held out, model", at_shares(test_windows, judged, config, SWEEP))
-    rolling_origin(config, mined, rows)
+    best = report_sweep("held out, model", at_shares(test_windows, judged, config, SWEEP))
+    if best is not None:
+        report_budget(f"held out, model, at {best}", test_windows, judged, with_share(config, best))
+    rolling_origin(config, mined, rows, since=since)
     shipped = default_model()
     if shipped is not None:
         in_sample = [Judged.of(m.commits, shipped, config) for m in test_windows]
@@ -395,7 +483,7 @@ def plan_time(repo: GitRepo, window: Window, model: RiskModel, *, repeat: int = 
 def run(repo: Path, *, fork: str, upstream: str) -> None:
     """The section of benchmarks/real_history.py: ingestions before the cutoff, with calibrate's cache."""
     args = argparse.Namespace(
-        fork=fork, upstream=upstream, since=SINCE, until=UNTIL, limit=0, cache=str(CACHE)
+        fork=fork, upstream=upstream, since=SINCE, until=UNTIL, train_since=None, limit=0, cache=str(CACHE)
     )
     with shared_clone(repo, prefix="sluice-real-risk-") as clone:
         measure(clone, args)
@@ -410,6 +498,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--upstream", default="upstream", help="upstream ref (default upstream)")
     parser.add_argument("--since", default=SINCE, help=f"ingestions from this date on (default {SINCE})")
     parser.add_argument("--until", default=UNTIL, help=f"history before this date (default {UNTIL})")
+    parser.add_argument(
+        "--train-since",
+        help="fit the models on ingestions from this earlier date on too; those judged stay --since's",
+    )
     parser.add_argument("--limit", type=int, default=0, help="only the newest N ingestions")
     parser.add_argument("--cache", default=str(CACHE), help=f"calibrate's feature cache (default {CACHE})")
     args = parser.parse_args(argv)

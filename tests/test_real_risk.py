@@ -3,6 +3,7 @@ with a time split on a real history, and the no-PATH skip."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import hashlib
 import importlib.util
@@ -13,8 +14,9 @@ from types import ModuleType
 
 import pytest
 
+from bot.core import fitting
 from bot.core.config import SluiceConfig
-from bot.core.models import PlannedCommit, RiskKind, RiskLevel, RiskReason
+from bot.core.models import Dependency, DependencyKind, PlannedCommit, RiskKind, RiskLevel, RiskReason
 from bot.core.risk_model import MODEL_SCHEMA, Provenance, RiskModel
 from bot.flows.mining import IngestionWindow
 from tests.test_calibrate import merge_history
@@ -176,3 +178,77 @@ def test_commits_scored_once_are_chained_at_each_share_by_the_planner() -> None:
     assert judged.chained(real_risk.with_share(SluiceConfig(), 0.0)) == frozenset()
     assert judged.chained(real_risk.with_share(SluiceConfig(), 0.25)) == hot
     assert len(judged.chained(real_risk.with_share(SluiceConfig(), 0.5))) == 6
+
+
+def test_the_budget_says_where_each_commit_goes_and_which_culprits_it_catches() -> None:
+    """A hot commit chained for its probability, a later one that edits its lines joining its chain, a
+    critical pin chained by rule, the rest bundled; each place with the culprits it holds."""
+    real_risk = load()
+    commits = [commit(n, f"c{n}") for n in range(1, 9)]
+    commits[1] = commit(2, "hot", hot=True)
+    follows = Dependency(sha=commits[1].sha, kind=DependencyKind.LINES, detail="python/triton/a.py")
+    commits[4] = commits[4].model_copy(update={"depends_on": (follows,)})
+    pin = RiskReason(
+        kind=RiskKind.COMPONENT, level=RiskLevel.CRITICAL, detail="llvm-pin: cmake/llvm-hash.txt"
+    )
+    commits[6] = commits[6].model_copy(update={"risk": RiskLevel.CRITICAL, "reasons": (pin,)})
+    model = RiskModel(
+        schema=MODEL_SCHEMA,
+        intercept=-4.0,
+        coefficients={"reason:patch-stack-symbol": 3.0},
+        provenance=Provenance(source="test"),
+        quantiles=(0.9,) * 10 + (0.1,) * 91,  # a stream threshold of 0.1 at chain_share 0.25
+    )
+    config = real_risk.with_share(SluiceConfig(), 0.25)  # the hot commit: p 0.27; the others: 0.018
+    judged = real_risk.Judged.of(commits, model, config)
+    placed = judged.placed(config)
+    assert placed[commits[1].sha] == real_risk.OWN
+    assert placed[commits[4].sha] == real_risk.DEPENDENT
+    assert placed[commits[6].sha] == real_risk.STRUCTURAL
+    assert {placed[c.sha] for i, c in enumerate(commits) if i not in (1, 4, 6)} == {real_risk.BUNDLED}
+    assert {sha for sha, where in placed.items() if where != real_risk.BUNDLED} == judged.chained(config)
+    culprits = frozenset({commits[1].sha, commits[4].sha, commits[0].sha})
+    window = IngestionWindow("w", "merge", 0, "f", "u", tuple(c.sha for c in commits), ())
+    mined = real_risk.Mined(window, tuple(commits), culprits)
+    assert real_risk.budget([mined], [judged], config) == {
+        real_risk.OWN: (1, 1),
+        real_risk.DEPENDENT: (1, 1),
+        real_risk.STRUCTURAL: (1, 0),
+        real_risk.BUNDLED: (5, 1),
+    }
+
+
+def test_older_history_is_fitted_on_but_the_ingestions_judged_stay_those_from_since() -> None:
+    real_risk = load()
+    day = 86400
+    rows = [
+        real_risk.Row(f"{w:x}{i}", f"w{w}", w * 7 * day, {"log2-lines": 1.0}, int(i == 0))
+        for w in range(20)
+        for i in range(4)
+    ]
+    since = 8 * 7 * day  # w8 on are judged; w0–w7 are only fitted on
+    train, test = real_risk.held_out(rows, since)
+    alone_train, alone_test = fitting.time_split([r for r in rows if r.time >= since], real_risk.TRAIN_SHARE)
+    assert test == alone_test  # the same ingestions held out as without the older history
+    assert train == [r for r in rows if r.time < since] + alone_train  # the older history fitted on too
+    assert real_risk.held_out(rows, None) == fitting.time_split(rows, real_risk.TRAIN_SHARE)
+
+
+@pytest.mark.parametrize(
+    ("since", "train_since", "mined"),
+    [
+        ("2025-02-01", None, "2025-02-01"),
+        ("2025-02-01", "2024-10-01", "2024-10-01"),
+        ("2025-02-01", "2025-06-01", "2025-02-01"),  # a later --train-since adds nothing
+        (None, "2024-10-01", None),  # all history is mined already
+    ],
+)
+def test_mining_starts_at_the_earlier_of_since_and_train_since(
+    since: str | None, train_since: str | None, mined: str | None
+) -> None:
+    real_risk = load()
+    args = argparse.Namespace(since=since, train_since=train_since)
+    expected = (
+        None if mined is None else int(dt.datetime.fromisoformat(mined).replace(tzinfo=dt.UTC).timestamp())
+    )
+    assert real_risk.mined_from(args) == expected
