@@ -65,6 +65,11 @@ def test_unbalanced_quotes_are_refused(rest: str) -> None:
         ("ABCDEF0123456789", {TARGET: ShaPrefix("abcdef0123456789")}),
         ('1872 --reason "CVE fix"', {TARGET: PullNumber(1872), "reason": "CVE fix"}),
         ("--reason=urgent 1872", {TARGET: PullNumber(1872), "reason": "urgent"}),
+        ("#1872", {TARGET: PullNumber(1872)}),
+        ("1234567", {TARGET: PullNumber(1234567, sha="1234567")}),  # a PR or a SHA: the command decides
+        ("#1234567", {TARGET: PullNumber(1234567)}),
+        ("123456789", {TARGET: PullNumber(123456789, sha="123456789")}),
+        ("1234567890", {TARGET: ShaPrefix("1234567890")}),  # too long for a PR number
     ],
 )
 def test_good_arguments_parse_to_typed_values(rest: str, values: dict[str, object]) -> None:
@@ -89,6 +94,9 @@ def test_good_arguments_parse_to_typed_values(rest: str, values: dict[str, objec
         ('1872 --reason ""', "1 to 500 characters"),
         ("", "missing"),
         ("HEAD~1", "is not a PR number"),
+        ("#", "is not a PR number"),
+        ("##1872", "is not a PR number"),
+        ("#abc1234", "is not a PR number"),
         ("main..evil", "is not a PR number"),
     ],
 )

@@ -48,6 +48,22 @@ def upstream_commit(sim: GitHubSim, files: dict[str, str | None], *, message: st
     return sha
 
 
+def digits_commit(
+    sim: GitHubSim, files: dict[str, str | None], *, at: dt.datetime, digits: bool = True
+) -> str:
+    """An upstream commit dated `at` whose SHA's first 9 characters are all digits (or, with
+    `digits=False`, are not): its message is numbered until the SHA comes out so."""
+    made = sim.commit(UPSTREAM, "main", files, message="[Fix] direct push")
+    parent, tree = sim.git(UPSTREAM, "rev-parse", f"{made}^", f"{made}^{{tree}}").split()
+    for attempt in range(5000):  # about 1 in 70 SHAs starts with 9 digits, the first not 0
+        message = f"[Fix] direct push, take {attempt}"
+        sha = sim.git(UPSTREAM, "commit-tree", tree, "-p", parent, "-m", message, env=dated(at))
+        if (sha[:9].isdigit() and sha[0] != "0") == digits:
+            sim.git(UPSTREAM, "update-ref", "refs/heads/main", sha)
+            return sha
+    raise AssertionError("no SHA came out as wanted in 5,000 tries")
+
+
 def a_fork(ctx: Context, *, fork_files: dict[str, str] | None = None) -> tuple[GitHubSim, int]:
     """Upstream and fork sharing one commit ten days old, the fork registered, an issue to comment on.
     alice has write access, mallory read, carol maintain; `fork_files` are committed on fork trunk."""
@@ -267,7 +283,7 @@ async def test_cherry_pick_opens_an_emergency_pr_and_days_behind_upstream_stays(
 
 async def test_cherry_pick_by_sha_and_a_second_request_changes_nothing(ctx: Context) -> None:
     sim, number = a_fork(ctx)
-    fix = upstream_commit(sim, {"fix.txt": "fixed\n"}, message="[Fix] direct push", at=OLD)
+    fix = digits_commit(sim, {"fix.txt": "fixed\n"}, at=OLD, digits=False)
     assert "Opened #" in await say(ctx, number, f"/cherry-pick {fix[:9].upper()}")
     again = await say(ctx, number, f"/cherry-pick {fix}", user="carol")
     assert "already open as #" in again
@@ -275,6 +291,35 @@ async def test_cherry_pick_by_sha_and_a_second_request_changes_nothing(ctx: Cont
     # GitHub's `pull_request` event for it: an emergency pick is no fork PR growing the patch stack.
     await dispatch(ctx, "pull_request", sim.pull_request_payload(FORK, emergency["number"], "opened"))
     assert sim.comment_objects(FORK, emergency["number"]) == []
+
+
+async def test_a_sha_prefix_of_digits_alone_is_the_commit_when_upstream_has_no_such_pr(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    fix = digits_commit(sim, {"fix.txt": "fixed\n"}, at=OLD)
+    reply = await say(ctx, number, f"/cherry-pick {fix[:9]}")
+    assert "Opened #" in reply, reply
+    assert ("GET", f"/repos/{UPSTREAM}/pulls/{int(fix[:9])}", 404) in sim.requests
+    (emergency,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    assert f"Upstream-Commit: {fix}" in sim.git(FORK, "log", "-1", "--format=%B", emergency["head"]["sha"])
+
+
+async def test_digits_that_name_both_an_upstream_pr_and_a_commit_are_refused_until_written_hash_n(
+    ctx: Context,
+) -> None:
+    sim, number = a_fork(ctx)
+    side = digits_commit(sim, {"side.txt": "side\n"}, at=OLD)
+    prefix = side[:7]
+    pull = await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"}, number=int(prefix))
+    reply = await say(ctx, number, f"/cherry-pick {prefix}")
+    both = f"`{prefix}` is both upstream PR #{int(prefix)} and the start of upstream commit `{side[:10]}`"
+    assert both in reply, reply
+    assert f"write `#{int(prefix)}` for the PR" in reply
+    assert not [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    assert "Opened #" in await say(ctx, number, f"/cherry-pick #{int(prefix)}")
+    (emergency,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    picked = sim.git(FORK, "log", "-1", "--format=%B", emergency["head"]["sha"])
+    assert f"Upstream-Commit: {pull['merge_commit_sha']}" in picked
+    assert [outcome for _, _, outcome in audit(ctx)] == ["refused", "accepted"]
 
 
 async def test_cherry_pick_of_a_commit_the_fork_has_is_refused(ctx: Context) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from bot.core.errors import BadInput
 from bot.core.refs import ref_problem
 
-PULL_NUMBER = re.compile(r"[1-9][0-9]{0,8}")  # ASCII digits only: `١٨٧٢` is no number here
+PULL_NUMBER = re.compile(r"#?[1-9][0-9]{0,8}")  # ASCII digits only: `١٨٧٢` is no number here
 SHA_PREFIX = re.compile(r"[0-9a-fA-F]{7,40}")
 ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 MAX_TEXT = 500
@@ -37,7 +37,11 @@ class Kind(enum.Enum):
 
 @dataclass(frozen=True)
 class PullNumber:
+    """A PR number. `sha` is the same word read as a SHA prefix when it could be one too (7 to 9 digits,
+    not written `#N`): the command decides which it names by what upstream has."""
+
     number: int
+    sha: str | None = None
 
 
 @dataclass(frozen=True)
@@ -181,12 +185,16 @@ def _value(kind: Kind, word: str, *, what: str) -> Value:
 
 
 def _commit(kind: Kind, word: str, *, what: str) -> PullNumber | ShaPrefix:
-    """A PR number (decimal ASCII digits, no sign) or a SHA prefix (7 to 40 hex characters)."""
+    """A PR number (decimal ASCII digits, no sign, `#` allowed before them) or a SHA prefix (7 to 40 hex
+    characters). Seven to nine bare digits are both, as `295168145` may start a SHA."""
     if kind is Kind.PULL_OR_SHA and PULL_NUMBER.fullmatch(word):
-        return PullNumber(int(word))
+        both = not word.startswith("#") and SHA_PREFIX.fullmatch(word)
+        return PullNumber(int(word.removeprefix("#")), sha=word if both else None)
     if SHA_PREFIX.fullmatch(word):
         return ShaPrefix(word.lower())
-    wanted = "a PR number (like 1872) or an upstream SHA" if kind is Kind.PULL_OR_SHA else "an upstream SHA"
+    wanted = "an upstream SHA"
+    if kind is Kind.PULL_OR_SHA:
+        wanted = "a PR number (like 1872 or #1872) or an upstream SHA"
     raise CommandRefused(f"{what} {_shown(word)} is not {wanted}", f"give {wanted} (7 to 40 hex characters)")
 
 

@@ -45,11 +45,7 @@ class Picked:
 async def handle(call: Call, *, ctx: Context) -> Outcome:
     target = call.args.get("upstream PR number or SHA")
     assert isinstance(target, PullNumber | ShaPrefix)
-    pull = target.number if isinstance(target, PullNumber) else None
-    prefix = (
-        target.text if isinstance(target, ShaPrefix) else await merge_commit(ctx, call.fork, target.number)
-    )
-    fork = await synced(ctx, call.fork)
+    fork, prefix, pull = await _target(ctx, call.fork, target)
     sha = await asyncio.to_thread(
         fork.stream_commit, prefix, shown=f"#{pull}'s merge commit" if pull else None
     )
@@ -78,6 +74,42 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     )
 
 
+async def _target(ctx: Context, fork: Fork, target: PullNumber | ShaPrefix) -> tuple[Synced, str, int | None]:
+    """The fork synced, the SHA prefix to pick and the upstream PR it came from. A PR is asked of
+    upstream's API before any git call. Seven to nine bare digits may be a PR or a SHA prefix: the commit
+    when upstream has no such PR (or no PRs on this GitHub), refused as ambiguous when an upstream commit
+    also starts so, else the PR."""
+    if isinstance(target, ShaPrefix):
+        return await synced(ctx, fork), target.text, None
+    if target.sha is None:
+        merged = await merge_commit(ctx, fork, target.number)
+        return await synced(ctx, fork), merged, target.number
+    if fork.upstream_repo is None:
+        return await synced(ctx, fork), target.sha, None
+    refused: CommandRefused | None = None
+    try:
+        merged = await merge_commit(ctx, fork, target.number)
+    except NoSuchPull:
+        return await synced(ctx, fork), target.sha, None
+    except CommandRefused as exc:  # the PR is not merged
+        merged, refused = "", exc
+    done = await synced(ctx, fork)
+    starting = await asyncio.to_thread(done.stream_commits, target.sha)
+    if starting:
+        raise CommandRefused(
+            f"`{target.sha}` is both upstream PR #{target.number} and the start of upstream commit "
+            f"`{starting[0][:10]}`",
+            f"write `#{target.number}` for the PR, or give more of the SHA",
+        )
+    if refused is not None:
+        raise refused
+    return done, merged, target.number
+
+
+class NoSuchPull(CommandRefused):
+    """Upstream's API has no PR by that number (404 or 410)."""
+
+
 async def merge_commit(ctx: Context, fork: Fork, number: int) -> str:
     """The merge commit of the upstream PR, as upstream's API says; refused unless it is merged."""
     if fork.upstream_repo is None:
@@ -90,7 +122,7 @@ async def merge_commit(ctx: Context, fork: Fork, number: int) -> str:
         pull = await api.get(f"/repos/{fork.upstream_repo}/pulls/{number}")
     except BadRequest as exc:
         if exc.status_code in (404, 410):
-            raise CommandRefused(
+            raise NoSuchPull(
                 f"{fork.upstream_repo} has no PR #{number} that Sluice can see",
                 "give a merged upstream PR, or the upstream commit's SHA",
             ) from None

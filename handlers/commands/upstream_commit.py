@@ -40,10 +40,14 @@ class Synced:
             )
         return self.stream_commit(sha, shown=name)
 
+    def stream_commits(self, prefix: str) -> list[str]:
+        """Every commit on upstream's first-parent stream whose SHA starts with `prefix` (blocking)."""
+        stream = self.repo.first_parent_times(self.sync.upstream_head)
+        return [sha for sha, _ in stream if sha.startswith(prefix)]
+
     def stream_commit(self, prefix: str, *, shown: str | None = None) -> str:
         """The full SHA of the one commit on upstream's first-parent stream starting with `prefix`."""
-        stream = self.repo.first_parent_times(self.sync.upstream_head)
-        found = [sha for sha, _ in stream if sha.startswith(prefix)]
+        found = self.stream_commits(prefix)
         named = shown or prefix
         if not found:
             raise CommandRefused(
