@@ -20,7 +20,7 @@ from bot.flows import calibrate
 from bot.flows.calibrate import CalibrateOptions, FeatureCache
 from bot.flows.risk_files import default_model
 from bot.git.repo import GitRepo
-from tests.support.scenarios import EPOCH, HOUR, Scenario, numbered
+from tests.support.scenarios import EPOCH, HOUR, Scenario, numbered, patch_stack_history
 
 DAY_H = 24
 
@@ -291,6 +291,22 @@ def test_calibrate_is_deterministic_and_writes_a_model_with_provenance(
     assert share is not None and model.quantiles[0] >= share >= model.quantiles[-1]
     captured = capsys.readouterr()
     assert "window 1/2" in captured.err and "culprits: 4" in captured.out
+
+
+def test_calibrate_learns_that_commits_on_the_patch_stack_broke_a_generated_fork(tmp_path: Path) -> None:
+    s, outcome = patch_stack_history(tmp_path / "h")
+    rows = mined(s)
+    assert set(rows) == {*outcome["broke"], *outcome["fine"]}
+    assert {sha for sha, r in rows.items() if r.outcome} == set(outcome["broke"])
+    assert calibrate_cli(s, tmp_path / "model.json") == 0
+    model = RiskModel.from_json((tmp_path / "model.json").read_text())
+    assert (model.provenance.commits, model.provenance.positives) == (48, 16)
+    # What the fork's history says: changing a function the patch stack changed breaks it; size, the
+    # component and the tests-only commits say little, as every commit is a one-line change.
+    weights = model.coefficients
+    assert weights["reason:patch-stack-symbol"] > 1.0 and weights["reason:predicted-conflict"] > 0.5
+    assert abs(weights["log2-lines"]) < 0.2 and abs(weights.get("tests-or-docs-only", 0.0)) < 0.3
+    assert model.provenance.held_out.get("auc") == 1.0
 
 
 def test_a_fork_with_no_history_gets_the_default_model_and_says_so(

@@ -13,6 +13,7 @@ from bot.app.cli import main
 from bot.core.risk_model import Provenance, RiskModel
 from bot.demo import DEMO, SLUICE_YML, Sandbox, build_sandbox
 from bot.flows.risk_files import DEFAULT_MODEL_PATH
+from tests.support.scenarios import patch_stack_history
 
 # A fixed model for the sandbox: commits that touch what the patch stack changed are likely to break, the
 # rest are not (the sandbox marks its independent commits low-risk and its overlaps dependent on the stack).
@@ -216,6 +217,22 @@ def test_a_model_bundles_the_independent_and_chains_what_the_patch_stack_touches
     commits = [c for g in [*planned["bundles"], *planned["chains"]] for c in g["commits"]]
     assert all(0 < c["probability"] < 1 and c["weights"] is not None for c in commits)
     assert planned["risk_decision"]["model"].endswith("risk-model.json")
+    chained = sum(len(ch["commits"]) for ch in planned["chains"])
+    assert chained < sum(len(ch["commits"]) for ch in plan["chains"])  # fewer than today's rules chain
+
+
+def test_a_model_a_fork_calibrated_on_its_own_history_bundles_the_independent_and_chains_the_stack(
+    sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory, plan: dict
+) -> None:
+    """The loop a fork runs: `sluice calibrate` on its ingestions (a generated fork whose breakages were
+    the commits that changed what its patch stack changed), then `sluice plan` with the model it wrote."""
+    history, _ = patch_stack_history(tmp_path_factory.mktemp("history"))
+    model = tmp_path_factory.mktemp("calibrated") / "risk-model.json"
+    assert main(["calibrate", *history.repo_args(), "--out", str(model), "--source", "generated"]) == 0
+    config = config_with(tmp_path_factory, f"  model: {model}\n")
+    planned = json.loads(run_json([*plan_args(sandbox), "--config", config, "--no-record"]))
+    assert planned["risk_decision"]["source"].startswith("generated ")
+    check_model_plan(sandbox, planned)
     chained = sum(len(ch["commits"]) for ch in planned["chains"])
     assert chained < sum(len(ch["commits"]) for ch in plan["chains"])  # fewer than today's rules chain
 

@@ -141,3 +141,83 @@ def pipeliner_fork(path: Path) -> Scenario:
     s.fork_here()
     s.fork("[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2;")})
     return s
+
+
+STAGE_FUNCTIONS = ("lowerLoads", "scheduleOps", "assignStages", "emitBarriers")
+
+
+class PassFiles:
+    """C++ pass files of four functions each, edited one statement at a time."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.body = {
+            name: {fn: [f"x += {10 * i + j};" for j in range(6)] for i, fn in enumerate(STAGE_FUNCTIONS)}
+            for name in names
+        }
+
+    def text(self, name: str) -> str:
+        functions = "".join(
+            f"int {fn}(int x) {{\n" + "".join(f"  {s}\n" for s in lines) + "  return x;\n}\n\n"
+            for fn, lines in self.body[name].items()
+        )
+        return f'#include "{Path(name).stem}.h"\n\nnamespace mlir {{\n\n{functions}}} // namespace mlir\n'
+
+    def edit(self, name: str, fn: str, line: int, statement: str) -> dict[str, str]:
+        self.body[name][fn][line] = statement
+        return {name: self.text(name)}
+
+
+def patch_stack_history(path: Path, ingestions: int = 8) -> tuple[Scenario, dict[str, list[str]]]:
+    """A fork whose patch stack changes the first function of six pass files, then `ingestions` merges of
+    upstream the way Intel's fork makes them (a PR that merges upstream, carries its fix commits and is
+    merged into trunk). Each brings six one-line upstream commits: two change a function the patch stack
+    changed (one of them the fork's very line, a conflict the merge resolves for the fork), and the PR's
+    fix commits name both by SHA; four change other functions, files or tests, and nothing names them.
+    Returns the scenario and the upstream SHAs that `broke` the fork and those that were `fine`."""
+    s = Scenario(path)
+    patched = [f"lib/Dialect/TritonGPU/Transforms/Stage{k}.cpp" for k in range(6)]
+    plain = [f"lib/Dialect/TritonGPU/Transforms/Other{k}.cpp" for k in range(6)]
+    up, fork = PassFiles(patched + plain), PassFiles(patched)
+    test = "python/test/unit/test_stage{}.py"
+    tests = {test.format(k): f"def test_stage{k}():\n    assert True\n" for k in range(6)}
+    s.upstream("Initial import (#1)", {**{n: up.text(n) for n in patched + plain}, **tests}, hours=0)
+    s.fork_here()
+    for k, name in enumerate(patched):
+        s.fork(
+            f"[intel] XPU lowering, stage {k} (#{10 + k})",
+            fork.edit(name, "lowerLoads", 2, f"x = xpu{k}(x);"),
+        )
+    outcome: dict[str, list[str]] = {"broke": [], "fine": []}
+    for i in range(ingestions):
+        k, hours, pr = i % 6, 100.0 * (i + 1), 100 + 6 * i
+        edits = [
+            (f"Change stage {k}'s loads", up.edit(patched[k], "lowerLoads", 2, f"x -= {i};"), "broke"),
+            (f"Tune stage {k}'s loads", up.edit(patched[k], "lowerLoads", 4, f"x *= {i + 2};"), "broke"),
+            (f"Stage {k}'s barriers", up.edit(patched[(k + 1) % 6], "emitBarriers", 4, f"x ^= {i};"), "fine"),
+            (f"Other pass {k}", up.edit(plain[k], "scheduleOps", 3, f"x |= {i};"), "fine"),
+            (
+                f"Other pass {k}'s stages",
+                up.edit(plain[(k + 3) % 6], "assignStages", 1, f"x &= {i};"),
+                "fine",
+            ),
+            (
+                f"Test stage {k} further",
+                {test.format(k): f"def test_stage{k}():\n    assert {i} >= 0\n"},
+                "fine",
+            ),
+        ]
+        made = []
+        for n, (title, files, how) in enumerate(edits):
+            made.append(s.upstream(f"{title} (#{pr + n})", files, hours=hours + n))
+            outcome[how].append(made[-1])
+        branch = f"pr-{9000 + i}"
+        s.git("checkout", "-q", "-b", branch, "main")
+        merged = f"Merge commit '{made[-1]}'"
+        s.git("merge", "-q", "--no-ff", "-X", "ours", "-m", merged, made[-1], env=s._dates(hours + 10))
+        for j, sha in enumerate(made[:2]):
+            fix = {f"third_party/intel/fix_{i}_{j}.cpp": "fix\n"}
+            s._commit(branch, f"[intel] fix the build after '{sha[:7]}'", fix, hours + 10.1 + 0.1 * j)
+        s.git("checkout", "-q", "main")
+        message = f"Merge OpenAI Triton commit `{made[-1][:7]}` (#{9000 + i})"
+        s.git("merge", "-q", "--no-ff", "-m", message, branch, env=s._dates(hours + 11))
+    return s, outcome
