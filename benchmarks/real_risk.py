@@ -223,9 +223,9 @@ class Judged:
         return rules_chained(self.scored, config, calibrated_selection(self.scored, config, self.model))
 
     def placed(self, config: SluiceConfig) -> dict[str, str]:
-        """Where the planner puts each commit under `config`, and why (one of PLACES). The models here know
-        their stream's quantiles, so the selection's `chosen` are the structural commits and those over the
-        threshold: a chained commit outside it joined its chain through a dependency."""
+        """Where the planner puts each commit under `config`, and why (one of PLACES). The selection's
+        `chosen` are the structural commits and those chosen for their probability: a chained commit outside
+        it joined its chain through a dependency."""
         selection = calibrated_selection(self.scored, config, self.model)
         chained = rules_chained(self.scored, config, selection)
         return {c.sha: place_of(c.sha, chained, selection) for c in self.scored}

@@ -303,8 +303,12 @@ def test_chain_share_counts_the_dependents_that_join() -> None:
     _, chains, _ = plan(commits, model(log2_lines=0.5), "risk:\n  chain_share: 0.3\n")
     assert numbers(chains) == [[3, 4, 5]]
     # 40 %: room for one more, so the next most likely (7) follows.
-    _, chains, _ = plan(commits, model(log2_lines=0.5), "risk:\n  chain_share: 0.4\n")
+    _, chains, selection = plan(commits, model(log2_lines=0.5), "risk:\n  chain_share: 0.4\n")
     assert numbers(chains) == [[3, 4, 5], [7]]
+    # Only 3 and 7 are chosen for their probability (the threshold is 7's); 4 and 5 follow 3.
+    assert set(selection.chosen) == {sha(3), sha(7)}
+    assert selection.threshold == pytest.approx(chains[1].commits[0].probability, abs=1e-6)
+    assert chains[0].why[sha(4)] == f"depends on {sha(3)[:10]} (lines)"
 
 
 def test_expected_runs_count_the_dependents_that_join() -> None:

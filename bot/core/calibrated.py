@@ -193,8 +193,7 @@ def calibrated_selection(
         chosen_by = "chain-share"
         label = f"≥ {threshold:.3f}: among the {share:.0%} of the fork's stream most likely to break"
     else:
-        grown = share_mask(candidates, share=share, grow=dependents.grow)
-        roots = [m and not c.forced for m, c in zip(grown, candidates, strict=True)]
+        _, roots = share_mask(candidates, share=share, grow=dependents.grow)
         threshold = min((c.probability for c, r in zip(candidates, roots, strict=True) if r), default=1.0)
         chosen_by, label = "chain-share", f"among the {share:.0%} most likely to break"
     chosen = dict(structural)

@@ -116,11 +116,13 @@ def choose_threshold(
     return best
 
 
-def share_mask(candidates: Sequence[Candidate], *, share: float, grow: Grow) -> list[bool]:
+def share_mask(candidates: Sequence[Candidate], *, share: float, grow: Grow) -> tuple[list[bool], list[bool]]:
     """`risk.chain_share`: the forced candidates, then the most likely first, each with what `grow` says
-    must follow it, while the chained stay within that share of all candidates."""
+    must follow it, while the chained stay within that share of all candidates. Returns the chained, and
+    the candidates chained for their own probability (not forced, not only following another)."""
     target = math.floor(share * len(candidates) + 0.5)
     mask = [False] * len(candidates)
+    roots = [False] * len(candidates)
     for i in (i for i, c in enumerate(candidates) if c.forced):
         grow(mask, i, math.inf)
     ranked = sorted(
@@ -128,8 +130,8 @@ def share_mask(candidates: Sequence[Candidate], *, share: float, grow: Grow) -> 
     )
     for i in ranked:  # one that would overflow the share with its dependents is passed over
         if not mask[i]:
-            grow(mask, i, target - sum(mask))
-    return mask
+            roots[i] = grow(mask, i, target - sum(mask))
+    return mask, roots
 
 
 # Chain candidate `index` in `mask` with what must follow it, if that adds at most `room`; whether it did.
