@@ -91,7 +91,7 @@ async def _target(ctx: Context, fork: Fork, target: PullNumber | ShaPrefix) -> t
         merged = await merge_commit(ctx, fork, target.number)
     except NoSuchPull:
         return await synced(ctx, fork), target.sha, None
-    except CommandRefused as exc:  # the PR is not merged
+    except Unmerged as exc:
         merged, refused = "", exc
     done = await synced(ctx, fork)
     starting = await asyncio.to_thread(done.stream_commits, target.sha)
@@ -108,6 +108,10 @@ async def _target(ctx: Context, fork: Fork, target: PullNumber | ShaPrefix) -> t
 
 class NoSuchPull(CommandRefused):
     """Upstream's API has no PR by that number (404 or 410)."""
+
+
+class Unmerged(CommandRefused):
+    """The upstream PR exists and is not merged."""
 
 
 async def merge_commit(ctx: Context, fork: Fork, number: int) -> str:
@@ -129,7 +133,7 @@ async def merge_commit(ctx: Context, fork: Fork, number: int) -> str:
         raise
     sha = pull.get("merge_commit_sha")
     if pull.get("merged") is not True or not isinstance(sha, str) or not SHA_RE.match(sha):
-        raise CommandRefused(
+        raise Unmerged(
             f"upstream PR #{number} is not merged ({pull.get('state', 'unknown')})",
             "wait until it is merged upstream, or give the SHA of an upstream commit",
         )
