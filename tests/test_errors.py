@@ -67,6 +67,7 @@ from bot.github.client import (
     github_failure,
 )
 from handlers import ROUTES
+from handlers.commands.cherry_pick import NoSuchPull, Unmerged
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import serve_sim, sim_with_fork
 
@@ -105,6 +106,8 @@ TAXONOMY: list[tuple[type[SluiceError], bool]] = [
     (DispatchRefused, False),  # a tier workflow GitHub will not start: shown on the check run, not retried
     (TooLarge, False),  # a tier artifact over the limit: the run fails, saying so; the same one stays too big
     (CommandRefused, False),  # a slash command refused (role, arguments): the reply says why, never retried
+    (NoSuchPull, False),  # `/cherry-pick N`: upstream has no PR N (bare digits may then start a SHA)
+    (Unmerged, False),  # `/cherry-pick N`: upstream's PR N is not merged
     (DatabaseBusy, True),
     (Rejected, False),
     (SandboxError, False),
