@@ -55,7 +55,7 @@ def digits_commit(
     `digits=False`, are not): its message is numbered until the SHA comes out so."""
     made = sim.commit(UPSTREAM, "main", files, message="[Fix] direct push")
     parent, tree = sim.git(UPSTREAM, "rev-parse", f"{made}^", f"{made}^{{tree}}").split()
-    for attempt in range(5000):  # about 1 in 70 SHAs starts with 9 digits, the first not 0
+    for attempt in range(5000):  # about 1 in 76 SHAs starts with 9 digits, the first not 0
         message = f"[Fix] direct push, take {attempt}"
         sha = sim.git(UPSTREAM, "commit-tree", tree, "-p", parent, "-m", message, env=dated(at))
         if (sha[:9].isdigit() and sha[0] != "0") == digits:
