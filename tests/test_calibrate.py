@@ -20,32 +20,9 @@ from bot.flows import calibrate
 from bot.flows.calibrate import CalibrateOptions, FeatureCache
 from bot.flows.risk_files import default_model
 from bot.git.repo import GitRepo
-from tests.support.scenarios import EPOCH, HOUR, Scenario, numbered, patch_stack_history
+from tests.support.scenarios import EPOCH, HOUR, Scenario, merge_pr, numbered, patch_stack_history
 
 DAY_H = 24
-
-
-def at(hours: float) -> dict[str, str]:
-    stamp = f"{EPOCH + int(hours * HOUR)} +0000"
-    return {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
-
-
-def merge_pr(
-    s: Scenario, upstream_sha: str, *, pr: int, fixes: list[str], hours: float, message: str | None = None
-) -> str:
-    """Intel's way: a PR branch that starts with "Merge commit '<X>'" and carries fix commits, merged into
-    fork trunk as "Merge OpenAI Triton commit `X` (#N)"."""
-    branch = f"pr-{pr}"
-    s.git("checkout", "-q", "-b", branch, "main")
-    s.git("merge", "-q", "--no-ff", "-m", f"Merge commit '{upstream_sha}'", upstream_sha, env=at(hours))
-    for index, subject in enumerate(fixes):
-        s._commit(
-            branch, subject, {f"third_party/intel/fix_{pr}_{index}.cpp": "fix\n"}, hours + 0.1 * (index + 1)
-        )
-    s.git("checkout", "-q", "main")
-    message = message or f"Merge OpenAI Triton commit `{upstream_sha[:7]}` (#{pr})"
-    s.git("merge", "-q", "--no-ff", "-m", message, branch, env=at(hours + 1))
-    return s.git("rev-parse", "HEAD")
 
 
 def merge_history(root: Path) -> tuple[Scenario, dict[str, str]]:

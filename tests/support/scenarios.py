@@ -143,6 +143,39 @@ def pipeliner_fork(path: Path) -> Scenario:
     return s
 
 
+def at(hours: float) -> dict[str, str]:
+    """Git's author and committer dates `hours` after EPOCH."""
+    stamp = f"{EPOCH + int(hours * HOUR)} +0000"
+    return {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
+
+
+def merge_pr(
+    s: Scenario,
+    upstream_sha: str,
+    *,
+    pr: int,
+    fixes: list[str],
+    hours: float,
+    message: str | None = None,
+    ours: bool = False,
+) -> str:
+    """Intel's way: a PR branch that starts with "Merge commit '<X>'" and carries fix commits, merged into
+    fork trunk as "Merge OpenAI Triton commit `X` (#N)". `ours`: conflicts resolved for the fork."""
+    branch = f"pr-{pr}"
+    s.git("checkout", "-q", "-b", branch, "main")
+    strategy = ["-X", "ours"] if ours else []
+    merged = f"Merge commit '{upstream_sha}'"
+    s.git("merge", "-q", "--no-ff", *strategy, "-m", merged, upstream_sha, env=at(hours))
+    for index, subject in enumerate(fixes):
+        s._commit(
+            branch, subject, {f"third_party/intel/fix_{pr}_{index}.cpp": "fix\n"}, hours + 0.1 * (index + 1)
+        )
+    s.git("checkout", "-q", "main")
+    message = message or f"Merge OpenAI Triton commit `{upstream_sha[:7]}` (#{pr})"
+    s.git("merge", "-q", "--no-ff", "-m", message, branch, env=at(hours + 1))
+    return s.git("rev-parse", "HEAD")
+
+
 STAGE_FUNCTIONS = ("lowerLoads", "scheduleOps", "assignStages", "emitBarriers")
 
 
@@ -210,14 +243,6 @@ def patch_stack_history(path: Path, ingestions: int = 8) -> tuple[Scenario, dict
         for n, (title, files, how) in enumerate(edits):
             made.append(s.upstream(f"{title} (#{pr + n})", files, hours=hours + n))
             outcome[how].append(made[-1])
-        branch = f"pr-{9000 + i}"
-        s.git("checkout", "-q", "-b", branch, "main")
-        merged = f"Merge commit '{made[-1]}'"
-        s.git("merge", "-q", "--no-ff", "-X", "ours", "-m", merged, made[-1], env=s._dates(hours + 10))
-        for j, sha in enumerate(made[:2]):
-            fix = {f"third_party/intel/fix_{i}_{j}.cpp": "fix\n"}
-            s._commit(branch, f"[intel] fix the build after '{sha[:7]}'", fix, hours + 10.1 + 0.1 * j)
-        s.git("checkout", "-q", "main")
-        message = f"Merge OpenAI Triton commit `{made[-1][:7]}` (#{9000 + i})"
-        s.git("merge", "-q", "--no-ff", "-m", message, branch, env=s._dates(hours + 11))
+        fixes = [f"[intel] fix the build after '{sha[:7]}'" for sha in made[:2]]
+        merge_pr(s, made[-1], pr=9000 + i, fixes=fixes, hours=hours + 10, ours=True)
     return s, outcome
