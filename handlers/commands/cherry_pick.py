@@ -86,13 +86,12 @@ async def _target(ctx: Context, fork: Fork, target: PullNumber | ShaPrefix) -> t
         return await synced(ctx, fork), merged, target.number
     if fork.upstream_repo is None:
         return await synced(ctx, fork), target.sha, None
-    refused: CommandRefused | None = None
     try:
-        merged = await merge_commit(ctx, fork, target.number)
+        pulled: str | Unmerged = await merge_commit(ctx, fork, target.number)
     except NoSuchPull:
         return await synced(ctx, fork), target.sha, None
     except Unmerged as exc:
-        merged, refused = "", exc
+        pulled = exc
     done = await synced(ctx, fork)
     starting = await asyncio.to_thread(done.stream_commits, target.sha)
     if starting:
@@ -101,9 +100,9 @@ async def _target(ctx: Context, fork: Fork, target: PullNumber | ShaPrefix) -> t
             f"`{starting[0][:10]}`",
             f"write `#{target.number}` for the PR, or give more of the SHA",
         )
-    if refused is not None:
-        raise refused
-    return done, merged, target.number
+    if isinstance(pulled, Unmerged):
+        raise pulled
+    return done, pulled, target.number
 
 
 class NoSuchPull(CommandRefused):
