@@ -322,6 +322,27 @@ async def test_digits_that_name_both_an_upstream_pr_and_a_commit_are_refused_unt
     assert [outcome for _, _, outcome in audit(ctx)] == ["refused", "accepted"]
 
 
+async def test_digits_of_an_unmerged_upstream_pr_are_ambiguous_only_when_a_commit_also_starts_so(
+    ctx: Context,
+) -> None:
+    sim, number = a_fork(ctx)
+    side = digits_commit(sim, {"side.txt": "side\n"}, at=OLD)
+    prefix = side[:8]
+    await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"}, number=int(prefix), merge=False)
+    reply = await say(ctx, number, f"/cherry-pick {prefix}")
+    assert f"`{prefix}` is both upstream PR #{int(prefix)} and the start of upstream commit" in reply, reply
+    assert "not merged" not in reply
+    # The same open PR written as `#N` is that PR alone: refused because it is not merged.
+    hashed = await say(ctx, number, f"/cherry-pick #{prefix}")
+    assert f"upstream PR #{int(prefix)} is not merged (open)" in hashed
+    # Digits no upstream commit starts with are the open PR, refused as such.
+    other = str(int(prefix) + 1)
+    await merged_upstream_pull(ctx, {"other.txt": "other\n"}, number=int(other), merge=False)
+    assert f"upstream PR #{other} is not merged (open)" in await say(ctx, number, f"/cherry-pick {other}")
+    assert not [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    assert [outcome for _, _, outcome in audit(ctx)] == ["refused", "refused", "refused"]
+
+
 async def test_cherry_pick_of_a_commit_the_fork_has_is_refused(ctx: Context) -> None:
     sim, number = a_fork(ctx)
     base = sim.git(UPSTREAM, "rev-parse", "main")
