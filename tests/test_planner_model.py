@@ -12,7 +12,15 @@ from bot.core.config import ConfigError, parse_config
 from bot.core.models import Dependency, DependencyKind, PlannedCommit, RiskKind, RiskLevel, RiskReason
 from bot.core.planner import classify
 from bot.core.render import weight_text
-from bot.core.risk_cost import NO_CHAIN, BundleCaps, Candidate, bundle_runs, choose_threshold, expected_runs
+from bot.core.risk_cost import (
+    NO_CHAIN,
+    BundleCaps,
+    Candidate,
+    bundle_runs,
+    choose_threshold,
+    expected_runs,
+    fill,
+)
 from bot.core.risk_model import Provenance, RiskModel, commit_features, quantiles_of, subject_tags
 
 INF = float("inf")
@@ -371,6 +379,24 @@ def test_bundle_size_follows_the_summed_probability(config_text: str, bundles: l
     got, chains, selection = plan(commits, model(intercept=intercept), config_text)
     assert (numbers(got), numbers(chains)) == (bundles, [])
     assert selection.threshold == min(NO_CHAIN, selection.caps.max_culprits if selection.caps else 0)
+
+
+def test_a_bundled_commit_that_needs_a_person_ends_its_bundle() -> None:
+    # Commit 3 is predicted to conflict with fork trunk where no rule resolves it, but the model still bundles
+    # it: the picking stops there, so nothing of its bundle comes after it. A mechanical conflict does not.
+    conflict = reason(RiskKind.PREDICTED_CONFLICT, "needs a human against fork trunk in lib/a.cpp")
+    mechanical = reason(RiskKind.MECHANICAL_CONFLICT, "resolved by a mechanical rule: a.txt", RiskLevel.LOW)
+    commits = [
+        commit(1),
+        commit(2, reasons=(mechanical,)),
+        commit(3, reasons=(conflict,)),
+        commit(4),
+        commit(5, reasons=(conflict,)),
+    ]
+    got, chains, selection = plan(commits, model(intercept=-8.0), "risk:\n  bundle_culprits: 5\n")
+    assert (numbers(got), numbers(chains), selection.chosen) == ([[1, 2, 3], [4, 5]], [], {})
+    fill_caps = BundleCaps(30, 3000, INF)
+    assert fill([Candidate(0.01, 1, ends=n in (0, 1)) for n in range(4)], fill_caps) == [[0], [1], [2, 3]]
 
 
 @pytest.mark.parametrize(

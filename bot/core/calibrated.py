@@ -111,6 +111,11 @@ def structural_why(commit: PlannedCommit) -> str | None:
     return None
 
 
+def needs_person(commit: PlannedCommit) -> bool:
+    """Whether a commit is predicted to conflict with fork trunk where no mechanical rule resolves it."""
+    return any(r.kind is RiskKind.PREDICTED_CONFLICT for r in commit.reasons)
+
+
 def chain_levels(commits: Sequence[PlannedCommit]) -> list[float]:
     """Per commit (upstream order, with probabilities): the highest stream threshold at which the planner
     chains it. That is its own probability, or the level of a plan commit it depends on (it joins that
@@ -179,7 +184,10 @@ def calibrated_selection(
     threshold for every plan), else of this plan. Both count the commits that will join a chain through
     their dependencies."""
     structural = {c.sha: why for c in commits if (why := structural_why(c)) is not None}
-    candidates = [Candidate(c.probability or 0.0, c.changed_lines, c.sha in structural) for c in commits]
+    candidates = [
+        Candidate(c.probability or 0.0, c.changed_lines, forced=c.sha in structural, ends=needs_person(c))
+        for c in commits
+    ]
     caps, dependents = caps_for(config, calibrated=True), Dependents.of(commits)
     share = config.risk.chain_share
     stream = model.share_threshold(share) if model is not None and share is not None else None

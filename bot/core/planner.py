@@ -22,6 +22,7 @@ from bot.core.calibrated import (
     Selection,
     calibrated_selection,
     caps_for,
+    needs_person,
     rules_selection,
     with_probability,
 )
@@ -200,8 +201,9 @@ def dependency_why(dep: Dependency) -> str:
 
 
 def _bundle(commits: Sequence[PlannedCommit], caps: BundleCaps) -> tuple[LowRiskBundle, ...]:
-    """Fill bundles in upstream order up to the commit, line and (with a model) summed-probability caps."""
-    sizes = [Candidate(c.probability or 0.0, c.changed_lines) for c in commits]
+    """Fill bundles in upstream order up to the commit, line and (with a model) summed-probability caps; a
+    commit predicted to need a person ends its bundle."""
+    sizes = [Candidate(c.probability or 0.0, c.changed_lines, ends=needs_person(c)) for c in commits]
     groups = [[commits[i] for i in group] for group in fill(sizes, caps)]
     return tuple(LowRiskBundle(id=f"bundle-{short(g[0].sha)}", commits=tuple(g)) for g in groups)
 

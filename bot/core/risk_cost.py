@@ -19,6 +19,9 @@ class Candidate:
     probability: float
     lines: int
     forced: bool = False  # chained whatever the threshold (a structural rule)
+    # Bundled, it is its bundle's last commit: it needs a person against fork trunk, and what a bundle holds
+    # after a commit that stops the picking would wait on them too.
+    ends: bool = False
 
 
 Close = Callable[[list[bool]], list[bool]]  # a chained set with what must follow it (dependents) added
@@ -55,12 +58,14 @@ def bundle_runs(probabilities: Sequence[float]) -> float:
 
 
 def fill(sizes: Sequence[Candidate], caps: BundleCaps) -> list[list[int]]:
-    """Bundles (as indices) in upstream order, each closed before it passes a cap; a lone commit fits."""
+    """Bundles (as indices) in upstream order, each closed before it passes a cap or after a commit that
+    `ends` one; a lone commit fits."""
     groups: list[list[int]] = []
     lines, culprits = 0, 0.0
     for index, c in enumerate(sizes):
         full = groups and (
-            len(groups[-1]) >= caps.max_commits
+            sizes[groups[-1][-1]].ends
+            or len(groups[-1]) >= caps.max_commits
             or lines + c.lines > caps.max_lines
             or culprits + c.probability > caps.max_culprits + 1e-12
         )
