@@ -303,18 +303,25 @@ async def test_a_sha_prefix_of_digits_alone_is_the_commit_when_upstream_has_no_s
     assert f"Upstream-Commit: {fix}" in sim.git(FORK, "log", "-1", "--format=%B", emergency["head"]["sha"])
 
 
-async def test_digits_that_name_both_an_upstream_pr_and_a_commit_are_refused_until_written_hash_n(
-    ctx: Context,
-) -> None:
+async def refused_as_ambiguous(ctx: Context, *, merge: bool) -> tuple[GitHubSim, int, str, dict[str, Any]]:
+    """A fork, an upstream commit whose SHA starts with 8 digits, an upstream PR (merged or open) numbered
+    by them, and `/cherry-pick <digits>` refused as ambiguous: (sim, issue, digits, the PR)."""
     sim, number = a_fork(ctx)
     side = digits_commit(sim, {"side.txt": "side\n"}, at=OLD)
-    prefix = side[:7]
-    pull = await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"}, number=int(prefix))
+    prefix = side[:8]
+    pull = await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"}, number=int(prefix), merge=merge)
     reply = await say(ctx, number, f"/cherry-pick {prefix}")
     both = f"`{prefix}` is both upstream PR #{int(prefix)} and the start of upstream commit `{side[:10]}`"
     assert both in reply, reply
-    assert f"write `#{int(prefix)}` for the PR" in reply
+    assert f"write `#{int(prefix)}` for the PR" in reply and "not merged" not in reply
     assert not [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    return sim, number, prefix, pull
+
+
+async def test_digits_that_name_both_an_upstream_pr_and_a_commit_are_refused_until_written_hash_n(
+    ctx: Context,
+) -> None:
+    sim, number, prefix, pull = await refused_as_ambiguous(ctx, merge=True)
     assert "Opened #" in await say(ctx, number, f"/cherry-pick #{int(prefix)}")
     (emergency,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
     picked = sim.git(FORK, "log", "-1", "--format=%B", emergency["head"]["sha"])
@@ -325,13 +332,7 @@ async def test_digits_that_name_both_an_upstream_pr_and_a_commit_are_refused_unt
 async def test_digits_of_an_unmerged_upstream_pr_are_ambiguous_only_when_a_commit_also_starts_so(
     ctx: Context,
 ) -> None:
-    sim, number = a_fork(ctx)
-    side = digits_commit(sim, {"side.txt": "side\n"}, at=OLD)
-    prefix = side[:8]
-    await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"}, number=int(prefix), merge=False)
-    reply = await say(ctx, number, f"/cherry-pick {prefix}")
-    assert f"`{prefix}` is both upstream PR #{int(prefix)} and the start of upstream commit" in reply, reply
-    assert "not merged" not in reply
+    sim, number, prefix, _ = await refused_as_ambiguous(ctx, merge=False)
     # The same open PR written as `#N` is that PR alone: refused because it is not merged.
     hashed = await say(ctx, number, f"/cherry-pick #{prefix}")
     assert f"upstream PR #{int(prefix)} is not merged (open)" in hashed
