@@ -143,12 +143,6 @@ def pipeliner_fork(path: Path) -> Scenario:
     return s
 
 
-def at(hours: float) -> dict[str, str]:
-    """Git's author and committer dates `hours` after EPOCH."""
-    stamp = f"{EPOCH + int(hours * HOUR)} +0000"
-    return {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
-
-
 def merge_pr(
     s: Scenario,
     upstream_sha: str,
@@ -165,14 +159,14 @@ def merge_pr(
     s.git("checkout", "-q", "-b", branch, "main")
     strategy = ["-X", "ours"] if ours else []
     merged = f"Merge commit '{upstream_sha}'"
-    s.git("merge", "-q", "--no-ff", *strategy, "-m", merged, upstream_sha, env=at(hours))
+    s.git("merge", "-q", "--no-ff", *strategy, "-m", merged, upstream_sha, env=s._dates(hours))
     for index, subject in enumerate(fixes):
         s._commit(
             branch, subject, {f"third_party/intel/fix_{pr}_{index}.cpp": "fix\n"}, hours + 0.1 * (index + 1)
         )
     s.git("checkout", "-q", "main")
     message = message or f"Merge OpenAI Triton commit `{upstream_sha[:7]}` (#{pr})"
-    s.git("merge", "-q", "--no-ff", "-m", message, branch, env=at(hours + 1))
+    s.git("merge", "-q", "--no-ff", "-m", message, branch, env=s._dates(hours + 1))
     return s.git("rev-parse", "HEAD")
 
 
