@@ -64,6 +64,11 @@ def digits_commit(
     raise AssertionError("no SHA came out as wanted in 5,000 tries")
 
 
+def emergencies(sim: GitHubSim) -> list[dict[str, Any]]:
+    """The fork's emergency-pick PRs (their head branches start with EMERGENCY_PREFIX)."""
+    return [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+
+
 def a_fork(ctx: Context, *, fork_files: dict[str, str] | None = None) -> tuple[GitHubSim, int]:
     """Upstream and fork sharing one commit ten days old, the fork registered, an issue to comment on.
     alice has write access, mallory read, carol maintain; `fork_files` are committed on fork trunk."""
@@ -230,7 +235,7 @@ async def test_a_sha_not_on_upstreams_first_parent_stream_is_refused(ctx: Contex
     side = sim.commit(UPSTREAM, "side", {"side.txt": "x\n"}, message="a branch that never merged")
     reply = await say(ctx, number, f"/cherry-pick {side[:12]}")
     assert "is not a commit on upstream's first-parent stream" in reply
-    assert not [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    assert not emergencies(sim)
 
 
 # ------------------------------------------------------------------ /cherry-pick
@@ -247,7 +252,7 @@ async def test_cherry_pick_opens_an_emergency_pr_and_days_behind_upstream_stays(
 
     reply = await say(ctx, number, '/cherry-pick 1872 --reason "the crash blocks the release"')
     assert reply.startswith("<!-- sluice:reply:") and "Opened #" in reply and "code owner" in reply
-    (emergency,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    (emergency,) = emergencies(sim)
     assert emergency["base"]["ref"] == "main" and emergency["state"] == "open"
     assert [label["name"] for label in emergency["labels"]] == ["sluice:emergency"]
     assert "the crash blocks the release" in emergency["body"] and "#1872" in emergency["body"]
@@ -287,7 +292,7 @@ async def test_cherry_pick_by_sha_and_a_second_request_changes_nothing(ctx: Cont
     assert "Opened #" in await say(ctx, number, f"/cherry-pick {fix[:9].upper()}")
     again = await say(ctx, number, f"/cherry-pick {fix}", user="carol")
     assert "already open as #" in again
-    (emergency,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    (emergency,) = emergencies(sim)
     # GitHub's `pull_request` event for it: an emergency pick is no fork PR growing the patch stack.
     await dispatch(ctx, "pull_request", sim.pull_request_payload(FORK, emergency["number"], "opened"))
     assert sim.comment_objects(FORK, emergency["number"]) == []
@@ -299,7 +304,7 @@ async def test_a_sha_prefix_of_digits_alone_is_the_commit_when_upstream_has_no_s
     reply = await say(ctx, number, f"/cherry-pick {fix[:9]}")
     assert "Opened #" in reply, reply
     assert ("GET", f"/repos/{UPSTREAM}/pulls/{int(fix[:9])}", 404) in sim.requests
-    (emergency,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    (emergency,) = emergencies(sim)
     assert f"Upstream-Commit: {fix}" in sim.git(FORK, "log", "-1", "--format=%B", emergency["head"]["sha"])
 
 
@@ -314,7 +319,7 @@ async def refused_as_ambiguous(ctx: Context, *, merge: bool) -> tuple[GitHubSim,
     both = f"`{prefix}` is both upstream PR #{int(prefix)} and the start of upstream commit `{side[:10]}`"
     assert both in reply, reply
     assert f"write `#{int(prefix)}` for the PR" in reply and "not merged" not in reply
-    assert not [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    assert not emergencies(sim)
     return sim, number, prefix, pull
 
 
@@ -323,7 +328,7 @@ async def test_digits_that_name_both_an_upstream_pr_and_a_commit_are_refused_unt
 ) -> None:
     sim, number, prefix, pull = await refused_as_ambiguous(ctx, merge=True)
     assert "Opened #" in await say(ctx, number, f"/cherry-pick #{int(prefix)}")
-    (emergency,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    (emergency,) = emergencies(sim)
     picked = sim.git(FORK, "log", "-1", "--format=%B", emergency["head"]["sha"])
     assert f"Upstream-Commit: {pull['merge_commit_sha']}" in picked
     assert [outcome for _, _, outcome in audit(ctx)] == ["refused", "accepted"]
@@ -340,7 +345,7 @@ async def test_digits_of_an_unmerged_upstream_pr_are_ambiguous_only_when_a_commi
     other = str(int(prefix) + 1)
     await merged_upstream_pull(ctx, {"other.txt": "other\n"}, number=int(other), merge=False)
     assert f"upstream PR #{other} is not merged (open)" in await say(ctx, number, f"/cherry-pick {other}")
-    assert not [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    assert not emergencies(sim)
     assert [outcome for _, _, outcome in audit(ctx)] == ["refused", "refused", "refused"]
 
 
@@ -516,7 +521,7 @@ async def test_an_emergency_pick_merges_after_l1_and_a_code_owners_approval(ctx:
     (before,) = LagHistory(ctx.store).history(FORK)
     trunk = sim.git(FORK, "rev-parse", "main")
     assert "Opened #" in await say(ctx, number, "/cherry-pick 1872")
-    (pull,) = [p for p in sim.pulls[FORK] if p["head"]["ref"].startswith(EMERGENCY_PREFIX)]
+    (pull,) = emergencies(sim)
     head, pick = pull["head"]["sha"], pull["head"]["ref"].removeprefix(EMERGENCY_PREFIX)
 
     await finish_l1(ctx, head)  # L1 alone is required (L2 is not, for an emergency pick), but no approval
