@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +17,9 @@ from bot.core import fitting
 from bot.core.config import SluiceConfig
 from bot.core.fitting import Row
 from bot.core.risk_model import RiskModel
-from bot.flows import calibrate
+from bot.flows import calibrate, mining
 from bot.flows.calibrate import CalibrateOptions, FeatureCache
+from bot.flows.mining import TrunkCommit
 from bot.flows.risk_files import default_model
 from bot.git.repo import GitRepo
 from tests.support.scenarios import EPOCH, HOUR, Scenario, merge_pr, numbered, patch_stack_history
@@ -122,6 +124,10 @@ def test_merge_windows_find_reverts_named_shas_prs_and_trunk_fixes_soon_after(tm
     assert rows[c["a4"]].evidence.startswith("PR #104 named by")
     assert "perf regression" in rows[c["a5"]].evidence
     assert rows[c["a1"]].outcome == 0  # named 9 days later: past the 7-day window
+    # When the fork said so: in the merge PR (before the merge), or on trunk two days after it.
+    assert rows[c["a3"]].known is not None and rows[c["a3"]].known <= rows[c["a3"]].time
+    assert rows[c["a5"]].known == rows[c["a5"]].time + 2 * DAY_H * HOUR
+    assert rows[c["a1"]].known is None
     assert rows[c["a6"]].outcome == 0  # `(#106)` was only the fix commit's own PR number
     assert {rows[c["a1"]].window, rows[c["b1"]].window} == {c["merge_a"], c["merge_b"]}
 
@@ -180,6 +186,37 @@ def test_pick_histories_find_resolved_picks_fixups_and_reverts_of_picks(tmp_path
     # One run of three picks, then one run per pick: the planner saw trunk before each run.
     assert rows[c["u1"]].window == rows[c["u3"]].window == c["p1"]
     assert rows[c["u4"]].window == c["p4"]
+
+
+def test_the_evidence_is_the_earliest_fix_that_names_the_commit() -> None:
+    later = TrunkCommit("b" * 40, ("0" * 40,), 300, f"Clean up after {'a' * 10}")
+    earlier = TrunkCommit("c" * 40, ("0" * 40,), 200, f'Revert "Speed up (#7)"\n\nIt broke {"a" * 10}.')
+    found = mining.evidence({"a" * 40: "Speed up (#7)", "d" * 40: "Docs (#8)"}, [later, earlier])
+    assert list(found) == ["a" * 40]
+    assert found["a" * 40] == mining.Evidence(f"reverted by {'c' * 10} 'Revert \"Speed up (#7)\"'", 200)
+
+
+def test_a_fit_at_a_cut_knows_only_the_culprits_named_before_it() -> None:
+    rows = [
+        Row(sha="a", window="w1", time=10, features={}, outcome=1, known=15),
+        Row(sha="b", window="w1", time=10, features={}, outcome=1, known=30),
+        Row(sha="c", window="w1", time=10, features={}, outcome=1),  # not said when: stays a culprit
+        Row(sha="d", window="w1", time=10, features={}, outcome=0),
+    ]
+    assert [r.outcome for r in fitting.as_known_at(rows, 30)] == [1, 0, 1, 0]
+    assert [r.outcome for r in fitting.as_known_at(rows, 31)] == [1, 1, 1, 0]
+
+
+def test_the_held_out_fit_knows_only_the_culprits_named_by_the_split() -> None:
+    """Every earlier culprit named only after the split: the held-out fit has nothing to learn from, where
+    named before it the same rows are judged."""
+    rows = planted_rows(400, seed=5)
+    split = fitting.time_split(rows, 0.7)[1][0].time
+    late = [replace(r, known=split + 1) if r.outcome else r for r in rows]
+    early = [replace(r, known=r.time) if r.outcome else r for r in rows]
+    assert calibrate.judge_split(late, CalibrateOptions()) is None
+    held = calibrate.judge_split(early, CalibrateOptions())
+    assert held is not None and held.train_commits == 280
 
 
 def planted_rows(n: int, *, seed: int) -> list[Row]:

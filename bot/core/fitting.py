@@ -6,7 +6,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -33,6 +33,13 @@ class Row:
     evidence: str = ""
     risk: str = ""  # the level today's rules gave it, for comparison
     changed_lines: int = 0
+    known: int | None = None  # when the fork first said it broke (a fix commit's time); None: not when
+
+
+def as_known_at(rows: Sequence[Row], cut: int) -> list[Row]:
+    """The rows as a fit at time `cut` would have had them: a culprit the fork only named at `cut` or later
+    was, then, a commit that had not broken anything yet (a row that does not say when stays a culprit)."""
+    return [replace(r, outcome=0) if r.known is not None and r.known >= cut else r for r in rows]
 
 
 @dataclass(frozen=True)

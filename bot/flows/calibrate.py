@@ -127,7 +127,7 @@ def window_commits(repo: Repository, config: SluiceConfig, window: IngestionWind
 def window_rows(window: IngestionWindow, planned: Sequence[PlannedCommit], config: SluiceConfig) -> list[Row]:
     """Each brought-in commit's features as the planner saw it then, and its outcome from what the fork did
     next."""
-    broke = mining.outcomes({p.sha: p.subject for p in planned}, window.fixes, picks=window.picks)
+    broke = mining.evidence({p.sha: p.subject for p in planned}, window.fixes, picks=window.picks)
     return [
         Row(
             sha=p.sha,
@@ -135,9 +135,10 @@ def window_rows(window: IngestionWindow, planned: Sequence[PlannedCommit], confi
             time=window.time,
             features=commit_features(p, config=config),
             outcome=int(p.sha in broke),
-            evidence=broke.get(p.sha, ""),
+            evidence=broke[p.sha].said if p.sha in broke else "",
             risk=p.risk.value,
             changed_lines=p.changed_lines,
+            known=broke[p.sha].time if p.sha in broke else None,
         )
         for p in planned
     ]
@@ -259,8 +260,10 @@ def todays_rule_scores(rows: Sequence[Row]) -> list[float]:
 
 
 def judge_split(rows: Sequence[Row], options: CalibrateOptions) -> HeldOut | None:
-    """Fit on the earlier rows, judge on the later ones; None when either side lacks a culprit."""
-    train, test = fitting.time_split(rows, options.train_share)
+    """Fit on the earlier rows, with the culprits known by the split, judge on the later ones; None when
+    either side lacks a culprit."""
+    earlier, test = fitting.time_split(rows, options.train_share)
+    train = fitting.as_known_at(earlier, test[0].time) if test else earlier
     if len({r.outcome for r in train}) < 2 or not test or not any(r.outcome for r in test):
         return None
     model = fitting.fit(train, c=options.c)

@@ -210,35 +210,58 @@ def _shas_named(message: str, candidates: Iterable[str]) -> set[str]:
     return {sha for sha in candidates if any(sha.startswith(t) for t in tokens)}
 
 
-def outcomes(
+@dataclass(frozen=True)
+class Evidence:
+    """That an upstream commit broke the fork: what said so, and when the fork first said it."""
+
+    said: str
+    time: int  # the committer time of that fix commit (or pick): before it, nobody could have known
+
+
+def evidence(
     brought: Mapping[str, str],
     fixes: Sequence[TrunkCommit],
     *,
     picks: Mapping[str, TrunkCommit] | None = None,
-) -> dict[str, str]:
-    """Upstream SHA -> the evidence that it broke the fork, for the commits of one window that did
+) -> dict[str, Evidence]:
+    """Upstream SHA -> the earliest evidence that it broke the fork, for the commits of one window that did
     (`brought`: upstream SHA -> subject).
 
     Evidence: a fork commit reverts its subject (or its pick), names its SHA (or its pick's) or its upstream
     PR number; or its pick is marked `[RESOLVED]` (a person resolved its conflicts).
     """
     picks = picks or {}
-    found: dict[str, str] = {}
+    found: dict[str, Evidence] = {}
+
+    def add(sha: str, said: str, time: int) -> None:
+        if sha not in found or time < found[sha].time:
+            found[sha] = Evidence(said, time)
+
     titles = {normalise_title(subject): sha for sha, subject in brought.items()}
     titles |= {normalise_title(p.subject): up for up, p in picks.items() if up in brought}
     prs = {n: sha for sha, subject in brought.items() if (n := pr_number(subject))}
     names = {sha: sha for sha in brought} | {p.sha: up for up, p in picks.items() if up in brought}
     for up, pick in picks.items():
         if up in brought and RESOLVED_MARK.search(pick.subject):
-            found.setdefault(up, f"pick {pick.sha[:10]} marked [RESOLVED]")
+            add(up, f"pick {pick.sha[:10]} marked [RESOLVED]", pick.time)
     for fix in fixes:
         said = f"{fix.sha[:10]} {fix.subject[:60]!r}"
         reverted = REVERT.match(fix.subject)
         title = normalise_title(reverted.group(1)) if reverted else None
         if title in titles:
-            found.setdefault(titles[title], f"reverted by {said}")
+            add(titles[title], f"reverted by {said}", fix.time)
         for sha in sorted(_shas_named(fix.message, names)):
-            found.setdefault(names[sha], f"named by {said}")
+            add(names[sha], f"named by {said}", fix.time)
         for number in sorted(_prs_named(fix.message) & set(prs)):
-            found.setdefault(prs[number], f"PR #{number} named by {said}")
+            add(prs[number], f"PR #{number} named by {said}", fix.time)
     return found
+
+
+def outcomes(
+    brought: Mapping[str, str],
+    fixes: Sequence[TrunkCommit],
+    *,
+    picks: Mapping[str, TrunkCommit] | None = None,
+) -> dict[str, str]:
+    """Upstream SHA -> what said it broke the fork (`evidence`, without the time)."""
+    return {sha: e.said for sha, e in evidence(brought, fixes, picks=picks).items()}
