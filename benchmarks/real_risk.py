@@ -5,7 +5,8 @@
 
 The ingestions, their planned commits and their culprits are exactly those of `sluice calibrate`: the same
 mining (`bot.flows.calibrate`), labels and feature cache (the planner as of each ingestion). A time split
-(calibrate's: the earlier 70 % of commits) fits a model on the earlier ingestions only; on the later ones,
+(calibrate's: the earlier 70 % of commits) fits a model on the earlier ingestions only, with the culprits
+the fork had named by the split (a fix that came later is not known to it); on the later ones,
 held out, the planner itself (`calibrated_selection` and `classify`, structural rules included) chains
 commits with that model at each setting: the fewest-expected-runs threshold and `risk.chain_share`. It
 prints the share of commits bundled and of culprits chained beside today's rules, says whether the issue's
@@ -370,11 +371,12 @@ class Fold:
 
 
 def rolling_folds(mined: Sequence[Mined], rows: Sequence[Row], starts: Sequence[int]) -> list[Fold]:
-    """Per month start: the model fitted on every ingestion before it (none when those hold no culprit, or
-    only culprits), and the ingestions of that month, which it never saw."""
+    """Per month start: the model fitted on every ingestion before it, with the culprits named by then
+    (none when those hold no culprit, or only culprits), and the ingestions of that month, which it never
+    saw."""
     folds = []
     for start, end in itertools.zip_longest(starts, starts[1:]):  # the last month runs to the last row
-        train = [r for r in rows if r.time < start]
+        train = fitting.as_known_at([r for r in rows if r.time < start], start)
         judged = tuple(m for m in mined if m.window.time >= start and (end is None or m.window.time < end))
         if judged and len({r.outcome for r in train}) == 2:
             earlier = {m.window.id: m.commits for m in mined if m.window.time < start}
@@ -410,10 +412,11 @@ def judged_rows(rows: Sequence[Row], since: int | None) -> list[Row]:
 
 def held_out(rows: Sequence[Row], since: int | None) -> tuple[list[Row], list[Row]]:
     """Calibrate's time split of the rows judged (those from `since` on): the later ones held out; every
-    row before them is fitted on, those from before `since` too."""
+    row before them is fitted on, those from before `since` too, with the culprits known by the split."""
     _, test = fitting.time_split(judged_rows(rows, since), TRAIN_SHARE)
     held = {r.window for r in test}
-    return [r for r in rows if r.window not in held], test
+    earlier = [r for r in rows if r.window not in held]
+    return (fitting.as_known_at(earlier, min(r.time for r in test)) if test else earlier), test
 
 
 def measure(repo: GitRepo, args: argparse.Namespace) -> None:
@@ -424,10 +427,11 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     test_windows = [m for m in mined if m.window.id in held]
     earlier = [m for m in mined if since is not None and m.window.time < since]
     fitted_only = f", {len(earlier)} of them before {args.since} only fitted on" if earlier else ""
+    later = sum(r.outcome for r in rows if r.window not in held) - sum(r.outcome for r in train)
     print(
         f"ingestions mined: {len(mined)} ({len(rows)} upstream commits, {sum(r.outcome for r in rows)} "
         f"culprits{fitted_only}); held out: the newest {len(test_windows)} ({len(test)} commits), fitted on "
-        "the rest"
+        f"the rest ({sum(r.outcome for r in train)} culprits named by the split, {later} only later)"
     )
     report(
         "held out, today's rules",

@@ -9,6 +9,7 @@ import hashlib
 import importlib.util
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -148,6 +149,12 @@ def test_the_rolling_origin_refits_each_month_on_what_came_before_it_only() -> N
         assert chained == [frozenset({m.commits[0].sha}) for m in fold.judged]
     clean = [r for r in rows if not r.outcome]
     assert real_risk.rolling_folds(mined, clean, starts) == []  # no culprit before a month: nothing to learn
+    # A culprit named five weeks after its ingestion was not known to the fit at a month start before that.
+    late = [replace(r, known=r.time + 35 * day) if r.outcome else r for r in rows]
+    named = [sum(1 for r in rows if r.outcome and r.time + 35 * day < s) for s in starts]
+    assert named == [4, 8]  # of 9 and 13 ingestions before April and May
+    assert [f.model.provenance.positives for f in real_risk.rolling_folds(mined, late, starts)] == named
+    assert [f.model.provenance.positives for f in folds] == [9, 13]
 
 
 def test_the_sweep_keeps_the_setting_that_chains_most_culprits_at_the_goals_bundled_share() -> None:
@@ -232,6 +239,13 @@ def test_older_history_is_fitted_on_but_the_ingestions_judged_stay_those_from_si
     assert test == alone_test  # the same ingestions held out as without the older history
     assert train == [r for r in rows if r.time < since] + alone_train  # the older history fitted on too
     assert real_risk.held_out(rows, None) == fitting.time_split(rows, real_risk.TRAIN_SHARE)
+    # A culprit named three weeks after its ingestion is fitted on as one only if that was before the split.
+    late = [replace(r, known=r.time + 21 * day) if r.outcome else r for r in rows]
+    late_train, late_test = real_risk.held_out(late, since)
+    assert late_test == [replace(r, known=r.time + 21 * day) if r.outcome else r for r in test]
+    split = test[0].time
+    assert [r.outcome for r in late_train] == [int(r.outcome and r.time + 21 * day < split) for r in train]
+    assert 0 < sum(r.outcome for r in late_train) < sum(r.outcome for r in train)
 
 
 @pytest.mark.parametrize(
