@@ -55,15 +55,19 @@ async def tiering(ctx: Context, fork: Fork) -> Tiering:
     )
 
     async def after(run: TierRun) -> None:  # a probe's result, a real failure or an L3 a bisection may want
-        if run.bisection is not None or run.verdict is Verdict.FAILED or regressed_l3(run):
+        if run.bisection is not None or run.verdict is Verdict.FAILED or await regressed_l3(ctx, run):
             await requests.bisect(ctx, fork.repo, run.id or 0)
 
     return Tiering(forge, ctx.tier_runs, ctx.db, backend, config, ctx.clock, after=after)
 
 
-def regressed_l3(run: TierRun) -> bool:
-    """An L3 run that passed its tests: its comparison may call for a performance bisection."""
-    return run.level is Level.L3 and run.verdict in (Verdict.PASSED, Verdict.BROKEN_TRUNK)
+async def regressed_l3(ctx: Context, run: TierRun) -> bool:
+    """An L3 run that passed its tests, and whose comparison (kept with its ending) found a critical kernel
+    regressed beyond the noise: it may call for a performance bisection. Another passed run asks for none."""
+    passed = run.verdict in (Verdict.PASSED, Verdict.BROKEN_TRUNK)
+    if run.level is not Level.L3 or not passed or run.id is None:
+        return False
+    return any(r.critical for r in await ctx.db(ctx.tier_runs.regressions, run.id))
 
 
 async def repo_config(ctx: Context, forge: ForkGitHub, fork: Fork) -> SluiceConfig:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from bot.core.bisect_pr import COMMENT_MARKER, Status
 from bot.core.ingestion import BRANCH_PREFIX
@@ -21,8 +22,10 @@ from bot.core.tiers import Level, RunState, TierRun
 from bot.core.trunk_watch import WATCH
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
+from bot.db.jobs import jobs
 from bot.db.tier_runs import TierRuns
 from bot.db.trunk_watch import TrunkWatchStore
+from handlers.requests import BISECT
 from runners.report import Report
 from tests.support.github_sim import GitHubSim
 from tests.test_bisect_e2e import docs, pulls, upstream_of
@@ -146,4 +149,10 @@ async def test_a_change_within_the_noise_is_not_bisected(rig: Rig) -> None:
     assert [(r.verdict and r.verdict.value, r.bisection) for r in l3] == [("passed", None)]
     assert l3[0].report is not None and '"kernel":"matmul"' in l3[0].report.replace(" ", "")
     assert Bisections(rig.store).for_pull(FORK, pull.number) == []
+    assert bisect_jobs(rig) == 0  # no critical kernel regressed: no bisection job was even asked for
     assert pull.merged
+
+
+def bisect_jobs(rig: Rig) -> int:
+    with rig.store._engine.connect() as conn:
+        return len(conn.execute(select(jobs.c.id).where(jobs.c.kind == BISECT)).all())
