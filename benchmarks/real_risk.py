@@ -221,7 +221,7 @@ class Judged:
 
     def chained(self, config: SluiceConfig) -> frozenset[str]:
         """The commits the planner chains under `config`: its own selection and classification."""
-        return rules_chained(self.scored, config, calibrated_selection(self.scored, config, self.model))
+        return frozenset(sha for sha, where in self.placed(config).items() if where != BUNDLED)
 
     def placed(self, config: SluiceConfig) -> dict[str, str]:
         """Where the planner puts each commit under `config`, and why (one of PLACES). The selection's
