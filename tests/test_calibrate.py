@@ -216,7 +216,13 @@ def test_the_held_out_fit_knows_only_the_culprits_named_by_the_split() -> None:
     early = [replace(r, known=r.time) if r.outcome else r for r in rows]
     assert calibrate.judge_split(late, CalibrateOptions()) is None
     held = calibrate.judge_split(early, CalibrateOptions())
+    fitted = sum(r.outcome for r in rows[:280])
     assert held is not None and held.train_commits == 280
+    assert (held.train_culprits, held.late_culprits) == (fitted, 0)
+    some = [replace(r, known=split) if r.outcome and r.time % 2 else r for r in early]  # named at the split
+    held = calibrate.judge_split(some, CalibrateOptions())
+    odd = sum(r.outcome for r in rows[:280] if r.time % 2)
+    assert held is not None and (held.train_culprits, held.late_culprits) == (fitted - odd, odd)
 
 
 def planted_rows(n: int, *, seed: int) -> list[Row]:

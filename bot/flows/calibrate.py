@@ -219,6 +219,8 @@ class HeldOut:
     baselines: dict[str, Quality]  # size alone, today's rules: on the same held-out rows
     split_time: int  # the first held-out ingestion
     train_commits: int
+    train_culprits: int = 0  # the fitted ones, as known at the split
+    late_culprits: int = 0  # fitted commits the fork named as culprits only after the split: fitted as clean
 
     def metrics(self, options: CalibrateOptions) -> dict[str, float]:
         q = self.quality
@@ -277,6 +279,8 @@ def judge_split(rows: Sequence[Row], options: CalibrateOptions) -> HeldOut | Non
         },
         split_time=test[0].time,
         train_commits=len(train),
+        train_culprits=sum(r.outcome for r in train),
+        late_culprits=sum(r.outcome for r in earlier) - sum(r.outcome for r in train),
     )
 
 
@@ -422,7 +426,8 @@ def report(cal: Calibration, options: CalibrateOptions) -> list[str]:
         held = cal.held_out
         lines.append(
             f"held-out split: fitted on the {held.train_commits} commits of ingestions before "
-            f"{iso(held.split_time)}, judged on the rest"
+            f"{iso(held.split_time)} ({held.train_culprits} culprits named by then, {held.late_culprits} "
+            "only later, fitted as clean), judged on the rest"
         )
         lines += _quality_lines("held-out", held.quality, options)
         for name, base in held.baselines.items():
