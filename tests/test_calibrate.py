@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import subprocess
@@ -14,12 +15,17 @@ import pytest
 
 from bot.app.cli import main
 from bot.core import fitting
+from bot.core.bisect_pr import Blame
 from bot.core.config import SluiceConfig
 from bot.core.fitting import Row
 from bot.core.risk_model import RiskModel
+from bot.core.tiers import Level
+from bot.db.bisections import Bisections
+from bot.db.store import Store
 from bot.flows import calibrate, mining
 from bot.flows.calibrate import CalibrateOptions, FeatureCache
 from bot.flows.mining import TrunkCommit
+from bot.flows.planning import fork_key
 from bot.flows.risk_files import default_model
 from bot.git.repo import GitRepo
 from tests.support.scenarios import EPOCH, HOUR, Scenario, merge_pr, numbered, patch_stack_history
@@ -196,6 +202,23 @@ def test_the_evidence_is_the_earliest_fix_that_names_the_commit() -> None:
     assert found["a" * 40] == mining.Evidence(f"reverted by {'c' * 10} 'Revert \"Speed up (#7)\"'", 200)
 
 
+def test_a_commit_sluices_bisection_blamed_is_a_culprit_from_when_it_was_blamed() -> None:
+    revert = TrunkCommit("c" * 40, ("0" * 40,), 200, 'Revert "Speed up (#7)"')
+    blamed = {
+        "a" * 40: Blame(Level.L1, 12, "test_core.py::test_dot failed", 150),  # before the revert
+        "d" * 40: Blame(Level.L2, 13, "kernel suite failed", 400),  # nothing else names it
+        "e" * 40: Blame(Level.L1, 14, "not in this window", 100),
+    }
+    brought = {"a" * 40: "Speed up (#7)", "d" * 40: "Docs (#8)", "f" * 40: "Tidy (#9)"}
+    found = mining.evidence(brought, [revert], blamed=blamed)
+    assert set(found) == {"a" * 40, "d" * 40}
+    said = "bisected by Sluice: L1 of #12 (test_core.py::test_dot failed)"
+    assert found["a" * 40] == mining.Evidence(said, 150)
+    assert found["d" * 40].time == 400 and found["d" * 40].said.startswith("bisected by Sluice: L2 of #13")
+    # Without the store's blames, git history alone: the revert.
+    assert mining.evidence(brought, [revert])["a" * 40].time == 200
+
+
 def test_a_fit_at_a_cut_knows_only_the_culprits_named_before_it() -> None:
     rows = [
         Row(sha="a", window="w1", time=10, features={}, outcome=1, known=15),
@@ -327,6 +350,38 @@ def test_calibrate_learns_that_commits_on_the_patch_stack_broke_a_generated_fork
     assert weights["reason:patch-stack-symbol"] > 1.0 and weights["reason:predicted-conflict"] > 0.5
     assert abs(weights["log2-lines"]) < 0.2 and abs(weights.get("tests-or-docs-only", 0.0)) < 0.3
     assert model.provenance.held_out.get("auc") == 1.0
+
+
+def test_calibrate_counts_the_culprits_sluices_bisections_blamed_in_the_store(
+    tmp_path: Path, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fork that runs Sluice: its bisections name culprits that no fix commit named. With the store,
+    calibrate labels them too (those blamed after `--until` are later history); without it, git alone."""
+    s, c = merge_history(tmp_path / "h")
+    key = fork_key(SluiceConfig(), GitRepo(s.path), s.fork_ref)
+    store = Store.open(database_url)
+    try:
+        records = Bisections(store)
+
+        def blame(sha: str, at: int, pull: int) -> None:
+            when = dt.datetime.fromtimestamp(at, dt.UTC)
+            records.blame(key, sha, level=Level.L1, pull=pull, bisection=1, detail="test_a6 failed", at=when)
+
+        blame(c["a6"], s.time_of(c["merge_a"]) - HOUR, 9001)  # in the merge PR, before it merged
+        blame(c["b1"], EPOCH + 100 * 365 * DAY_H * HOUR, 9005)  # a century on: after --until
+        blame("f" * 40, EPOCH, 9006)  # never ingested: no row to label
+    finally:
+        store.close()
+    out = tmp_path / "model.json"
+    assert calibrate_cli(s, out, "--database", database_url, "--until", "2100-01-01") == 0
+    model = RiskModel.from_json(out.read_text())
+    assert model.provenance.positives == 5  # the 4 that fix commits named, and a6
+    printed = capsys.readouterr().out
+    assert "culprits by evidence: PR named 1, SHA named 2, bisected by Sluice 1, reverted 1" in printed
+    assert "bisections blamed 2 upstream commits on this fork; 1 of them are among the mined ones" in printed
+    assert calibrate_cli(s, out, "--until", "2100-01-01") == 0  # no store: git history alone
+    assert RiskModel.from_json(out.read_text()).provenance.positives == 4
+    assert "bisected" not in capsys.readouterr().out.split("method:")[0]
 
 
 def test_a_fork_with_no_history_gets_the_default_model_and_says_so(

@@ -30,6 +30,7 @@ from bot.core.errors import BadInput, GitError, NotFound, SluiceError
 from bot.core.models import CommitInfo, Disposition, DispositionRecord, PickReport, PickStatus, Plan, RiskKind
 from bot.core.recognise import unmatched_picks
 from bot.core.refs import validate_ref, validate_rev
+from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.store import DEFAULT_URL_ENV, Store, default_database_url, default_sqlite_path
 from bot.flows import calibrate, simulate
@@ -580,8 +581,14 @@ SCHEMAS: dict[str, type[Plan] | type[PickReport]] = {"plan": Plan, "pick": PickR
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    repo, config = _open_repo(args)
-    return calibrate.run_command(repo, config, args)
+    repo, config = _open_repo(args)  # bad refs fail before the store is opened
+    store = _existing_store(args.database)  # never created here: without one, git history alone
+    try:
+        blamed = Bisections(store).blames(fork_key(config, repo, args.fork)) if store else None
+    finally:
+        if store is not None:
+            store.close()
+    return calibrate.run_command(repo, config, args, blamed=blamed)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

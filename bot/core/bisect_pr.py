@@ -108,6 +108,16 @@ class BisectionStats:
     running: int
 
 
+@dataclass(frozen=True)
+class Blame:
+    """An upstream commit a bisection blamed: the tier failed with it, passed without it."""
+
+    level: Level
+    pull: int  # the ingestion PR it was bisected on
+    detail: str  # what its failure was
+    time: int  # when it was blamed (epoch seconds)
+
+
 def candidate_branch(ingestion: str, bisection: int, probe: int) -> str:
     return f"{CANDIDATE_PREFIX}{ingestion}/{bisection}-{probe}"
 

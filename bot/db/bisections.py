@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from bot.core.bisect_pr import BisectionRecord, BisectionStats, Status
+from bot.core.bisect_pr import BisectionRecord, BisectionStats, Blame, Status
 from bot.core.tiers import Level
 from bot.db.store import Store, UTCDateTime, metadata
 from bot.db.tier_runs import INGESTION_LEN
@@ -136,6 +136,17 @@ class Bisections:
         query = select(bisect_culprits.c.sha, bisect_culprits.c.detail).where(bisect_culprits.c.fork == fork)
         with self.store._engine.connect() as conn:
             return {r.sha: r.detail for r in conn.execute(query)}
+
+    def blames(self, fork: str) -> dict[str, Blame]:
+        """Each culprit's upstream SHA and its blame: the tier, the PR, what failed and when (what
+        `sluice calibrate` counts as evidence that the commit broke the fork)."""
+        c = bisect_culprits.c
+        query = select(c.sha, c.level, c.pull, c.detail, c.at).where(c.fork == fork)
+        with self.store._engine.connect() as conn:
+            return {
+                r.sha: Blame(Level(r.level), r.pull, r.detail, int(r.at.timestamp()))
+                for r in conn.execute(query)
+            }
 
     def stats(self) -> list[BisectionStats]:
         """Per fork and tier: how many bisections, the tier runs they used, how many run now."""

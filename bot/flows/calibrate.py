@@ -15,6 +15,7 @@ from pathlib import Path
 import sklearn
 
 from bot.core import fitting, tradeoff_svg
+from bot.core.bisect_pr import Blame
 from bot.core.calibrated import chain_levels
 from bot.core.config import SluiceConfig
 from bot.core.errors import SluiceError
@@ -124,10 +125,17 @@ def window_commits(repo: Repository, config: SluiceConfig, window: IngestionWind
     return [planned[sha] for sha in window.brought if sha in planned]
 
 
-def window_rows(window: IngestionWindow, planned: Sequence[PlannedCommit], config: SluiceConfig) -> list[Row]:
+def window_rows(
+    window: IngestionWindow,
+    planned: Sequence[PlannedCommit],
+    config: SluiceConfig,
+    *,
+    blamed: Mapping[str, Blame] | None = None,
+) -> list[Row]:
     """Each brought-in commit's features as the planner saw it then, and its outcome from what the fork did
-    next."""
-    broke = mining.evidence({p.sha: p.subject for p in planned}, window.fixes, picks=window.picks)
+    next (`blamed`: the culprits Sluice's own bisections blamed, by upstream SHA)."""
+    brought = {p.sha: p.subject for p in planned}
+    broke = mining.evidence(brought, window.fixes, picks=window.picks, blamed=blamed)
     return [
         Row(
             sha=p.sha,
@@ -181,9 +189,10 @@ def mine(
     *,
     cache: FeatureCache,
     progress: Progress = _quiet,
+    blamed: Mapping[str, Blame] | None = None,
 ) -> tuple[list[Row], list[str]]:
     """Every window's rows (features from the cache when it has them), and a note per window that could not
-    be read."""
+    be read (`blamed`: as for `window_rows`)."""
     rows: list[Row] = []
     failed: list[str] = []
     # Newest first: an interrupted run has cached the newest ingestions, which `--limit` takes.
@@ -200,7 +209,7 @@ def mine(
                 progress(f"{label}: skipped ({err.message})")
                 continue
             cache.put(window, planned)
-        found = window_rows(window, planned, config)
+        found = window_rows(window, planned, config, blamed=blamed)
         culprits = sum(r.outcome for r in found)
         progress(f"{label}: {len(found)} rows, {culprits} broke the fork")
         rows += found
@@ -310,15 +319,19 @@ def calibrate(
     options: CalibrateOptions,
     cache: Path | None = None,
     progress: Progress = _quiet,
+    blamed: Mapping[str, Blame] | None = None,
 ) -> Calibration:
-    """Mine, fit and judge; the default model (and why) when the history has nothing to learn from."""
+    """Mine, fit and judge; the default model (and why) when the history has nothing to learn from.
+    `blamed`: the culprits Sluice's own bisections blamed on this fork (the store's), also evidence."""
     fork_head, upstream_head = repo.resolve(fork), repo.resolve(upstream)
     progress("finding past ingestions")
     windows = find_windows(repo, config, fork_head=fork_head, upstream_head=upstream_head, options=options)
     if not windows:
         return fallback(windows, [], "no past ingestion (upstream merge or pick) found", options)
     features = FeatureCache(cache, config=config)
-    rows, failed = mine(repo, config, windows, cache=features, progress=progress)
+    if blamed is not None:  # a blame after --until is later history, as a fix after it is
+        blamed = {s: b for s, b in blamed.items() if mining.in_range(b.time, since=None, until=options.until)}
+    rows, failed = mine(repo, config, windows, cache=features, progress=progress, blamed=blamed)
     if not any(r.outcome for r in rows):
         reason = f"{len(rows)} upstream commits mined, none of them broke the fork"
         return fallback(windows, rows, reason, options)
@@ -338,7 +351,7 @@ def calibrate(
         positives=sum(outcomes),
         method=_method(options),
         held_out=held_out.metrics(options) if held_out else {},
-        notes=_notes(windows, failed, options, held_out is not None),
+        notes=_notes(windows, failed, options, held_out is not None, blamed=_blamed_note(rows, blamed)),
     )
     model = RiskModel(
         schema=MODEL_SCHEMA,
@@ -378,14 +391,32 @@ def _method(options: CalibrateOptions) -> str:
     )
 
 
+def _blamed_note(rows: Sequence[Row], blamed: Mapping[str, Blame] | None) -> str | None:
+    """What the store's bisections added, when a store was read (none blamed is worth saying too)."""
+    if blamed is None:
+        return None
+    mined = {r.sha for r in rows} & set(blamed)
+    first = sum(1 for r in rows if r.evidence.startswith(mining.BISECTED))
+    return (
+        f"Sluice's bisections blamed {len(blamed)} upstream commits on this fork; {len(mined)} of them are "
+        f"among the mined ones, {first} labelled by that blame first"
+    )
+
+
 def _notes(
-    windows: Sequence[IngestionWindow], failed: Sequence[str], options: CalibrateOptions, judged: bool
+    windows: Sequence[IngestionWindow],
+    failed: Sequence[str],
+    options: CalibrateOptions,
+    judged: bool,
+    *,
+    blamed: str | None = None,
 ) -> tuple[str, ...]:
     styles = {s: sum(1 for w in windows if w.style == s) for s in ("merge", "pick")}
     notes = [
         f"ingestions: {styles['merge']} upstream merges, {styles['pick']} runs of picks",
         f"outcome 1: reverted, or named (SHA or upstream PR) by a fork commit in the ingestion's PR or on "
-        f"trunk within {options.fix_days:g} days, or picked with [RESOLVED]",
+        f"trunk within {options.fix_days:g} days, or picked with [RESOLVED], or blamed by Sluice's own "
+        "bisection (when a store is read)",
         f"features: bot.core.risk_model.commit_features version {FEATURES_VERSION}, "
         "computed by the planner as of each ingestion",
     ]
@@ -393,6 +424,8 @@ def _notes(
         notes.append(
             f"range asked: since {iso(options.since)}, until {iso(options.until)}, limit {options.limit}"
         )
+    if blamed is not None:
+        notes.append(blamed)
     if failed:
         notes.append(f"{len(failed)} ingestions could not be read: {'; '.join(failed[:5])}")
     if not judged:
@@ -452,7 +485,13 @@ def _mined_lines(cal: Calibration) -> list[str]:
 
 
 def _evidence_counts(rows: Sequence[Row]) -> str:
-    kinds = {"reverted": "reverted", "named": "SHA named", "PR": "PR named", "pick": "[RESOLVED] pick"}
+    kinds = {
+        "reverted": "reverted",
+        "named": "SHA named",
+        "PR": "PR named",
+        "pick": "[RESOLVED] pick",
+        "bisected": "bisected by Sluice",
+    }
     counts = Counter(kinds.get(r.evidence.split(" ", 1)[0], "other") for r in rows if r.outcome)
     return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "none"
 
@@ -517,6 +556,11 @@ def add_parser(
     )
     command.add_argument("--curve", help="also write the recall / bundled-share trade-off curve (an SVG)")
     command.add_argument(
+        "--database",
+        help="the store whose bisection culprits count as evidence too (default: $SLUICE_DATABASE_URL, "
+        "else the default SQLite file when it exists; none: git history alone)",
+    )
+    command.add_argument(
         "--cache", help="a JSON-lines file of mined rows to reuse and extend (keep it under /tmp)"
     )
     command.add_argument(
@@ -561,12 +605,26 @@ def _stderr(message: str) -> None:
     print(f"sluice: {message}", file=sys.stderr, flush=True)
 
 
-def run_command(repo: Repository, config: SluiceConfig, args: argparse.Namespace) -> int:
-    """`sluice calibrate`: the model to --out, the report to stdout (or its JSON with --json)."""
+def run_command(
+    repo: Repository,
+    config: SluiceConfig,
+    args: argparse.Namespace,
+    *,
+    blamed: Mapping[str, Blame] | None = None,
+) -> int:
+    """`sluice calibrate`: the model to --out, the report to stdout (or its JSON with --json). `blamed`: the
+    culprits the store's bisections blamed (None: no store was read)."""
     options = options_from(args)
     cache = Path(args.cache) if args.cache else None
     cal = calibrate(
-        repo, config, fork=args.fork, upstream=args.upstream, options=options, cache=cache, progress=_stderr
+        repo,
+        config,
+        fork=args.fork,
+        upstream=args.upstream,
+        options=options,
+        cache=cache,
+        progress=_stderr,
+        blamed=blamed,
     )
     Path(args.out).write_text(cal.model.to_json())
     if args.curve and (svg := curve_svg(cal, options)) is not None:

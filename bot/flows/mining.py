@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bot.core.bisect_pr import Blame
 from bot.core.config import SluiceConfig
 from bot.core.recognise import PR_SUFFIX, normalise_title, pr_number
 from bot.core.refs import validate_sha
@@ -18,6 +19,7 @@ HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{7,40}(?![0-9A-Za-z])")
 PR_REF = re.compile(r"(?:(?<![\w/])#|/pull/)(\d+)\b")
 REVERT = re.compile(r'^Revert "(.+)"\s*(?:\(#\d+\))?\s*$')
 RESOLVED_MARK = re.compile(r"\[RESOLVED\]", re.IGNORECASE)
+BISECTED = "bisected by Sluice"  # the evidence of a culprit Sluice's own bisection blamed
 FIELD, RECORD = "\x1f", "\x1e"
 LOG_FORMAT = f"{RECORD}%H{FIELD}%P{FIELD}%ct{FIELD}%B"
 
@@ -223,12 +225,14 @@ def evidence(
     fixes: Sequence[TrunkCommit],
     *,
     picks: Mapping[str, TrunkCommit] | None = None,
+    blamed: Mapping[str, Blame] | None = None,
 ) -> dict[str, Evidence]:
     """Upstream SHA -> the earliest evidence that it broke the fork, for the commits of one window that did
     (`brought`: upstream SHA -> subject).
 
     Evidence: a fork commit reverts its subject (or its pick), names its SHA (or its pick's) or its upstream
-    PR number; or its pick is marked `[RESOLVED]` (a person resolved its conflicts).
+    PR number; or its pick is marked `[RESOLVED]` (a person resolved its conflicts); or Sluice's own
+    bisection blamed it (`blamed`, from the store: a tier failed with it and passed without it).
     """
     picks = picks or {}
     found: dict[str, Evidence] = {}
@@ -236,6 +240,10 @@ def evidence(
     def add(sha: str, said: str, time: int) -> None:
         if sha not in found or time < found[sha].time:
             found[sha] = Evidence(said, time)
+
+    for sha, blame in (blamed or {}).items():
+        if sha in brought:
+            add(sha, f"{BISECTED}: {blame.level.name} of #{blame.pull} ({blame.detail[:60]})", blame.time)
 
     titles = {normalise_title(subject): sha for sha, subject in brought.items()}
     titles |= {normalise_title(p.subject): up for up, p in picks.items() if up in brought}
@@ -262,6 +270,7 @@ def outcomes(
     fixes: Sequence[TrunkCommit],
     *,
     picks: Mapping[str, TrunkCommit] | None = None,
+    blamed: Mapping[str, Blame] | None = None,
 ) -> dict[str, str]:
     """Upstream SHA -> what said it broke the fork (`evidence`, without the time)."""
-    return {sha: e.said for sha, e in evidence(brought, fixes, picks=picks).items()}
+    return {sha: e.said for sha, e in evidence(brought, fixes, picks=picks, blamed=blamed).items()}
