@@ -379,6 +379,9 @@ def test_calibrate_counts_the_culprits_sluices_bisections_blamed_in_the_store(
     printed = capsys.readouterr().out
     assert "culprits by evidence: PR named 1, SHA named 2, bisected by Sluice 1, reverted 1" in printed
     assert "bisections blamed 2 upstream commits on this fork; 1 of them are among the mined ones" in printed
+    missing = tmp_path / "nowhere.db"
+    assert calibrate_cli(s, out, "--database", f"sqlite:///{missing}") == 2  # a typo: refused, not created
+    assert not missing.exists() and "no store at" in capsys.readouterr().err
     assert calibrate_cli(s, out, "--until", "2100-01-01") == 0  # no store: git history alone
     assert RiskModel.from_json(out.read_text()).provenance.positives == 4
     assert "bisected" not in capsys.readouterr().out.split("method:")[0]

@@ -201,6 +201,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _store_to_read(url: str) -> Store:
+    """A store named to be read: a SQLite file that is not there is a mistyped path, not a new store."""
+    try:
+        parsed = make_url(url)
+    except (SQLAlchemyError, ValueError):
+        parsed = None
+    if parsed is not None and parsed.get_backend_name() == "sqlite":
+        path = parsed.database
+        if path not in (None, "", ":memory:") and not Path(path).exists():
+            raise SluiceError(f"no store at {path}", "pass --database with the URL of an existing store")
+    return open_store(url)
+
+
 def _existing_store(url: str | None) -> Store | None:
     """The store, when one is configured or the default file exists; status never creates one."""
     if not (url or os.environ.get(DEFAULT_URL_ENV) or default_sqlite_path().exists()):
@@ -582,12 +595,13 @@ SCHEMAS: dict[str, type[Plan] | type[PickReport]] = {"plan": Plan, "pick": PickR
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     repo, config = _open_repo(args)  # bad refs fail before the store is opened
-    store = _existing_store(args.database)  # never created here: without one, git history alone
+    if not args.database:  # only a store named on the command line: the same history gives the same model
+        return calibrate.run_command(repo, config, args)
+    store = _store_to_read(args.database)
     try:
-        blamed = Bisections(store).blames(fork_key(config, repo, args.fork)) if store else None
+        blamed = Bisections(store).blames(fork_key(config, repo, args.fork))
     finally:
-        if store is not None:
-            store.close()
+        store.close()
     return calibrate.run_command(repo, config, args, blamed=blamed)
 
 

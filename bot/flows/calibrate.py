@@ -557,8 +557,8 @@ def add_parser(
     command.add_argument("--curve", help="also write the recall / bundled-share trade-off curve (an SVG)")
     command.add_argument(
         "--database",
-        help="the store whose bisection culprits count as evidence too (default: $SLUICE_DATABASE_URL, "
-        "else the default SQLite file when it exists; none: git history alone)",
+        help="also count the culprits this store's bisections blamed on the fork (a SQLAlchemy URL, e.g. "
+        "$SLUICE_DATABASE_URL; without it: git history alone)",
     )
     command.add_argument(
         "--cache", help="a JSON-lines file of mined rows to reuse and extend (keep it under /tmp)"
