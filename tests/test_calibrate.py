@@ -18,10 +18,13 @@ from bot.core import fitting
 from bot.core.bisect_pr import Blame
 from bot.core.config import SluiceConfig
 from bot.core.fitting import Row
+from bot.core.ingestion import IngestionRecord
 from bot.core.risk_model import RiskModel
-from bot.core.tiers import Level
+from bot.core.tiers import Level, RunState, TierRun, Verdict
 from bot.db.bisections import Bisections
+from bot.db.registry import Registry
 from bot.db.store import Store
+from bot.db.tier_runs import TierRuns
 from bot.flows import calibrate, mining
 from bot.flows.calibrate import CalibrateOptions, FeatureCache
 from bot.flows.mining import TrunkCommit
@@ -202,19 +205,19 @@ def test_the_evidence_is_the_earliest_fix_that_names_the_commit() -> None:
     assert found["a" * 40] == mining.Evidence(f"reverted by {'c' * 10} 'Revert \"Speed up (#7)\"'", 200)
 
 
-def test_a_commit_sluices_bisection_blamed_is_a_culprit_from_when_it_was_blamed() -> None:
+def test_a_commit_sluice_blamed_is_a_culprit_from_when_it_was_blamed() -> None:
     revert = TrunkCommit("c" * 40, ("0" * 40,), 200, 'Revert "Speed up (#7)"')
     blamed = {
-        "a" * 40: Blame(Level.L1, 12, "test_core.py::test_dot failed", 150),  # before the revert
+        "a" * 40: Blame(Level.L1, 12, "L1 failed on #12: test_core.py::test_dot", 150),  # before the revert
         "d" * 40: Blame(Level.L2, 13, "kernel suite failed", 400),  # nothing else names it
         "e" * 40: Blame(Level.L1, 14, "not in this window", 100),
     }
     brought = {"a" * 40: "Speed up (#7)", "d" * 40: "Docs (#8)", "f" * 40: "Tidy (#9)"}
     found = mining.evidence(brought, [revert], blamed=blamed)
     assert set(found) == {"a" * 40, "d" * 40}
-    said = "bisected by Sluice: L1 of #12 (test_core.py::test_dot failed)"
+    said = "blamed by Sluice: L1 failed on #12: test_core.py::test_dot"
     assert found["a" * 40] == mining.Evidence(said, 150)
-    assert found["d" * 40].time == 400 and found["d" * 40].said.startswith("bisected by Sluice: L2 of #13")
+    assert found["d" * 40].time == 400 and found["d" * 40].said == "blamed by Sluice: kernel suite failed"
     # Without the store's blames, git history alone: the revert.
     assert mining.evidence(brought, [revert])["a" * 40].time == 200
 
@@ -352,11 +355,12 @@ def test_calibrate_learns_that_commits_on_the_patch_stack_broke_a_generated_fork
     assert model.provenance.held_out.get("auc") == 1.0
 
 
-def test_calibrate_counts_the_culprits_sluices_bisections_blamed_in_the_store(
+def test_calibrate_counts_the_culprits_sluices_tier_runs_blamed_in_the_store(
     tmp_path: Path, database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A fork that runs Sluice: its bisections name culprits that no fix commit named. With the store,
-    calibrate labels them too (those blamed after `--until` are later history); without it, git alone."""
+    """A fork that runs Sluice: its bisections, and a one-commit PR whose own tier failed, name culprits
+    that no fix commit named. With the store, calibrate labels them too (those blamed after `--until` are
+    later history); without it, git alone."""
     s, c = merge_history(tmp_path / "h")
     key = fork_key(SluiceConfig(), GitRepo(s.path), s.fork_ref)
     store = Store.open(database_url)
@@ -370,21 +374,35 @@ def test_calibrate_counts_the_culprits_sluices_bisections_blamed_in_the_store(
         blame(c["a6"], s.time_of(c["merge_a"]) - HOUR, 9001)  # in the merge PR, before it merged
         blame(c["b1"], EPOCH + 100 * 365 * DAY_H * HOUR, 9005)  # a century on: after --until
         blame("f" * 40, EPOCH, 9006)  # never ingested: no row to label
+        # a1 (named by a fix only 9 days on, too late) went in alone before, and its PR's L2 failed.
+        a1 = c["a1"]
+        Registry(store).save_ingestion(
+            IngestionRecord(key, "chain-a1", "chain", "closed", 9007, "e" * 40, a1, a1, 1, None),
+            at=dt.datetime.fromtimestamp(EPOCH, dt.UTC),
+        )
+        runs = TierRuns(store)
+        start = dt.datetime.fromtimestamp(s.time_of(a1), dt.UTC)
+        added = runs.add(TierRun(key, 9007, "chain-a1", Level.L2, "e" * 40, 1, RunState.DISPATCHED, start))
+        assert added is not None
+        done = start + dt.timedelta(hours=1)
+        failed = replace(added, state=RunState.COMPLETED, verdict=Verdict.FAILED, completed_at=done)
+        assert runs.finish(replace(failed, detail="test_a1 failed"))
     finally:
         store.close()
     out = tmp_path / "model.json"
     assert calibrate_cli(s, out, "--database", database_url, "--until", "2100-01-01") == 0
     model = RiskModel.from_json(out.read_text())
-    assert model.provenance.positives == 5  # the 4 that fix commits named, and a6
+    assert model.provenance.positives == 6  # the 4 that fix commits named, a6 and a1
     printed = capsys.readouterr().out
-    assert "culprits by evidence: PR named 1, SHA named 2, bisected by Sluice 1, reverted 1" in printed
-    assert "bisections blamed 2 upstream commits on this fork; 1 of them are among the mined ones" in printed
+    assert "culprits by evidence: PR named 1, SHA named 2, blamed by Sluice 2, reverted 1" in printed
+    assert "Sluice blamed 3 upstream commits on this fork" in printed
+    assert "2 of them are among the mined ones, 2 labelled by that first" in printed
     missing = tmp_path / "nowhere.db"
     assert calibrate_cli(s, out, "--database", f"sqlite:///{missing}") == 2  # a typo: refused, not created
     assert not missing.exists() and "no store at" in capsys.readouterr().err
     assert calibrate_cli(s, out, "--until", "2100-01-01") == 0  # no store: git history alone
     assert RiskModel.from_json(out.read_text()).provenance.positives == 4
-    assert "bisected" not in capsys.readouterr().out.split("method:")[0]
+    assert "blamed by Sluice" not in capsys.readouterr().out.split("method:")[0]
 
 
 def test_a_fork_with_no_history_gets_the_default_model_and_says_so(

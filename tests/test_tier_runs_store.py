@@ -8,8 +8,10 @@ import datetime as dt
 import pytest
 
 from bot.core.errors import BadInput
+from bot.core.ingestion import IngestionRecord
 from bot.core.l3_metrics import Regression
-from bot.core.tiers import Level, RunState, TierRun
+from bot.core.tiers import Level, RunState, TierRun, Verdict
+from bot.db.registry import Registry
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 
@@ -112,3 +114,53 @@ def test_an_l3_runs_regressions_are_kept_with_its_ending_and_only_with_the_endin
     assert runs.regressions(raced.id) == ()
     final = runs.get(raced.id)
     assert final is not None and final.state is RunState.TIMED_OUT
+
+
+def test_a_one_commit_ingestion_whose_own_tier_failed_blames_its_one_commit(store: Store) -> None:
+    """What `sluice calibrate --database` counts besides bisections: a PR that carried one upstream commit
+    failed a tier on the head Sluice pushed. Not the machine's failures, nor trunk's, nor a failure on a
+    head a person pushed, nor a PR of several commits (a bisection blames there), nor a probe's."""
+    registry, runs = Registry(store), TierRuns(store)
+    ups = {name: ch * 40 for name, ch in (("alone", "1"), ("infra", "2"), ("trunk", "3"), ("person", "4"))}
+    ups |= {"bundle": "5" * 40, "probe": "6" * 40}
+    for n, (name, sha) in enumerate(ups.items(), 1):
+        commits = 2 if name == "bundle" else 1
+        record = IngestionRecord(
+            FORK, f"chain-{name}", "chain", "open", 10 + n, HEAD, sha, sha, commits, None
+        )
+        registry.save_ingestion(record, at=AT)
+
+    def ended(
+        name: str, verdict: Verdict, *, minutes: int, head: str = HEAD, probe: int | None = None
+    ) -> None:
+        pull = 10 + list(ups).index(name) + 1
+        run = TierRun(FORK, pull, f"chain-{name}", Level.L2, head, minutes, RunState.DISPATCHED, AT)
+        added = runs.add(dataclasses.replace(run, bisection=probe, probe=probe))
+        assert added is not None
+        done = dataclasses.replace(
+            added,
+            state=RunState.COMPLETED,
+            verdict=verdict,
+            detail=f"{name} failed",
+            completed_at=AT + dt.timedelta(minutes=minutes),
+        )
+        assert runs.finish(done)
+
+    ended("alone", Verdict.PASSED, minutes=1)
+    ended("alone", Verdict.FAILED, minutes=2)
+    ended("alone", Verdict.FAILED, minutes=3)  # the first failure is when it was known
+    ended("infra", Verdict.INFRA, minutes=2)
+    ended("trunk", Verdict.BROKEN_TRUNK, minutes=2)
+    ended("person", Verdict.FAILED, minutes=2, head="b" * 40)  # a head Sluice did not push
+    ended("bundle", Verdict.FAILED, minutes=2)
+    ended("probe", Verdict.FAILED, minutes=2, probe=1)  # a bisection's probe
+    blamed = runs.failed_alone(FORK)
+    assert set(blamed) == {ups["alone"]}
+    blame = blamed[ups["alone"]]
+    assert (blame.level, blame.pull, blame.time) == (
+        Level.L2,
+        11,
+        int((AT + dt.timedelta(minutes=2)).timestamp()),
+    )
+    assert blame.detail == "L2 failed on #11, its one upstream commit: alone failed"
+    assert runs.failed_alone("other/fork") == {}

@@ -33,6 +33,7 @@ from bot.core.refs import validate_ref, validate_rev
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.store import DEFAULT_URL_ENV, Store, default_database_url, default_sqlite_path
+from bot.db.tier_runs import TierRuns
 from bot.flows import calibrate, simulate
 from bot.flows.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.flows.pick import Picker, PickRequest, check_branch, learn_resolutions, run_pick
@@ -599,7 +600,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return calibrate.run_command(repo, config, args)
     store = _store_to_read(args.database)
     try:
-        blamed = Bisections(store).blames(fork_key(config, repo, args.fork))
+        key = fork_key(config, repo, args.fork)
+        blamed = TierRuns(store).failed_alone(key)
+        for sha, blame in Bisections(store).blames(key).items():  # the earliest blame of a commit counts
+            if sha not in blamed or blame.time < blamed[sha].time:
+                blamed[sha] = blame
     finally:
         store.close()
     return calibrate.run_command(repo, config, args, blamed=blamed)

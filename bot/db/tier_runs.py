@@ -29,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from bot.core.bisect_pr import Blame
 from bot.core.errors import BadInput
 from bot.core.l3_metrics import Regression
 from bot.core.tiers import (
@@ -43,6 +44,7 @@ from bot.core.tiers import (
     selection_code,
 )
 from bot.core.trunk_watch import WATCH
+from bot.db.registry import ingestions
 from bot.db.store import Store, UTCDateTime, metadata
 
 RunId = BigInteger().with_variant(Integer, "sqlite")  # GitHub's workflow run ids outgrow 32 bits
@@ -220,6 +222,34 @@ class TierRuns:
             row = conn.execute(_on_head(fork, level, head_sha, tier_runs)).first()
             row = row or conn.execute(_trunk_watch(fork, level, tier_runs).limit(1)).first()
         return _run(row._mapping) if row is not None else None
+
+    def failed_alone(self, fork: str) -> dict[str, Blame]:
+        """The upstream commit of each one-commit ingestion PR whose own tier failed on the head Sluice
+        pushed (a real failure: not the machine's, nor one that fork trunk shares), with its first such
+        failure. With nothing else in the PR to blame, that is as good as a bisection's blame."""
+        t, i = tier_runs.c, ingestions.c
+        query = (
+            select(i.upstream_first, t.level, t.pull, t.detail, t.completed_at)
+            .join(ingestions, (i.fork == t.fork) & (i.id == t.ingestion) & (i.head == t.head_sha))
+            .where(
+                t.fork == fork,
+                i.commits == 1,
+                t.bisection == 0,
+                t.probe == 0,
+                t.state == RunState.COMPLETED.value,
+                t.verdict == Verdict.FAILED.value,
+                t.completed_at.is_not(None),
+            )
+            .order_by(t.completed_at, t.id)
+        )
+        found: dict[str, Blame] = {}
+        with self.store._engine.connect() as conn:
+            for r in conn.execute(query):
+                level = Level(r.level)
+                detail = f"{level.name} failed on #{r.pull}, its one upstream commit: {r.detail}"[:300]
+                at = int(r.completed_at.timestamp())
+                found.setdefault(r.upstream_first, Blame(level, r.pull, detail, at))
+        return found
 
     def record_regressions(self, key: int, regressions: Sequence[Regression]) -> None:
         """What run `key` regressed, replacing what was recorded for it (the flows record them through

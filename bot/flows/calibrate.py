@@ -396,10 +396,10 @@ def _blamed_note(rows: Sequence[Row], blamed: Mapping[str, Blame] | None) -> str
     if blamed is None:
         return None
     mined = {r.sha for r in rows} & set(blamed)
-    first = sum(1 for r in rows if r.evidence.startswith(mining.BISECTED))
+    first = sum(1 for r in rows if r.evidence.startswith(mining.BLAMED))
     return (
-        f"Sluice's bisections blamed {len(blamed)} upstream commits on this fork; {len(mined)} of them are "
-        f"among the mined ones, {first} labelled by that blame first"
+        f"Sluice blamed {len(blamed)} upstream commits on this fork (bisections, and one-commit PRs whose "
+        f"own tier failed); {len(mined)} of them are among the mined ones, {first} labelled by that first"
     )
 
 
@@ -416,7 +416,7 @@ def _notes(
         f"ingestions: {styles['merge']} upstream merges, {styles['pick']} runs of picks",
         f"outcome 1: reverted, or named (SHA or upstream PR) by a fork commit in the ingestion's PR or on "
         f"trunk within {options.fix_days:g} days, or picked with [RESOLVED], or blamed by Sluice's own "
-        "bisection (when a store is read)",
+        "tier runs (when a store is read)",
         f"features: bot.core.risk_model.commit_features version {FEATURES_VERSION}, "
         "computed by the planner as of each ingestion",
     ]
@@ -490,7 +490,7 @@ def _evidence_counts(rows: Sequence[Row]) -> str:
         "named": "SHA named",
         "PR": "PR named",
         "pick": "[RESOLVED] pick",
-        "bisected": "bisected by Sluice",
+        "blamed": "blamed by Sluice",
     }
     counts = Counter(kinds.get(r.evidence.split(" ", 1)[0], "other") for r in rows if r.outcome)
     return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "none"
@@ -557,8 +557,8 @@ def add_parser(
     command.add_argument("--curve", help="also write the recall / bundled-share trade-off curve (an SVG)")
     command.add_argument(
         "--database",
-        help="also count the culprits this store's bisections blamed on the fork (a SQLAlchemy URL, e.g. "
-        "$SLUICE_DATABASE_URL; without it: git history alone)",
+        help="also count the culprits Sluice's tier runs blamed on the fork in this store (bisections, and "
+        "one-commit PRs that failed): a SQLAlchemy URL, e.g. $SLUICE_DATABASE_URL; without it, git alone",
     )
     command.add_argument(
         "--cache", help="a JSON-lines file of mined rows to reuse and extend (keep it under /tmp)"

@@ -19,7 +19,7 @@ HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{7,40}(?![0-9A-Za-z])")
 PR_REF = re.compile(r"(?:(?<![\w/])#|/pull/)(\d+)\b")
 REVERT = re.compile(r'^Revert "(.+)"\s*(?:\(#\d+\))?\s*$')
 RESOLVED_MARK = re.compile(r"\[RESOLVED\]", re.IGNORECASE)
-BISECTED = "bisected by Sluice"  # the evidence of a culprit Sluice's own bisection blamed
+BLAMED = "blamed by Sluice"  # the evidence of a culprit Sluice's own tier runs blamed
 FIELD, RECORD = "\x1f", "\x1e"
 LOG_FORMAT = f"{RECORD}%H{FIELD}%P{FIELD}%ct{FIELD}%B"
 
@@ -231,8 +231,9 @@ def evidence(
     (`brought`: upstream SHA -> subject).
 
     Evidence: a fork commit reverts its subject (or its pick), names its SHA (or its pick's) or its upstream
-    PR number; or its pick is marked `[RESOLVED]` (a person resolved its conflicts); or Sluice's own
-    bisection blamed it (`blamed`, from the store: a tier failed with it and passed without it).
+    PR number; or its pick is marked `[RESOLVED]` (a person resolved its conflicts); or Sluice blamed it
+    (`blamed`, from the store: a bisection found a tier failed with it and passed without it, or a tier
+    failed on an ingestion PR that carried it alone).
     """
     picks = picks or {}
     found: dict[str, Evidence] = {}
@@ -243,7 +244,7 @@ def evidence(
 
     for sha, blame in (blamed or {}).items():
         if sha in brought:
-            add(sha, f"{BISECTED}: {blame.level.name} of #{blame.pull} ({blame.detail[:60]})", blame.time)
+            add(sha, f"{BLAMED}: {blame.detail[:80]}", blame.time)
 
     titles = {normalise_title(subject): sha for sha, subject in brought.items()}
     titles |= {normalise_title(p.subject): up for up, p in picks.items() if up in brought}
