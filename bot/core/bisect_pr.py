@@ -110,10 +110,11 @@ class BisectionStats:
 
 @dataclass(frozen=True)
 class Blame:
-    """An upstream commit a bisection blamed: the tier failed with it, passed without it."""
+    """An upstream commit Sluice's tier runs blamed: a bisection found the tier failed with it and passed
+    without it, or the tier failed on an ingestion PR that carried it alone."""
 
     level: Level
-    pull: int  # the ingestion PR it was bisected on
+    pull: int  # the ingestion PR whose tier failed
     detail: str  # what its failure was
     time: int  # when it was blamed (epoch seconds)
 

@@ -133,7 +133,7 @@ def window_rows(
     blamed: Mapping[str, Blame] | None = None,
 ) -> list[Row]:
     """Each brought-in commit's features as the planner saw it then, and its outcome from what the fork did
-    next (`blamed`: the culprits Sluice's own bisections blamed, by upstream SHA)."""
+    next (`blamed`: the culprits Sluice's own tier runs blamed, by upstream SHA)."""
     brought = {p.sha: p.subject for p in planned}
     broke = mining.evidence(brought, window.fixes, picks=window.picks, blamed=blamed)
     return [
@@ -322,7 +322,7 @@ def calibrate(
     blamed: Mapping[str, Blame] | None = None,
 ) -> Calibration:
     """Mine, fit and judge; the default model (and why) when the history has nothing to learn from.
-    `blamed`: the culprits Sluice's own bisections blamed on this fork (the store's), also evidence."""
+    `blamed`: the culprits Sluice's own tier runs blamed on this fork (the store's), also evidence."""
     fork_head, upstream_head = repo.resolve(fork), repo.resolve(upstream)
     progress("finding past ingestions")
     windows = find_windows(repo, config, fork_head=fork_head, upstream_head=upstream_head, options=options)
@@ -392,7 +392,7 @@ def _method(options: CalibrateOptions) -> str:
 
 
 def _blamed_note(rows: Sequence[Row], blamed: Mapping[str, Blame] | None) -> str | None:
-    """What the store's bisections added, when a store was read (none blamed is worth saying too)."""
+    """What Sluice's own blames added, when a store was read (none blamed is worth saying too)."""
     if blamed is None:
         return None
     mined = {r.sha for r in rows} & set(blamed)
@@ -613,7 +613,7 @@ def run_command(
     blamed: Mapping[str, Blame] | None = None,
 ) -> int:
     """`sluice calibrate`: the model to --out, the report to stdout (or its JSON with --json). `blamed`: the
-    culprits the store's bisections blamed (None: no store was read)."""
+    culprits Sluice's tier runs blamed, from the store (None: no store was read)."""
     options = options_from(args)
     cache = Path(args.cache) if args.cache else None
     cal = calibrate(
