@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, Self
 
 from bot.core.audit import AuditRecord
-from bot.core.bisect_pr import BisectionRecord, Blame
+from bot.core.bisect_pr import BisectionRecord
 from bot.core.gate import Approval, Hold, Pause, Waiver
 from bot.core.ingestion import IngestionRecord
 from bot.core.l3_metrics import L3Metrics, Regression, Signoff
@@ -497,8 +497,6 @@ class BisectionRecords(Protocol):
     ) -> None: ...
 
     def blamed(self, fork: str) -> dict[str, str]: ...
-
-    def blames(self, fork: str) -> dict[str, Blame]: ...
 
 
 class TrunkWatchRecords(Protocol):
