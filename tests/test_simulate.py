@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from pathlib import Path
@@ -9,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from bot.app.cli import main
+from bot.core.config import SluiceConfig
 from bot.core.simulation import SimCommit, SimOptions, Strategy, entropy_bound, information_bound, simulate
+from bot.core.tiers import Level
+from bot.db.bisections import Bisections
+from bot.db.store import Store
+from bot.flows.planning import fork_key
+from bot.git.repo import GitRepo
 from tests.support.scenarios import EPOCH, Scenario, numbered
 from tests.test_calibrate import merge_history
 
@@ -93,6 +100,26 @@ def test_without_culprits_it_mines_them_as_calibrate_does(
     assert data["culprits_total"] == 4
 
 
+def test_with_a_store_it_counts_the_culprits_sluice_blamed_as_calibrate_does(
+    tmp_path: Path, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s, c = merge_history(tmp_path)
+    store = Store.open(database_url)
+    try:
+        at = dt.datetime.fromtimestamp(s.time_of(c["merge_a"]), dt.UTC)
+        key = fork_key(SluiceConfig(), GitRepo(s.path), s.fork_ref)
+        Bisections(store).blame(
+            key, c["a6"], level=Level.L1, pull=9001, bisection=1, detail="L1 failed", at=at
+        )
+    finally:
+        store.close()
+    args = ["simulate", *s.repo_args(), "--from", DAY, "--until", "2026-02-01", "--json"]
+    assert main([*args, "--database", database_url]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {sha for f in data["found"] for sha in f["shas"]} == {c[f"a{i}"] for i in range(2, 7)}
+    assert data["culprits_total"] == 5  # the 4 that fix commits named, and the one Sluice's bisection blamed
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -100,6 +127,7 @@ def test_without_culprits_it_mines_them_as_calibrate_does(
         (["--runners", "0"], "not a positive count"),
         (["--culprits", "MISSING"], "cannot read --culprits"),
         (["--culprits", "BAD"], "is not a 40-hex upstream SHA"),
+        (["--database", "sqlite:///nowhere.db"], "--culprits and --database both say"),
     ],
 )
 def test_bad_options_are_refused_with_a_remedy(

@@ -25,6 +25,7 @@ from bot.app.clock import utc_now
 from bot.config_file import load_config
 from bot.core import render
 from bot.core.audit import render as render_audit
+from bot.core.bisect_pr import Blame
 from bot.core.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config
 from bot.core.errors import BadInput, GitError, NotFound, SluiceError
 from bot.core.models import CommitInfo, Disposition, DispositionRecord, PickReport, PickStatus, Plan, RiskKind
@@ -594,10 +595,12 @@ def _commit_arg(repo: GitRepo, arg: str) -> str:
 SCHEMAS: dict[str, type[Plan] | type[PickReport]] = {"plan": Plan, "pick": PickReport}
 
 
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    repo, config = _open_repo(args)  # bad refs fail before the store is opened
-    if not args.database:  # only a store named on the command line: the same history gives the same model
-        return calibrate.run_command(repo, config, args)
+def _blamed(args: argparse.Namespace, repo: GitRepo, config: SluiceConfig) -> dict[str, Blame] | None:
+    """The culprits Sluice's own tier runs blamed on the fork (bisections, one-commit PRs that failed), from
+    the store `--database` names; None without one (only a store named on the command line is read, so the
+    same history gives the same answer)."""
+    if not args.database:
+        return None
     store = _store_to_read(args.database)
     try:
         key = fork_key(config, repo, args.fork)
@@ -607,12 +610,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                 blamed[sha] = blame
     finally:
         store.close()
-    return calibrate.run_command(repo, config, args, blamed=blamed)
+    return blamed
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    repo, config = _open_repo(args)  # bad refs fail before the store is opened
+    return calibrate.run_command(repo, config, args, blamed=_blamed(args, repo, config))
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    repo, config = _open_repo(args)
-    return simulate.run_command(repo, config, args)
+    repo, config = _open_repo(args)  # bad refs fail before the store is opened
+    if args.culprits and args.database:
+        raise BadInput("--culprits and --database both say which commits broke the fork", "give one of them")
+    return simulate.run_command(repo, config, args, blamed=_blamed(args, repo, config))
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

@@ -310,6 +310,13 @@ def fallback(
     )
 
 
+def within(blamed: Mapping[str, Blame] | None, options: CalibrateOptions) -> Mapping[str, Blame] | None:
+    """The blames before `--until`: one after it is later history, as a fix after it is."""
+    if blamed is None:
+        return None
+    return {s: b for s, b in blamed.items() if mining.in_range(b.time, since=None, until=options.until)}
+
+
 def calibrate(
     repo: Repository,
     config: SluiceConfig,
@@ -329,8 +336,7 @@ def calibrate(
     if not windows:
         return fallback(windows, [], "no past ingestion (upstream merge or pick) found", options)
     features = FeatureCache(cache, config=config)
-    if blamed is not None:  # a blame after --until is later history, as a fix after it is
-        blamed = {s: b for s, b in blamed.items() if mining.in_range(b.time, since=None, until=options.until)}
+    blamed = within(blamed, options)
     rows, failed = mine(repo, config, windows, cache=features, progress=progress, blamed=blamed)
     if not any(r.outcome for r in rows):
         reason = f"{len(rows)} upstream commits mined, none of them broke the fork"
@@ -638,10 +644,17 @@ def run_command(
 
 
 def mined_culprits(
-    repo: Repository, config: SluiceConfig, *, fork: str, upstream: str, options: CalibrateOptions
+    repo: Repository,
+    config: SluiceConfig,
+    *,
+    fork: str,
+    upstream: str,
+    options: CalibrateOptions,
+    blamed: Mapping[str, Blame] | None = None,
 ) -> dict[str, str]:
     """Upstream SHA -> the evidence that it broke the fork, as `sluice calibrate` labels its rows, without
     planning any window (only the labels: cheap, where the features are not)."""
+    blamed = within(blamed, options)
     fork_head, upstream_head = repo.resolve(fork), repo.resolve(upstream)
     windows = find_windows(repo, config, fork_head=fork_head, upstream_head=upstream_head, options=options)
     found: dict[str, str] = {}
@@ -649,5 +662,5 @@ def mined_culprits(
         brought = set(window.brought)
         infos = repo.commits(window.upstream, "--not", window.fork, first_parent=True)
         subjects = {c.sha: c.subject for c in infos if c.sha in brought}
-        found |= mining.outcomes(subjects, window.fixes, picks=window.picks)
+        found |= mining.outcomes(subjects, window.fixes, picks=window.picks, blamed=blamed)
     return found

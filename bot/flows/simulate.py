@@ -6,12 +6,13 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from bot.core import days_chart
 from bot.core.analysis import line_and_symbol_dependencies, merge_dependencies, revert_links, risk_reasons
 from bot.core.bisect import Budget
+from bot.core.bisect_pr import Blame
 from bot.core.calibrated import with_probability
 from bot.core.config import SluiceConfig
 from bot.core.errors import BadInput, SluiceError
@@ -171,6 +172,10 @@ def add_parser(
     command.add_argument(
         "--culprits", help="upstream SHAs the tier fails on, one a line (default: mined as calibrate does)"
     )
+    command.add_argument(
+        "--database",
+        help="mine the culprits Sluice's tier runs blamed in this store too, as calibrate --database does",
+    )
     command.add_argument("--runners", type=int, default=1, help="tier runs side by side (default 1)")
     command.add_argument(
         "--strategy",
@@ -218,8 +223,15 @@ def _stderr(message: str) -> None:
     print(f"sluice: {message}", file=sys.stderr, flush=True)
 
 
-def run_command(repo: Repository, config: SluiceConfig, args: argparse.Namespace) -> int:
-    """`sluice simulate`: the figures (or their JSON) on stdout, progress on stderr."""
+def run_command(
+    repo: Repository,
+    config: SluiceConfig,
+    args: argparse.Namespace,
+    *,
+    blamed: Mapping[str, Blame] | None = None,
+) -> int:
+    """`sluice simulate`: the figures (or their JSON) on stdout, progress on stderr. `blamed`: the culprits
+    Sluice's own tier runs blamed, from the store (`--database`), counted as calibrate counts them."""
     options, since, until = options_from(args)
     model = choose_model(args.model)
     if args.culprits:
@@ -228,7 +240,9 @@ def run_command(repo: Repository, config: SluiceConfig, args: argparse.Namespace
         _stderr("mining culprits from the fork's past ingestions (as sluice calibrate does)")
         mined = calibrate.CalibrateOptions(until=until)
         culprits = set(
-            calibrate.mined_culprits(repo, config, fork=args.fork, upstream=args.upstream, options=mined)
+            calibrate.mined_culprits(
+                repo, config, fork=args.fork, upstream=args.upstream, options=mined, blamed=blamed
+            )
         )
     commits = sim_commits(
         repo,
