@@ -170,6 +170,32 @@ def test_the_sweep_keeps_the_setting_that_chains_most_culprits_at_the_goals_bund
     assert real_risk.best_at_goal({0.3: found[0.3]}) is None
 
 
+def test_resampling_the_ingestions_takes_the_best_setting_again_in_each_draw() -> None:
+    """Two ingestions of one culprit each: setting 0.2 catches only the first's and bundles 80 %; 0.3
+    catches both but bundles 50 %, under the goal. A draw of two is the first twice (1 in 4: every culprit
+    chained), the second twice (1 in 4: none) or both (half: one of two), always at 0.2."""
+    real_risk = load()
+    commits = [commit(n, f"c{n}") for n in range(1, 21)]
+    first, second = commits[:10], commits[10:]
+
+    def mined(part: list[PlannedCommit]) -> object:
+        window = IngestionWindow(part[0].sha, "merge", 0, "f", "u", tuple(c.sha for c in part), ())
+        return real_risk.Mined(window, tuple(part), frozenset({part[0].sha}))
+
+    both = [mined(first), mined(second)]
+    chained = {
+        0.2: [frozenset({first[0].sha, first[1].sha}), frozenset({second[5].sha, second[6].sha})],
+        0.3: [frozenset(c.sha for c in first[:5]), frozenset(c.sha for c in second[:5])],
+    }
+    found = real_risk.resampled_best(both, chained, resamples=4000, seed=1)
+    assert (found.low, found.median, found.high) == (0.0, 0.5, 1.0)
+    assert 0.22 < found.met < 0.28  # the draws of the first twice
+    assert real_risk.resampled_best(both, chained, resamples=4000, seed=1) == found  # seeded
+    assert real_risk.resampled_best(both, {0.3: chained[0.3]}).high == 0.0  # never 70 % bundled
+    alike = real_risk.resampled_best([both[0]] * 3, {0.2: [chained[0.2][0]] * 3})
+    assert (alike.low, alike.high, alike.met) == (1.0, 1.0, 1.0)  # identical ingestions: no spread
+
+
 def test_commits_scored_once_are_chained_at_each_share_by_the_planner() -> None:
     real_risk = load()
     commits = [commit(n, f"c{n}", hot=n % 4 == 0) for n in range(1, 13)]
