@@ -57,7 +57,7 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0017_bisections_ingestion_len"
+HEAD_REVISION = "0018_ingestion_heads"
 # Modules that define tables on the metadata the migrations are compared with.
 TABLE_MODULES = (
     bot.db.audit,
@@ -86,6 +86,7 @@ TABLES = [
     "forks",
     "gate_failures",
     "holds",
+    "ingestion_heads",
     "ingestions",
     "installation_repos",
     "installations",
@@ -621,3 +622,42 @@ def test_the_largest_github_id_the_intake_accepts_is_recorded(store: Store) -> N
     registry = Registry(store)
     registry.record_installation(largest, "octo-org", ["octo-org/fork"], at=datetime(2026, 1, 1, tzinfo=UTC))
     assert registry.installation_of("octo-org/fork") == largest
+
+
+def test_the_heads_the_registry_held_before_0018_become_the_first_ingestion_heads(database_url: str) -> None:
+    """Upgrading a store that predates ingestion_heads keeps the heads Sluice had pushed, with what each
+    carried, so `TierRuns.failed_alone` still reads the failures on them."""
+    from alembic import command
+    from alembic.config import Config
+
+    engine = create_engine(normalise_url(database_url), poolclass=NullPool)
+    config = Config()
+    config.set_main_option("script_location", str(bot.db.store.MIGRATIONS_DIR))
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0017_bisections_ingestion_len")
+        for n, head in ((1, "a" * 40), (2, None)):
+            row = {
+                "fork": "o/f",
+                "id": f"chain-{n}",
+                "kind": "chain",
+                "state": "open",
+                "pr_number": n,
+                "head": head,
+                "upstream_first": str(n) * 40,
+                "upstream_last": str(n) * 40,
+                "commits": 1,
+                "needs_human": None,
+                "updated_at": at,
+            }
+            conn.execute(bot.db.registry.ingestions.insert().values(row))
+    engine.dispose()
+    Store.open(database_url).close()
+    with raw_connection(database_url) as conn:
+        rows = conn.execute(select(bot.db.registry.ingestion_heads)).all()
+    assert [(r.ingestion, r.head, r.upstream_first, r.commits) for r in rows] == [
+        ("chain-1", "a" * 40, "1" * 40, 1)
+    ]
+    pushed = rows[0].pushed_at
+    assert (pushed if pushed.tzinfo else pushed.replace(tzinfo=UTC)) == at

@@ -164,3 +164,40 @@ def test_a_one_commit_ingestion_whose_own_tier_failed_blames_its_one_commit(stor
     )
     assert blame.detail == "L2 failed on #11, its one upstream commit: alone failed"
     assert runs.failed_alone("other/fork") == {}
+
+
+def test_a_failure_on_an_earlier_head_sluice_pushed_still_blames_by_the_commits_that_head_carried(
+    store: Store,
+) -> None:
+    """A rebuild moves the ingestion's head on; a tier that failed on an earlier Sluice head still blames,
+    counted by what that head carried: one commit then blames it, several then do not (a bisection blames
+    there), whatever the PR carries now."""
+    registry, runs = Registry(store), TierRuns(store)
+    first, grown, shrunk = "1" * 40, "2" * 40, "3" * 40
+    heads = {
+        name: (ch * 40, ch.upper() * 40) for name, ch in (("rebuilt", "a"), ("grown", "b"), ("shrunk", "c"))
+    }
+    carried = {"rebuilt": (first, 1, 1), "grown": (grown, 1, 3), "shrunk": (shrunk, 3, 1)}
+    for n, (name, (sha, before, after)) in enumerate(carried.items(), 1):
+        old, new = heads[name]
+        for head, commits, minutes in ((old, before, 0), (new, after, 10)):
+            record = IngestionRecord(FORK, f"chain-{name}", "chain", "open", n, head, sha, sha, commits, None)
+            registry.save_ingestion(record, at=AT + dt.timedelta(minutes=minutes))
+        closed = IngestionRecord(FORK, f"chain-{name}", "chain", "closed", n, new, sha, sha, after, None)
+        registry.save_ingestion(closed, at=AT + dt.timedelta(minutes=20))  # the same head saved again
+        for head, verdict, minutes in ((old, Verdict.FAILED, 5), (new, Verdict.PASSED, 15)):
+            run = TierRun(FORK, n, f"chain-{name}", Level.L1, head, 1, RunState.DISPATCHED, AT)
+            added = runs.add(run)
+            assert added is not None
+            done = dataclasses.replace(
+                added,
+                state=RunState.COMPLETED,
+                verdict=verdict,
+                detail=f"{name}: {verdict.value}",
+                completed_at=AT + dt.timedelta(minutes=minutes),
+            )
+            assert runs.finish(done)
+    blamed = runs.failed_alone(FORK)
+    assert set(blamed) == {first, grown}  # not `shrunk`: its failed head carried three commits
+    assert blamed[first].time == int((AT + dt.timedelta(minutes=5)).timestamp())
+    assert blamed[first].detail == "L1 failed on #1, its one upstream commit: rebuilt: failed"

@@ -78,6 +78,22 @@ ingestions = Table(
     PrimaryKeyConstraint("fork", "id", name="pk_ingestions"),
 )
 
+# Every head Sluice pushed to an ingestion's branch, with the upstream commits it carried then: a tier run on
+# any of them ran Sluice's own work, even after a rebuild moved `ingestions.head` on (what `sluice calibrate
+# --database` counts a failure of a one-commit PR by).
+ingestion_heads = Table(
+    "ingestion_heads",
+    metadata,
+    Column("fork", String(255), nullable=False),
+    Column("ingestion", String(64), nullable=False),
+    Column("head", String(40), nullable=False),
+    Column("upstream_first", String(40), nullable=False),
+    Column("upstream_last", String(40), nullable=False),
+    Column("commits", Integer, nullable=False),
+    Column("pushed_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("fork", "ingestion", "head", name="pk_ingestion_heads"),
+)
+
 
 class Registry:
     """Installations, the forks among their repositories, and each fork's ingestion PRs."""
@@ -178,8 +194,20 @@ class Registry:
     # --- ingestion PRs
 
     def save_ingestion(self, record: IngestionRecord, *, at: datetime) -> None:
+        """Keep `record`, and its head among the heads Sluice pushed for it (the first time it is seen)."""
         with self._engine.begin() as conn:
             _upsert(conn, ingestions, {**record.__dict__, "updated_at": _utc(at)}, keys=("fork", "id"))
+            if record.head is not None:
+                pushed = {
+                    "fork": record.fork,
+                    "ingestion": record.id,
+                    "head": record.head,
+                    "upstream_first": record.upstream_first,
+                    "upstream_last": record.upstream_last,
+                    "commits": record.commits,
+                    "pushed_at": _utc(at),
+                }
+                _upsert(conn, ingestion_heads, pushed, keys=("fork", "ingestion", "head"), keep=tuple(pushed))
 
     def ingestions(self, fork: str, *, state: str | None = None) -> list[IngestionRecord]:
         query = select(ingestions).where(ingestions.c.fork == fork)

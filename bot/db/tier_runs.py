@@ -44,7 +44,7 @@ from bot.core.tiers import (
     selection_code,
 )
 from bot.core.trunk_watch import WATCH
-from bot.db.registry import ingestions
+from bot.db.registry import ingestion_heads
 from bot.db.store import Store, UTCDateTime, metadata
 
 RunId = BigInteger().with_variant(Integer, "sqlite")  # GitHub's workflow run ids outgrow 32 bits
@@ -224,16 +224,18 @@ class TierRuns:
         return _run(row._mapping) if row is not None else None
 
     def failed_alone(self, fork: str) -> dict[str, Blame]:
-        """The upstream commit of each one-commit ingestion PR whose own tier failed on the head Sluice
+        """The upstream commit of each one-commit ingestion PR whose own tier failed on a head Sluice
         pushed (a real failure: not the machine's, nor one that fork trunk shares), with its first such
-        failure. With nothing else in the PR to blame, that is as good as a bisection's blame."""
-        t, i = tier_runs.c, ingestions.c
+        failure. With nothing else in the PR to blame, that is as good as a bisection's blame. Each head
+        counts with the commits it carried: a PR rebuilt with one commit where it had several, or the
+        reverse, blames only by the heads that carried one."""
+        t, h = tier_runs.c, ingestion_heads.c
         query = (
-            select(i.upstream_first, t.level, t.pull, t.detail, t.completed_at)
-            .join(ingestions, (i.fork == t.fork) & (i.id == t.ingestion) & (i.head == t.head_sha))
+            select(h.upstream_first, t.level, t.pull, t.detail, t.completed_at)
+            .join(ingestion_heads, (h.fork == t.fork) & (h.ingestion == t.ingestion) & (h.head == t.head_sha))
             .where(
                 t.fork == fork,
-                i.commits == 1,
+                h.commits == 1,
                 t.bisection == 0,
                 t.probe == 0,
                 t.state == RunState.COMPLETED.value,
