@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import sqlite3
 import subprocess
 import sys
 from dataclasses import replace
@@ -400,6 +401,13 @@ def test_calibrate_counts_the_culprits_sluices_tier_runs_blamed_in_the_store(
     missing = tmp_path / "nowhere.db"
     assert calibrate_cli(s, out, "--database", f"sqlite:///{missing}") == 2  # a typo: refused, not created
     assert not missing.exists() and "no store at" in capsys.readouterr().err
+    foreign = tmp_path / "other.db"  # another application's database: refused, left as it was
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    assert calibrate_cli(s, out, "--database", f"sqlite:///{foreign}") == 2
+    assert "tables that are not Sluice's (notes)" in capsys.readouterr().err
+    with sqlite3.connect(foreign) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("notes",)]
     assert calibrate_cli(s, out, "--until", "2100-01-01") == 0  # no store: git history alone
     assert RiskModel.from_json(out.read_text()).provenance.positives == 4
     assert "blamed by Sluice" not in capsys.readouterr().out.split("method:")[0]

@@ -26,6 +26,7 @@ import bot.db.signoffs
 import bot.db.store
 import bot.db.tier_runs
 import bot.db.trunk_watch
+from bot.core.errors import BadInput
 from bot.core.models import (
     Dependency,
     DependencyKind,
@@ -236,6 +237,31 @@ def test_concurrent_opens_migrate_once(database_url: str) -> None:
     assert errors == []
     with raw_connection(database_url) as conn:
         assert migrated_versions(conn) == [HEAD_REVISION]
+
+
+def test_a_database_of_another_application_is_refused_and_left_as_it_was(database_url: str) -> None:
+    """Bad input changes nothing: a URL that names someone else's database (tables, no Sluice schema) gets a
+    clear error, and Sluice adds none of its tables to it."""
+    with raw_connection(database_url) as conn:
+        conn.execute(text("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total INTEGER)"))
+        conn.commit()
+    with pytest.raises(BadInput, match=r"tables that are not Sluice's \(invoices\)"):
+        Store.open(database_url)
+    with raw_connection(database_url) as conn:
+        assert inspect(conn).get_table_names() == ["invoices"]
+
+
+def test_a_store_at_a_revision_this_sluice_does_not_know_is_refused_and_left_as_it_was(
+    database_url: str,
+) -> None:
+    Store.open(database_url).close()
+    with raw_connection(database_url) as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
+        conn.commit()
+    with pytest.raises(BadInput, match="schema revision '0099_from_the_future', which this Sluice does not"):
+        Store.open(database_url)
+    with raw_connection(database_url) as conn:
+        assert migrated_versions(conn) == ["0099_from_the_future"]
 
 
 def test_head_revision_constant_is_alembics_head() -> None:

@@ -49,6 +49,7 @@ from sqlalchemy.sql.base import ReadOnlyColumnCollection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
+from bot.core.errors import BadInput
 from bot.core.models import ChainStatus, Disposition, DispositionRecord, Plan, ResolutionSource, StoredChain
 
 DEFAULT_URL_ENV = "SLUICE_DATABASE_URL"
@@ -580,15 +581,41 @@ def _migrate(engine: Engine) -> None:
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
-        if _revision(conn) == HEAD_REVISION:
+        revision = _revision(conn)
+        if revision == HEAD_REVISION:
             return  # the usual case: importing and running Alembic would cost every command ~0.2 s
         from alembic import command
         from alembic.config import Config
+        from alembic.script import ScriptDirectory
+        from alembic.util import CommandError
 
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS_DIR))
         config.attributes["connection"] = conn
+        if revision is None:
+            _refuse_foreign(conn)
+        else:
+            try:
+                ScriptDirectory.from_config(config).get_revision(revision)
+            except CommandError as exc:
+                raise BadInput(
+                    f"the store is at schema revision {revision!r}, which this Sluice does not know "
+                    f"(its newest is {HEAD_REVISION!r}): a newer Sluice's store?",
+                    "run the Sluice that wrote it, or give another store (--database or SLUICE_DATABASE_URL)",
+                ) from exc
         command.upgrade(config, "head")
+
+
+def _refuse_foreign(conn: Connection) -> None:
+    """A database Alembic never migrated must be empty: Sluice adds its tables to no one else's."""
+    found = sorted(inspect(conn).get_table_names())
+    if found:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise BadInput(
+            f"the database holds tables that are not Sluice's ({shown}) and no Sluice schema: Sluice will "
+            "not add its tables to it",
+            "give an empty database or an existing Sluice store (--database or SLUICE_DATABASE_URL)",
+        )
 
 
 def _revision(conn: Connection) -> str | None:
