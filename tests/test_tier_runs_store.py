@@ -26,6 +26,16 @@ def attempt(ingestion: str = "bundle-0123456789", *, pull: int = 7, attempt: int
     return TierRun(FORK, pull, ingestion, Level.L1, HEAD, attempt, RunState.DISPATCHED, AT)
 
 
+def completed(runs: TierRuns, run: TierRun, verdict: Verdict, *, detail: str, at: dt.datetime) -> None:
+    """Record `run` and its ending with `verdict` at `at`."""
+    added = runs.add(run)
+    assert added is not None
+    done = dataclasses.replace(
+        added, state=RunState.COMPLETED, verdict=verdict, detail=detail, completed_at=at
+    )
+    assert runs.finish(done)
+
+
 def test_an_ingestion_id_as_long_as_a_branch_name_is_kept(store: Store) -> None:
     """A fork PR from the fork's own `sluice/ingest/<name>` branch takes `<name>` as its id: a person's
     branch name, up to GitHub's 255 bytes, not one of Sluice's short ids."""
@@ -135,16 +145,8 @@ def test_a_one_commit_ingestion_whose_own_tier_failed_blames_its_one_commit(stor
     ) -> None:
         pull = 10 + list(ups).index(name) + 1
         run = TierRun(FORK, pull, f"chain-{name}", Level.L2, head, minutes, RunState.DISPATCHED, AT)
-        added = runs.add(dataclasses.replace(run, bisection=probe, probe=probe))
-        assert added is not None
-        done = dataclasses.replace(
-            added,
-            state=RunState.COMPLETED,
-            verdict=verdict,
-            detail=f"{name} failed",
-            completed_at=AT + dt.timedelta(minutes=minutes),
-        )
-        assert runs.finish(done)
+        run = dataclasses.replace(run, bisection=probe, probe=probe)
+        completed(runs, run, verdict, detail=f"{name} failed", at=AT + dt.timedelta(minutes=minutes))
 
     ended("alone", Verdict.PASSED, minutes=1)
     ended("alone", Verdict.FAILED, minutes=2)
@@ -187,16 +189,9 @@ def test_a_failure_on_an_earlier_head_sluice_pushed_still_blames_by_the_commits_
         registry.save_ingestion(closed, at=AT + dt.timedelta(minutes=20))  # the same head saved again
         for head, verdict, minutes in ((old, Verdict.FAILED, 5), (new, Verdict.PASSED, 15)):
             run = TierRun(FORK, n, f"chain-{name}", Level.L1, head, 1, RunState.DISPATCHED, AT)
-            added = runs.add(run)
-            assert added is not None
-            done = dataclasses.replace(
-                added,
-                state=RunState.COMPLETED,
-                verdict=verdict,
-                detail=f"{name}: {verdict.value}",
-                completed_at=AT + dt.timedelta(minutes=minutes),
+            completed(
+                runs, run, verdict, detail=f"{name}: {verdict.value}", at=AT + dt.timedelta(minutes=minutes)
             )
-            assert runs.finish(done)
     blamed = runs.failed_alone(FORK)
     assert set(blamed) == {first, grown}  # not `shrunk`: its failed head carried three commits
     assert blamed[first].time == int((AT + dt.timedelta(minutes=5)).timestamp())
