@@ -11,7 +11,7 @@ from sqlalchemy import select
 from bot.app.status import BisectGauges
 from bot.core import bisect
 from bot.core.audit import AuditBisection, AuditRecord, render, with_bisection
-from bot.core.bisect_pr import BisectionRecord, ProbeRun, Status
+from bot.core.bisect_pr import BisectionRecord, Blame, ProbeRun, Status
 from bot.core.tiers import Level, RunState, TierRun, Verdict, latest_runs, stale_runs
 from bot.db.bisections import Bisections, bisections
 from bot.db.gates import GateStore
@@ -67,6 +67,20 @@ def test_culprits_are_kept_once_per_commit_with_the_newest_failure(store: Store)
     records.blame(FORK, COMMITS[1], level=Level.L2, pull=9, bisection=2, detail="L2 failed: b", at=AT)
     records.blame("other/fork", COMMITS[2], level=Level.L1, pull=1, bisection=3, detail="x", at=AT)
     assert records.blamed(FORK) == {COMMITS[1]: "L2 failed: b"}
+
+
+def test_a_culprit_blamed_again_keeps_when_it_was_first_blamed(store: Store) -> None:
+    """`sluice calibrate --database` knows a culprit from its first blame: a later bisection that blames it
+    again brings its newest failure, not a later date."""
+    records = Bisections(store)
+    later = AT + timedelta(days=3)
+    records.blame(FORK, COMMITS[1], level=Level.L1, pull=7, bisection=1, detail="L1 failed: a", at=AT)
+    records.blame(FORK, COMMITS[1], level=Level.L2, pull=9, bisection=2, detail="L2 failed: b", at=later)
+    records.blame(FORK, COMMITS[2], level=Level.L1, pull=9, bisection=2, detail="L1 failed: c", at=later)
+    assert records.blames(FORK) == {
+        COMMITS[1]: Blame(Level.L2, 9, "L2 failed: b", int(AT.timestamp())),
+        COMMITS[2]: Blame(Level.L1, 9, "L1 failed: c", int(later.timestamp())),
+    }
 
 
 def test_stats_count_bisections_runs_and_running_per_fork_and_tier(store: Store) -> None:

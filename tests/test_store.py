@@ -58,7 +58,7 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0018_ingestion_heads"
+HEAD_REVISION = "0019_bisect_culprits_first_at"
 # Modules that define tables on the metadata the migrations are compared with.
 TABLE_MODULES = (
     bot.db.audit,
@@ -275,17 +275,28 @@ def test_head_revision_constant_is_alembics_head() -> None:
     assert head == bot.db.store.HEAD_REVISION == HEAD_REVISION
 
 
-def test_a_database_at_an_older_revision_is_upgraded(database_url: str) -> None:
+@contextmanager
+def at_revision(url: str, revision: str) -> Iterator[Connection]:
+    """A connection to the database at `url` migrated only up to `revision`, in a transaction committed on
+    leaving: rows written there are what an older Sluice left."""
     from alembic import command
     from alembic.config import Config
 
-    engine = create_engine(normalise_url(database_url), poolclass=NullPool)
+    engine = create_engine(normalise_url(url), poolclass=NullPool)
     config = Config()
     config.set_main_option("script_location", str(bot.db.store.MIGRATIONS_DIR))
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "0004_registry")
-    engine.dispose()
+    try:
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.upgrade(config, revision)
+            yield conn
+    finally:
+        engine.dispose()
+
+
+def test_a_database_at_an_older_revision_is_upgraded(database_url: str) -> None:
+    with at_revision(database_url, "0004_registry"):
+        pass
     Store.open(database_url).close()
     with raw_connection(database_url) as conn:
         assert migrated_versions(conn) == [HEAD_REVISION]
@@ -653,16 +664,8 @@ def test_the_largest_github_id_the_intake_accepts_is_recorded(store: Store) -> N
 def test_the_heads_the_registry_held_before_0018_become_the_first_ingestion_heads(database_url: str) -> None:
     """Upgrading a store that predates ingestion_heads keeps the heads Sluice had pushed, with what each
     carried, so `TierRuns.failed_alone` still reads the failures on them."""
-    from alembic import command
-    from alembic.config import Config
-
-    engine = create_engine(normalise_url(database_url), poolclass=NullPool)
-    config = Config()
-    config.set_main_option("script_location", str(bot.db.store.MIGRATIONS_DIR))
     at = datetime(2026, 12, 1, tzinfo=UTC)
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "0017_bisections_ingestion_len")
+    with at_revision(database_url, "0017_bisections_ingestion_len") as conn:
         for n, head in ((1, "a" * 40), (2, None)):
             row = {
                 "fork": "o/f",
@@ -678,7 +681,6 @@ def test_the_heads_the_registry_held_before_0018_become_the_first_ingestion_head
                 "updated_at": at,
             }
             conn.execute(bot.db.registry.ingestions.insert().values(row))
-    engine.dispose()
     Store.open(database_url).close()
     with raw_connection(database_url) as conn:
         rows = conn.execute(select(bot.db.registry.ingestion_heads)).all()
@@ -687,3 +689,18 @@ def test_the_heads_the_registry_held_before_0018_become_the_first_ingestion_head
     ]
     pushed = rows[0].pushed_at
     assert (pushed if pushed.tzinfo else pushed.replace(tzinfo=UTC)) == at
+
+
+def test_a_culprit_blamed_before_0019_was_first_blamed_at_its_blame(database_url: str) -> None:
+    """The culprits bisections blamed before bisect_culprits kept a first blame start from the one they
+    have."""
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    row = {"fork": "o/f", "sha": "c" * 40, "level": "l1", "pull": 7, "bisection": 1, "detail": "d", "at": at}
+    with at_revision(database_url, "0018_ingestion_heads") as conn:
+        conn.execute(bot.db.bisections.bisect_culprits.insert().values(row))
+    store = Store.open(database_url)
+    try:
+        blames = bot.db.bisections.Bisections(store).blames("o/f")
+    finally:
+        store.close()
+    assert {sha: b.time for sha, b in blames.items()} == {"c" * 40: int(at.timestamp())}

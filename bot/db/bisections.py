@@ -56,7 +56,8 @@ bisect_culprits = Table(
     Column("pull", Integer, nullable=False),
     Column("bisection", Integer, nullable=False),
     Column("detail", Text, nullable=False),
-    Column("at", UTCDateTime, nullable=False),
+    Column("at", UTCDateTime, nullable=False),  # the newest failure it caused
+    Column("first_at", UTCDateTime, nullable=False),  # when it was first blamed
     PrimaryKeyConstraint("fork", "sha", name="pk_bisect_culprits"),
 )
 
@@ -120,7 +121,7 @@ class Bisections:
     def blame(
         self, fork: str, sha: str, *, level: Level, pull: int, bisection: int, detail: str, at: datetime
     ) -> None:
-        """Record a culprit (again: the newest failure it caused is kept)."""
+        """Record a culprit (again: the newest failure it caused is kept, and when it was first blamed)."""
         values = {"level": level.value, "pull": pull, "bisection": bisection, "detail": detail, "at": at}
         with self.store._engine.begin() as conn:
             done = conn.execute(
@@ -129,7 +130,7 @@ class Bisections:
                 .values(values)
             )
             if done.rowcount == 0:
-                conn.execute(insert(bisect_culprits).values(fork=fork, sha=sha, **values))
+                conn.execute(insert(bisect_culprits).values(fork=fork, sha=sha, first_at=at, **values))
 
     def blamed(self, fork: str) -> dict[str, str]:
         """Each culprit's upstream SHA and what its failure was (the planner's `bisected` reason)."""
@@ -138,13 +139,14 @@ class Bisections:
             return {r.sha: r.detail for r in conn.execute(query)}
 
     def blames(self, fork: str) -> dict[str, Blame]:
-        """Each culprit's upstream SHA and its blame: the tier, the PR, what failed and when (what
-        `sluice calibrate` counts as evidence that the commit broke the fork)."""
+        """Each culprit's upstream SHA and its blame: the tier, the PR and what failed (its newest failure),
+        and when it was first blamed (what `sluice calibrate` counts as evidence that the commit broke the
+        fork, from then on)."""
         c = bisect_culprits.c
-        query = select(c.sha, c.level, c.pull, c.detail, c.at).where(c.fork == fork)
+        query = select(c.sha, c.level, c.pull, c.detail, c.first_at).where(c.fork == fork)
         with self.store._engine.connect() as conn:
             return {
-                r.sha: Blame(Level(r.level), r.pull, r.detail, int(r.at.timestamp()))
+                r.sha: Blame(Level(r.level), r.pull, r.detail, int(r.first_at.timestamp()))
                 for r in conn.execute(query)
             }
 
