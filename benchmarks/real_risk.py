@@ -15,10 +15,14 @@ that chains the most culprits with 70 % bundled (the trade-off's best) and where
 (commits chained for their own probability, joining a chain they depend on, or by a structural rule, with
 the culprits each catches), and times `make_plan` with and without a model on the largest held-out window.
 A rolling origin (a model refitted at each month, judged on that month, the months pooled) gives the same
-figures on more culprits. `--train-since` (earlier than `--since`) fits every model on a longer history
-while the ingestions judged stay those from `--since`: whether older history helps. PATH is only read:
-planning's merge-tree objects go to a `--shared` clone in a temporary directory. With no PATH it prints
-"skipped: no repository given" and exits 0.
+figures on more culprits. Two lines put them in context: how often a commit broke the fork in the rows
+fitted on, in those held out and in each month (the drift a fitted model meets), and the ceiling: the
+trade-off's best on the same ingestions with a model fitted on every ingestion, the judged ones too (in
+sample, so what the features and the planner can do at all when the model has seen the culprits).
+`--train-since` (earlier than `--since`) fits every model on a longer history while the ingestions judged
+stay those from `--since`: whether older history helps. PATH is only read: planning's merge-tree objects go
+to a `--shared` clone in a temporary directory. With no PATH it prints "skipped: no repository given" and
+exits 0.
 
 `culprits` and `windows` (a minimal labelling of merge PRs' own fixes) are what benchmarks/simulate_bench.py
 replays.
@@ -401,11 +405,16 @@ def report(label: str, found: Figures, *, goal: bool = False) -> None:
     print(line, flush=True)
 
 
-def held_out_model(train: Sequence[Row], plans: Mapping[str, Sequence[PlannedCommit]]) -> RiskModel:
+def held_out_model(
+    train: Sequence[Row],
+    plans: Mapping[str, Sequence[PlannedCommit]],
+    *,
+    source: str = "benchmarks/real_risk.py (fitted on the earlier ingestions only)",
+) -> RiskModel:
     """The model `sluice calibrate` would fit on the earlier rows (`plans`: ingestions by id) only."""
     fit = fitting.fit(train, c=1.0)
     provenance = Provenance(
-        source="benchmarks/real_risk.py (fitted on the earlier ingestions only)",
+        source=source,
         commits=len(train),
         positives=sum(r.outcome for r in train),
         method="bot.core.fitting.fit, C=1.0",
@@ -459,15 +468,15 @@ def rolling_folds(mined: Sequence[Mined], rows: Sequence[Row], starts: Sequence[
 
 def rolling_origin(
     config: SluiceConfig, mined: Sequence[Mined], rows: Sequence[Row], *, since: int | None = None
-) -> None:
+) -> tuple[str, list[Mined]] | None:
     """The planner at each `chain_share` over a rolling origin: every month (after the earlier
     ROLLING_FROM of the rows from `since` on) judged by a model refitted on all that came before, the
-    months pooled."""
+    months pooled. Returns which months and the ingestions it judged (None when no month could be)."""
     starts = month_starts(judged_rows(rows, since), after_share=ROLLING_FROM)
     folds = rolling_folds(mined, rows, starts)
     if not folds:
         print("rolling origin: no month to judge (too little history before it)")
-        return
+        return None
     first = dt.datetime.fromtimestamp(folds[0].start, dt.UTC).strftime("%Y-%m")
     mined_judged = [m for f in folds for m in f.judged]
     judged = [Judged.of(m.commits, f.model, config) for f in folds for m in f.judged]
@@ -477,6 +486,39 @@ def rolling_origin(
     best = sweep(label, mined_judged, judged, config)
     if best is not None:
         report_budget(f"{label}, at {best}", mined_judged, judged, with_share(config, best))
+    return f"the rolling origin's {len(folds)} months from {first}", mined_judged
+
+
+def ceiling(
+    config: SluiceConfig, mined: Sequence[Mined], rows: Sequence[Row], judged: Mapping[str, Sequence[Mined]]
+) -> None:
+    """The trade-off's best on each set of `judged` ingestions (by label) with a model fitted on every mined
+    ingestion, those judged included. Not a forecast: the ceiling of what the features and the planner can
+    do on those culprits when the model has already seen them. A held-out figure near it means the model
+    generalises and the features are what limits it; far below it, the fit."""
+    model = held_out_model(
+        rows,
+        {m.window.id: m.commits for m in mined},
+        source="benchmarks/real_risk.py (fitted on every ingestion: in sample)",
+    )
+    for label, part in judged.items():
+        scored = [Judged.of(m.commits, model, config) for m in part]
+        sweep(f"{label}, in sample (fitted on every ingestion, these too)", part, scored, config)
+
+
+def culprit_rates(fitted: Sequence[Row], held_out: Sequence[Row]) -> str:
+    """How often a commit broke the fork: in the rows fitted on (as known at the split), in those held out,
+    and per month: the base rate a fitted model carries forward, against what came after."""
+
+    def rate(part: Sequence[Row]) -> str:
+        bad = sum(r.outcome for r in part)
+        return f"{bad / len(part):.1%} ({bad} of {len(part)})" if part else "none"
+
+    months: dict[str, list[Row]] = {}
+    for r in sorted([*fitted, *held_out], key=lambda r: r.time):
+        months.setdefault(dt.datetime.fromtimestamp(r.time, dt.UTC).strftime("%Y-%m"), []).append(r)
+    by_month = ", ".join(f"{m} {sum(r.outcome for r in part) / len(part):.1%}" for m, part in months.items())
+    return f"culprits per commit: fitted {rate(fitted)}, held out {rate(held_out)}; by month {by_month}"
 
 
 def judged_rows(rows: Sequence[Row], since: int | None) -> list[Row]:
@@ -522,7 +564,9 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     best = sweep("held out, model", test_windows, judged, config)
     if best is not None:
         report_budget(f"held out, model, at {best}", test_windows, judged, with_share(config, best))
-    rolling_origin(config, mined, rows, since=since)
+    rolling = rolling_origin(config, mined, rows, since=since)
+    print(culprit_rates(train, test), flush=True)
+    ceiling(config, mined, rows, {"held out": test_windows} | dict([rolling] if rolling else []))
     shipped = default_model()
     if shipped is not None:
         in_sample = [Judged.of(m.commits, shipped, config) for m in test_windows]

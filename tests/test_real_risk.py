@@ -18,7 +18,7 @@ import pytest
 from bot.core import fitting
 from bot.core.config import SluiceConfig
 from bot.core.models import Dependency, DependencyKind, PlannedCommit, RiskKind, RiskLevel, RiskReason
-from bot.core.risk_model import MODEL_SCHEMA, Provenance, RiskModel
+from bot.core.risk_model import MODEL_SCHEMA, Provenance, RiskModel, commit_features
 from bot.flows.mining import IngestionWindow
 from tests.test_calibrate import merge_history
 
@@ -292,3 +292,51 @@ def test_mining_starts_at_the_earlier_of_since_and_train_since(
         None if mined is None else int(dt.datetime.fromisoformat(mined).replace(tzinfo=dt.UTC).timestamp())
     )
     assert real_risk.mined_from(args) == expected
+
+
+def test_the_ceiling_is_a_model_fitted_on_the_judged_ingestions_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Early ingestions broke by their patch-stack commit, late ones by a 600-line one: a model fitted on the
+    early ones only cannot know size, the ceiling's (fitted on every ingestion) chains every late culprit."""
+    real_risk = load()
+    config = SluiceConfig.model_validate({"risk": {"model": "none"}})
+    mined, rows = [], []
+    for w in range(10):
+        late = w >= 5
+        commits = [commit(200 + 5 * w + i, f"w{w} c{i}", hot=i == 0) for i in range(5)]
+        commits[1] = commits[1].model_copy(update={"changed_lines": 600})
+        bad = commits[1 if late else 0].sha
+        window = IngestionWindow(f"w{w}", "merge", w, "f", "u", tuple(c.sha for c in commits), ())
+        mined.append(real_risk.Mined(window, tuple(commits), frozenset({bad})))
+        rows += [
+            real_risk.Row(c.sha, f"w{w}", w, commit_features(c, config=config), int(c.sha == bad))
+            for c in commits
+        ]
+    judged = {"the late ones": mined[5:]}
+    real_risk.ceiling(config, mined, rows, judged)
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith(
+        "the late ones, in sample (fitted on every ingestion, these too), best chain_share"
+    )
+    assert "100.0% of 5 culprits chained" in line
+    early = real_risk.held_out_model(rows[:25], {m.window.id: m.commits for m in mined[:5]})
+    real_risk.sweep(
+        "held out", mined[5:], [real_risk.Judged.of(m.commits, early, config) for m in mined[5:]], config
+    )
+    assert "100.0% of 5 culprits chained" not in capsys.readouterr().out.splitlines()[0]
+
+
+def test_the_culprit_rates_are_of_the_rows_fitted_and_held_out_and_of_each_month() -> None:
+    real_risk = load()
+    day = 86400
+    jan, feb = (int(dt.datetime(2025, m, 10, tzinfo=dt.UTC).timestamp()) for m in (1, 2))
+    fitted = [real_risk.Row(f"{i}", "a", jan + i * day, {}, int(i == 0)) for i in range(4)]  # 1 of 4
+    held = [real_risk.Row(f"h{i}", "b", feb, {}, int(i < 3)) for i in range(5)]  # 3 of 5
+    assert real_risk.culprit_rates(fitted, held) == (
+        "culprits per commit: fitted 25.0% (1 of 4), held out 60.0% (3 of 5); by month 2025-01 25.0%, "
+        "2025-02 60.0%"
+    )
+    assert real_risk.culprit_rates(fitted, []).startswith(
+        "culprits per commit: fitted 25.0% (1 of 4), held out none"
+    )
