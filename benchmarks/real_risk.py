@@ -286,8 +286,9 @@ def best_at_goal(found: Mapping[float, Figures]) -> tuple[float, Figures] | None
     return share, found[share]
 
 
-def report_sweep(label: str, found: Mapping[float, Figures]) -> float | None:
-    """Print the trade-off's best setting; return its `chain_share` (None when none bundles enough)."""
+def report_sweep(label: str, found: Mapping[float, Figures], *, goal: bool = True) -> float | None:
+    """Print the trade-off's best setting (`goal`: and whether it meets the issue's goal); return its
+    `chain_share` (None when none bundles enough)."""
     best = best_at_goal(found)
     if best is None:
         print(f"{label}: no chain_share in {min(found)}–{max(found)} bundles {GOAL_BUNDLED:.0%}")
@@ -297,7 +298,7 @@ def report_sweep(label: str, found: Mapping[float, Figures]) -> float | None:
         f"{label}, best chain_share at >= {GOAL_BUNDLED:.0%} bundled ({share}, swept {min(found)}–"
         f"{max(found)})",
         figs,
-        goal=True,
+        goal=goal,
     )
     return share
 
@@ -503,7 +504,8 @@ def ceiling(
     )
     for label, part in judged.items():
         scored = [Judged.of(m.commits, model, config) for m in part]
-        sweep(f"{label}, in sample (fitted on every ingestion, these too)", part, scored, config)
+        found = {share: figures(part, ch) for share, ch in chained_at(scored, config, SWEEP).items()}
+        report_sweep(f"{label}, in sample (fitted on every ingestion, these too)", found, goal=False)
 
 
 def culprit_rates(fitted: Sequence[Row], held_out: Sequence[Row]) -> str:
@@ -566,7 +568,10 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
         report_budget(f"held out, model, at {best}", test_windows, judged, with_share(config, best))
     rolling = rolling_origin(config, mined, rows, since=since)
     print(culprit_rates(train, test), flush=True)
-    ceiling(config, mined, rows, {"held out": test_windows} | dict([rolling] if rolling else []))
+    judged_sets = {"the held-out ingestions": test_windows}
+    if rolling is not None:
+        judged_sets[rolling[0]] = rolling[1]
+    ceiling(config, mined, rows, judged_sets)
     shipped = default_model()
     if shipped is not None:
         in_sample = [Judged.of(m.commits, shipped, config) for m in test_windows]
