@@ -516,10 +516,8 @@ def culprit_rates(fitted: Sequence[Row], held_out: Sequence[Row]) -> str:
         bad = sum(r.outcome for r in part)
         return f"{bad / len(part):.1%} ({bad} of {len(part)})" if part else "none"
 
-    months: dict[str, list[Row]] = {}
-    for r in sorted([*fitted, *held_out], key=lambda r: r.time):
-        months.setdefault(dt.datetime.fromtimestamp(r.time, dt.UTC).strftime("%Y-%m"), []).append(r)
-    by_month = ", ".join(f"{m} {sum(r.outcome for r in part) / len(part):.1%}" for m, part in months.items())
+    months = fitting.by_month([*fitted, *held_out])
+    by_month = ", ".join(f"{month} {bad / n:.1%}" for month, n, bad in months)
     return f"culprits per commit: fitted {rate(fitted)}, held out {rate(held_out)}; by month {by_month}"
 
 

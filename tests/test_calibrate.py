@@ -234,6 +234,18 @@ def test_a_fit_at_a_cut_knows_only_the_culprits_named_before_it() -> None:
     assert [r.outcome for r in fitting.as_known_at(rows, 31)] == [1, 1, 1, 0]
 
 
+def test_the_culprits_by_month_are_counted_by_each_ingestions_utc_month() -> None:
+    jan31 = int(dt.datetime(2025, 1, 31, 23, 30, tzinfo=dt.UTC).timestamp())
+    rows = [
+        Row(sha="c", window="w3", time=jan31 + 3600, features={}, outcome=1),  # 00:30 on 1 February
+        Row(sha="a", window="w1", time=jan31, features={}, outcome=0),
+        Row(sha="b", window="w1", time=jan31, features={}, outcome=1),
+        Row(sha="d", window="w4", time=jan31 + 40 * 86400, features={}, outcome=0),
+    ]
+    assert fitting.by_month(rows) == [("2025-01", 2, 1), ("2025-02", 1, 1), ("2025-03", 1, 0)]
+    assert fitting.by_month([]) == []
+
+
 def test_the_held_out_fit_knows_only_the_culprits_named_by_the_split() -> None:
     """Every earlier culprit named only after the split: the held-out fit has nothing to learn from, where
     named before it the same rows are judged."""
@@ -488,6 +500,7 @@ def test_make_default_model_runs_sluice_calibrate(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert s.git("count-objects", "-v") == objects  # the probes went to the throwaway clone
     assert "calibrate: upstream commits: 9, culprits: 4" in proc.stdout
+    assert "calibrate: culprits by month: 2026-01 44.4 % (4 of 9)" in proc.stdout
     assert (
         main(
             [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import math
 from collections import Counter
@@ -34,6 +35,16 @@ class Row:
     risk: str = ""  # the level today's rules gave it, for comparison
     changed_lines: int = 0
     known: int | None = None  # when the fork first said it broke (a fix commit's time); None: not when
+
+
+def by_month(rows: Sequence[Row]) -> list[tuple[str, int, int]]:
+    """(UTC month `YYYY-MM`, commits, culprits) of the rows' ingestions, oldest first: how the fork's
+    breakage rate moves, which a model fitted on earlier months carries forward unchanged."""
+    months: dict[str, list[int]] = {}
+    for row in sorted(rows, key=lambda r: r.time):
+        month = dt.datetime.fromtimestamp(row.time, dt.UTC).strftime("%Y-%m")
+        months.setdefault(month, []).append(row.outcome)
+    return [(month, len(outcomes), sum(outcomes)) for month, outcomes in months.items()]
 
 
 def as_known_at(rows: Sequence[Row], cut: int) -> list[Row]:

@@ -486,6 +486,10 @@ def _mined_lines(cal: Calibration) -> list[str]:
         f"{p.since} .. {p.until}",
         f"upstream commits: {p.commits}, culprits: {p.positives} ({_pct(p.positives / max(p.commits, 1))})",
         f"culprits by evidence: {_evidence_counts(cal.rows)}",
+        "culprits by month: "
+        + ", ".join(
+            f"{month} {_pct(bad / n)} ({bad} of {n})" for month, n, bad in fitting.by_month(cal.rows)
+        ),
         f"method: {p.method}",
     ]
 
