@@ -412,7 +412,8 @@ def held_out_model(
     *,
     source: str = "benchmarks/real_risk.py (fitted on the earlier ingestions only)",
 ) -> RiskModel:
-    """The model `sluice calibrate` would fit on the earlier rows (`plans`: ingestions by id) only."""
+    """The model `sluice calibrate` would fit on `train` only (`plans`: those rows' ingestions by id): the
+    earlier rows for a held-out judgement, every row for the ceiling (`source` says which)."""
     fit = fitting.fit(train, c=1.0)
     provenance = Provenance(
         source=source,
