@@ -505,7 +505,7 @@ def ceiling(
     )
     for label, part in judged.items():
         scored = [Judged.of(m.commits, model, config) for m in part]
-        found = {share: figures(part, ch) for share, ch in chained_at(scored, config, SWEEP).items()}
+        found = at_shares(part, scored, config, SWEEP)
         report_sweep(f"{label}, in sample (fitted on every ingestion, these too)", found, goal=False)
 
 
