@@ -74,6 +74,7 @@ TRAIN_SHARE = 0.7  # calibrate's time split
 ROLLING_FROM = 0.4
 SHARES = (0.15, 0.2, 0.25, 0.3)
 SWEEP = tuple(round(0.1 + 0.0025 * i, 4) for i in range(121))  # chain_share 0.1 … 0.4: the best at the goal
+assert set(SHARES) <= set(SWEEP)  # the sweep gives the figures at each of SHARES too
 GOAL_RECALL, GOAL_BUNDLED = 0.8, 0.7
 # The trade-off's best is judged on few culprits (one of 50 is 2 points): resample the judged ingestions
 # (seeded, so every run prints the same interval) and take the best setting again in each resample.
@@ -268,10 +269,13 @@ def at_shares(
 
 
 def sweep(label: str, mined: Sequence[Mined], judged: Sequence[Judged], config: SluiceConfig) -> float | None:
-    """Sweep `chain_share` over SWEEP: print the trade-off's best and how far resampling the ingestions
-    moves it; return the best setting (None when none bundles enough)."""
+    """Sweep `chain_share` over SWEEP: print the figures at each of SHARES, the trade-off's best and how
+    far resampling the ingestions moves it; return the best setting (None when none bundles enough)."""
     swept = chained_at(judged, config, SWEEP)
-    best = report_sweep(label, {share: figures(mined, chained) for share, chained in swept.items()})
+    found = {share: figures(mined, chained) for share, chained in swept.items()}
+    for share in SHARES:
+        report(f"{label}, chain_share {share}", found[share], goal=True)
+    best = report_sweep(label, found)
     report_resampled(label, resampled_best(mined, swept))
     return best
 
@@ -483,8 +487,6 @@ def rolling_origin(
     mined_judged = [m for f in folds for m in f.judged]
     judged = [Judged.of(m.commits, f.model, config) for f in folds for m in f.judged]
     label = f"rolling origin ({len(folds)} months from {first}, refitted monthly)"
-    for share, found in at_shares(mined_judged, judged, config, SHARES).items():
-        report(f"{label}, chain_share {share}", found, goal=True)
     best = sweep(label, mined_judged, judged, config)
     if best is not None:
         report_budget(f"{label}, at {best}", mined_judged, judged, with_share(config, best))
@@ -560,8 +562,6 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     judged = [Judged.of(m.commits, model, config) for m in test_windows]
     fewest = figures(test_windows, [j.chained(config) for j in judged])
     report("held out, model, fewest expected tier runs", fewest)
-    for share, found in at_shares(test_windows, judged, config, SHARES).items():
-        report(f"held out, model, chain_share {share}", found, goal=True)
     best = sweep("held out, model", test_windows, judged, config)
     if best is not None:
         report_budget(f"held out, model, at {best}", test_windows, judged, with_share(config, best))

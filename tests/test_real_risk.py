@@ -324,7 +324,9 @@ def test_the_ceiling_is_a_model_fitted_on_the_judged_ingestions_too(
     real_risk.sweep(
         "held out", mined[5:], [real_risk.Judged.of(m.commits, early, config) for m in mined[5:]], config
     )
-    held_out = capsys.readouterr().out.splitlines()[0]
+    out = capsys.readouterr().out.splitlines()
+    assert [ln.split(":")[0] for ln in out[:4]] == [f"held out, chain_share {s}" for s in real_risk.SHARES]
+    held_out = out[4]
     assert "best chain_share" in held_out and "100.0% of 5 culprits chained" not in held_out
 
 
