@@ -36,13 +36,13 @@ def fork_views(store: Store) -> list[ForkView]:
 
 
 class LagGauges:
-    """DESIGN.md's metrics per fork on `/metrics`, as the newest ingestion run left them."""
+    """Each fork's metrics (README, Metrics) on `/metrics`, as the newest ingestion run left them."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         def gauge(name: str, doc: str) -> Gauge:
             return Gauge(name, doc, ["fork"], registry=registry)
 
-        self.days_behind = gauge("sluice_days_behind_upstream", "Days Behind Upstream (DESIGN.md)")
+        self.days_behind = gauge("sluice_days_behind_upstream", "Days Behind Upstream (README, Metrics)")
         self.backlog = gauge("sluice_backlog_commits", "Backlog Commits: upstream commits skipped past")
         self.pending = gauge("sluice_pending_commits", "Upstream commits the fork does not have yet")
         self.oldest = gauge("sluice_oldest_missing_days", "Age of the oldest missing upstream commit, days")

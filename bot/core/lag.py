@@ -1,4 +1,4 @@
-"""One point of a fork's lag history: DESIGN.md's metrics as one ingestion run left them."""
+"""One point of a fork's lag history: the README's metrics as one ingestion run left them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Days Behind Upstream, the oldest missing commit, Backlog Commits and the ingestion tip (DESIGN.md)."""
+"""Days Behind Upstream, the oldest missing commit, Backlog Commits, the ingestion tip (README, Metrics)."""
 
 from __future__ import annotations
 

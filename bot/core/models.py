@@ -141,7 +141,7 @@ class Recognised(Frozen):
 
 
 class StreamStatus(Frozen):
-    """The metrics of DESIGN.md, computed from one repository state."""
+    """The metrics the README defines (Metrics), computed from one repository state."""
 
     upstream_head: str
     upstream_head_time: int

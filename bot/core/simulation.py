@@ -180,7 +180,7 @@ def _arrive(world: _World, now: int) -> None:
 
 
 def _sample(world: _World, now: int) -> None:
-    """Days Behind Upstream: upstream head's committer time minus the ingestion tip's (DESIGN.md)."""
+    """Days Behind Upstream: upstream head's committer time minus the ingestion tip's (README, Metrics)."""
     if world.arrived == 0:
         return
     head = world.commits[world.arrived - 1].time
