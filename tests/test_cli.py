@@ -285,3 +285,19 @@ def test_serve_reports_every_missing_setting(monkeypatch: pytest.MonkeyPatch, ca
         "neither",
         "SLUICE_WEBHOOK_SECRET",
     ]
+
+
+def test_serve_names_each_malformed_setting_without_echoing_its_value(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A value of the wrong form or out of range is a clear error too (exit 2), not a traceback; the value
+    itself is never printed, since a setting may hold a secret."""
+    monkeypatch.setenv("SLUICE_APP_ID", "not-a-number-s3cr3t")
+    monkeypatch.setenv("SLUICE_WORKERS", "100")
+    monkeypatch.setenv("SLUICE_WEBHOOK_SECRET", "hunter2")
+    code, out, err = run(capsys, "serve", "--port", "0")
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert [line.split(": ")[1] for line in lines] == ["SLUICE_APP_ID", "SLUICE_WORKERS"]
+    assert "less than or equal to 64" in lines[1]
+    assert "s3cr3t" not in err and "hunter2" not in err and "Traceback" not in err

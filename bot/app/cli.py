@@ -443,13 +443,20 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the webhook service; every missing setting is reported before anything starts."""
     from aiohttp import web
+    from pydantic import ValidationError
 
     from bot.app.service import GIL_SWITCH_INTERVAL_S, create_app
     from bot.app.settings import Settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:  # a value of the wrong form or out of range: named, never echoed (secrets)
+        for error in exc.errors():
+            name = "SLUICE_" + "_".join(str(part) for part in error["loc"]).upper()
+            print(f"sluice serve: {name}: {error['msg']}", file=sys.stderr)
+        return 2
     problems = settings.problems()
     if problems:
         for problem in problems:
