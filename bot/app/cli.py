@@ -441,7 +441,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the webhook service; every missing setting is reported before anything starts."""
+    """Run the webhook service; every missing or malformed setting is reported before anything starts."""
     from aiohttp import web
     from pydantic import ValidationError
 
@@ -453,11 +453,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         settings = Settings()
     except ValidationError as exc:  # a value of the wrong form or out of range: named, never echoed (secrets)
-        for error in exc.errors():
-            name = "SLUICE_" + "_".join(str(part) for part in error["loc"]).upper()
-            print(f"sluice serve: {name}: {error['msg']}", file=sys.stderr)
-        return 2
-    problems = settings.problems()
+        problems = [
+            f"SLUICE_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
+            for error in exc.errors()
+        ]
+    else:
+        problems = settings.problems()
     if problems:
         for problem in problems:
             print(f"sluice serve: {problem}", file=sys.stderr)
