@@ -162,7 +162,8 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
 async def on_requested_action(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
     """A person with write access pressed Re-run (or Run L3, or a PR from outside the fork's Run L2) on a
     tier's check run: that tier is dispatched. Anyone else's press starts nothing (what runs on the fork's
-    self-hosted runners is a maintainer's decision)."""
+    self-hosted runners is a maintainer's decision), and the PR says so: one comment per check run, edited
+    for each refused press, so pressing again adds no comment."""
     fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
     wanted = event.requested_action.identifier if event.requested_action else None
     level = next((lv for lv in LEVELS if lv.check.value == event.check_run.name), None)
@@ -170,13 +171,19 @@ async def on_requested_action(event: CheckRunEvent, *, ctx: Context, job: Job) -
         return
     sender = event.sender.login if event.sender is not None else None
     forge = ctx.forge(fork.installation_id, fork.repo)
-    if sender is None or await forge.permission_level(sender) not in WRITE_ACCESS:
+    runs = ctx.tier_runs
+    pull = await ctx.db(runs.pull_for_head, fork.repo, event.check_run.head_sha)
+    access = await forge.permission_level(sender) if sender is not None else "none"
+    if access not in WRITE_ACCESS:
         log.warning(
             "%s: %s on %s pressed by @%s, who lacks write access", fork.repo, wanted, level.name, sender
         )
+        if pull is not None and sender is not None:
+            marker = f"<!-- sluice:refused-press:{event.check_run.id} -->"
+            what = "L3" if wanted == RUN_L3 else level.name
+            body = refused_press(sender, access, repo=fork.repo, check=event.check_run.name, what=what)
+            await forge.upsert_comment(pull, marker=marker, body=f"{marker}\n{body}")
         return
-    runs = ctx.tier_runs
-    pull = await ctx.db(runs.pull_for_head, fork.repo, event.check_run.head_sha)
     if pull is None:
         log.info(
             "%s: %s pressed on %s, which no PR Sluice validates has",
@@ -189,3 +196,12 @@ async def on_requested_action(event: CheckRunEvent, *, ctx: Context, job: Job) -
         await requests.tiers(ctx, fork.repo, pull, l3=True)
     else:
         await requests.tiers(ctx, fork.repo, pull, rerun=level)
+
+
+def refused_press(sender: str, access: str, *, repo: str, check: str, what: str) -> str:
+    """The PR's answer to a tier button pressed by someone without write access: who, why, what to do."""
+    return (
+        f"@{sender}: Sluice did not run {what} (the button on the `{check}` check run): @{sender} has "
+        f"{access} access to {repo}, and starting a tier on the fork's runners needs write access.\n\n"
+        "To fix: ask someone with write access to press it.\n"
+    )

@@ -600,7 +600,7 @@ async def test_a_pr_from_outside_the_fork_waits_for_a_maintainer_before_the_gpu_
     actions.sim.git(outsider, "fetch", "--quiet", str(actions.sim.repo_path(FORK)), "main:main")
     trunk = actions.head("main")
     head = actions.sim.commit(outsider, "fix", {"src/a.py": "a = 1\n"}, message="a fix", parent=trunk)
-    actions.sim.open_pull(FORK, head="outsider:fix", base="main", title="A fix", user="outsider")
+    pull = actions.sim.open_pull(FORK, head="outsider:fix", base="main", title="A fix", user="outsider")
     await actions.settle()
     (l1,) = actions.sim.workflow_runs[FORK]
     assert l1["name"] == "sluice-l1.yml" and l1["inputs"]["head_sha"] == head  # GitHub's hosted runners
@@ -616,9 +616,13 @@ async def test_a_pr_from_outside_the_fork_waits_for_a_maintainer_before_the_gpu_
 
     actions.sim.set_permission(FORK, "outsider", "read")  # the author (or anyone without write) pressing it
     payload = actions.sim.check_run_payload(FORK, l2["id"], identifier="rerun", sender="outsider")
-    await actions.deliver("check_run", payload)
-    await actions.settle()
+    for _ in range(2):  # pressed twice: one answer, not two
+        await actions.deliver("check_run", payload)
+        await actions.settle()
     assert len(actions.sim.workflow_runs[FORK]) == 1
+    (answer,) = [c for c in actions.sim.comments[(FORK, pull["number"])] if "did not run" in c]
+    assert "@outsider: Sluice did not run L2 (the button on the `sluice/L2` check run)" in answer
+    assert f"has read access to {FORK}" in answer and "ask someone with write access" in answer
     actions.sim.set_permission(FORK, "dev", "maintain")
     await actions.deliver(
         "check_run", actions.sim.check_run_payload(FORK, l2["id"], identifier="rerun", sender="dev")
