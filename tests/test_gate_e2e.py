@@ -432,6 +432,32 @@ async def test_a_hold_keeps_an_open_gate_from_merging_until_released(
     assert pull.merged and rig.trunk() != head  # rebased: new commits on trunk
 
 
+async def test_an_open_gate_that_waits_again_shows_it_on_a_new_check_run(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    """GitHub never takes a completed check run back to in progress: a gate that passed and then waits again
+    (a hold, a lost approval, a re-run) says so on a new run, or the PR would stay green while it is held."""
+    gate = "gate:\n  required_tiers: [l1]\n  auto_merge: false\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False)
+    teardown.append(rig)
+    pull = rig.pull()
+    head = rig.head(pull)
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    opened = rig.gate(head)
+    assert opened["conclusion"] == "success"
+    async with rig.ctx() as ctx:
+        await gatekeeping.hold(ctx, FORK, pull.number, by="rm", reason="release freeze")
+        await rig.settle()
+        held = rig.gate(head)
+        assert held["id"] != opened["id"] and (held["status"], held["conclusion"]) == ("in_progress", None)
+        assert "held by @rm: release freeze" in held["output"]["summary"]
+        assert await gatekeeping.unhold(ctx, FORK, pull.number) is Outcome.OPEN
+    await rig.settle()
+    assert (rig.gate(head)["id"], rig.gate(head)["conclusion"]) == (held["id"], "success")  # in place again
+    assert not pull.merged  # auto_merge is off
+
+
 async def test_a_check_run_another_app_names_like_a_tier_does_not_count(
     aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:

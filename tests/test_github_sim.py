@@ -363,6 +363,9 @@ async def test_check_runs_list_shape_keeps_the_latest_per_name(api: Any, sim: Gi
         json={"conclusion": "success", "output": {"title": "ok", "summary": "s"}},
     )
     assert (done["status"], done["conclusion"], done["output"]["title"]) == ("completed", "success", "ok")
+    url = f"/repos/{FORK}/check-runs/{run['id']}"
+    _, back = await call(api, "PATCH", url, json={"status": "in_progress"})
+    assert (back["status"], back["conclusion"]) == ("completed", "success")  # never taken back, as on GitHub
     status, body = await call(api, "GET", f"/repos/{FORK}/commits/{sha}/check-runs")
     assert status == 200 and body["total_count"] == 2
     assert [r["name"] for r in body["check_runs"]] == ["sluice/l1", "sluice/gate"]

@@ -278,7 +278,10 @@ async def _set_gate(
     status = "completed" if conclusion is not None else "in_progress"
     if run is not None and _shows(run, status, conclusion, summary):
         return
-    run_id = int(run["id"]) if run is not None else None
+    # GitHub never takes a completed run back to in progress (it would keep its old conclusion): a gate
+    # that waits again gets a new run, as a re-run of a tier does
+    reopened = run is not None and run.get("status") == "completed" and status != "completed"
+    run_id = int(run["id"]) if run is not None and not reopened else None
     await keeper.forge.set_check_run(
         found.head,
         Tier.GATE.value,

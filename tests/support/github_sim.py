@@ -1991,7 +1991,8 @@ class GitHubSim:
                 "pending",
             ):
                 raise validation_failed({"resource": "CheckRun", "field": "status", "code": "invalid"})
-            run["status"] = data["status"]
+            if run["status"] != "completed":  # GitHub never takes a completed run back (its conclusion stays)
+                run["status"] = data["status"]
         if data.get("conclusion") is not None:
             run["conclusion"], run["status"] = data["conclusion"], "completed"
         if run["status"] == "completed":
