@@ -12,17 +12,20 @@ from gidgethub.routing import Router
 
 from bot.app.context import Context
 from bot.app.worker import Rejected
+from bot.core import tier_checks
 from bot.core.bisect_pr import candidate_branch
 from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
+from bot.core.gate import FAILED
+from bot.core.ingestion import Tier
 from bot.core.tier_checks import RERUN, RUN_L3
 from bot.core.tiers import LEVELS, TRUNK_PULL, Level, RunState, Subject, TierRun, Verdict, Want, tier_config
-from bot.core.webhooks import CheckRunEvent, PullRequestEvent
+from bot.core.webhooks import CheckRunEvent, CheckSuiteEvent, PullRequestEvent
 from bot.flows.bisection import time_out_probes
 from bot.flows.local_tier import run_local
-from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, time_out, time_out_stalled
+from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, show, time_out, time_out_stalled
 from bot.github.forge import ForkGitHub
 from bot.ports import Fork, Job, TierBackend
-from handlers import requests
+from handlers import gatekeeping, requests
 from handlers.requests import LocalTierRequest, TiersRequest, TierTimeoutsRequest
 
 router = Router()
@@ -154,6 +157,13 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
             event.pull_request.number,
             head_repo or "a deleted repository",
         )
+        reason = (
+            "Sluice's local backend runs tiers on its own machine, so only for the fork's own branches; this "
+            f"PR's head is in {head_repo or 'a deleted repository'}. Push it to a branch of the fork, or "
+            "deploy with the GitHub backend (`SLUICE_TIER_BACKEND=github`), which runs it on GitHub's runners"
+        )
+        output = tier_checks.not_run_here(Level.L1, short="PR from outside the fork", reason=reason)
+        await show(await tiering(ctx, fork), event.pull_request.head.sha, Level.L1, output)
         return
     await requests.tiers(ctx, fork.repo, event.pull_request.number)
 
@@ -161,47 +171,112 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
 @router.register("check_run", action="requested_action")
 async def on_requested_action(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
     """A person with write access pressed Re-run (or Run L3, or a PR from outside the fork's Run L2) on a
-    tier's check run: that tier is dispatched. Anyone else's press starts nothing (what runs on the fork's
-    self-hosted runners is a maintainer's decision), and the PR says so: one comment per check run, edited
-    for each refused press, so pressing again adds no comment."""
-    fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
+    tier's check run: that tier is dispatched."""
     wanted = event.requested_action.identifier if event.requested_action else None
     level = next((lv for lv in LEVELS if lv.check.value == event.check_run.name), None)
-    if fork is None or level is None or wanted not in (RERUN, RUN_L3):
+    if level is not None and wanted in (RERUN, RUN_L3):
+        await _asked(ctx, event, level, l3=wanted == RUN_L3)
+
+
+@router.register("check_run", action="rerequested")
+async def on_rerequested(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
+    """GitHub's own Re-run on one of Sluice's check runs: a tier runs again, as its Re-run button has it;
+    the gate is judged again."""
+    level = next((lv for lv in LEVELS if lv.check.value == event.check_run.name), None)
+    if level is not None:
+        await _asked(ctx, event, level, l3=False)
+    elif event.check_run.name == Tier.GATE.value:
+        repo = event.repository.full_name
+        pulls = [p.number for p in event.check_run.pull_requests]
+        found = await ctx.db(ctx.tier_runs.pull_for_head, repo, event.check_run.head_sha)
+        for number in pulls or ([found] if found is not None else []):
+            await gatekeeping.reevaluate(ctx, repo, number)
+
+
+@router.register("check_suite", action="rerequested")
+async def on_suite_rerequested(event: CheckSuiteEvent, *, ctx: Context, job: Job) -> None:
+    """GitHub's "Re-run all checks" on Sluice's suite: every tier that failed or timed out on the head runs
+    again, as `/retry` has it (the tiers above a failed one were never run: they follow when it passes); with
+    none, the PR says how to run a passed tier again."""
+    fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
+    if fork is None:
+        return
+    head = event.check_suite.head_sha
+    pull = await ctx.db(ctx.tier_runs.pull_for_head, fork.repo, head)
+    forge = ctx.forge(fork.installation_id, fork.repo)
+    sender = event.sender.login if event.sender is not None else None
+    marker = f"<!-- sluice:refused-suite:{event.check_suite.id} -->"
+    asked = ("the failed tiers", '"Re-run all checks"')
+    if pull is None or not await _may_press(ctx, forge, fork, pull, sender, asked, marker=marker):
+        return
+    checks = await forge.check_runs(head)
+    failed = [lv for lv in LEVELS if (checks.get(lv.check.value) or {}).get("conclusion") in FAILED]
+    for level in failed:
+        await requests.tiers(ctx, fork.repo, pull, rerun=level)
+    if not failed:
+        body = (
+            f'@{sender}: no tier failed on `{head[:10]}`, so "Re-run all checks" ran nothing. To run a '
+            "passed tier again, press Re-run on its check run.\n"
+        )
+        await forge.upsert_comment(pull, marker=marker, body=f"{marker}\n{body}")
+
+
+async def _asked(ctx: Context, event: CheckRunEvent, level: Level, *, l3: bool) -> None:
+    """A tier asked for again from its check run: dispatched when the person may (write access, as GitHub's
+    collaborator permission says); anyone else's press starts nothing (what runs on the fork's
+    self-hosted runners is a maintainer's decision), and the PR says so."""
+    fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
+    if fork is None:
         return
     sender = event.sender.login if event.sender is not None else None
     forge = ctx.forge(fork.installation_id, fork.repo)
-    runs = ctx.tier_runs
-    pull = await ctx.db(runs.pull_for_head, fork.repo, event.check_run.head_sha)
-    access = await forge.permission_level(sender) if sender is not None else "none"
-    if access not in WRITE_ACCESS:
-        log.warning(
-            "%s: %s on %s pressed by @%s, who lacks write access", fork.repo, wanted, level.name, sender
-        )
-        if pull is not None and sender is not None:
-            marker = f"<!-- sluice:refused-press:{event.check_run.id} -->"
-            what = "L3" if wanted == RUN_L3 else level.name
-            body = refused_press(sender, access, repo=fork.repo, check=event.check_run.name, what=what)
-            await forge.upsert_comment(pull, marker=marker, body=f"{marker}\n{body}")
+    pull = await ctx.db(ctx.tier_runs.pull_for_head, fork.repo, event.check_run.head_sha)
+    what = "L3" if l3 else level.name
+    marker = f"<!-- sluice:refused-press:{event.check_run.id} -->"
+    asked = (what, f"the `{event.check_run.name}` check run")
+    if not await _may_press(ctx, forge, fork, pull, sender, asked, marker=marker):
         return
     if pull is None:
         log.info(
-            "%s: %s pressed on %s, which no PR Sluice validates has",
+            "%s: %s asked for on %s, which no PR Sluice validates has",
             fork.repo,
-            wanted,
+            what,
             event.check_run.head_sha,
         )
         return
-    if wanted == RUN_L3:
+    if l3:
         await requests.tiers(ctx, fork.repo, pull, l3=True)
     else:
         await requests.tiers(ctx, fork.repo, pull, rerun=level)
 
 
-def refused_press(sender: str, access: str, *, repo: str, check: str, what: str) -> str:
-    """The PR's answer to a tier button pressed by someone without write access: who, why, what to do."""
+async def _may_press(
+    ctx: Context,
+    forge: ForkGitHub,
+    fork: Fork,
+    pull: int | None,
+    sender: str | None,
+    asked: tuple[str, str],
+    *,
+    marker: str,
+) -> bool:
+    """Whether `sender` has write access; if not, the PR is told (`asked`: what, and where it was asked
+    for) in one comment per check run or suite, edited for each refused press, so pressing again adds none."""
+    access = await forge.permission_level(sender) if sender is not None else "none"
+    if access in WRITE_ACCESS:
+        return True
+    what, where = asked
+    log.warning("%s: %s asked for by @%s, who lacks write access", fork.repo, what, sender)
+    if pull is not None and sender is not None:
+        body = refused_press(sender, access, repo=fork.repo, what=what, where=where)
+        await forge.upsert_comment(pull, marker=marker, body=f"{marker}\n{body}")
+    return False
+
+
+def refused_press(sender: str, access: str, *, repo: str, what: str, where: str) -> str:
+    """The PR's answer to a tier asked for from a check run (or suite) by someone without write access."""
     return (
-        f"@{sender}: Sluice did not run {what} (the button on the `{check}` check run): @{sender} has "
-        f"{access} access to {repo}, and starting a tier on the fork's runners needs write access.\n\n"
+        f"@{sender}: Sluice did not run {what} (asked for from {where}): @{sender} has {access} access to "
+        f"{repo}, and starting a tier on the fork's runners needs write access.\n\n"
         "To fix: ask someone with write access to press it.\n"
     )

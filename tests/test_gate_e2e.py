@@ -287,7 +287,8 @@ async def test_a_waiver_past_its_expiry_stops_counting(
     assert not pull.merged  # auto_merge is off: a person merges
 
     await asyncio.sleep(max(0.0, (expires - dt.datetime.now(dt.UTC)).total_seconds()) + 0.2)
-    rig.sim.review(FORK, pull.number, user="carol", state="COMMENTED")
+    rerun = rig.sim.rerequest_payload(FORK, opened["id"], sender="carol")  # GitHub's Re-run on sluice/gate
+    assert await rig.sim.deliver(f"{rig.bot_url}/webhook", "check_run", rerun, secret=SECRET) == 202
     await rig.settle()
     closed = rig.gate(head)
     assert closed["conclusion"] == "failure" and "expired" in closed["output"]["summary"]

@@ -306,6 +306,24 @@ async def test_upstream_push_to_l1_then_l2_with_real_reports(local: Rig) -> None
     assert report["run"]["head_sha"] == head and report["suites"][0]["name"] == "unit"
 
 
+async def test_the_local_backend_says_on_the_pr_that_it_does_not_run_a_pr_from_outside_the_fork(
+    local: Rig,
+) -> None:
+    outsider = "outsider/triton"
+    local.sim.create_repo(outsider)
+    local.sim.git(outsider, "fetch", "--quiet", str(local.sim.repo_path(FORK)), "main:main")
+    head = local.sim.commit(
+        outsider, "fix", {"src/a.py": "a = 1\n"}, message="a fix", parent=local.head("main")
+    )
+    pull = local.sim.open_pull(FORK, head="outsider:fix", base="main", title="A fix", user="outsider")
+    await local.settle()
+    l1 = local.checks(head)["sluice/L1"]
+    assert (l1["status"], l1["conclusion"]) == ("completed", "action_required")
+    assert l1["output"]["title"] == "L1: not run (PR from outside the fork)" and not l1.get("actions")
+    assert "only for the fork's own branches" in report_of(l1) and "outsider/triton" in report_of(l1)
+    assert TierRuns(local.store).for_pull(FORK, pull["number"]) == []  # nothing ran here
+
+
 async def test_run_l3_on_request(local: Rig) -> None:
     number, head = await ingestion_pr(local, {"docs/guide.md": "guide, clarified\n"})
     l2 = local.checks(head)["sluice/L2"]
@@ -621,7 +639,7 @@ async def test_a_pr_from_outside_the_fork_waits_for_a_maintainer_before_the_gpu_
         await actions.settle()
     assert len(actions.sim.workflow_runs[FORK]) == 1
     (answer,) = [c for c in actions.sim.comments[(FORK, pull["number"])] if "did not run" in c]
-    assert "@outsider: Sluice did not run L2 (the button on the `sluice/L2` check run)" in answer
+    assert "@outsider: Sluice did not run L2 (asked for from the `sluice/L2` check run)" in answer
     assert f"has read access to {FORK}" in answer and "ask someone with write access" in answer
     actions.sim.set_permission(FORK, "dev", "maintain")
     await actions.deliver(
@@ -644,6 +662,65 @@ async def test_a_pr_from_outside_the_fork_waits_for_a_maintainer_before_the_gpu_
         "sluice-l2.yml",
         "sluice-l1.yml",
     ]
+
+
+async def test_githubs_own_re_run_runs_the_tier_again_as_sluices_button_does(actions: Rig) -> None:
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    actions.act_as_runner(l1, conclusion="failure")
+    await actions.settle()
+    check = actions.checks(head)["sluice/L1"]
+    assert check["conclusion"] == "failure"
+
+    actions.sim.set_permission(FORK, "reader", "read")  # GitHub's Re-run in the Checks tab, by a reader
+    await actions.deliver("check_run", actions.sim.rerequest_payload(FORK, check["id"], sender="reader"))
+    await actions.settle()
+    assert len(actions.sim.workflow_runs[FORK]) == 1
+    (answer,) = [c for c in actions.sim.comments[(FORK, number)] if "did not run" in c]
+    assert (
+        "@reader: Sluice did not run L1 (asked for from the `sluice/L1` check run): @reader has read"
+        in answer
+    )
+
+    actions.sim.set_permission(FORK, "dev", "write")
+    await actions.deliver("check_run", actions.sim.rerequest_payload(FORK, check["id"], sender="dev"))
+    await actions.settle()
+    again = actions.sim.workflow_runs[FORK][-1]
+    assert (
+        again["id"] != l1["id"] and again["name"] == "sluice-l1.yml" and again["inputs"]["head_sha"] == head
+    )
+    actions.act_as_runner(again)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+    l2 = actions.sim.workflow_runs[FORK][-1]
+    assert l2["name"] == "sluice-l2.yml"
+    actions.act_as_runner(l2)
+    await actions.settle()
+
+    # "Re-run all checks" on Sluice's suite when nothing failed: nothing runs, and the PR says how
+    await actions.deliver("check_suite", actions.sim.suite_rerequest_payload(FORK, head, sender="dev"))
+    await actions.settle()
+    assert len(actions.sim.workflow_runs[FORK]) == 3
+    (told,) = [c for c in actions.sim.comments[(FORK, number)] if "Re-run all checks" in c]
+    assert "no tier failed" in told and "press Re-run on its check run" in told
+
+
+async def test_re_run_all_checks_runs_the_failed_tier_again(actions: Rig) -> None:
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    actions.act_as_runner(l1)
+    await actions.settle()
+    (l2,) = actions.sim.workflow_runs[FORK][1:]
+    actions.act_as_runner(l2, conclusion="failure")
+    await actions.settle()
+    assert actions.checks(head)["sluice/L2"]["conclusion"] == "failure"
+    actions.sim.set_permission(FORK, "dev", "write")
+    await actions.deliver("check_suite", actions.sim.suite_rerequest_payload(FORK, head, sender="dev"))
+    await actions.settle()
+    again = actions.sim.workflow_runs[FORK][-1]
+    assert len(actions.sim.workflow_runs[FORK]) == 3 and again["name"] == "sluice-l2.yml"
+    attempts = [(r.level.value, r.attempt) for r in TierRuns(actions.store).for_pull(FORK, number)]
+    assert attempts == [("l1", 1), ("l2", 1), ("l2", 2)]
 
 
 async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) -> None:

@@ -105,6 +105,15 @@ def awaiting(level: Level, *, reason: str) -> CheckOutput:
     return CheckOutput("completed", "action_required", title, summary, actions=(button,))
 
 
+def not_run_here(level: Level, *, short: str, reason: str) -> CheckOutput:
+    """A tier this deployment does not run on this PR at all (no button starts it: a maintainer's way is
+    another deployment, or the change on a branch of the fork itself)."""
+    summary = f"{level.name} does not run on this PR: {reason}."
+    return CheckOutput(
+        "completed", "action_required", f"{level.name}: not run ({short})", summary, actions=()
+    )
+
+
 def refused(level: Level, *, status: int, message: str, owner: str | None) -> CheckOutput:
     summary = (
         f"GitHub refused to start {level.name}'s workflow (HTTP {status}): {message}\n\n"

@@ -219,13 +219,6 @@ class IssuesEvent(Payload):
         return self.changes.body.from_ if self.changes.body is not None else None
 
 
-class RepositoryEvent(Payload):
-    """Events Sluice records now and handles in later work (reviews, check runs, workflow runs)."""
-
-    repository: Repository
-    installation: Installation  # every App delivery about a repository names its installation
-
-
 def _sha(value: str) -> str:
     if not SHA.match(value):
         raise ValueError(f"not a commit SHA: {value!r}")
@@ -277,6 +270,20 @@ class CheckRunEvent(Payload):
     sender: User | None = None
 
 
+class CheckSuite(Payload):
+    id: GitHubId
+    head_sha: CommitSha
+    pull_requests: tuple[CheckRunPull, ...] = ()
+
+
+class CheckSuiteEvent(Payload):
+    action: str  # requested, rerequested (GitHub's "Re-run all checks"), completed
+    check_suite: CheckSuite
+    repository: Repository
+    installation: Installation
+    sender: User | None = None
+
+
 MODELS: dict[str, type[Payload]] = {
     "push": PushEvent,
     "pull_request": PullRequestEvent,
@@ -286,7 +293,7 @@ MODELS: dict[str, type[Payload]] = {
     "issues": IssuesEvent,
     "pull_request_review": PullRequestReviewEvent,
     "check_run": CheckRunEvent,
-    "check_suite": RepositoryEvent,
+    "check_suite": CheckSuiteEvent,
     "workflow_run": WorkflowRunEvent,
 }
 

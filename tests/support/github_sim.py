@@ -2251,6 +2251,33 @@ class GitHubSim:
             **self._envelope(full_name, sender),
         }
 
+    def rerequest_payload(self, full_name: str, check_run_id: int, *, sender: str) -> dict[str, Any]:
+        """`check_run` `rerequested`: a person pressed GitHub's own Re-run on the App's check run."""
+        run = next(r for r in self.check_runs[full_name] if r["id"] == check_run_id)
+        completed = self.check_run_completed_payload(full_name, run)  # with the PRs it names
+        return {
+            "action": "rerequested",
+            "check_run": completed["check_run"],
+            **self._envelope(full_name, sender),
+        }
+
+    def suite_rerequest_payload(self, full_name: str, head_sha: str, *, sender: str) -> dict[str, Any]:
+        """`check_suite` `rerequested`: "Re-run all checks" on the App's suite of `head_sha`."""
+        runs = [r for r in self.check_runs[full_name] if r["head_sha"] == head_sha]
+        suite = {
+            "id": 5_000_000 + (runs[0]["id"] if runs else 0),
+            "head_sha": head_sha,
+            "status": "completed",
+            "latest_check_runs_count": len(runs),
+            "pull_requests": self.check_run_completed_payload(full_name, runs[-1])["check_run"][
+                "pull_requests"
+            ]
+            if runs
+            else [],
+            "app": {"id": self.app_id},
+        }
+        return {"action": "rerequested", "check_suite": suite, **self._envelope(full_name, sender)}
+
     async def _list_runs(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
         runs = list(reversed(self.workflow_runs[repo.full_name]))
