@@ -32,6 +32,7 @@ from bot.flows.pick import Picker, learn_resolutions
 from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
 from handlers import gatekeeping
+from tests.support import github_sim
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import (
     fork_config,
@@ -519,6 +520,40 @@ async def test_a_code_owners_approval_counts_only_with_write_access(
     rig.sim.review(FORK, pull.number, user="carol", state="COMMENTED")  # any review re-evaluates the gate
     await rig.settle()
     assert pull.merged
+
+
+@pytest.mark.parametrize("who", ["sluice", "a person"])
+async def test_a_rebase_merge_rolls_back_to_trunk_however_few_commits_github_lists(
+    aiohttp_server: Any,
+    tmp_path: Path,
+    database_url: str,
+    teardown: list[Rig],
+    who: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GitHub lists at most 250 of a PR's commits (here 2, so a short PR shows it): the rollback point of a
+    rebase merge is counted from the PR's own `commits`, never from that list."""
+    monkeypatch.setattr(github_sim, "PULL_COMMITS_LISTED", 2)
+    gate = f"gate:\n  required_tiers: [l1]\n  auto_merge: {'true' if who == 'sluice' else 'false'}\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False, docs=3)
+    teardown.append(rig)
+    pull = rig.pull()
+    head, trunk = rig.head(pull), rig.trunk()
+    assert int(rig.sim.git(FORK, "rev-list", "--count", f"{trunk}..{head}")) > 2
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    if who == "a person":
+        async with rig.ctx() as ctx:
+            api = ctx.github.for_installation(rig.sim.install(FORK))
+            await api.put(
+                f"/repos/{FORK}/pulls/{pull.number}/merge", data={"sha": head, "merge_method": "rebase"}
+            )
+        await rig.settle()
+    assert pull.merged
+    tag = "sluice/rollback/" + pull.head_ref.removeprefix(BRANCH_PREFIX)
+    assert rig.sim.git(FORK, "rev-parse", f"refs/tags/{tag}") == trunk
+    closed = rig.gates.audit(FORK, pull.number)
+    assert closed is not None and (closed.merge_sha, closed.rollback_sha) == (rig.trunk(), trunk)
 
 
 @pytest.mark.parametrize("method", ["merge", "squash", "rebase"])

@@ -303,7 +303,9 @@ async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Ou
     number = int(found.pull["number"])
     rebase = keeper.config.strategy is Strategy.CHERRY_PICK or _is_emergency(found.pull)
     method = "rebase" if rebase else "merge"  # an emergency pick keeps its commit: `Sluice-Kind: emergency`
-    commits = len(await keeper.forge.pull_commits(number))
+    commits = int(
+        (await keeper.forge.get_pull(number))["commits"]
+    )  # its list stops at 250; the count does not
     title = f"{found.pull.get('title') or 'Sluice ingestion'} (#{number})"
     try:
         merged = await keeper.forge.merge_pull(number, sha=found.head, method=method, title=title)
@@ -330,23 +332,27 @@ async def record_merge(keeper: Gatekeeper, number: int) -> Outcome:
         return Outcome.SKIPPED
     decision = gate.decide(found.facts, config=keeper.config, now=keeper.clock())
     merged = str(pull["merge_commit_sha"])
-    before = await _pre_merge_trunk(keeper, merged, await keeper.forge.pull_commits(number))
+    before = await _pre_merge_trunk(keeper, merged, pull)
     tag = await _tag(keeper, ingestion_id(pull), number, before)
     await keeper.db(_close, keeper, found, decision, merged=merged, rollback=(tag, before))
     log.info("%s: #%d was merged as %s; rollback point %s", keeper.fork, number, merged, tag)
     return Outcome.MERGED
 
 
-async def _pre_merge_trunk(keeper: Gatekeeper, merged: str, commits: list[dict[str, Any]]) -> str:
+async def _pre_merge_trunk(keeper: Gatekeeper, merged: str, pull: Mapping[str, Any]) -> str:
     """Trunk before a merge made by any method: a merge commit's first parent; for a rebase (its last commit
-    carries the PR's last message) as many first parents back as the PR had commits; for a squash, one."""
+    carries the message of the PR's head) as many first parents back as the PR had commits; for a squash,
+    one. The count is the PR's own (`commits`): GitHub lists at most 250 of a PR's commits."""
     commit = await keeper.forge.get_commit(merged)
     parents = [str(p["sha"]) for p in commit["parents"]]
-    last = commits[-1]["commit"]["message"] if commits else None
-    if len(parents) > 1 or len(commits) < 2 or commit["commit"]["message"] != last:
+    count = int(pull["commits"])
+    if len(parents) > 1 or count < 2:
+        return parents[0]
+    last = await keeper.forge.get_commit(str(pull["head"]["sha"]))
+    if commit["commit"]["message"] != last["commit"]["message"]:
         return parents[0]
     before = merged
-    for _ in commits:
+    for _ in range(count):
         before = await keeper.forge.first_parent(before)
     return before
 

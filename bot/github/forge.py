@@ -155,10 +155,6 @@ class ForkGitHub:
         url = self._url(f"/pulls/{number}/reviews?per_page=100")
         return [dict(review) async for review in self.api.getiter(url)]
 
-    async def pull_commits(self, number: int) -> list[dict[str, Any]]:
-        url = self._url(f"/pulls/{number}/commits?per_page=100")
-        return [dict(commit) async for commit in self.api.getiter(url)]
-
     async def pull_files(self, number: int) -> list[str]:
         """The paths the PR changes (a rename names its old path too), across pages."""
         url = self._url(f"/pulls/{number}/files?per_page=100")

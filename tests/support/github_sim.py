@@ -35,6 +35,8 @@ ZERO_SHA = "0" * 40
 API = "https://api.github.com"
 WEB = "https://github.com"
 DOCS = "https://docs.github.com/rest"
+PULL_COMMITS_LISTED = 250  # GitHub's list of a PR's commits stops there (the PR's `commits` counts them all)
+PULL_FILES_LISTED = 3000  # and its list of files there
 RATE_LIMIT = 5000
 DROPPED = 0  # a fault that answers nothing: the connection closes (as `requests` records it)
 SECONDARY_LIMIT_MESSAGE = (
@@ -1082,9 +1084,16 @@ class GitHubSim:
             repo, "commit-tree", tree, "-p", base, "-p", head, "-m", message, env=when
         ).stdout.strip()
 
-    def _pull_json(self, repo: Repo, issue: Issue) -> dict[str, Any]:
+    def _pull_json(self, repo: Repo, issue: Issue, *, listed: bool = False) -> dict[str, Any]:
+        """A PR as GitHub shows it; one PR's own answer (not a list's) also counts its commits and files."""
         head, base = self._pull_shas(repo, issue)
         out = self._issue_json(repo, issue)
+        if not listed and head is not None and base is not None:
+            start, end = self._pull_range(repo, issue)
+            out["commits"] = int(self._git(repo, "rev-list", "--count", end, f"^{start}").stdout)
+            out["changed_files"] = (
+                len(self._git(repo, "diff", "--name-only", "-z", start, end).stdout.split("\0")) - 1
+            )
         out.pop("pull_request")
         test_merge = self._test_merge(repo, head, base) if issue.state == "open" else None
         mergeable = (test_merge is not None) if issue.state == "open" else None
@@ -1498,7 +1507,7 @@ class GitHubSim:
             if base is not None and base != issue.base_ref:
                 continue
             chosen.append(issue)
-        return self._paginate(request, chosen, render=lambda issue: self._pull_json(repo, issue))
+        return self._paginate(request, chosen, render=lambda issue: self._pull_json(repo, issue, listed=True))
 
     async def _get_pull(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
@@ -1555,8 +1564,8 @@ class GitHubSim:
     async def _pull_commits(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
         base, head = self._pull_range(repo, self._issue(request, repo, pull=True))
-        commits = [self._commit_json(repo, sha) for sha in self._log(repo, [head, f"^{base}"])]
-        return self._paginate(request, commits)
+        shas = self._log(repo, [head, f"^{base}"])[:PULL_COMMITS_LISTED]  # GitHub lists the first 250 only
+        return self._paginate(request, [self._commit_json(repo, sha) for sha in shas])
 
     async def _pull_files(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
@@ -1596,7 +1605,7 @@ class GitHubSim:
             if old != new:
                 entry["previous_filename"] = old
             files.append(entry)
-        return self._paginate(request, files)
+        return self._paginate(request, files[:PULL_FILES_LISTED])  # GitHub lists the first 3,000 only
 
     @staticmethod
     def _parse_numstat(out: str) -> dict[str, tuple[int, int]]:
