@@ -336,6 +336,26 @@ async def test_labels_and_issues_share_the_pull_number_space(api: Any, sim: GitH
     assert (closed["state"], closed["body"]) == ("closed", "done")
 
 
+async def test_a_body_over_65536_characters_is_refused_created_or_edited(api: Any, sim: GitHubSim) -> None:
+    long = "x" * 65_537
+    status, issue = await call(api, "POST", f"/repos/{FORK}/issues", json={"title": "t", "body": "short"})
+    assert status == 201
+    for method, url, body in (
+        ("POST", f"/repos/{FORK}/issues", {"title": "t", "body": long}),
+        ("PATCH", f"/repos/{FORK}/issues/{issue['number']}", {"body": long}),
+        ("POST", f"/repos/{FORK}/issues/{issue['number']}/comments", {"body": long}),
+    ):
+        status, answer = await call(api, method, url, json=body)
+        assert status == 422 and "body is too long (maximum is 65536 characters)" in str(answer), url
+    _, comment = await call(
+        api, "POST", f"/repos/{FORK}/issues/{issue['number']}/comments", json={"body": "c"}
+    )
+    status, _ = await call(
+        api, "PATCH", f"/repos/{FORK}/issues/comments/{comment['id']}", json={"body": long}
+    )
+    assert status == 422 and sim.issues[FORK][issue["number"]].body == "short"
+
+
 async def test_permission_defaults_to_none(api: Any, sim: GitHubSim) -> None:
     sim.set_permission(FORK, "alice", "admin")
     _, alice = await call(api, "GET", f"/repos/{FORK}/collaborators/alice/permission")

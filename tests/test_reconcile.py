@@ -14,6 +14,7 @@ from bot.core.ingestion import (
     UnitKind,
     tracking_marker,
 )
+from bot.core.limits import GITHUB_TEXT_MAX_CHARS, fit_for_github
 from bot.core.reconcile import (
     LEFT_THE_PLAN,
     Action,
@@ -301,6 +302,14 @@ def test_a_unit_with_no_commit_applied_has_a_tracking_issue(
     issues: tuple[ObservedIssue, ...], records: dict[str, IngestionRecord], actions: list[Action]
 ) -> None:
     assert reconcile(desired(BLOCKED), ObservedState(issues=issues, records=records)) == actions
+
+
+def test_a_tracking_issue_whose_body_github_would_refuse_is_cut_and_keeps_its_marker() -> None:
+    longest = fit_for_github("x" * 70_000)  # a PR body as long as GitHub takes: the marker must still fit
+    blocked = dataclasses.replace(BLOCKED, body=longest)
+    (opened_issue, *_) = reconcile(desired(blocked), ObservedState())
+    assert isinstance(opened_issue, OpenIssue) and opened_issue.body.startswith(f"{MARKER}\n")
+    assert len(opened_issue.body) <= GITHUB_TEXT_MAX_CHARS and "(cut: GitHub limits" in opened_issue.body
 
 
 def test_once_its_first_commit_applies_the_tracking_issue_closes_pointing_at_the_new_pr() -> None:

@@ -327,7 +327,9 @@ def _continued(unit: DesiredUnit, observed: ObservedState, number: Number) -> li
 def _track(unit: DesiredUnit, observed: ObservedState, *, fork: str) -> list[Action]:
     """The tracking issue that stands in for the PR, opened or edited in place."""
     marker = tracking_marker(unit.id)
-    body = f"{marker}\n{unit.body}"
+    body = fit_for_github(
+        f"{marker}\n{unit.body}"
+    )  # the PR's body fitted GitHub alone; with the marker, cut again
     issue = observed.issue(marker, label=unit.labels[0])
     if issue is None:
         opened = Opened(marker)

@@ -37,6 +37,7 @@ WEB = "https://github.com"
 DOCS = "https://docs.github.com/rest"
 PULL_COMMITS_LISTED = 250  # GitHub's list of a PR's commits stops there (the PR's `commits` counts them all)
 PULL_FILES_LISTED = 3000  # and its list of files there
+BODY_MAX_CHARS = 65536  # an issue's, a PR's or a comment's body
 RATE_LIMIT = 5000
 DROPPED = 0  # a fault that answers nothing: the connection closes (as `requests` records it)
 SECONDARY_LIMIT_MESSAGE = (
@@ -1483,6 +1484,7 @@ class GitHubSim:
         for name in ("head", "base", "title"):
             if not isinstance(data.get(name), str) or not data[name]:
                 raise validation_failed({"resource": "PullRequest", "field": name, "code": "missing_field"})
+        self._fits("PullRequest", data)
         pull = self.open_pull(
             repo.full_name,
             head=data["head"],
@@ -1525,7 +1527,17 @@ class GitHubSim:
             issue.closed_at = None
         issue.state = state
 
+    @staticmethod
+    def _fits(resource: str, data: dict[str, Any]) -> None:
+        """GitHub's 422 for a body over 65,536 characters (issues, PRs, comments; created or edited)."""
+        if isinstance(data.get("body"), str) and len(data["body"]) > BODY_MAX_CHARS:
+            message = f"body is too long (maximum is {BODY_MAX_CHARS} characters)"
+            raise validation_failed(
+                {"resource": resource, "field": "body", "code": "custom", "message": message}
+            )
+
     def _edit(self, repo: Repo, issue: Issue, data: dict[str, Any]) -> None:
+        self._fits("PullRequest" if issue.is_pull else "Issue", data)
         was = issue.state
         if "title" in data:
             issue.title = data["title"]
@@ -1807,6 +1819,7 @@ class GitHubSim:
         data = await self._json(request)
         if not isinstance(data.get("title"), str) or not data["title"]:
             raise validation_failed({"resource": "Issue", "field": "title", "code": "missing_field"})
+        self._fits("Issue", data)
         number = self.open_issue(repo.full_name, title=data["title"], body=data.get("body"))
         if data.get("labels"):
             self.labels[(repo.full_name, number)] = [self._label_name(x) for x in data["labels"]]
@@ -1886,11 +1899,7 @@ class GitHubSim:
         data = await self._json(request)
         if not isinstance(data.get("body"), str) or not data["body"]:
             raise validation_failed({"resource": "IssueComment", "field": "body", "code": "missing_field"})
-        if len(data["body"]) > 65536:
-            message = "body is too long (maximum is 65536 characters)"
-            raise validation_failed(
-                {"resource": "IssueComment", "field": "body", "code": "custom", "message": message}
-            )
+        self._fits("IssueComment", data)
         cid = self.add_comment(repo.full_name, issue.number, data["body"])
         return web.json_response(self._comment_json(self._comments[cid]), status=201)
 
@@ -1914,6 +1923,7 @@ class GitHubSim:
         data = await self._json(request)
         if not isinstance(data.get("body"), str) or not data["body"]:
             raise validation_failed({"resource": "IssueComment", "field": "body", "code": "missing_field"})
+        self._fits("IssueComment", data)
         comment.body, comment.updated_at = data["body"], _iso(self.now())
         return web.json_response(self._comment_json(comment))
 
