@@ -32,7 +32,8 @@ class ForkGitHub:
         return [dict(p) async for p in self.api.getiter(self._url("/pulls") + "?state=open&per_page=100")]
 
     async def create_pull(self, *, title: str, body: str, head: str, base: str) -> dict[str, Any]:
-        data = {"title": title, "body": body, "head": head, "base": base, "maintainer_can_modify": True}
+        # no maintainer_can_modify: it is for a PR from another repository, and Sluice's come from the fork
+        data = {"title": title, "body": body, "head": head, "base": base}
         return dict(await self.api.post(self._url("/pulls"), data=data))
 
     async def edit_pull(self, number: int, changes: Mapping[str, str]) -> None:
