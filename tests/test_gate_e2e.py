@@ -319,6 +319,23 @@ async def test_a_head_that_moves_during_the_merge_fails_safely_with_409(
     assert rig.gates.audit(FORK, pull.number).state is AuditState.OPEN  # type: ignore[union-attr]
 
 
+async def test_a_merge_github_answers_base_branch_was_modified_is_tried_again_and_goes_through(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    """GitHub's 405 while it recomputes a PR whose base just moved (a stacked PR merged before it) passes."""
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig)
+    pull = rig.pull()
+    head = rig.head(pull)
+    moved = {"message": github_sim.BASE_MODIFIED, "documentation_url": "x"}
+    rig.sim.fail_next("PUT", r"/pulls/\d+/merge$", 405, times=2, body=moved)
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    merges = [s for method, path, s in rig.sim.requests if method == "PUT" and path.endswith("/merge")]
+    assert merges == [405, 405, 200] and pull.merged
+    assert not any("did not merge" in body for body in rig.sim.comments[(FORK, pull.number)])
+
+
 async def test_a_refused_merge_is_said_once_and_tried_again_only_when_something_changes(
     aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:

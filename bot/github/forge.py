@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from collections.abc import Mapping, Sequence
@@ -12,6 +13,9 @@ from gidgethub import BadRequest
 from bot.core.errors import DispatchRefused, MergeRefused, TooLarge
 from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
+
+BASE_MOVED = "Base branch was modified"  # GitHub's 405 while it recomputes a PR whose base just moved
+BASE_MOVED_WAITS_S = (1.0, 2.0, 4.0)
 
 
 class ForkGitHub:
@@ -195,15 +199,22 @@ class ForkGitHub:
 
     async def merge_pull(self, number: int, *, sha: str, method: str, title: str) -> str:
         """Merge the PR at exactly `sha`; the new trunk head. MergeRefused when GitHub says no (never retried:
-        a moved head must be validated again)."""
+        a moved head must be validated again), but for GitHub's 405 "Base branch was modified", its answer
+        while it recomputes a PR whose base just moved (a PR merged before it): tried again 1, 2, 4 s on."""
         data = {"sha": sha, "merge_method": method, "commit_title": title}
-        try:
-            merged = await self.api.put(self._url(f"/pulls/{number}/merge"), data=data)
-        except BadRequest as exc:
-            if exc.status_code in (405, 409, 422):
-                raise MergeRefused(int(exc.status_code), str(exc) or exc.status_code.phrase) from None
-            raise
-        return str(merged["sha"])
+        for wait in (*BASE_MOVED_WAITS_S, None):
+            try:
+                merged = await self.api.put(self._url(f"/pulls/{number}/merge"), data=data)
+            except BadRequest as exc:
+                moved = exc.status_code == 405 and BASE_MOVED in str(exc)
+                if moved and wait is not None:
+                    await asyncio.sleep(wait)
+                    continue
+                if exc.status_code in (405, 409, 422):
+                    raise MergeRefused(int(exc.status_code), str(exc) or exc.status_code.phrase) from None
+                raise
+            return str(merged["sha"])
+        raise AssertionError("unreachable: the last try returns or raises")
 
     async def get_commit(self, sha: str) -> dict[str, Any]:
         return dict(await self.api.get(self._url(f"/commits/{sha}")))

@@ -37,6 +37,7 @@ WEB = "https://github.com"
 DOCS = "https://docs.github.com/rest"
 PULL_COMMITS_LISTED = 250  # GitHub's list of a PR's commits stops there (the PR's `commits` counts them all)
 PULL_FILES_LISTED = 3000  # and its list of files there
+BASE_MODIFIED = "Base branch was modified. Review and try the merge again."
 BODY_MAX_CHARS = 65536  # an issue's, a PR's or a comment's body
 RATE_LIMIT = 5000
 DROPPED = 0  # a fault that answers nothing: the connection closes (as `requests` records it)
@@ -1655,7 +1656,7 @@ class GitHubSim:
         else:
             new = self._merge_commit(repo, issue, data, base=base, head=head, squash=method == "squash")
         if self._git(repo, "update-ref", f"refs/heads/{issue.base_ref}", new, base).returncode != 0:
-            raise SimError(409, "Base branch was modified. Review and try the merge again.")
+            raise SimError(405, BASE_MODIFIED)  # GitHub's answer while the PR's base moves under it
         issue.frozen_head_sha, issue.frozen_base_sha = head, base
         issue.state, issue.merged, issue.merge_commit_sha = "closed", True, new
         issue.merged_at = issue.closed_at = _iso(self.now())
