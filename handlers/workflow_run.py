@@ -8,14 +8,23 @@ from gidgethub.routing import Router
 
 from bot.app.context import Context
 from bot.core.errors import TooLarge
-from bot.core.tiers import TRUNK_PULL
+from bot.core.tiers import TRUNK_PULL, RunState
 from bot.core.webhooks import WorkflowRunEvent
-from bot.flows.tiers import ARTIFACT, MAX_ARTIFACT_BYTES, Finished, complete, request_of, unpack
+from bot.flows.tiers import (
+    ARTIFACT,
+    MAX_ARTIFACT_BYTES,
+    Finished,
+    complete,
+    request_of,
+    rerun_not_counted,
+    unpack,
+)
 from bot.ports import Job
 from handlers.tiers import tiering
 
 router = Router()
 log = logging.getLogger("sluice.workflow_run")
+ENDED = frozenset({RunState.COMPLETED, RunState.TIMED_OUT})  # a result that came, or that is too late
 
 
 @router.register("workflow_run", action="completed")
@@ -33,6 +42,11 @@ async def on_completed(event: WorkflowRunEvent, *, ctx: Context, job: Job) -> No
         return  # a trunk run: handlers.trunk_watch's
     t = await tiering(ctx, fork)
     conclusion = workflow_run.conclusion or "failure"
+    if workflow_run.run_attempt > 1 and run.run_id == workflow_run.id and run.state in ENDED:
+        await rerun_not_counted(
+            t, run, attempt=workflow_run.run_attempt, conclusion=conclusion, url=workflow_run.html_url
+        )
+        return
     try:
         finished = unpack(
             await t.forge.run_artifact(workflow_run.id, ARTIFACT, max_bytes=MAX_ARTIFACT_BYTES), conclusion

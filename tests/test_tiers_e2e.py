@@ -723,6 +723,28 @@ async def test_re_run_all_checks_runs_the_failed_tier_again(actions: Rig) -> Non
     assert attempts == [("l1", 1), ("l2", 1), ("l2", 2)]
 
 
+async def test_a_tier_workflow_re_run_from_the_actions_ui_is_not_counted_and_its_check_run_says_so(
+    actions: Rig,
+) -> None:
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    actions.act_as_runner(l1, conclusion="failure")
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "failure"
+    for _ in range(2):  # the CI owner re-runs it in the Actions UI; GitHub may deliver the result twice
+        actions.act_as_runner(actions.sim.rerun_workflow(FORK, l1["id"]) if _ == 0 else l1)
+        await actions.settle()
+    check = actions.checks(head)["sluice/L1"]
+    assert check["conclusion"] == "failure"  # Sluice's attempt stands
+    note = "GitHub Actions re-ran this tier's workflow ([attempt 2]("
+    assert report_of(check).count(note) == 1 and "press **Re-run** above or comment `/retry l1`" in report_of(
+        check
+    )
+    assert [(r.attempt, r.state.value) for r in TierRuns(actions.store).for_pull(FORK, number)] == [
+        (1, "completed")
+    ]
+
+
 async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) -> None:
     number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
     (stalled,) = actions.sim.workflow_runs[FORK]

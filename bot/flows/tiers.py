@@ -47,6 +47,7 @@ from bot.core.tiers import (
     TimeOut,
     Verdict,
     Want,
+    latest_runs,
     next_actions,
     overdue,
     stale_runs,
@@ -272,6 +273,35 @@ async def show(t: Tiering, sha: str, level: Level, output: CheckOutput) -> None:
 
 
 # --- results -----------------------------------------------------------------------------------------------
+
+
+async def rerun_not_counted(
+    t: Tiering, run: TierRun, *, attempt: int, conclusion: str, url: str | None
+) -> None:
+    """A tier's workflow re-run from GitHub Actions (its attempt > 1) after Sluice had its result: not
+    counted (each of Sluice's attempts is a dispatch of its own, with its own check run), and the tier's
+    check run says so and how to run it again, once per attempt. Nothing is said when a newer attempt of
+    Sluice's own has started on the head since."""
+    runs = await t.db(t.runs.for_pull, run.fork, run.pull)
+    if run.bisection is not None or latest_runs(run.head_sha, runs).get(run.level) != run:
+        log.info("tier run %s: workflow attempt %d after a newer attempt; not counted", run.id, attempt)
+        return
+    check = (await t.forge.check_runs(run.head_sha)).get(run.level.check.value)
+    if check is None:
+        return
+    output = check.get("output") or {}
+    summary = str(output.get("summary") or "")
+    marker = f"<!-- sluice:actions-attempt:{run.run_id}:{attempt} -->"
+    if marker in summary:
+        return
+    where = f"[attempt {attempt}]({url})" if url else f"attempt {attempt}"
+    note = (
+        f"\n\n{marker}\nGitHub Actions re-ran this tier's workflow ({where}, {conclusion}). Sluice does not "
+        f"count it: each of its attempts is a dispatch of its own, reported on a check run of its own. To "
+        f"run {run.level.name} again, press **Re-run** above or comment `/retry {run.level.value}`.\n"
+    )
+    body = {"output": {"title": str(output.get("title") or run.level.name), "summary": summary + note}}
+    await t.forge.update_check_run(int(check["id"]), body)
 
 
 async def complete(t: Tiering, run_key: int, finished: Finished) -> None:

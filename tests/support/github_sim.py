@@ -2243,6 +2243,13 @@ class GitHubSim:
         run["status"], run["conclusion"], run["updated_at"] = "completed", conclusion, _iso(self.now())
         self._emit("workflow_run", self.workflow_run_payload(full_name, run_id, "completed"))
 
+    def rerun_workflow(self, full_name: str, run_id: int) -> dict[str, Any]:
+        """A person's "Re-run jobs" in the Actions UI: the same run again, as its next attempt."""
+        run = next(r for r in self.workflow_runs[full_name] if r["id"] == run_id)
+        run["run_attempt"] += 1
+        run["status"], run["conclusion"], run["updated_at"] = "queued", None, _iso(self.now())
+        return run
+
     def workflow_run_payload(self, full_name: str, run_id: int, action: str) -> dict[str, Any]:
         run = next(r for r in self.workflow_runs[full_name] if r["id"] == run_id)
         shown = {k: v for k, v in run.items() if k != "inputs"}
