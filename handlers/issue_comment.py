@@ -33,5 +33,5 @@ async def on_comment(event: IssueCommentEvent, *, ctx: Context, job: Job) -> Non
         installation_id=fork.installation_id,
     )
     cmd = parse(event.comment.body, actor=author.login, on=on, comment_id=event.comment.id)
-    if cmd is not None:
+    if cmd is not None:  # one with a `problem` (too long, an odd character) is only refused, and audited
         await commands.run(cmd, fork=fork, ctx=ctx, last_attempt=job.attempts >= MAX_ATTEMPTS)

@@ -11,9 +11,10 @@ import pytest
 from bot.app.context import Context
 from bot.core import commands as core_commands
 from bot.core import webhooks
-from bot.core.command_args import Kind, Positional, Usage
+from bot.core.command_args import MAX_TEXT, Kind, Positional, Usage, parse_arguments
 from bot.core.commands import Conversation, SlashCommand
 from bot.core.permissions import Permission
+from bot.core.refs import MAX_REF_LENGTH
 from handlers import ROUTES, commands
 from handlers.commands.call import Call, Outcome
 from tests.support.github_sim import GitHubSim
@@ -41,10 +42,12 @@ ON = Conversation(repo=FORK, number=7, is_pull=True, installation_id=1)
         ("/", None, ""),
         ("/123", None, ""),
         ("/usr/bin/python crashes", None, ""),  # a path, not a command
+        ("/usr/bin/env is broken", None, ""),
+        ("/café au lait", None, ""),  # a word that goes on in letters no command name has
         ("lgtm\n/help", None, ""),  # only the first line counts
-        ("/help \x07", None, ""),  # control characters
         ("/" + "a" * 33, None, ""),
-        ("/hold " + "x" * 501, None, ""),
+        ("/hold " + "x" * 501, "hold", "x" * 501),  # over MAX_TEXT: refused by its arguments, not ignored
+        ("/hold a\tb", "hold", "a\tb"),
         ("", None, ""),
         (None, None, ""),
     ],
@@ -55,6 +58,72 @@ def test_only_an_exact_first_line_is_a_command(body: str | None, name: str | Non
         assert cmd is None
     else:
         assert cmd == SlashCommand(name=name, rest=rest, actor="alice", on=ON, comment_id=99)
+
+
+@pytest.mark.parametrize(
+    ("body", "name", "problem", "rest"),
+    [
+        ("/hold\u00a0because", "hold", "the line holds U+00A0 (no-break space) at column 6", "\\xa0because"),
+        ("/help\u00a0", "help", "U+00A0 (no-break space) at column 6", "\\xa0"),
+        ("/Hold\u3000why", "hold", "U+3000 (ideographic space) at column 6", "\\u3000why"),
+        ("/hold\u200bwhy", "hold", "U+200B (zero width space) at column 6", "\\u200bwhy"),
+        ("/help \x07", "help", "U+0007 (a control character) at column 7", "\\x07"),
+        ('/hold "a\rb"', "hold", "U+000D (a control character) at column 9", '"a\\rb"'),
+        ("/frobnicate\u00a0now", "frobnicate", "U+00A0 (no-break space) at column 12", "\\xa0now"),
+        (
+            "/hold " + "x" * core_commands.MAX_LINE,
+            "hold",
+            f"the command line is {core_commands.MAX_LINE + 6} characters; at most {core_commands.MAX_LINE}",
+            "x" * core_commands.EXCERPT + "…",
+        ),
+    ],
+)
+def test_a_line_that_starts_as_a_command_but_is_not_one_comes_with_its_problem(
+    body: str, name: str, problem: str, rest: str
+) -> None:
+    cmd = core_commands.parse(body, actor="alice", on=ON, comment_id=99)
+    assert cmd is not None and cmd.problem is not None
+    assert (cmd.name, cmd.rest) == (name, rest) and problem in cmd.problem.message
+
+
+def test_a_refused_lines_excerpt_is_short_printable_and_closes_no_code_span() -> None:
+    hostile = "/hold " + "`\u202e\x1b[31m@everyone " * 200
+    cmd = core_commands.parse(hostile, actor="alice", on=ON, comment_id=99)
+    assert cmd is not None and cmd.problem is not None
+    assert len(cmd.line) <= len("/hold ") + 4 * core_commands.EXCERPT + 1  # each character at most \\xNN
+    assert "`" not in cmd.line and cmd.line.removesuffix("…").isascii() and cmd.line.isprintable()
+
+
+LONGEST = {  # the longest value of each kind an argument parses
+    Kind.TEXT: '"' + '\\"' * MAX_TEXT + '"',  # every character an escaped quote
+    Kind.DATE: "2026-12-31",
+    Kind.SHA: "f" * 40,
+    Kind.PULL_OR_SHA: "f" * 40,
+    Kind.SHA_OR_REF: "r" * MAX_REF_LENGTH,
+    Kind.REF: "r" * MAX_REF_LENGTH,
+}
+
+
+@pytest.mark.parametrize("name", sorted(commands.COMMANDS))
+def test_the_longest_usage_of_every_command_fits_on_its_line(name: str) -> None:
+    usage = commands.COMMANDS[name].USAGE
+    words = [f"/{name}", *(LONGEST[p.kind] for p in usage.positionals)]
+    words += [word for f in usage.flags for word in (f"--{f.name}", LONGEST[f.kind])]
+    cmd = core_commands.parse(" ".join(words), actor="alice", on=ON, comment_id=99)
+    assert cmd is not None and cmd.problem is None
+    values = parse_arguments(usage, cmd.rest).values
+    texts = [n for n, v in values.items() if isinstance(v, str) and v == '"' * MAX_TEXT]
+    kinds = [p.kind for p in usage.positionals] + [f.kind for f in usage.flags]
+    assert len(texts) == kinds.count(Kind.TEXT)
+
+
+def test_a_waiver_with_a_long_reason_and_plan_parses() -> None:
+    reason, plan = ("the GPU pool is being replaced. " * 10)[:300], ("rerun on the new pool. " * 11)[:250]
+    body = f'/waive l2 --until 2026-12-31 --reason "{reason}" --plan "{plan}"'
+    cmd = core_commands.parse(body, actor="alice", on=ON, comment_id=99)
+    assert cmd is not None and cmd.problem is None
+    values = parse_arguments(commands.COMMANDS["waive"].USAGE, cmd.rest).values
+    assert (values["reason"], values["plan"]) == (reason.strip(), plan.strip())
 
 
 def test_every_command_module_is_registered_under_its_name_with_a_help_line() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import aiohttp
+import pytest
 
 from bot.core import dashboard
 from bot.core.gate import Waiver
@@ -14,6 +15,7 @@ from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
 from bot.db.registry import Registry
+from handlers import issues
 from tests.support.github_sim import Issue
 from tests.test_ingest_e2e import (  # the rig: a served sim and `sluice serve` over loopback
     CORE_PASS,
@@ -157,20 +159,71 @@ async def test_ticking_backlog_boxes_retries_those_commits_and_unticks_them(rig:
     assert "[x]" not in body
 
 
-async def test_a_tick_by_a_read_only_user_or_a_bot_retries_nothing(rig: Rig) -> None:  # noqa: F811
+def answers(served: Rig, number: int) -> list[str]:
+    """Sluice's comments on the issue `number` (the dashboard's own text is its body, not a comment)."""
+    comments = served.sim.comment_objects(FORK, number)
+    return [c["body"] for c in comments if c["user"]["login"] == served.sim.bot_login]
+
+
+async def test_a_tick_by_a_read_only_user_is_answered_and_unticked_and_retries_nothing(rig: Rig) -> None:  # noqa: F811
     risky, _, deferred = await backlog_scenario(rig)
     rig.sim.set_permission(FORK, "reader", "read")
     issue, runs = the_dashboard(rig), ingest_runs(rig)
     since, shown = len(rig.sim.requests), issue.body or ""
-    for user in ("reader", "renovate[bot]", rig.sim.bot_login):
-        rig.sim.edit_issue(FORK, issue.number, body=shown, user="dev")  # unticked again, by a person
-        rig.sim.edit_issue(FORK, issue.number, body=tick(shown, deferred), user=user)
+    for _ in range(2):  # ticking again edits the one answer
+        rig.sim.edit_issue(FORK, issue.number, body=tick(shown, deferred), user="reader")
         await rig.settle()
+        assert dashboard.ticks(the_dashboard(rig).body or "") == {risky: False, deferred: False}
+    assert the_dashboard(rig).body == shown  # only the box changed back: the rest is as Sluice drew it
+    (answer,) = answers(rig, issue.number)
+    assert answer.startswith("<!-- sluice:refused-tick:reader -->\n@reader: Sluice did not retry")
+    assert f"`{deferred[:10]}`" in answer and f"@reader has read access to {FORK}" in answer
+    assert "needs write access" in answer and "The box is unticked again" in answer
+    assert "ask someone with write access" in answer
     assert ingest_runs(rig) == runs and JobQueue(rig.store).counts()["queued"] == 0
     assert rig.store.dispositions(FORK)[deferred].disposition == Disposition.DEFERRED
     asked = [p for m, p, _ in rig.sim.requests[since:] if "/permission" in p]
-    assert asked == [f"/repos/{FORK}/collaborators/reader/permission"]  # GitHub asked; the bot never was
-    assert dashboard.ticks(the_dashboard(rig).body or "")[deferred] is True  # nothing ran to untick it
+    assert asked == [f"/repos/{FORK}/collaborators/reader/permission"] * 2
+
+    # A sender no GitHub login spells so (this one would close the marker's HTML comment) is not answered;
+    # the box is unticked all the same.
+    rig.sim.edit_issue(FORK, issue.number, body=tick(shown, risky), user="x --><img src=x>")
+    await rig.settle()
+    assert dashboard.ticks(the_dashboard(rig).body or "")[risky] is False
+    assert len(answers(rig, issue.number)) == 1 and ingest_runs(rig) == runs
+
+
+@pytest.mark.parametrize(
+    ("body", "shas", "expected"),
+    [
+        ("- [x] `aaa` a <!-- sluice:retry {a} -->\r\n", "a", "- [ ] `aaa` a <!-- sluice:retry {a} -->\n"),
+        (
+            "- [X] x <!-- sluice:retry {a} -->\n- [x] y <!-- sluice:retry {b} -->",
+            "b",
+            "- [X] x <!-- sluice:retry {a} -->\n- [ ] y <!-- sluice:retry {b} -->",
+        ),
+        ("- [x] [x] <!-- sluice:retry {a} -->", "ab", "- [ ] [x] <!-- sluice:retry {a} -->"),  # the box only
+        ("text - [x] <!-- sluice:retry {a} -->", "a", "text - [x] <!-- sluice:retry {a} -->"),  # no box line
+    ],
+)
+def test_unticking_changes_only_the_boxes_of_the_commits_named(body: str, shas: str, expected: str) -> None:
+    named = {"a": "a" * 40, "b": "b" * 40}
+    assert issues.unticked(body.format(**named), {named[s] for s in shas}) == expected.format(**named)
+
+
+async def test_a_tick_by_a_bot_retries_nothing_and_is_not_answered(rig: Rig) -> None:  # noqa: F811
+    risky, _, deferred = await backlog_scenario(rig)
+    issue, runs = the_dashboard(rig), ingest_runs(rig)
+    since, shown = len(rig.sim.requests), issue.body or ""
+    for user in ("renovate[bot]", rig.sim.bot_login):
+        rig.sim.edit_issue(FORK, issue.number, body=shown, user="dev")  # unticked again, by a person
+        rig.sim.edit_issue(FORK, issue.number, body=tick(shown, deferred), user=user)
+        await rig.settle()
+        assert dashboard.ticks(the_dashboard(rig).body or "")[deferred] is True  # nothing ran to untick it
+    assert answers(rig, issue.number) == []
+    assert ingest_runs(rig) == runs and JobQueue(rig.store).counts()["queued"] == 0
+    assert rig.store.dispositions(FORK)[deferred].disposition == Disposition.DEFERRED
+    assert not [p for m, p, _ in rig.sim.requests[since:] if "/permission" in p]  # GitHub was never asked
     assert risky in dashboard.ticks(the_dashboard(rig).body or "")
 
 

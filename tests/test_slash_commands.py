@@ -18,7 +18,9 @@ from gidgethub import BadRequest, GitHubBroken
 from bot.app.context import Context
 from bot.app.worker import MAX_ATTEMPTS
 from bot.core.audit import AuditState
+from bot.core.commands import MAX_LINE
 from bot.core.emergency import EMERGENCY_PREFIX
+from bot.core.ingestion import Tier
 from bot.core.models import Disposition
 from bot.db.audit import CommandAudit
 from bot.db.gates import GateStore
@@ -26,6 +28,7 @@ from bot.db.lag import LagHistory
 from handlers import ROUTES
 from handlers.commands import COMMANDS
 from tests.support.github_sim import GitHubSim
+from tests.support.rig import fork_config
 from tests.test_commands import as_job, comment, replies
 from tests.test_handlers import FORK, UPSTREAM, ctx, dispatch, fork_record, queued, sim_of
 
@@ -236,6 +239,70 @@ async def test_a_sha_not_on_upstreams_first_parent_stream_is_refused(ctx: Contex
     reply = await say(ctx, number, f"/cherry-pick {side[:12]}")
     assert "is not a commit on upstream's first-parent stream" in reply
     assert not emergencies(sim)
+
+
+# ------------------------------------------------------------------ a first line that is almost a command
+
+
+async def test_an_over_long_command_line_is_refused_with_its_length_and_audited(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    body = '/hold "' + "x" * MAX_LINE + '"'
+    reply = await say(ctx, number, body)
+    assert f'Sluice did not run `/hold "{"x" * 39}…`' in reply
+    assert f"the command line is {len(body)} characters; at most {MAX_LINE}" in reply
+    assert f"Usage: `{COMMANDS['hold'].USAGE.line}`" in reply and "x" * 100 not in reply
+    assert reactions(sim, number) == [] and queued(ctx) == []
+    assert [(actor, outcome) for actor, _, outcome in audit(ctx)] == [("alice", "refused")]
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ("/hold\u00a0release freeze", "U+00A0 (no-break space) at column 6"),
+        ("/ingest \x1b[2J", "U+001B (a control character) at column 9"),
+        ("/frobnicate\u200bnow", "U+200B (zero width space) at column 12"),  # no such command, answered too
+    ],
+)
+async def test_an_odd_character_in_a_command_line_is_named_in_the_refusal(
+    ctx: Context, body: str, named: str
+) -> None:
+    sim, number = a_fork(ctx)
+    reply = await say(ctx, number, body, user="mallory")  # read access: what is wrong comes before who
+    assert "@mallory: Sluice did not run `/" in reply and f"the line holds {named}" in reply
+    assert "write it again with plain spaces" in reply
+    assert reply.isascii()  # the odd character is escaped, never echoed
+    assert not any(path.endswith("/permission") for _, path, _ in sim.requests)
+    assert reactions(sim, number) == [] and queued(ctx) == []
+    ((actor, line, outcome),) = audit(ctx)
+    assert (actor, outcome) == ("mallory", "refused") and line.isascii()
+
+
+@pytest.mark.parametrize("body", ["/usr/bin/env is broken", "/help.", "/tmp/build.log attached"])
+async def test_prose_that_starts_with_a_slash_gets_no_answer(ctx: Context, body: str) -> None:
+    sim, number = a_fork(ctx)
+    assert await say(ctx, number, body) == ""
+    assert audit(ctx) == [] and reactions(sim, number) == []
+
+
+async def test_a_waiver_with_a_long_reason_and_plan_is_granted(ctx: Context) -> None:
+    l2 = "tiers:\n  l2:\n    suites: [{name: numerics, builtin: numerics}]\n    owner: '@meta/gpu'\n"
+    gate = l2 + "gate:\n  required_tiers: [l1, l2]\n  auto_merge: false\n"
+    sim, _ = a_fork(ctx, fork_files={".github/sluice.yml": fork_config(ctx.web_url, UPSTREAM) + gate})
+    trunk = sim.git(FORK, "rev-parse", "main")
+    head = sim.commit(FORK, "sluice/ingest/u1", {"docs/new.md": "new\n"}, message="docs", parent=trunk)
+    pull = sim.open_pull(FORK, head="sluice/ingest/u1", base="main", title="Ingest", user=sim.bot_login)
+    sim.finish_check(FORK, head, Tier.L1.value, "success")
+    sim.finish_check(FORK, head, Tier.L2.value, "failure")
+    sim.add_team_member("meta/gpu", "dan")
+    reason, plan = ("the GPU pool is being replaced. " * 10)[:300], ("rerun on the new pool. " * 11)[:250]
+    until = (ctx.clock() + dt.timedelta(days=14)).date().isoformat()
+    body = f'/waive l2 --until {until} --reason "{reason}" --plan "{plan}"'
+    assert len(body) > 500 + len("/waive ")  # longer than the whole line could be before
+    reply = await say(ctx, int(pull["number"]), body, user="dan")
+    assert "L2 is waived on" in reply, reply
+    (waiver,) = ctx.gates.waivers(FORK, int(pull["number"]))
+    assert (waiver.reason, waiver.recovery_plan) == (reason.strip(), plan.strip())
+    assert [(actor, outcome) for actor, _, outcome in audit(ctx)] == [("dan", "accepted")]
 
 
 # ------------------------------------------------------------------ /cherry-pick

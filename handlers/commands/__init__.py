@@ -78,6 +78,12 @@ async def run(cmd: SlashCommand, *, fork: Fork, ctx: Context, last_attempt: bool
     yet: the retry's answer is the one reply, edited in place), else, or on the job's `last_attempt`,
     answered with what failed and why."""
     command = COMMANDS.get(cmd.name)
+    if (
+        cmd.problem is not None
+    ):  # a line that starts as a command but is not exactly one: never run, even in part
+        refused = CommandRefused(cmd.problem.message, cmd.problem.remedy)
+        await _refuse(cmd, refused, usage=command.USAGE if command is not None else None, ctx=ctx)
+        return
     if command is None:
         refused = CommandRefused(f"Sluice has no `/{cmd.name}` command", "comment `/help` for those it has")
         await _refuse(cmd, refused, usage=None, ctx=ctx)
