@@ -18,11 +18,33 @@ from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
 from bot.core.gate import FAILED
 from bot.core.ingestion import Tier
 from bot.core.tier_checks import RERUN, RUN_L3
-from bot.core.tiers import LEVELS, TRUNK_PULL, Level, RunState, Subject, TierRun, Verdict, Want, tier_config
+from bot.core.tiers import (
+    LEVELS,
+    TRUNK_PULL,
+    Level,
+    NotNow,
+    Obstacle,
+    RunState,
+    Subject,
+    TierRun,
+    Verdict,
+    Want,
+    tier_config,
+    why_not,
+)
 from bot.core.webhooks import CheckRunEvent, CheckSuiteEvent, PullRequestEvent
 from bot.flows.bisection import time_out_probes
 from bot.flows.local_tier import run_local
-from bot.flows.tiers import ActionsBackend, Tiering, advance, complete, show, time_out, time_out_stalled
+from bot.flows.tiers import (
+    ActionsBackend,
+    Tiering,
+    advance,
+    complete,
+    show,
+    subject_of,
+    time_out,
+    time_out_stalled,
+)
 from bot.github.forge import ForkGitHub
 from bot.ports import Fork, Job, TierBackend
 from handlers import gatekeeping, requests
@@ -244,10 +266,33 @@ async def _asked(ctx: Context, event: CheckRunEvent, level: Level, *, l3: bool) 
             event.check_run.head_sha,
         )
         return
+    want = Want(l3=True) if l3 else Want(rerun=level)
+    t = await tiering(ctx, fork)
+    subject = subject_of(await forge.pull(pull), fork=fork.repo)
+    runs = await ctx.db(ctx.tier_runs.for_pull, fork.repo, pull)
+    blocked = why_not(subject, runs, t.config, now=ctx.clock(), want=want)
+    if blocked is not None:  # it would start nothing now: the PR says why, rather than nothing happening
+        marker = f"<!-- sluice:not-now:{event.check_run.id} -->"
+        body = not_now(sender or "someone", blocked, what=what, where=asked[1])
+        await forge.upsert_comment(pull, marker=marker, body=f"{marker}\n{body}")
+        return
     if l3:
         await requests.tiers(ctx, fork.repo, pull, l3=True)
     else:
         await requests.tiers(ctx, fork.repo, pull, rerun=level)
+
+
+def not_now(sender: str, blocked: NotNow, *, what: str, where: str) -> str:
+    """The PR's answer to a tier asked for from its check run that cannot start on the head now."""
+    below = Level.of_number(blocked.wanted.number - 1).name if blocked.wanted is not Level.L1 else ""
+    if blocked.obstacle is Obstacle.RUNNING:
+        fix = "press it again once it ends"
+    elif blocked.obstacle is Obstacle.FAILED:
+        fix = f"re-run {blocked.level.name} or push a fix, then press it again once {below} passes"
+    else:
+        fix = f"press it again once {below} passes"
+    said = f"@{sender}: Sluice did not run {what} (asked for from {where}): {blocked.reason}."
+    return f"{said}\n\nTo fix: {fix}.\n"
 
 
 async def _may_press(

@@ -13,6 +13,7 @@ import pytest
 
 from bot.app.context import Context
 from bot.core.ingestion import Tier
+from bot.core.tiers import Level, RunState, TierRun, Verdict
 from bot.db.jobs import jobs
 from bot.flows.merge import Outcome
 from handlers import gatekeeping
@@ -20,7 +21,7 @@ from handlers.commands import COMMANDS
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import fork_config
 from tests.test_gate_e2e import AUTO_L1, SECRET, Rig, start, teardown
-from tests.test_handlers import FORK, NOW, UPSTREAM, ctx, queued
+from tests.test_handlers import FORK, NOW, UPSTREAM, ctx, dispatch, queued, sim_of
 from tests.test_slash_commands import a_fork, audit, reactions, say
 
 __all__ = ["ctx", "teardown"]  # the fixtures, reused
@@ -28,6 +29,10 @@ BRANCH = "sluice/ingest/u1"
 TWO_TIERS = "gate:\n  required_tiers: [l1, l2]\n  auto_merge: false\n"
 WAIVE = '/waive l2 --until {} --reason "the GPU pool is being replaced" --plan "rerun on the new pool"'
 ON_A_PULL = ["/hold", "/unhold", "/approve", "/retry l1", "/l3", WAIVE.format("2027-01-01")]
+L3_WORKFLOW = Path(__file__).parent.parent / "deploy" / "workflows" / "sluice-l3.yml"
+L1, L2, L3 = Level.L1, Level.L2, Level.L3
+PASSES, FAILS = (RunState.COMPLETED, Verdict.PASSED), (RunState.COMPLETED, Verdict.FAILED)
+WAITS, UNDISPATCHED = (RunState.DISPATCHED, None), (RunState.UNDISPATCHED, None)
 
 
 def an_ingestion_pull(ctx: Context, *, gate: str = "") -> tuple[GitHubSim, int, int]:
@@ -41,6 +46,20 @@ def an_ingestion_pull(ctx: Context, *, gate: str = "") -> tuple[GitHubSim, int, 
 
 def head_of(sim: GitHubSim) -> str:
     return sim.git(FORK, "rev-parse", f"refs/heads/{BRANCH}")
+
+
+def ran(
+    ctx: Context,
+    number: int,
+    level: Level,
+    state: RunState = RunState.COMPLETED,
+    *,
+    verdict: Verdict | None = Verdict.PASSED,
+) -> None:
+    """A tier run recorded on the ingestion PR's head, as the tiers job records one (passed by default)."""
+    head = head_of(sim_of(ctx))
+    run = TierRun(FORK, number, "u1", level, head, 1, state, ctx.clock(), verdict=verdict)
+    assert ctx.tier_runs.add(run) is not None
 
 
 def gate_run(sim: GitHubSim, sha: str) -> dict[str, Any]:
@@ -191,6 +210,8 @@ async def test_retry_reruns_the_named_tier_or_the_failed_ones(ctx: Context) -> N
 
 async def test_l3_runs_on_demand_with_a_suite_of_the_config(ctx: Context) -> None:
     _, _, number = an_ingestion_pull(ctx)
+    ran(ctx, number, L1)
+    ran(ctx, number, L2)
     reply = await say(ctx, number, "/l3 bench")
     assert f"L3 requested on #{number}'s head" in reply and "its suite bench only" in reply
     asked = [(p["pull"], p["rerun"], p["l3"], p["suite"]) for p in tier_requests(ctx)]
@@ -198,6 +219,87 @@ async def test_l3_runs_on_demand_with_a_suite_of_the_config(ctx: Context) -> Non
     assert "its suites (bench)" in await say(ctx, number, "/l3")
     assert [p["suite"] for p in tier_requests(ctx)] == ["bench", None]
     assert "name one of bench" in await say(ctx, number, "/l3 numerics")  # an L2 suite, not L3's
+
+
+@pytest.mark.parametrize(
+    ("body", "runs", "reason", "remedy"),
+    [
+        ("/l3", {L1: WAITS}, "L1 has not finished on this head yet", "comment `/l3` again once L2 passes"),
+        (
+            "/l3",
+            {L1: PASSES, L2: WAITS},
+            "L2 has not finished on this head yet",
+            "comment `/l3` again once L2 passes",
+        ),
+        (
+            "/l3 bench",
+            {L1: PASSES, L2: FAILS},
+            "L2 failed on this head",
+            "`/retry l2` or push a fix, then comment `/l3 bench` again once L2 passes",
+        ),
+        (
+            "/l3",
+            {L1: PASSES, L2: PASSES, L3: WAITS},
+            "L3 is still running on this head",
+            "comment `/l3` again once it ends",
+        ),
+        (
+            "/retry l2",
+            {L1: PASSES, L2: UNDISPATCHED},
+            "L2 is still running on this head",
+            "comment `/retry l2` again once it ends",
+        ),
+        (
+            "/retry L3",
+            {L1: FAILS},
+            "L1 failed on this head",
+            "`/retry l1` or push a fix, then comment `/retry l3` again once L2 passes",
+        ),
+    ],
+)
+async def test_a_tier_asked_for_that_cannot_start_now_is_refused_with_why_and_enqueues_nothing(
+    ctx: Context, body: str, runs: dict[Level, tuple[RunState, Verdict | None]], reason: str, remedy: str
+) -> None:
+    sim, _, number = an_ingestion_pull(ctx)
+    for level, (state, verdict) in runs.items():
+        ran(ctx, number, level, state, verdict=verdict)
+    reply = await say(ctx, number, body)
+    name = body.split()[0][1:]
+    assert f"Sluice did not run `{body}`: {reason}." in reply
+    assert f"Usage: `{COMMANDS[name].USAGE.line}` ({remedy})." in reply
+    assert tier_requests(ctx) == [] and reactions(sim, number) == []
+    assert audit(ctx) == [("alice", body, "refused")]
+
+
+def tier_attempts(ctx: Context, number: int) -> list[tuple[str, int, str, int | None]]:
+    return [(r.level.value, r.attempt, r.state.value, r.suite) for r in ctx.tier_runs.for_pull(FORK, number)]
+
+
+async def test_l3_asked_again_after_l3_ran_dispatches_its_next_attempt(ctx: Context) -> None:
+    sim, _, number = an_ingestion_pull(ctx)
+    sim.commit(FORK, "main", {".github/workflows/sluice-l3.yml": L3_WORKFLOW.read_text()}, message="L3")
+    for level in (L1, L2, L3):
+        ran(ctx, number, level)
+    reply = await say(ctx, number, "/l3 bench")
+    assert f"L3 requested on #{number}'s head" in reply and reactions(sim, number) == ["eyes"]
+    (asked,) = tier_requests(ctx)
+    await dispatch(ctx, "tiers", asked)  # the job the command enqueued, as a worker runs it
+    assert tier_attempts(ctx, number)[2:] == [("l3", 1, "completed", None), ("l3", 2, "dispatched", 0)]
+    (l3,) = sim.workflow_runs[FORK]
+    assert l3["inputs"] | {"tier": "3", "selection": "2", "head_sha": head_of(sim)} == l3["inputs"]  # bench
+
+
+async def test_retry_l3_where_l3_never_ran_dispatches_it(ctx: Context) -> None:
+    sim, _, number = an_ingestion_pull(ctx)
+    sim.commit(FORK, "main", {".github/workflows/sluice-l3.yml": L3_WORKFLOW.read_text()}, message="L3")
+    ran(ctx, number, L1)
+    ran(ctx, number, L2)
+    assert "L3 re-run" in await say(ctx, number, "/retry l3")
+    (asked,) = tier_requests(ctx)
+    await dispatch(ctx, "tiers", asked)
+    assert tier_attempts(ctx, number)[2:] == [("l3", 1, "dispatched", None)]
+    (l3,) = sim.workflow_runs[FORK]
+    assert (l3["inputs"]["tier"], l3["inputs"]["selection"]) == ("3", "0")
 
 
 async def test_a_waiver_from_the_command_counts_until_the_day_ends_then_stops(ctx: Context) -> None:

@@ -23,6 +23,8 @@ from bot.core.tiers import (
     Dispatch,
     FailedTest,
     Level,
+    NotNow,
+    Obstacle,
     ReportFacts,
     RunState,
     Selection,
@@ -41,6 +43,7 @@ from bot.core.tiers import (
     stale_runs,
     suites_for,
     triage,
+    why_not,
     workflow_inputs,
 )
 from bot.flows.tiers import MAX_ZIP_MEMBERS, Finished, read_report, subject_of, unpack
@@ -102,6 +105,24 @@ L1, L2, L3 = Level.L1, Level.L2, Level.L3
         # L3: on request (the default policy), not by itself
         ([run(L1), run(L2)], Want(), []),
         ([run(L1), run(L2)], Want(l3=True), [Dispatch(L3, 1, Selection.FULL, "L2 passed; L3 requested")]),
+        # asked again where L3 ran (passed or failed): its next attempt, never the request ignored
+        (
+            [run(L1), run(L2), run(L3)],
+            Want(l3=True),
+            [Dispatch(L3, 2, Selection.FULL, "L2 passed; L3 requested")],
+        ),
+        (
+            [run(L1), run(L2), run(L3, verdict=Verdict.FAILED, attempt=2)],
+            Want(l3=True),
+            [Dispatch(L3, 3, Selection.FULL, "L2 passed; L3 requested")],
+        ),
+        # a re-run of an L3 that never ran here is a request for it
+        ([run(L1), run(L2)], Want(rerun=L3), [Dispatch(L3, 1, Selection.FULL, "L2 passed; L3 requested")]),
+        # but an ask never starts a tier beside its waiting attempt, nor L3 before L2 passed
+        ([run(L1), run(L2), run(L3, RunState.DISPATCHED, verdict=None)], Want(l3=True), []),
+        ([run(L1), run(L2, RunState.DISPATCHED, verdict=None)], Want(rerun=L2), []),
+        ([run(L1), run(L2, RunState.DISPATCHED, verdict=None)], Want(l3=True), []),
+        ([run(L1), run(L2, verdict=Verdict.FAILED)], Want(rerun=L3), [Blocked(L3, "L2 failed")]),
         # a re-run of a finished tier, even a passed one
         ([run(L1)], Want(rerun=L1), [Dispatch(L1, 2, Selection.FULL, "re-run requested")]),
         # runs on an older head do not count for this one
@@ -114,6 +135,87 @@ L1, L2, L3 = Level.L1, Level.L2, Level.L3
 )
 def test_next_actions(runs: list[TierRun], want: Want, expected: list[object]) -> None:
     assert next_actions(BUNDLE, runs, CONFIG, now=NOW, want=want) == expected
+
+
+RUNNING_L2 = run(L2, RunState.DISPATCHED, verdict=None)
+
+
+@pytest.mark.parametrize(
+    ("runs", "want", "expected"),
+    [
+        ([], Want(), None),  # nothing asked
+        ([run(L1), run(L2)], Want(l3=True), None),
+        ([run(L1), run(L2), run(L3)], Want(l3=True), None),  # its second attempt
+        ([run(L1), run(L2), run(L3, verdict=Verdict.FAILED)], Want(l3=True), None),
+        ([run(L1), run(L2)], Want(rerun=L3), None),  # L3's first attempt
+        ([run(L1), run(L2, verdict=Verdict.FAILED)], Want(rerun=L2), None),
+        ([], Want(rerun=L1), None),
+        # L3 needs L2 passed on this head
+        ([run(L1, RunState.DISPATCHED, verdict=None)], Want(l3=True), NotNow(L3, L1, Obstacle.UNFINISHED)),
+        ([run(L1)], Want(l3=True), NotNow(L3, L2, Obstacle.UNFINISHED)),  # L2 starts, not L3
+        ([run(L1), RUNNING_L2], Want(l3=True), NotNow(L3, L2, Obstacle.UNFINISHED)),
+        ([run(L1), RUNNING_L2], Want(rerun=L3), NotNow(L3, L2, Obstacle.UNFINISHED)),
+        (  # an infrastructure failure being retried has not finished
+            [run(L1), run(L2, verdict=Verdict.INFRA)],
+            Want(l3=True),
+            NotNow(L3, L2, Obstacle.UNFINISHED),
+        ),
+        (
+            [run(L1), run(L2, verdict=Verdict.INFRA, attempt=3)],
+            Want(l3=True),
+            NotNow(L3, L2, Obstacle.FAILED),
+        ),
+        ([run(L1), run(L2, verdict=Verdict.FAILED)], Want(l3=True), NotNow(L3, L2, Obstacle.FAILED)),
+        ([run(L1, verdict=Verdict.FAILED)], Want(l3=True), NotNow(L3, L1, Obstacle.FAILED)),
+        ([run(L1, RunState.TIMED_OUT, verdict=None)], Want(rerun=L2), NotNow(L2, L1, Obstacle.FAILED)),
+        ([run(L1), run(L2, head=OLD)], Want(l3=True), NotNow(L3, L2, Obstacle.UNFINISHED)),  # another head
+        # the tier itself still runs: no attempt beside it (one asked for again is no new attempt)
+        (
+            [run(L1), run(L2), run(L3, RunState.DISPATCHED, verdict=None)],
+            Want(l3=True),
+            NotNow(L3, L3, Obstacle.RUNNING),
+        ),
+        ([run(L1), RUNNING_L2], Want(rerun=L2), NotNow(L2, L2, Obstacle.RUNNING)),
+        (
+            [run(L1), run(L2, RunState.UNDISPATCHED, verdict=None)],
+            Want(rerun=L2),
+            NotNow(L2, L2, Obstacle.RUNNING),
+        ),
+        ([run(L1, RunState.DISPATCHED, verdict=None)], Want(rerun=L1), NotNow(L1, L1, Obstacle.RUNNING)),
+    ],
+)
+def test_why_not(runs: list[TierRun], want: Want, expected: NotNow | None) -> None:
+    assert why_not(BUNDLE, runs, CONFIG, now=NOW, want=want) == expected
+    started = [a for a in next_actions(BUNDLE, runs, CONFIG, now=NOW, want=want) if isinstance(a, Dispatch)]
+    new = [a for a in started if a.level is want.level and a.again is None]
+    assert (expected is None) == (want.level is None or bool(new))  # the two never disagree
+
+
+@pytest.mark.parametrize(
+    ("why", "again", "reason", "remedy"),
+    [
+        (
+            NotNow(L3, L2, Obstacle.UNFINISHED),
+            "/l3",
+            "L2 has not finished on this head yet",
+            "comment `/l3` again once L2 passes",
+        ),
+        (
+            NotNow(L3, L1, Obstacle.FAILED),
+            "/l3 bench",
+            "L1 failed on this head",
+            "`/retry l1` or push a fix, then comment `/l3 bench` again once L2 passes",
+        ),
+        (
+            NotNow(L2, L2, Obstacle.RUNNING),
+            "/retry l2",
+            "L2 is still running on this head",
+            "comment `/retry l2` again once it ends",
+        ),
+    ],
+)
+def test_why_not_says_why_and_what_to_do(why: NotNow, again: str, reason: str, remedy: str) -> None:
+    assert (why.reason, why.remedy(again)) == (reason, remedy)
 
 
 def test_a_run_whose_dispatch_failed_is_dispatched_again_as_the_same_attempt() -> None:
@@ -261,6 +363,9 @@ def test_an_l3_request_naming_a_suite_dispatches_only_it_by_index() -> None:
     lost = run(L3, verdict=Verdict.INFRA, detail="runner lost", suite=1)
     (retry,) = next_actions(BUNDLE, [*done, lost], TWO_L3, now=NOW)
     assert isinstance(retry, Dispatch) and retry.suite == 1  # a retry runs the same one suite
+    ran = [*done, run(L3, suite=1)]  # asked again after `/l3 sweep` ran: the suite named now
+    (again,) = next_actions(BUNDLE, ran, TWO_L3, now=NOW, want=Want(l3=True, suite="bench"))
+    assert again == Dispatch(L3, 2, Selection.FULL, "L2 passed; L3 requested (suite bench only)", suite=0)
 
 
 def test_a_one_suite_selection_travels_as_an_integer_and_reads_back() -> None:
@@ -458,6 +563,10 @@ def test_an_emergency_pick_runs_the_tiers_its_gate_requires() -> None:
         Dispatch(L2, 1, Selection.FULL, "L1 passed; the emergency gate requires it")
     ]
     assert next_actions(emergency, [run(L1), run(L2)], l3, now=NOW)[0].level is L3  # type: ignore[union-attr]
+    # a person's re-run of a tier its gate does not require, where it never ran: its first run
+    assert next_actions(emergency, [run(L1)], CONFIG, now=NOW, want=Want(rerun=L2)) == [
+        Dispatch(L2, 1, Selection.FULL, "L1 passed")
+    ]
 
 
 def test_a_local_tier_run_sees_the_toolchain_not_the_bots_settings_or_credentials(

@@ -745,6 +745,32 @@ async def test_a_tier_workflow_re_run_from_the_actions_ui_is_not_counted_and_its
     ]
 
 
+async def test_run_l3_pressed_before_l2_passed_is_answered_and_starts_nothing(actions: Rig) -> None:
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    actions.act_as_runner(l1)
+    await actions.settle()
+    (l2,) = actions.sim.workflow_runs[FORK][1:]  # dispatched, not finished
+    actions.sim.set_permission(FORK, "dev", "write")
+    check = actions.checks(head)["sluice/L2"]
+    payload = actions.sim.check_run_payload(FORK, check["id"], identifier="run-l3", sender="dev")
+    await actions.deliver("check_run", payload)
+    await actions.settle()
+    assert len(actions.sim.workflow_runs[FORK]) == 2
+    (answer,) = [c for c in actions.sim.comments[(FORK, number)] if "did not run" in c]
+    assert (
+        "@dev: Sluice did not run L3 (asked for from the `sluice/L2` check run): L2 has not finished"
+        in answer
+    )
+    assert "press it again once L2 passes" in answer
+
+    actions.act_as_runner(l2)
+    await actions.settle()
+    await actions.deliver("check_run", payload)  # pressed again once L2 passed: L3 runs
+    await actions.settle()
+    assert actions.sim.workflow_runs[FORK][-1]["name"] == "sluice-l3.yml"
+
+
 async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) -> None:
     number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
     (stalled,) = actions.sim.workflow_runs[FORK]

@@ -184,6 +184,14 @@ class Want:
     l3: bool = False
     suite: str | None = None  # with `l3`: run only this L3 suite (a name of the config's L3 suites)
 
+    @property
+    def level(self) -> Level | None:
+        """The tier a person asked for: the one to re-run, else L3 when it was requested."""
+        return self.rerun if self.rerun is not None else Level.L3 if self.l3 else None
+
+
+WAITING = (RunState.DISPATCHED, RunState.UNDISPATCHED)  # a run Sluice still waits on (or asks for again)
+
 
 def next_actions(
     subject: Subject, runs: Sequence[TierRun], config: SluiceConfig, *, now: datetime, want: Want = Want()
@@ -194,58 +202,124 @@ def next_actions(
     for level in LEVELS:
         tier = tier_config(config, level)
         run = latest.get(level)
-        waiting = (RunState.DISPATCHED, RunState.UNDISPATCHED)
-        if want.rerun is level and run is not None and run.state not in waiting:
-            return [Dispatch(level, run.attempt + 1, subject.selection, "re-run requested")]
+        asked = want.rerun is level or (want.l3 and level is Level.L3)
+        if asked and run is not None and run.state not in WAITING:  # it ran here, passed or failed
+            return [_again(subject, run, config, want=want)]
         if run is None:
             return _start(subject, level, config, want=want)
         deadline = run.dispatched_at + timedelta(minutes=tier.timeout_minutes)
         if run.state is RunState.UNDISPATCHED and now < deadline:
             why = f"dispatched again: {run.detail or 'the first dispatch failed'}"
             return [Dispatch(level, run.attempt, run.selection, why, suite=run.suite, again=run)]
-        if run.state in waiting:  # waiting for its result, or never dispatched within the timeout
+        if run.state in WAITING:  # waiting for its result, or never dispatched within the timeout
             return [TimeOut(run)] if now >= deadline else []
         if not run.failed:
             continue
-        if run.verdict is Verdict.INFRA and run.attempt <= tier.retries:
+        if _retried(run, tier):
             why = f"retry {run.attempt} of {tier.retries}: {run.detail or 'infrastructure failure'}"
             return [Dispatch(level, run.attempt + 1, run.selection, why, suite=run.suite)]
         return [Blocked(above, f"{level.name} failed") for above in LEVELS if above.number > level.number]
     return []
 
 
+def _again(subject: Subject, run: TierRun, config: SluiceConfig, *, want: Want) -> Dispatch:
+    """A person's re-run (or L3 request) of a tier that ran on this head: its next attempt."""
+    if want.l3 and run.level is Level.L3:
+        return _requested_l3(subject, config, want.suite, attempt=run.attempt + 1)
+    return Dispatch(run.level, run.attempt + 1, subject.selection, "re-run requested")
+
+
+def _retried(run: TierRun, tier: TierConfig) -> bool:
+    """An infrastructure failure with retries left: dispatched again, not yet a failure of the tier."""
+    return run.verdict is Verdict.INFRA and run.attempt <= tier.retries
+
+
 def _start(subject: Subject, level: Level, config: SluiceConfig, *, want: Want) -> list[TierAction]:
     if level is Level.L1:
         return [Dispatch(level, 1, subject.selection, "every ingestion and fork PR runs L1")]
-    if subject.kind is SubjectKind.EMERGENCY and not want.l3:
+    asked = want.l3 or want.rerun is level  # a re-run of a tier that never ran here asks for its first run
+    if subject.kind is SubjectKind.EMERGENCY and not asked:
         highest = max(Level(key).number for key in config.gate.emergency_required_tiers)
         if level.number > highest:
             return []  # an emergency pick runs the tiers up to the highest its gate requires (L3 on request)
         below = Level.of_number(level.number - 1).name
         return [Dispatch(level, 1, subject.selection, f"{below} passed; the emergency gate requires it")]
-    if subject.kind is SubjectKind.OUTSIDE_PR and want.rerun is not level and not want.l3:
+    if subject.kind is SubjectKind.OUTSIDE_PR and not asked:
         return [Blocked(level, OUTSIDE_WAITS, waiting=True)] if level is Level.L2 else []
     if level is Level.L2:
-        asked = subject.kind is SubjectKind.OUTSIDE_PR
+        outside = subject.kind is SubjectKind.OUTSIDE_PR
         return [
-            Dispatch(level, 1, subject.selection, "L1 passed; a maintainer asked" if asked else "L1 passed")
+            Dispatch(level, 1, subject.selection, "L1 passed; a maintainer asked" if outside else "L1 passed")
         ]
     policy = config.tiers.l3_policy
     chain = subject.kind is SubjectKind.CHAIN and policy is L3Policy.CHAINS
-    if want.l3:
+    if asked:
         return [_requested_l3(subject, config, want.suite)]
     if (policy is L3Policy.ALWAYS and subject.kind not in PERSONS_PRS) or chain:
         return [Dispatch(level, 1, subject.selection, f"L2 passed; L3 {policy}")]
     return []
 
 
-def _requested_l3(subject: Subject, config: SluiceConfig, suite: str | None) -> Dispatch:
+def _requested_l3(subject: Subject, config: SluiceConfig, suite: str | None, *, attempt: int = 1) -> Dispatch:
     """A person's L3 request: all its suites, or only the one named (an unknown name runs them all)."""
     names = [s.name for s in config.tiers.l3.suites]
     if suite is None or suite not in names:
-        return Dispatch(Level.L3, 1, subject.selection, "L2 passed; L3 requested")
+        return Dispatch(Level.L3, attempt, subject.selection, "L2 passed; L3 requested")
     reason = f"L2 passed; L3 requested (suite {suite} only)"
-    return Dispatch(Level.L3, 1, subject.selection, reason, suite=names.index(suite))
+    return Dispatch(Level.L3, attempt, subject.selection, reason, suite=names.index(suite))
+
+
+class Obstacle(enum.StrEnum):
+    """What keeps a tier a person asked for from starting on a head now."""
+
+    UNFINISHED = "has not finished on this head yet"  # a tier below it: not run, running, or being retried
+    FAILED = "failed on this head"  # a tier below it
+    RUNNING = "is still running on this head"  # the tier itself: its attempt still waits for a result
+
+
+@dataclass(frozen=True)
+class NotNow:
+    """Why a person's re-run or L3 request starts nothing on this head now: `level` is in the way."""
+
+    wanted: Level
+    level: Level  # a tier below the wanted one, or the wanted one itself (RUNNING)
+    obstacle: Obstacle
+
+    @property
+    def reason(self) -> str:
+        return f"{self.level.name} {self.obstacle}"
+
+    def remedy(self, again: str) -> str:
+        """What a maintainer does about it, `again` being the command that asked (`/l3`, `/retry l2`)."""
+        if self.obstacle is Obstacle.RUNNING:
+            return f"comment `{again}` again once it ends"
+        below = Level.of_number(self.wanted.number - 1).name
+        if self.obstacle is Obstacle.FAILED:
+            fix = f"`/retry {self.level.value}` or push a fix"
+            return f"{fix}, then comment `{again}` again once {below} passes"
+        return f"comment `{again}` again once {below} passes"
+
+
+def why_not(
+    subject: Subject, runs: Sequence[TierRun], config: SluiceConfig, *, now: datetime, want: Want
+) -> NotNow | None:
+    """Why the tier `want` asks for would not start on the subject's head now; None when next_actions starts
+    a new attempt of it (or nothing was asked). next_actions decides, so the two never disagree."""
+    wanted = want.level
+    if wanted is None:
+        return None
+    actions = next_actions(subject, runs, config, now=now, want=want)
+    if any(isinstance(a, Dispatch) and a.level is wanted and a.again is None for a in actions):
+        return None  # a new attempt of it (asking again for one whose dispatch failed is no new attempt)
+    latest = latest_runs(subject.head_sha, runs)
+    for below in LEVELS[: wanted.number - 1]:
+        run = latest.get(below)
+        if run is not None and run.failed and not _retried(run, tier_config(config, below)):
+            return NotNow(wanted, below, Obstacle.FAILED)
+        if run is None or run.failed or run.state in WAITING:
+            return NotNow(wanted, below, Obstacle.UNFINISHED)
+    # every tier below passed, and an ask starts the tier it names unless its latest attempt still waits
+    return NotNow(wanted, wanted, Obstacle.RUNNING)
 
 
 def overdue(runs: Sequence[TierRun], config: SluiceConfig, *, now: datetime) -> list[TierRun]:

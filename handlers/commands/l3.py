@@ -6,9 +6,10 @@ from __future__ import annotations
 from bot.app.context import Context
 from bot.core.command_args import CommandRefused, Kind, Positional, Usage
 from bot.core.permissions import Permission
+from bot.core.tiers import Want
 from handlers import requests
 from handlers.commands.call import QUEUED, Call, Outcome
-from handlers.commands.on_pull import gate_of, ingestion_pull
+from handlers.commands.on_pull import gate_of, ingestion_pull, refuse_unless_it_starts
 
 NAME = "l3"
 WHO = Permission.WRITE
@@ -25,7 +26,10 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     if named is not None and named not in suites:
         shown = str(named)[:40].replace("`", "'")
         raise CommandRefused(f"`{shown}` is not an L3 suite", f"name one of {', '.join(suites)}")
-    await requests.tiers(ctx, call.fork.repo, number, l3=True, suite=None if named is None else str(named))
+    want = Want(l3=True, suite=None if named is None else str(named))
+    again = f"/{NAME}" + (f" {want.suite}" if want.suite else "")
+    await refuse_unless_it_starts(call, pull, want, config=keeper.config, again=again, ctx=ctx)
+    await requests.tiers(ctx, call.fork.repo, number, l3=True, suite=want.suite)
     done = f"L3 requested on #{number}'s head `{head[:10]}` by @{call.actor}"
     running = f"its suite {named} only" if named is not None else f"its suites ({', '.join(suites)})"
     reply = f"{done}; it runs {running} and its check run reports.\n"

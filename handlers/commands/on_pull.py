@@ -1,16 +1,20 @@
 """What the commands about one ingestion PR share: the PR found (and anything else refused with a reply
-that says where the command works), the fork's gate as trunk configures it, tier names, the gate's word."""
+that says where the command works), the fork's gate as trunk configures it, tier names, the gate's word, and
+a tier asked for that cannot start now refused with why."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from bot.app.context import Context
 from bot.core.codeowners import CODEOWNERS_PATHS, CodeOwners, parse_codeowners
 from bot.core.command_args import CommandRefused
+from bot.core.config import SluiceConfig
 from bot.core.ingestion import BRANCH_PREFIX
-from bot.core.tiers import Level
+from bot.core.tiers import Level, Want, why_not
 from bot.flows.merge import Gatekeeper, Outcome
+from bot.flows.tiers import subject_of
 from handlers import gatekeeping
 from handlers.commands.call import Call
 
@@ -74,3 +78,15 @@ async def codeowners(keeper: Gatekeeper) -> CodeOwners:
 async def teams_of(keeper: Gatekeeper, teams: set[str], login: str) -> list[str]:
     """The teams among `teams` that GitHub says `login` is an active member of."""
     return [team for team in sorted(teams) if await keeper.forge.in_team(team, login)]
+
+
+async def refuse_unless_it_starts(
+    call: Call, pull: Mapping[str, Any], want: Want, *, config: SluiceConfig, again: str, ctx: Context
+) -> None:
+    """Refused, saying why and what to do (`again`: the command to comment later), when the tiers job would
+    start nothing for `want` on the PR's head now: a tier below has not passed, or the tier still runs."""
+    subject = subject_of(pull, fork=call.fork.repo)
+    runs = await ctx.db(ctx.tier_runs.for_pull, subject.fork, subject.pull)
+    blocked = why_not(subject, runs, config, now=ctx.clock(), want=want)
+    if blocked is not None:
+        raise CommandRefused(blocked.reason, blocked.remedy(again))

@@ -6,10 +6,10 @@ from bot.app.context import Context
 from bot.core.command_args import CommandRefused, Kind, Positional, Usage
 from bot.core.gate import FAILED
 from bot.core.permissions import Permission
-from bot.core.tiers import LEVELS, Level
+from bot.core.tiers import LEVELS, Level, Want
 from handlers import requests
 from handlers.commands.call import QUEUED, Call, Outcome
-from handlers.commands.on_pull import ingestion_pull, level_of
+from handlers.commands.on_pull import gate_of, ingestion_pull, level_of, refuse_unless_it_starts
 
 NAME = "retry"
 WHO = Permission.WRITE
@@ -22,6 +22,10 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     wanted = level_of(named) if named is not None else None
     pull = await ingestion_pull(call, ctx=ctx)
     number, head = int(pull["number"]), str(pull["head"]["sha"])
+    if wanted is not None:
+        config = (await gate_of(call, ctx=ctx)).config
+        again = f"/{NAME} {wanted.value}"
+        await refuse_unless_it_starts(call, pull, Want(rerun=wanted), config=config, again=again, ctx=ctx)
     levels = [wanted] if wanted is not None else await _failed(call, head, ctx=ctx)
     if not levels:
         raise CommandRefused(f"no tier failed on #{number}'s head `{head[:10]}`", "name the tier to re-run")
