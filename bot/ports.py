@@ -464,6 +464,8 @@ class TierForge(Protocol):
 
     async def run_artifact(self, run_id: int, name: str, *, max_bytes: int) -> bytes | None: ...
 
+    async def workflow_run(self, run_id: int) -> dict[str, Any]: ...
+
 
 class TierBackend(Protocol):
     """Where a tier runs: GitHub Actions (a workflow dispatch) or the bot's own machine (`local`). `start`

@@ -107,7 +107,8 @@ async def repo_config(ctx: Context, forge: ForkGitHub, fork: Fork) -> SluiceConf
     except ConfigError as exc:
         raise Rejected(
             f"{name} is invalid:\n{exc.message}",
-            "fix it and push; the tiers start on the next push or resync",
+            "fix it and push: the ingestion PRs' tiers go on then, a fork PR's at its next push, and a "
+            "tier run whose result came meanwhile is read from GitHub at its timeout",
         ) from exc
 
 

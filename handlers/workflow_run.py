@@ -7,18 +7,9 @@ import logging
 from gidgethub.routing import Router
 
 from bot.app.context import Context
-from bot.core.errors import TooLarge
 from bot.core.tiers import TRUNK_PULL, RunState
 from bot.core.webhooks import WorkflowRunEvent
-from bot.flows.tiers import (
-    ARTIFACT,
-    MAX_ARTIFACT_BYTES,
-    Finished,
-    complete,
-    request_of,
-    rerun_not_counted,
-    unpack,
-)
+from bot.flows.tiers import complete, request_of, rerun_not_counted, result_of
 from bot.ports import Job
 from handlers.tiers import tiering
 
@@ -47,13 +38,7 @@ async def on_completed(event: WorkflowRunEvent, *, ctx: Context, job: Job) -> No
             t, run, attempt=workflow_run.run_attempt, conclusion=conclusion, url=workflow_run.html_url
         )
         return
-    try:
-        finished = unpack(
-            await t.forge.run_artifact(workflow_run.id, ARTIFACT, max_bytes=MAX_ARTIFACT_BYTES), conclusion
-        )
-    except TooLarge as exc:  # a failure of the run (no report), shown on its check run; never read whole
-        log.warning("%s: workflow run %d: %s", fork.repo, workflow_run.id, exc.message)
-        finished = Finished(conclusion, None, problem=exc.message)
+    finished = await result_of(t, workflow_run.id, conclusion)
     assert run.id is not None
     await ctx.db(runs.set_run_id, run.id, workflow_run.id)
     await complete(t, run.id, finished)

@@ -771,6 +771,25 @@ async def test_run_l3_pressed_before_l2_passed_is_answered_and_starts_nothing(ac
     assert actions.sim.workflow_runs[FORK][-1]["name"] == "sluice-l3.yml"
 
 
+async def test_a_run_whose_result_never_reached_sluice_is_read_from_github_before_it_would_time_out(
+    actions: Rig,
+) -> None:
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    report, log, code = run_tier(actions.sim, l1)  # the run ends, but its `workflow_run` event is lost
+    assert code == 0 and report is not None
+    actions.sim.add_artifact(FORK, l1["id"], "sluice-tier-report", {"report.json": report, "tier.log": log})
+    l1["status"], l1["conclusion"] = "completed", "success"
+    actions.clock.offset = dt.timedelta(minutes=2)  # past L1's timeout_minutes: 1
+    await actions.deliver("pull_request", actions.sim.pull_request_payload(FORK, number, "synchronize"))
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"  # not timed out
+    assert [(r.level.value, r.state.value) for r in TierRuns(actions.store).for_pull(FORK, number)] == [
+        ("l1", "completed"),
+        ("l2", "dispatched"),
+    ]
+
+
 async def test_a_stalled_run_times_out_and_rerun_dispatches_again(actions: Rig) -> None:
     number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
     (stalled,) = actions.sim.workflow_runs[FORK]

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from bot.core.config import L3Policy, SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
-from bot.core.errors import DispatchRefused, redact
+from bot.core.errors import DispatchRefused, TooLarge, redact
 from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
 from bot.core.l3_metrics import MetricRegression, Regression
 from bot.core.tier_checks import (
@@ -33,6 +33,7 @@ from bot.core.tier_checks import (
 from bot.core.tiers import (
     LEVELS,
     MAX_LOG_CHARS,
+    TRUNK_PULL,
     Blocked,
     Dispatch,
     FailedTest,
@@ -211,7 +212,15 @@ async def _start(
 
 
 async def time_out(t: Tiering, run: TierRun) -> None:
-    """Stop waiting for `run`: it is marked timed out (a result that still comes is ignored)."""
+    """Stop waiting for `run`: it is marked timed out (a result that still comes is ignored). But a workflow
+    run that did end, whose `workflow_run` event was lost (or came while trunk's config was broken, and its
+    job was refused), is read from GitHub instead, as its event would have been."""
+    if run.id is not None and (ended := await ended_meanwhile(t, run)) is not None:
+        log.info(
+            "tier run %s: its workflow run %s ended without its result reaching Sluice", run.id, run.run_id
+        )
+        await complete(t, run.id, ended)
+        return
     tier = tier_config(t.config, run.level)
     done = _finish(t, run, RunState.TIMED_OUT, detail=f"no result within {tier.timeout_minutes} minutes")
     if not await t.db(t.runs.finish, done):
@@ -223,6 +232,27 @@ async def time_out(t: Tiering, run: TierRun) -> None:
     output = timed_out(done, minutes=tier.timeout_minutes, owner=tier.owner)
     await show(t, run.head_sha, run.level, output)
     log.warning("%s #%d: %s attempt %d timed out", run.fork, run.pull, run.level.name, run.attempt)
+
+
+async def ended_meanwhile(t: Tiering, run: TierRun) -> Finished | None:
+    """The result of `run`'s workflow run if GitHub says it completed (the GitHub backend's runs of a PR or a
+    probe; trunk watch reads its own); None while it runs, or when there is none to ask about."""
+    if run.run_id is None or run.pull == TRUNK_PULL:
+        return None
+    found = await t.forge.workflow_run(run.run_id)
+    if found.get("status") != "completed":
+        return None
+    return await result_of(t, run.run_id, str(found.get("conclusion") or "failure"))
+
+
+async def result_of(t: Tiering, run_id: int, conclusion: str) -> Finished:
+    """A completed workflow run's result, read from its artifact; one over the limit is a failure that says
+    so, never read whole."""
+    try:
+        return unpack(await t.forge.run_artifact(run_id, ARTIFACT, max_bytes=MAX_ARTIFACT_BYTES), conclusion)
+    except TooLarge as exc:
+        log.warning("%s: workflow run %d: %s", t.forge.repo, run_id, exc.message)
+        return Finished(conclusion, None, problem=exc.message)
 
 
 async def time_out_stalled(t: Tiering, runs: Sequence[TierRun]) -> list[TierRun]:
