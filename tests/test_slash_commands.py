@@ -22,7 +22,7 @@ from bot.core.commands import MAX_LINE
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.ingestion import Tier
 from bot.core.models import Disposition
-from bot.db.audit import CommandAudit
+from bot.db.audit import LINE_CHARS, CommandAudit
 from bot.db.gates import GateStore
 from bot.db.lag import LagHistory
 from handlers import ROUTES
@@ -302,7 +302,11 @@ async def test_a_waiver_with_a_long_reason_and_plan_is_granted(ctx: Context) -> 
     assert "L2 is waived on" in reply, reply
     (waiver,) = ctx.gates.waivers(FORK, int(pull["number"]))
     assert (waiver.reason, waiver.recovery_plan) == (reason.strip(), plan.strip())
-    assert [(actor, outcome) for actor, _, outcome in audit(ctx)] == [("dan", "accepted")]
+    assert audit(ctx) == [("dan", body, "accepted")]  # the whole line, as the comment had it
+
+
+def test_the_audit_log_holds_the_longest_line_read_as_a_command() -> None:
+    assert LINE_CHARS >= MAX_LINE
 
 
 # ------------------------------------------------------------------ /cherry-pick

@@ -8,6 +8,7 @@ from bot.db.registry import GitHubId
 from bot.db.store import Store, UTCDateTime, _utc, metadata
 from bot.ports import CommandRecord
 
+LINE_CHARS = 3200  # the longest first line read as a command (bot.core.commands.MAX_LINE) fits whole
 command_audit = Table(
     "command_audit",
     metadata,
@@ -17,7 +18,7 @@ command_audit = Table(
     Column("number", Integer, nullable=False),
     Column("actor", String(100), nullable=False),
     Column("command", String(40), nullable=False),
-    Column("line", String(600), nullable=False),
+    Column("line", String(LINE_CHARS), nullable=False),
     Column("outcome", String(20), nullable=False),
     Column("reason", Text, nullable=False),
     Column("at", UTCDateTime, nullable=False),
@@ -32,7 +33,7 @@ class CommandAudit:
 
     def record(self, entry: CommandRecord) -> None:
         """One row per comment: a job that runs again (a lost lease, a redelivery) replaces its row."""
-        row = entry.__dict__ | {"at": _utc(entry.at), "line": entry.line[:600]}
+        row = entry.__dict__ | {"at": _utc(entry.at), "line": entry.line[:LINE_CHARS]}
         with self._engine.begin() as conn:
             conn.execute(delete(command_audit).where(command_audit.c.comment_id == entry.comment_id))
             conn.execute(command_audit.insert().values(row))
