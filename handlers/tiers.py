@@ -211,8 +211,10 @@ async def on_rerequested(event: CheckRunEvent, *, ctx: Context, job: Job) -> Non
     elif event.check_run.name == Tier.GATE.value:
         repo = event.repository.full_name
         pulls = [p.number for p in event.check_run.pull_requests]
-        found = await ctx.db(ctx.tier_runs.pull_for_head, repo, event.check_run.head_sha)
-        for number in pulls or ([found] if found is not None else []):
+        if not pulls:  # GitHub leaves the list empty for some runs: the PR Sluice validates on the head
+            found = await ctx.db(ctx.tier_runs.pull_for_head, repo, event.check_run.head_sha)
+            pulls = [found] if found is not None else []
+        for number in pulls:
             await gatekeeping.reevaluate(ctx, repo, number)
 
 
@@ -230,7 +232,7 @@ async def on_suite_rerequested(event: CheckSuiteEvent, *, ctx: Context, job: Job
     sender = event.sender.login if event.sender is not None else None
     marker = f"<!-- sluice:refused-suite:{event.check_suite.id} -->"
     asked = ("the failed tiers", '"Re-run all checks"')
-    if pull is None or not await _may_press(ctx, forge, fork, pull, sender, asked, marker=marker):
+    if pull is None or not await _may_press(forge, fork, pull, sender, asked, marker=marker):
         return
     checks = await forge.check_runs(head)
     failed = [lv for lv in LEVELS if (checks.get(lv.check.value) or {}).get("conclusion") in FAILED]
@@ -257,7 +259,7 @@ async def _asked(ctx: Context, event: CheckRunEvent, level: Level, *, l3: bool) 
     what = "L3" if l3 else level.name
     marker = f"<!-- sluice:refused-press:{event.check_run.id} -->"
     asked = (what, f"the `{event.check_run.name}` check run")
-    if not await _may_press(ctx, forge, fork, pull, sender, asked, marker=marker):
+    if not await _may_press(forge, fork, pull, sender, asked, marker=marker):
         return
     if pull is None:
         log.info(
@@ -297,7 +299,6 @@ def not_now(sender: str, blocked: NotNow, *, what: str, where: str) -> str:
 
 
 async def _may_press(
-    ctx: Context,
     forge: ForkGitHub,
     fork: Fork,
     pull: int | None,

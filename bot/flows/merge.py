@@ -303,9 +303,8 @@ async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Ou
     number = int(found.pull["number"])
     rebase = keeper.config.strategy is Strategy.CHERRY_PICK or _is_emergency(found.pull)
     method = "rebase" if rebase else "merge"  # an emergency pick keeps its commit: `Sluice-Kind: emergency`
-    commits = int(
-        (await keeper.forge.get_pull(number))["commits"]
-    )  # its list stops at 250; the count does not
+    pulled = await keeper.forge.get_pull(number)
+    commits = int(pulled["commits"])  # all of them: GitHub lists at most 250 of a PR's commits
     title = f"{found.pull.get('title') or 'Sluice ingestion'} (#{number})"
     try:
         merged = await keeper.forge.merge_pull(number, sha=found.head, method=method, title=title)
