@@ -455,7 +455,7 @@ async def test_a_missing_report_is_a_failure_not_a_pass(actions: Rig) -> None:
 async def test_an_artifact_over_the_size_limit_is_refused_on_the_check_run(
     actions: Rig, monkeypatch: Any, listed: str
 ) -> None:
-    monkeypatch.setattr("handlers.workflow_run.MAX_ARTIFACT_BYTES", 4096)
+    monkeypatch.setattr("bot.flows.tiers.MAX_ARTIFACT_BYTES", 4096)
     _, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
     (l1,) = actions.sim.workflow_runs[FORK]
     report, log, _ = run_tier(actions.sim, l1)
