@@ -356,6 +356,22 @@ async def test_a_body_over_65536_characters_is_refused_created_or_edited(api: An
     assert status == 422 and sim.issues[FORK][issue["number"]].body == "short"
 
 
+async def test_a_get_carries_an_etag_and_an_unchanged_one_is_answered_304_uncounted(
+    api: Any, sim: GitHubSim
+) -> None:
+    url = f"/repos/{FORK}/issues"
+    status, issue = await call(api, "POST", url, json={"title": "t", "body": "b"})
+    assert status == 201
+    first = await api.get(f"{url}/{issue['number']}", headers=api.headers)
+    etag, used = first.headers["ETag"], int(first.headers["x-ratelimit-used"])
+    again = await api.get(f"{url}/{issue['number']}", headers=api.headers | {"If-None-Match": etag})
+    assert (again.status, await again.read(), again.headers["ETag"]) == (304, b"", etag)
+    await call(api, "PATCH", f"{url}/{issue['number']}", json={"body": "changed"})
+    changed = await api.get(f"{url}/{issue['number']}", headers=api.headers | {"If-None-Match": etag})
+    assert changed.status == 200 and changed.headers["ETag"] != etag
+    assert int(changed.headers["x-ratelimit-used"]) == used + 2  # the PATCH and this GET; the 304 is free
+
+
 async def test_permission_defaults_to_none(api: Any, sim: GitHubSim) -> None:
     sim.set_permission(FORK, "alice", "admin")
     _, alice = await call(api, "GET", f"/repos/{FORK}/collaborators/alice/permission")

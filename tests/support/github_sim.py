@@ -769,7 +769,9 @@ class GitHubSim:
         finally:
             HELD_HOOKS.reset(reset)
         if identity is not None:  # git smart HTTP is not the REST API: no rate limit there
-            self._rate_limit_headers(response, identity)
+            response = self._conditional(request, response)
+            if response.status != 304:  # GitHub does not count an answer of "not modified"
+                self._rate_limit_headers(response, identity)
         self.requests.append((request.method, request.path, response.status))
         if held:
             try:
@@ -777,6 +779,21 @@ class GitHubSim:
                 await response.write_eof()
             finally:
                 self._queue_hooks(held)
+        return response
+
+    @staticmethod
+    def _conditional(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+        """GitHub's ETag on a REST answer to a GET, and 304 with no body when the request's If-None-Match
+        names it (the client then reads its cached copy)."""
+        if request.method != "GET" or response.status != 200 or not isinstance(response, web.Response):
+            return response
+        body = response.body if isinstance(response.body, bytes) else None
+        if body is None:
+            return response
+        etag = f'W/"{hashlib.sha256(body).hexdigest()[:40]}"'
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        response.headers["ETag"] = etag
         return response
 
     async def _respond(self, request: web.Request, handler: Handler) -> tuple[web.StreamResponse, str | None]:
