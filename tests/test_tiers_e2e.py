@@ -285,6 +285,12 @@ def report_of(check: dict[str, Any]) -> str:
     return str(check["output"]["summary"])
 
 
+def the_answer(rig: Rig, number: int) -> str:
+    """Sluice's one comment on PR `number` saying it did not run a tier asked for (asking again edits it)."""
+    (answer,) = [c for c in rig.sim.comments[(FORK, number)] if "did not run" in c]
+    return answer
+
+
 # --- the local backend -------------------------------------------------------------------------------------
 
 
@@ -638,7 +644,7 @@ async def test_a_pr_from_outside_the_fork_waits_for_a_maintainer_before_the_gpu_
         await actions.deliver("check_run", payload)
         await actions.settle()
     assert len(actions.sim.workflow_runs[FORK]) == 1
-    (answer,) = [c for c in actions.sim.comments[(FORK, pull["number"])] if "did not run" in c]
+    answer = the_answer(actions, pull["number"])
     assert "@outsider: Sluice did not run L2 (asked for from the `sluice/L2` check run)" in answer
     assert f"has read access to {FORK}" in answer and "ask someone with write access" in answer
     actions.sim.set_permission(FORK, "dev", "maintain")
@@ -676,7 +682,7 @@ async def test_githubs_own_re_run_runs_the_tier_again_as_sluices_button_does(act
     await actions.deliver("check_run", actions.sim.rerequest_payload(FORK, check["id"], sender="reader"))
     await actions.settle()
     assert len(actions.sim.workflow_runs[FORK]) == 1
-    (answer,) = [c for c in actions.sim.comments[(FORK, number)] if "did not run" in c]
+    answer = the_answer(actions, number)
     assert (
         "@reader: Sluice did not run L1 (asked for from the `sluice/L1` check run): @reader has read"
         in answer
@@ -757,7 +763,7 @@ async def test_run_l3_pressed_before_l2_passed_is_answered_and_starts_nothing(ac
     await actions.deliver("check_run", payload)
     await actions.settle()
     assert len(actions.sim.workflow_runs[FORK]) == 2
-    (answer,) = [c for c in actions.sim.comments[(FORK, number)] if "did not run" in c]
+    answer = the_answer(actions, number)
     assert (
         "@dev: Sluice did not run L3 (asked for from the `sluice/L2` check run): L2 has not finished"
         in answer
