@@ -1,4 +1,5 @@
-"""`check_run` completed: a tier finished on an ingestion PR's head, so its gate is judged again."""
+"""`check_run` completed: a tier finished on an ingestion PR's head, so its gate is judged again; and GitHub's
+own Re-run on `sluice/gate`, which asks for the same."""
 
 from __future__ import annotations
 
@@ -17,8 +18,19 @@ router = Router()
 
 @router.register("check_run", action="completed")
 async def on_completed(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
-    if event.check_run.name not in TIERS:
-        return
+    if event.check_run.name in TIERS:
+        await _judge_again(ctx, event)
+
+
+@router.register("check_run", action="rerequested")
+async def on_gate_rerequested(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
+    """GitHub's own Re-run on `sluice/gate`: the gate is judged again (a tier's Re-run: handlers.tiers)."""
+    if event.check_run.name == Tier.GATE.value:
+        await _judge_again(ctx, event)
+
+
+async def _judge_again(ctx: Context, event: CheckRunEvent) -> None:
+    """The gate of each PR whose head the check run is on, judged again."""
     repo = event.repository.full_name
     numbers = [p.number for p in event.check_run.pull_requests]
     if not numbers:  # GitHub leaves the list empty for some runs: the registry knows which PR has the head

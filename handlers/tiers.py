@@ -16,7 +16,6 @@ from bot.core import tier_checks
 from bot.core.bisect_pr import candidate_branch
 from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
 from bot.core.gate import FAILED
-from bot.core.ingestion import Tier
 from bot.core.tier_checks import RERUN, RUN_L3
 from bot.core.tiers import (
     LEVELS,
@@ -47,7 +46,7 @@ from bot.flows.tiers import (
 )
 from bot.github.forge import ForkGitHub
 from bot.ports import Fork, Job, TierBackend
-from handlers import gatekeeping, requests
+from handlers import requests
 from handlers.requests import LocalTierRequest, TiersRequest, TierTimeoutsRequest
 
 router = Router()
@@ -203,19 +202,11 @@ async def on_requested_action(event: CheckRunEvent, *, ctx: Context, job: Job) -
 
 @router.register("check_run", action="rerequested")
 async def on_rerequested(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
-    """GitHub's own Re-run on one of Sluice's check runs: a tier runs again, as its Re-run button has it;
-    the gate is judged again."""
+    """GitHub's own Re-run on a tier's check run: the tier runs again, as its Re-run button has it (on
+    `sluice/gate`: handlers.check_run)."""
     level = next((lv for lv in LEVELS if lv.check.value == event.check_run.name), None)
     if level is not None:
         await _asked(ctx, event, level, l3=False)
-    elif event.check_run.name == Tier.GATE.value:
-        repo = event.repository.full_name
-        pulls = [p.number for p in event.check_run.pull_requests]
-        if not pulls:  # GitHub leaves the list empty for some runs: the PR Sluice validates on the head
-            found = await ctx.db(ctx.tier_runs.pull_for_head, repo, event.check_run.head_sha)
-            pulls = [found] if found is not None else []
-        for number in pulls:
-            await gatekeeping.reevaluate(ctx, repo, number)
 
 
 @router.register("check_suite", action="rerequested")
