@@ -328,7 +328,7 @@ def overdue(runs: Sequence[TierRun], config: SluiceConfig, *, now: datetime) -> 
     return [
         r
         for r in runs
-        if r.state in (RunState.DISPATCHED, RunState.UNDISPATCHED)
+        if r.state in WAITING
         and now >= r.dispatched_at + timedelta(minutes=tier_config(config, r.level).timeout_minutes)
     ]
 
@@ -346,8 +346,7 @@ def latest_runs(head_sha: str, runs: Sequence[TierRun]) -> dict[Level, TierRun]:
 
 def stale_runs(head_sha: str, runs: Sequence[TierRun]) -> list[TierRun]:
     """Runs still waiting for a result on a head that is no longer the PR's: their results are discarded."""
-    waiting = (RunState.DISPATCHED, RunState.UNDISPATCHED)
-    return [r for r in runs if r.head_sha != head_sha and r.state in waiting and r.bisection is None]
+    return [r for r in runs if r.head_sha != head_sha and r.state in WAITING and r.bisection is None]
 
 
 def tier_config(config: SluiceConfig, level: Level) -> TierConfig:

@@ -34,6 +34,7 @@ from bot.core.tiers import (
     LEVELS,
     MAX_LOG_CHARS,
     TRUNK_PULL,
+    WAITING,
     Blocked,
     Dispatch,
     FailedTest,
@@ -262,7 +263,7 @@ async def time_out_stalled(t: Tiering, runs: Sequence[TierRun]) -> list[TierRun]
     stalled = overdue(runs, t.config, now=t.clock())
     for run in stalled:
         current = await t.db(t.runs.get, run.id)
-        if current is not None and current.state in (RunState.DISPATCHED, RunState.UNDISPATCHED):
+        if current is not None and current.state in WAITING:
             await time_out(t, current)  # no result came meanwhile
     undispatched = {r.pull for r in runs if r.state is RunState.UNDISPATCHED}
     for pull in sorted({r.pull for r in stalled} | undispatched):
@@ -338,7 +339,7 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     """A run's result: ignored unless its run still waits and its head is still the PR's; else validated,
     triaged against trunk's latest report, shown on the check run; then the next tier (or a retry) starts."""
     run = await t.db(t.runs.get, run_key)
-    if run is None or run.state not in (RunState.DISPATCHED, RunState.UNDISPATCHED):
+    if run is None or run.state not in WAITING:
         log.info(
             "tier run %s: a result for a run that no longer waits (%s) is ignored", run_key, run and run.state
         )
