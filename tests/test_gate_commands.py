@@ -1,6 +1,7 @@
 """The gate's slash commands against the simulator: /hold, /unhold, /pause, /resume, /waive, /approve, /retry
-and /l3 — who may run each, bad arguments refused with the usage line, refused off an ingestion PR, and what
-each changes. The end-to-end ones run the served bot with its workers (tests/test_gate_e2e.py's rig)."""
+and /l3 — who may run each, bad arguments refused with the usage line, refused off an ingestion PR (the tier
+commands: off a PR Sluice validates), and what each changes. The end-to-end ones run the served bot with its
+workers (tests/test_gate_e2e.py's rig)."""
 
 from __future__ import annotations
 
@@ -28,10 +29,12 @@ __all__ = ["ctx", "teardown"]  # the fixtures, reused
 BRANCH = "sluice/ingest/u1"
 TWO_TIERS = "gate:\n  required_tiers: [l1, l2]\n  auto_merge: false\n"
 WAIVE = '/waive l2 --until {} --reason "the GPU pool is being replaced" --plan "rerun on the new pool"'
-ON_A_PULL = ["/hold", "/unhold", "/approve", "/retry l1", "/l3", WAIVE.format("2027-01-01")]
+ON_A_PULL = ["/hold", "/unhold", "/approve", WAIVE.format("2027-01-01")]
+ON_A_VALIDATED_PULL = ["/retry l1", "/l3"]
 L3_WORKFLOW = Path(__file__).parent.parent / "deploy" / "workflows" / "sluice-l3.yml"
 L1, L2, L3 = Level.L1, Level.L2, Level.L3
-PASSES, FAILS = (RunState.COMPLETED, Verdict.PASSED), (RunState.COMPLETED, Verdict.FAILED)
+PASSED = Verdict.PASSED
+PASSES, FAILS = (RunState.COMPLETED, PASSED), (RunState.COMPLETED, Verdict.FAILED)
 WAITS, UNDISPATCHED = (RunState.DISPATCHED, None), (RunState.UNDISPATCHED, None)
 
 
@@ -151,6 +154,89 @@ async def test_a_pull_command_is_refused_on_an_issue_and_on_a_pull_that_is_no_in
     on_feature = await say(ctx, feature, body)
     assert f"#{feature} is not one" in on_feature and "comment it on the ingestion PR" in on_feature
     assert queued(ctx) == [] and [outcome for _, _, outcome in audit(ctx)] == ["refused", "refused"]
+
+
+def passed(ctx: Context, number: int, level: Level, head: str) -> None:
+    """A tier run that passed on a fork PR's head, as the tiers job records one."""
+    run = TierRun(FORK, number, f"pull-{number}", level, head, 1, RunState.COMPLETED, NOW, verdict=PASSED)
+    assert ctx.tier_runs.add(run) is not None
+
+
+def a_fork_pull(sim: GitHubSim, *, base: str = "main") -> int:
+    """A developer's PR from a branch of the fork (`feature`) into `base`."""
+    trunk = sim.git(FORK, "rev-parse", "main")
+    sim.commit(FORK, "feature", {"a.txt": "a\n"}, message="a", parent=trunk)
+    if base != "main":
+        sim.commit(FORK, base, {"b.txt": "b\n"}, message="b", parent=trunk)
+    return int(sim.open_pull(FORK, head="feature", base=base, title="A", user="dev")["number"])
+
+
+@pytest.mark.parametrize("body", ON_A_VALIDATED_PULL)
+async def test_a_tier_command_is_refused_on_an_issue_a_pr_into_another_branch_and_a_closed_pr(
+    ctx: Context, body: str
+) -> None:
+    sim, issue, _ = an_ingestion_pull(ctx)
+    other = a_fork_pull(sim, base="release")
+    where = f"`{body.split()[0]}` acts on an open PR into `main`, whose tiers Sluice runs"
+    assert f"{where}; #{issue} is an issue" in await say(ctx, issue, body)
+    on_other = await say(ctx, other, body)
+    assert f"{where}; #{other} is into `release`" in on_other and "comment it on a PR into `main`" in on_other
+    sim.commit(FORK, "fix", {"c.txt": "c\n"}, message="c", parent=sim.git(FORK, "rev-parse", "main"))
+    closed = int(sim.open_pull(FORK, head="fix", base="main", title="C", user="dev")["number"])
+    sim.issues[FORK][closed].state = "closed"
+    assert f"{where}; #{closed} is closed" in await say(ctx, closed, body)
+    assert queued(ctx) == [] and [outcome for _, _, outcome in audit(ctx)] == ["refused"] * 3
+
+
+async def test_the_tier_commands_work_on_a_fork_pr_as_its_check_runs_buttons_do(ctx: Context) -> None:
+    sim, _, _ = an_ingestion_pull(ctx)
+    sim.commit(FORK, "main", {".github/workflows/sluice-l3.yml": L3_WORKFLOW.read_text()}, message="L3")
+    number = a_fork_pull(sim)
+    head = sim.git(FORK, "rev-parse", "refs/heads/feature")
+    for level in (L1, L2):
+        passed(ctx, number, level, head)
+    reply = await say(ctx, number, "/l3 bench")
+    assert f"L3 requested on #{number}'s head `{head[:10]}`" in reply and "its suite bench only" in reply
+    assert f"L1 re-run on #{number}'s head" in await say(ctx, number, "/retry l1")
+    asked = [(p["pull"], p["rerun"], p["l3"], p["suite"]) for p in tier_requests(ctx)]
+    assert asked == [(number, None, True, "bench"), (number, "l1", False, None)]
+    assert reactions(sim, number) == ["eyes", "eyes"]
+    assert audit(ctx) == [("alice", "/l3 bench", "accepted"), ("alice", "/retry l1", "accepted")]
+    await dispatch(ctx, "tiers", tier_requests(ctx)[0])  # the job `/l3 bench` enqueued, as a worker runs it
+    assert tier_attempts(ctx, number)[2:] == [("l3", 1, "dispatched", 0)]
+    (l3,) = sim.workflow_runs[FORK]
+    assert (l3["inputs"]["tier"], l3["inputs"]["selection"], l3["inputs"]["head_sha"]) == ("3", "2", head)
+
+
+def an_outside_pull(sim: GitHubSim) -> int:
+    """A contributor's PR into fork trunk from their own fork of it (outsider/triton)."""
+    outsider = "outsider/triton"
+    sim.create_repo(outsider)
+    sim.git(outsider, "fetch", "--quiet", str(sim.repo_path(FORK)), "main:main")
+    trunk = sim.git(FORK, "rev-parse", "main")
+    sim.commit(outsider, "fix", {"src/a.py": "a = 1\n"}, message="a fix", parent=trunk)
+    pull = sim.open_pull(FORK, head="outsider:fix", base="main", title="A fix", user="outsider")
+    return int(pull["number"])
+
+
+async def test_retry_l2_on_a_pr_from_outside_the_fork_is_a_maintainers_run_l2(ctx: Context) -> None:
+    sim, _, _ = an_ingestion_pull(ctx)
+    number = an_outside_pull(sim)
+    head = sim.git(FORK, "rev-parse", f"refs/pull/{number}/head")
+    passed(ctx, number, L1, head)
+    assert "@mallory has read access" in await say(ctx, number, "/retry l2", user="mallory")
+    assert f"L2 re-run on #{number}'s head `{head[:10]}`" in await say(ctx, number, "/retry l2")
+    assert [(p["pull"], p["rerun"]) for p in tier_requests(ctx)] == [(number, "l2")]
+
+
+async def test_the_local_backend_refuses_a_tier_command_on_a_pr_from_outside_the_fork(ctx: Context) -> None:
+    sim, _, _ = an_ingestion_pull(ctx)
+    number = an_outside_pull(sim)
+    ctx.settings = ctx.settings.model_copy(update={"tier_backend": "local"})  # this test's own context
+    reply = await say(ctx, number, "/retry l1")
+    assert "local backend runs tiers on its own machine, so only for the fork's own branches" in reply
+    assert f"#{number}'s head is in outsider/triton" in reply and "push it to a branch of the fork" in reply
+    assert queued(ctx) == [] and audit(ctx) == [("alice", "/retry l1", "refused")]
 
 
 # ------------------------------------------------------------------ what each does

@@ -1,5 +1,6 @@
-"""`/l3 [suite]`: run L3 on the ingestion PR's head now, whatever `tiers.l3_policy` says. A suite named
-must be one of the config's L3 suites, and then only it runs (the dispatch's `selection` holds its index)."""
+"""`/l3 [suite]`: run L3 on the PR's head now (an ingestion PR, an emergency pick or a fork PR: any PR Sluice
+validates), whatever `tiers.l3_policy` says. A suite named must be one of the config's L3 suites, and then
+only it runs (the dispatch's `selection` holds its index)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,16 @@ from bot.core.permissions import Permission
 from bot.core.tiers import Want
 from handlers import requests
 from handlers.commands.call import QUEUED, Call, Outcome
-from handlers.commands.on_pull import gate_of, ingestion_pull, refuse_unless_it_starts
+from handlers.commands.on_pull import gate_of, refuse_unless_it_starts, validated_pull
 
 NAME = "l3"
 WHO = Permission.WRITE
 USAGE = Usage(NAME, (Positional("suite", Kind.TEXT, optional=True),))
-HELP = f"`{USAGE.line}` — run L3 on this ingestion PR's head now (only the L3 suite named, when one is)"
+HELP = f"`{USAGE.line}` — run L3 on this PR's head now (only the L3 suite named, when one is)"
 
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
-    pull = await ingestion_pull(call, ctx=ctx)
+    pull = await validated_pull(call, ctx=ctx)
     number, head = int(pull["number"]), str(pull["head"]["sha"])
     keeper = await gate_of(call, ctx=ctx)
     suites = [suite.name for suite in keeper.config.tiers.l3.suites]

@@ -1,6 +1,6 @@
-"""What the commands about one ingestion PR share: the PR found (and anything else refused with a reply
-that says where the command works), the fork's gate as trunk configures it, tier names, the gate's word, and
-a tier asked for that cannot start now refused with why."""
+"""What the commands about one PR share: the ingestion PR (or, for the tier commands, any PR Sluice validates)
+found, and anything else refused with a reply that says where the command works; the fork's gate as trunk
+configures it, tier names, the gate's word, and a tier asked for that cannot start now refused with why."""
 
 from __future__ import annotations
 
@@ -40,6 +40,31 @@ async def ingestion_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
         raise CommandRefused(f"{where}; #{on.number} is not one", "comment it on the ingestion PR")
     if pull.get("state") != "open":
         raise CommandRefused(f"{where}; #{on.number} is {pull.get('state')}", "nothing to do on it")
+    return pull
+
+
+async def validated_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
+    """The open PR into fork trunk the command was commented on: any PR whose tiers Sluice runs (an ingestion
+    PR, an emergency pick, a branch of the fork's, and with the GitHub backend a PR from outside the fork).
+    An issue, a PR into another branch or a closed one is refused, saying where the command works."""
+    on, trunk = call.cmd.on, call.fork.branch
+    where = f"`/{call.cmd.name}` acts on an open PR into `{trunk}`, whose tiers Sluice runs"
+    if not on.is_pull:
+        raise CommandRefused(f"{where}; #{on.number} is an issue", "comment it on the PR")
+    pull = await ctx.forge(call.fork.installation_id, call.fork.repo).get_pull(on.number)
+    if pull["base"]["ref"] != trunk:
+        base = str(pull["base"]["ref"])[:60].replace("`", "'")
+        raise CommandRefused(f"{where}; #{on.number} is into `{base}`", f"comment it on a PR into `{trunk}`")
+    if pull.get("state") != "open":
+        raise CommandRefused(f"{where}; #{on.number} is {pull.get('state')}", "nothing to do on it")
+    head_repo = (pull["head"].get("repo") or {}).get("full_name")
+    if ctx.settings.tier_backend == "local" and head_repo != call.fork.repo:
+        raise CommandRefused(
+            f"Sluice's local backend runs tiers on its own machine, so only for the fork's own branches; "
+            f"#{on.number}'s head is in {head_repo or 'a deleted repository'}",
+            "push it to a branch of the fork, or deploy with the GitHub backend "
+            "(`SLUICE_TIER_BACKEND=github`)",
+        )
     return pull
 
 

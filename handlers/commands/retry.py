@@ -1,4 +1,6 @@
-"""`/retry [tier]`: run that tier again on the PR's head, or, without one, every tier that failed there."""
+"""`/retry [tier]`: run that tier again on the PR's head, or, without one, every tier that failed there; on
+any PR Sluice validates (an ingestion PR, an emergency pick or a fork PR). On a PR from outside the fork,
+`/retry l2` is the maintainer's Run L2."""
 
 from __future__ import annotations
 
@@ -9,18 +11,18 @@ from bot.core.permissions import Permission
 from bot.core.tiers import LEVELS, Level, Want
 from handlers import requests
 from handlers.commands.call import QUEUED, Call, Outcome
-from handlers.commands.on_pull import gate_of, ingestion_pull, level_of, refuse_unless_it_starts
+from handlers.commands.on_pull import gate_of, level_of, refuse_unless_it_starts, validated_pull
 
 NAME = "retry"
 WHO = Permission.WRITE
 USAGE = Usage(NAME, (Positional("tier", Kind.TEXT, optional=True),))
-HELP = f"`{USAGE.line}` — re-run that tier (l1, l2, l3), or the failed ones, on this ingestion PR's head"
+HELP = f"`{USAGE.line}` — re-run that tier (l1, l2, l3), or the failed ones, on this PR's head"
 
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
     named = call.args.get("tier")
     wanted = level_of(named) if named is not None else None
-    pull = await ingestion_pull(call, ctx=ctx)
+    pull = await validated_pull(call, ctx=ctx)
     number, head = int(pull["number"]), str(pull["head"]["sha"])
     if wanted is not None:
         config = (await gate_of(call, ctx=ctx)).config
