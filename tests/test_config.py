@@ -511,6 +511,10 @@ def test_valid_branch_names(branch: str) -> None:
         "a@{1}",
         "@",
         "HEAD",
+        "a$b",  # git allows these; every git call Sluice makes refuses them (bot.core.refs)
+        "$(id)",
+        "a;b",
+        "m\u0430in",  # a Cyrillic a
     ],
 )
 def test_invalid_branch_names(branch: str) -> None:

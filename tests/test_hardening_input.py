@@ -305,6 +305,11 @@ async def test_hostile_input_records_nothing_on_postgresql(aiohttp_client: Any, 
         ),
         pytest.param("push", changed("push", "installation.id", 2**63 - 1), id="largest-63-bit-id"),
         pytest.param("push", changed("push", "ref", "refs/heads/a.lock.b/c@d{e}"), id="ref-git-allows"),
+        pytest.param(
+            "pull_request",
+            changed("pull_request", "pull_request.head.ref", "fix(parser)"),
+            id="pr-head-with-a-scope",
+        ),
         pytest.param("pull_request", changed("pull_request", "pull_request.number", 1), id="pr-number-1"),
     ],
 )
@@ -316,7 +321,10 @@ async def test_what_github_may_send_is_still_accepted(
     assert JobQueue(sqlite_store).counts()["queued"] == 1
 
 
-REFS_GIT_ALLOWS = ["main", "a/b/c", "a@b", "a.lock.b", "HEAD", "a{b}", "x/@", "release/3.4", "v1.0.0-rc.1"]
+REFS_GIT_ALLOWS = [
+    *("main", "a/b/c", "a@b", "a.lock.b", "HEAD", "a{b}", "x/@", "release/3.4", "v1.0.0-rc.1"),
+    *("fix(parser)", "feat(amd)/ws-pipeline"),  # a conventional-commit scope in a branch name
+]
 
 
 @pytest.mark.parametrize("ref", [*REFS.values(), *REFS_GIT_ALLOWS, "a/b.lock", "/a", "a/..", ".", "a/./b"])

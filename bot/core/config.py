@@ -32,6 +32,7 @@ from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from bot.core.errors import ConfigRefused, redact
 from bot.core.models import Frozen, RiskLevel
+from bot.core.refs import ref_problem
 
 CONFIG_PATH = ".github/sluice.yml"
 
@@ -132,7 +133,6 @@ _OWNER_RE = re.compile(r"@[A-Za-z0-9](?:[A-Za-z0-9-]*)(?:/[A-Za-z0-9_.-]+)?")
 _REPO_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+")
 # `scheme://user[:password]@host`: credentials in a URL (ssh's `ssh://git@host` names a user only).
 _URL_USERINFO = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)(?P<userinfo>[^/?#]*)@")
-_BRANCH_FORBIDDEN = " ~^:?*[\\"
 
 
 def _check_glob(pattern: str) -> str:
@@ -306,20 +306,10 @@ def _check_branch(branch: str) -> str:
 
 
 def _branch_problem(branch: str) -> str | None:
-    checks = (
-        (not branch, "it is empty"),
-        (branch.startswith("-"), "it starts with '-'"),
-        (branch in ("@", "HEAD"), f"'{branch}' is reserved"),
-        (any(ord(c) < 0x20 or ord(c) == 0x7F for c in branch), "it contains a control character"),
-        (any(c in _BRANCH_FORBIDDEN for c in branch), f"it contains one of {_BRANCH_FORBIDDEN!r}"),
-        (".." in branch, "it contains '..'"),
-        ("@{" in branch, "it contains '@{'"),
-        (branch.startswith("/") or branch.endswith("/") or "//" in branch, "it has an empty '/' component"),
-        (branch.endswith("."), "it ends with '.'"),
-        (any(part.startswith(".") for part in branch.split("/")), "a '/' component starts with '.'"),
-        (any(part.endswith(".lock") for part in branch.split("/")), "a '/' component ends with '.lock'"),
-    )
-    return next((reason for failed, reason in checks if failed), None)
+    """The ref rules every git call applies (bot.core.refs), and the two names git keeps for itself."""
+    if branch in ("@", "HEAD"):
+        return f"'{branch}' is reserved"
+    return ref_problem(branch)
 
 
 Glob = Annotated[str, AfterValidator(_check_glob)]

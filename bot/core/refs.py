@@ -11,9 +11,11 @@ SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 # Ancestry steps after a ref or SHA (`main~3`, `<sha>^`, `main^2~1`): the only revision syntax accepted.
 REV_STEPS = re.compile(r"(?:[~^][0-9]{0,6})*$")
 MAX_REF_LENGTH = 255
-# `git check-ref-format`'s forbidden characters, plus shell metacharacters that git allows but no real branch
-# uses (`$(id)`): refs reach logs, comments and commands people copy.
-REF_FORBIDDEN = frozenset("~^:?*[\\") | frozenset("$`;|&<>()'\"!")
+# `git check-ref-format`'s forbidden characters, plus the shell metacharacters that git allows but branches do
+# not use, which expand, chain, redirect or quote in a POSIX shell (`$(id)`, `a;b`, bash's `!` history): refs
+# reach logs, comments and commands people copy. Parentheses are allowed: real branches use them
+# (`fix(parser)`, a conventional-commit scope), and alone they expand nothing (a paste fails, runs nothing).
+REF_FORBIDDEN = frozenset("~^:?*[\\") | frozenset("$`;|&<>'\"!")
 
 
 def non_ascii_problem(text: str) -> str | None:
