@@ -11,6 +11,7 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.core.dashboard import BACKLOG_LINE, LABEL, is_dashboard, newly_ticked, ticks
 from bot.core.models import Disposition
+from bot.core.permissions import WRITE_ACCESS
 from bot.core.webhooks import IssuesEvent
 from bot.github.forge import ForkGitHub
 from bot.ports import Job
@@ -18,9 +19,6 @@ from handlers import requests
 
 router = Router()
 log = logging.getLogger("sluice.issues")
-MAY_RETRY = frozenset(
-    {"admin", "write"}
-)  # the collaborator permission API's answer (maintain reads as write)
 LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")  # GitHub's logins: none closes a `-->`
 REFUSED_TICK = "<!-- sluice:refused-tick:{login} -->"  # one answer per person, edited at each refused tick
 
@@ -40,7 +38,7 @@ async def on_edited(event: IssuesEvent, *, ctx: Context, job: Job) -> None:
         return
     forge = ctx.forge(fork.installation_id, repo)
     permission = await forge.permission_level(sender.login)
-    if permission not in MAY_RETRY:
+    if permission not in WRITE_ACCESS:
         await refuse_ticks(forge, issue.number, ticked, login=sender.login, access=permission)
         return
     await ctx.db(undefer, ctx, repo, ticked, by=sender.login)

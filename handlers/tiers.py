@@ -16,6 +16,7 @@ from bot.core import tier_checks
 from bot.core.bisect_pr import candidate_branch
 from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
 from bot.core.gate import FAILED
+from bot.core.permissions import WRITE_ACCESS
 from bot.core.tier_checks import RERUN, RUN_L3
 from bot.core.tiers import (
     LEVELS,
@@ -50,7 +51,6 @@ from handlers import requests
 from handlers.requests import LocalTierRequest, TiersRequest, TierTimeoutsRequest
 
 router = Router()
-WRITE_ACCESS = frozenset({"admin", "write"})  # the collaborator API's legacy `permission` (maintain: write)
 log = logging.getLogger("sluice.tiers")
 
 

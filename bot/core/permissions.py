@@ -40,6 +40,10 @@ class Permission(enum.Enum):
         }.get(self, f"{self.value} access to the repository")
 
 
+# The collaborator-permission API's legacy `permission` that grants write access (maintain reads as write):
+# what a tier button press, a tick in the backlog issue and an approval the gate counts require.
+WRITE_ACCESS = frozenset({"admin", "write"})
+
 LADDER = (
     Permission.ANYONE,
     Permission.READ,

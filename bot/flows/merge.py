@@ -21,11 +21,11 @@ from bot.core.errors import MergeRefused
 from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, Pause, Review, Waiver
 from bot.core.ingestion import BRANCH_PREFIX, Tier, stacked
 from bot.core.l3_metrics import L3Metrics, Signoff
+from bot.core.permissions import WRITE_ACCESS
 from bot.ports import Clock, GateForge, GateRecords, SignoffRecords
 
 Db = Callable[..., Awaitable[Any]]  # Context.db: a store call in a worker thread
 ROLLBACK_PREFIX = "sluice/rollback/"
-WRITE_ACCESS = frozenset({"admin", "write"})  # the legacy `permission` (maintain reads as write)
 SIGNOFF = "signoff-l3"  # an audit record's approval that is an area owner's `/signoff l3`
 log = logging.getLogger("sluice.merge")
 
