@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 from yarl import URL
 
-from tests.support.github_sim import ZERO_SHA, GitHubSim
+from tests.support.github_sim import ANONYMOUS_RATE_LIMIT, RATE_LIMIT, ZERO_SHA, GitHubSim
 from tests.support.webhooks import signature
 
 FORK = "triton-fork/triton"
@@ -580,6 +580,39 @@ async def test_primary_rate_limit_exhaustion(api: Any, sim: GitHubSim) -> None:
         assert int(resp.headers["x-ratelimit-reset"]) >= int(sim.now().timestamp()) + 29
     assert (await call(api, "POST", f"/repos/{FORK}/issues/1/comments", json={"body": "x"}))[0] == 201
     assert sim.comments[(FORK, 1)] == ["x"]
+
+
+async def test_the_primary_rate_limit_holds_per_identity_until_the_hour_resets(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    now = [dt.datetime(2026, 12, 5, 12, 0, tzinfo=dt.UTC)]
+    sim = GitHubSim(root=tmp_path / "sim", clock=lambda: now[0])
+    sim.create_repo(FORK)
+    sim.commit(FORK, "main", {"README.md": "hello\n"}, message="initial")
+    client = await aiohttp_client(sim.app)
+    path = f"/repos/{FORK}/branches/main"
+    answers = [await client.get(path) for _ in range(ANONYMOUS_RATE_LIMIT + 1)]  # anyone: 60 an hour
+    assert [a.status for a in answers] == [200] * ANONYMOUS_RATE_LIMIT + [403]
+    refused = answers[-1]
+    assert (await refused.json())["message"] == "API rate limit exceeded for 127.0.0.1."
+    assert (refused.headers["x-ratelimit-limit"], refused.headers["x-ratelimit-remaining"]) == ("60", "0")
+    reset = int(refused.headers["x-ratelimit-reset"])
+    assert reset == int(now[0].timestamp()) + 3600 and refused.headers["x-ratelimit-used"] == "60"
+    token = await client.post(  # the App's JWT and an installation's token have limits of their own
+        f"/app/installations/{sim.install(FORK)}/access_tokens",
+        headers={"Authorization": f"Bearer {sim.app_jwt()}"},
+    )
+    authenticated = {"Authorization": f"token {(await token.json())['token']}"}
+    assert (await client.get(path, headers=authenticated)).headers["x-ratelimit-limit"] == "5000"
+    sim.rate_used[f"installation:{sim.install(FORK)}"] = RATE_LIMIT
+    spent = await client.get(path, headers=authenticated)
+    assert spent.status == 403 and spent.headers["x-ratelimit-remaining"] == "0"
+    assert (await spent.json())[
+        "message"
+    ] == f"API rate limit exceeded for installation ID {sim.install(FORK)}."
+    now[0] += dt.timedelta(hours=1)  # the hour is over: everyone starts again
+    again = await client.get(path)
+    assert again.status == 200 and again.headers["x-ratelimit-remaining"] == "59"
 
 
 async def test_slow_responses_are_slow(api: Any, sim: GitHubSim) -> None:

@@ -39,7 +39,8 @@ PULL_COMMITS_LISTED = 250  # GitHub's list of a PR's commits stops there (the PR
 PULL_FILES_LISTED = 3000  # and its list of files there
 BASE_MODIFIED = "Base branch was modified. Review and try the merge again."
 BODY_MAX_CHARS = 65536  # an issue's, a PR's or a comment's body
-RATE_LIMIT = 5000
+RATE_LIMIT = 5000  # an hour's REST requests for an installation's token or the App's JWT
+ANONYMOUS_RATE_LIMIT = 60  # and for a request with no credentials (GitHub counts them per address)
 DROPPED = 0  # a fault that answers nothing: the connection closes (as `requests` records it)
 SECONDARY_LIMIT_MESSAGE = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
@@ -820,6 +821,7 @@ class GitHubSim:
             else:
                 if not git:
                     identity = self._authenticate(request)
+                    self._check_rate(identity)
                     await self._check_request(request)
                 response = await handler(request)
         except SimError as exc:
@@ -862,11 +864,29 @@ class GitHubSim:
         if operation is not None and status < 400 and str(status) not in operation["statuses"]:
             self.undocumented_statuses.append(f"{operation['operationId']}: {status}")
 
+    @staticmethod
+    def rate_limit(identity: str) -> int:
+        return ANONYMOUS_RATE_LIMIT if identity == "anonymous" else RATE_LIMIT
+
+    def _check_rate(self, identity: str) -> None:
+        """GitHub's primary rate limit: an identity's requests in the hour past its limit are refused (403,
+        `x-ratelimit-remaining: 0` and the reset time, which the headers say) until the hour resets."""
+        now = int(self.now().timestamp())
+        if now >= self.rate_reset:  # a new hour: every identity starts again
+            self.rate_used.clear()
+            self.rate_reset = now + 3600
+        if self.rate_used[identity] < self.rate_limit(identity):
+            return
+        who = "127.0.0.1" if identity == "anonymous" else identity.replace(":", " ID ")
+        raise SimError(403, f"API rate limit exceeded for {who}.")
+
     def _rate_limit_headers(self, response: web.StreamResponse, identity: str) -> None:
-        self.rate_used[identity] += 1
+        limit = self.rate_limit(identity)
+        if response.status != 403 or self.rate_used[identity] < limit:  # a refusal for the limit: not counted
+            self.rate_used[identity] += 1
         defaults = {
-            "x-ratelimit-limit": str(RATE_LIMIT),
-            "x-ratelimit-remaining": str(max(0, RATE_LIMIT - self.rate_used[identity])),
+            "x-ratelimit-limit": str(limit),
+            "x-ratelimit-remaining": str(max(0, limit - self.rate_used[identity])),
             "x-ratelimit-reset": str(self.rate_reset),
             "x-ratelimit-used": str(self.rate_used[identity]),
             "x-ratelimit-resource": "core",
