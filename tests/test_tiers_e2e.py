@@ -398,8 +398,28 @@ def test_the_templates_input_check_takes_a_one_suite_selection(selection: str, a
         steps = yaml.safe_load(path.read_text())["jobs"]["tier"]["steps"]
         (check,) = [step["run"] for step in steps if step.get("name") == "Check the inputs"]
         env = {"TIER": "3", "SELECTION": selection, "HEAD_SHA": "a" * 40, "BASELINE_SHA": "b" * 40}
+        env["SLUICE_PIP_SPEC"] = "sluice[runners] @ git+https://github.com/your-org/sluice@v1"
         done = subprocess.run(["bash", "-c", check], env=env, capture_output=True, text=True, check=False)
         assert (done.returncode == 0) is accepted, (path.name, done.stdout)
+
+
+def test_the_templates_refuse_to_run_without_the_sluice_release_to_install() -> None:
+    """No fallback to PyPI's `sluice` (another project): an unset `vars.SLUICE_PIP_SPEC` stops the run first."""
+    for path in sorted(WORKFLOWS.glob("sluice-l*.yml")):
+        job = yaml.safe_load(path.read_text())["jobs"]["tier"]
+        assert job["env"]["SLUICE_PIP_SPEC"] == "${{ vars.SLUICE_PIP_SPEC }}", path.name
+        (check,) = [step["run"] for step in job["steps"] if step.get("name") == "Check the inputs"]
+        env = {
+            "TIER": "1",
+            "SELECTION": "0",
+            "HEAD_SHA": "a" * 40,
+            "BASELINE_SHA": "b" * 40,
+            "SLUICE_PIP_SPEC": "",
+        }
+        done = subprocess.run(["bash", "-c", check], env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 2 and "set the repository variable SLUICE_PIP_SPEC" in done.stdout, (
+            path.name
+        )
 
 
 async def test_l3_with_a_suite_named_dispatches_its_index_as_the_selection(actions: Rig) -> None:
