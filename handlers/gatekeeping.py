@@ -41,7 +41,7 @@ async def gatekeeper(ctx: Context, fork: Fork) -> Gatekeeper | None:
     forge = ctx.forge(fork.installation_id, fork.repo)
     text = await forge.read_text(CONFIG_PATH, ref=fork.branch)
     try:
-        config = parse_config(text or "", trusted_url_prefixes=ctx.trusted_url_prefixes)
+        config = parse_config(text or "", trusted_url_prefixes=ctx.trusted_url_prefixes, machine_paths=False)
     except ConfigError as exc:
         log.warning(
             "%s: %s is invalid; the gate waits for a valid one:\n%s", fork.repo, CONFIG_PATH, exc.message

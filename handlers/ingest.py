@@ -236,7 +236,9 @@ def fork_config(ctx: Context, repo: FileReader, sync: SyncResult, fork: Fork) ->
     """The fork's `.github/sluice.yml` at trunk; a broken one rejects the job with its problems."""
     try:
         trusted = ctx.trusted_url_prefixes
-        config = load_repo_config(repo, sync.fork_head, sync.fork_ref, trusted_url_prefixes=trusted)
+        config = load_repo_config(
+            repo, sync.fork_head, sync.fork_ref, trusted_url_prefixes=trusted, machine_paths=False
+        )
     except ConfigError as exc:
         raise Rejected(
             f"{fork.repo}: {CONFIG_PATH} on {fork.branch} is invalid:\n{exc.message}",

@@ -45,7 +45,10 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
     try:
         trusted = ctx.trusted_url_prefixes  # upstream.url: https://, or the service's own GitHub
         config = parse_config(
-            text.decode("utf-8", "replace"), filename=CONFIG_PATH, trusted_url_prefixes=trusted
+            text.decode("utf-8", "replace"),
+            filename=CONFIG_PATH,
+            trusted_url_prefixes=trusted,
+            machine_paths=False,  # a repository's file: no path on this machine (`risk.model`)
         )
     except ConfigError as exc:
         await forge.report_check(

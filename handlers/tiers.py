@@ -101,7 +101,10 @@ async def repo_config(ctx: Context, forge: ForkGitHub, fork: Fork) -> SluiceConf
     name = f"{fork.repo}:{fork.branch}:{CONFIG_PATH}"
     try:
         return parse_config(
-            raw.decode("utf-8", "replace"), filename=name, trusted_url_prefixes=ctx.trusted_url_prefixes
+            raw.decode("utf-8", "replace"),
+            filename=name,
+            trusted_url_prefixes=ctx.trusted_url_prefixes,
+            machine_paths=False,
         )
     except ConfigError as exc:
         raise Rejected(

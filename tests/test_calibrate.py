@@ -18,6 +18,7 @@ from bot.app.cli import main
 from bot.core import fitting
 from bot.core.bisect_pr import Blame
 from bot.core.config import SluiceConfig
+from bot.core.errors import SluiceError
 from bot.core.fitting import Row
 from bot.core.ingestion import IngestionRecord
 from bot.core.risk_model import RiskModel
@@ -29,7 +30,7 @@ from bot.db.tier_runs import TierRuns
 from bot.flows import calibrate, mining
 from bot.flows.calibrate import CalibrateOptions, FeatureCache
 from bot.flows.mining import TrunkCommit
-from bot.flows.planning import fork_key
+from bot.flows.planning import fork_key, load_risk_model
 from bot.flows.risk_files import default_model
 from bot.git.repo import GitRepo
 from tests.support.scenarios import EPOCH, HOUR, Scenario, merge_pr, numbered, patch_stack_history
@@ -526,3 +527,27 @@ def test_the_shipped_default_model_says_where_it_came_from() -> None:
     assert "intel" in p.source and p.until is not None and p.until < "2025-10-01"
     assert p.commits > 1000 and 0 < p.positives < p.commits
     assert 0.5 < p.held_out["auc"] < 1.0 and "recall_at_bundled_share" in p.held_out
+
+
+def test_a_file_that_is_no_model_is_named_by_where_and_why_never_by_its_content(tmp_path: Path) -> None:
+    secret = tmp_path / "not-a-model.txt"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    config = SluiceConfig.model_validate({"risk": {"model": str(secret)}})
+    with pytest.raises(SluiceError) as raised:
+        load_risk_model(NO_FILES, config, fork_head="0" * 40)
+    assert "is not a usable risk model: the file: Invalid JSON" in raised.value.message
+    assert "root:x" not in str(raised.value) and "root:x" not in raised.value.remedy
+    secret.write_text('{"schema_id": "root:x:0:0"}')  # JSON, but no model: the first field it lacks
+    with pytest.raises(SluiceError, match=r"is not a usable risk model: \w+: Field required") as raised:
+        load_risk_model(NO_FILES, config, fork_head="0" * 40)
+    assert "root:x" not in str(raised.value)
+
+
+class _NoFiles:
+    """A tree with no files: the model is read from this machine."""
+
+    def read_file(self, commit: str, path: str) -> bytes | None:
+        return None
+
+
+NO_FILES = _NoFiles()

@@ -760,3 +760,12 @@ def test_the_documented_default_file_spells_out_every_section(doc: Path) -> None
     assert block is not None
 
     assert list(yaml.safe_load(block.group(1))) == list(SluiceConfig.model_fields)
+
+
+def test_a_model_path_on_this_machine_is_a_persons_own_choice_never_a_repositorys() -> None:
+    text = "risk:\n  model: /etc/passwd\n"
+    assert check_config(text) == ()  # `sluice plan --config` on a person's own machine: their file
+    (problem,) = check_config(text, machine_paths=False)  # a repository's file, as the service reads it
+    assert (problem.field, problem.line) == ("risk.model", 2)
+    assert "a path on Sluice's own machine" in problem.message and "'/etc/passwd'" in problem.message
+    assert check_config("risk:\n  model: models/risk.json\n", machine_paths=False) == ()

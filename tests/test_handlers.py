@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,26 @@ async def test_a_broken_config_is_rejected_with_its_problems_and_registers_nothi
     (run,) = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config"]
     assert run["conclusion"] == "failure" and run["head_sha"] == sim.git(FORK, "rev-parse", "main")
     assert "stratgy" in run["output"]["summary"] and "strategy" in run["output"]["summary"]
+
+
+async def test_a_config_naming_a_file_on_sluices_machine_is_refused_and_nothing_reads_it(
+    ctx: Context, tmp_path: Path
+) -> None:
+    """`risk.model: /abs/path` in a repository's config would make the service read its own files (another
+    tenant's, its key): the App refuses it at registration, before any planning could open it."""
+    secret = tmp_path / "private-key.pem"
+    secret.write_text("-----BEGIN PRIVATE KEY-----\nnot for a fork to read\n")
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    config = f"upstream:\n  url: {ctx.web_url}/{UPSTREAM}.git\nrisk:\n  model: {secret}\n"
+    sim.commit(FORK, "main", {".github/sluice.yml": config}, message="a model on the server")
+    ctx.registry.add_repos(installation_id, [FORK])
+    with pytest.raises(Rejected, match="a path on Sluice's own machine"):
+        await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
+    assert ctx.registry.fork(FORK) is None and queued(ctx) == []
+    (run,) = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config"]
+    assert run["conclusion"] == "failure" and "commit the model to the fork" in run["output"]["summary"]
+    assert "not for a fork to read" not in json.dumps(sim.check_runs[FORK])
 
 
 # ------------------------------------------------------------------ the poll loop

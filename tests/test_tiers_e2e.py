@@ -404,7 +404,7 @@ def test_the_templates_input_check_takes_a_one_suite_selection(selection: str, a
 
 
 def test_the_templates_refuse_to_run_without_the_sluice_release_to_install() -> None:
-    """No fallback to PyPI's `sluice` (another project): an unset `vars.SLUICE_PIP_SPEC` stops the run first."""
+    """No fallback to PyPI's `sluice` (another project): an unset `vars.SLUICE_PIP_SPEC` stops the run."""
     for path in sorted(WORKFLOWS.glob("sluice-l*.yml")):
         job = yaml.safe_load(path.read_text())["jobs"]["tier"]
         assert job["env"]["SLUICE_PIP_SPEC"] == "${{ vars.SLUICE_PIP_SPEC }}", path.name

@@ -283,6 +283,9 @@ def _check_downstream(repo: str) -> str:
 
 # Validation context key: URL prefixes besides https:// that the reader trusts (the service: its own GitHub).
 TRUSTED_URL_PREFIXES = "trusted_url_prefixes"
+# Validation context key: whether the file may name paths on the reading machine (`risk.model: /abs/path`):
+# a person's own file on their machine may; a repository's config the service reads may not.
+MACHINE_PATHS = "machine_paths"
 
 
 def _check_https(url: str, info: ValidationInfo) -> str:
@@ -375,9 +378,14 @@ class BundleLimits(Frozen):
     max_changed_lines: Count = 3000
 
 
-def _check_model_name(value: str) -> str:
+def _check_model_name(value: str, info: ValidationInfo) -> str:
     if not value.strip() or "\n" in value or "\x00" in value:
         raise ValueError("expected `default`, `none`, or the path of a model `sluice calibrate` wrote")
+    if value.startswith("/") and not (info.context or {}).get(MACHINE_PATHS, True):
+        raise ValueError(
+            f"{value[:80]!r} is a path on Sluice's own machine, which a repository's config may not make it "
+            "read; commit the model to the fork and give its path in the tree (`models/risk.json`)"
+        )
     return value
 
 
@@ -1028,21 +1036,30 @@ class ConfigError(ConfigRefused):
 
 
 def check_config(
-    text: str, *, filename: str = CONFIG_PATH, trusted_url_prefixes: Sequence[str] = ()
+    text: str,
+    *,
+    filename: str = CONFIG_PATH,
+    trusted_url_prefixes: Sequence[str] = (),
+    machine_paths: bool = True,
 ) -> tuple[ConfigProblem, ...]:
     """Every problem in the configuration `text`, in file order; empty when it is valid."""
-    return _validate(text, trusted_url_prefixes)[1]
+    return _validate(text, trusted_url_prefixes, machine_paths=machine_paths)[1]
 
 
 def parse_config(
-    text: str, *, filename: str = CONFIG_PATH, trusted_url_prefixes: Sequence[str] = ()
+    text: str,
+    *,
+    filename: str = CONFIG_PATH,
+    trusted_url_prefixes: Sequence[str] = (),
+    machine_paths: bool = True,
 ) -> SluiceConfig:
     """The configuration in `text`; raises ConfigError listing every problem.
 
     `upstream.url` must be https://, or start with one of `trusted_url_prefixes` (the service's own
-    GitHub, which may be plain http on a test bench).
+    GitHub, which may be plain http on a test bench). Without `machine_paths` (a repository's config, as the
+    service reads it) `risk.model` may not be an absolute path on this machine.
     """
-    config, problems = _validate(text, trusted_url_prefixes)
+    config, problems = _validate(text, trusted_url_prefixes, machine_paths=machine_paths)
     if config is None or problems:
         raise ConfigError(problems, filename=filename)
     return config
@@ -1075,7 +1092,7 @@ _Loader.yaml_implicit_resolvers = {
 
 
 def _validate(
-    text: str, trusted_url_prefixes: Sequence[str] = ()
+    text: str, trusted_url_prefixes: Sequence[str] = (), *, machine_paths: bool = True
 ) -> tuple[SluiceConfig | None, tuple[ConfigProblem, ...]]:
     loaded = _load_yaml(text)
     if isinstance(loaded, ConfigProblem):
@@ -1087,7 +1104,7 @@ def _validate(
         line = root.start_mark.line + 1 if root else 1
         return None, (ConfigProblem("", line, f"the top level must be a mapping, got {_kind(data)}"),)
     try:
-        context = {TRUSTED_URL_PREFIXES: tuple(trusted_url_prefixes)}
+        context = {TRUSTED_URL_PREFIXES: tuple(trusted_url_prefixes), MACHINE_PATHS: machine_paths}
         config: SluiceConfig | None = SluiceConfig.model_validate(data, context=context)
     except ValidationError as err:
         config = None

@@ -78,15 +78,24 @@ def patch_stack_of(
 
 
 def load_repo_config(
-    repo: FileReader, fork_head: str, fork_ref: str, *, trusted_url_prefixes: Sequence[str] = ()
+    repo: FileReader,
+    fork_head: str,
+    fork_ref: str,
+    *,
+    trusted_url_prefixes: Sequence[str] = (),
+    machine_paths: bool = True,
 ) -> SluiceConfig:
-    """The fork's own `.github/sluice.yml` at fork trunk, or the defaults when it has none."""
+    """The fork's own `.github/sluice.yml` at fork trunk, or the defaults when it has none (`machine_paths`:
+    whether it may name files on this machine, as a person's own checkout may and the service's may not)."""
     text = repo.read_file(fork_head, CONFIG_PATH)
     if text is None:
         return SluiceConfig()
     name = f"{fork_ref}:{CONFIG_PATH}"
     return parse_config(
-        text.decode("utf-8", "replace"), filename=name, trusted_url_prefixes=trusted_url_prefixes
+        text.decode("utf-8", "replace"),
+        filename=name,
+        trusted_url_prefixes=trusted_url_prefixes,
+        machine_paths=machine_paths,
     )
 
 

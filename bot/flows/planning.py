@@ -6,6 +6,8 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from bot.core.calibrated import LoadedModel
 from bot.core.config import SluiceConfig
 from bot.core.errors import SluiceError
@@ -70,6 +72,13 @@ def load_risk_model(repo: FileReader, config: SluiceConfig, *, fork_head: str) -
         )
     try:
         return LoadedModel(name, RiskModel.from_json(text.decode("utf-8", "replace")))
+    except ValidationError as err:  # named by where and why, never by the file's content
+        first = err.errors(include_input=False, include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise SluiceError(
+            f"risk.model {name} is not a usable risk model: {where}: {first['msg']}",
+            "run `sluice calibrate` again",
+        ) from None
     except ValueError as err:
         raise SluiceError(
             f"risk.model {name} is not a usable risk model: {err}", "run `sluice calibrate` again"
