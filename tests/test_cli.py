@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.app.cli import main
+from bot.app.settings import Settings
 from bot.core.models import Disposition
 from bot.db.store import Store
 from tests.support.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
@@ -285,6 +289,79 @@ def test_serve_reports_every_missing_setting(monkeypatch: pytest.MonkeyPatch, ca
         "neither",
         "SLUICE_WEBHOOK_SECRET",
     ]
+
+
+def a_private_key() -> str:
+    """A real RSA private key in PEM, as GitHub generates for an App."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return pem.decode()
+
+
+def test_a_real_private_key_passes_the_start_up_check(tmp_path: Path) -> None:
+    key = tmp_path / "sluice.private-key.pem"
+    key.write_text(a_private_key())
+    assert Settings(app_id=1, private_key_file=key, webhook_secret="s").problems() == []
+
+
+NOT_A_KEY = "is not an unencrypted PEM private key"
+BROKEN_KEYS = [
+    pytest.param("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n", NOT_A_KEY, id="cut"),
+    pytest.param("ghp_notakey\n", NOT_A_KEY, id="a-token"),
+    pytest.param("escaped", "holds the two characters \\n where a PEM file has line breaks", id="escaped"),
+]
+
+
+@pytest.mark.parametrize(("content", "why"), BROKEN_KEYS)
+def test_serve_refuses_a_private_key_it_cannot_sign_with(tmp_path: Path, content: str, why: str) -> None:
+    """Before anything starts (exit 2), not as a service that runs and fails every 30 s; never printing the
+    key."""
+    key = tmp_path / "sluice.private-key.pem"
+    key.write_text(a_private_key().replace("\n", "\\n") if content == "escaped" else content)
+    env = {
+        "PATH": os.environ["PATH"],
+        "SLUICE_APP_ID": "1",
+        "SLUICE_WEBHOOK_SECRET": "hunter2",
+        "SLUICE_PRIVATE_KEY_FILE": str(key),
+        "SLUICE_DATABASE_URL": f"sqlite:///{tmp_path / 'sluice.db'}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.app.cli", "serve", "--port", "0"],
+        env=env,
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"sluice serve: SLUICE_PRIVATE_KEY_FILE={key} ") and why in line
+    assert "MII" not in done.stderr and "BEGIN" not in done.stderr and not (tmp_path / "sluice.db").exists()
+
+
+def test_a_private_key_the_service_may_not_read_is_named_with_whom_to_make_it_readable_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The image runs as uid 10001: a key left root-only is a start-up problem, not a traceback after the
+    migrations. (The tests may run as root, who reads any file: the OS's refusal is injected.)"""
+    key = tmp_path / "sluice.private-key.pem"
+    key.write_text(a_private_key())
+    read_text = Path.read_text
+
+    def refused(path: Path, *args: object, **kwargs: object) -> str:
+        if path == key:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", refused)
+    (problem,) = Settings(app_id=1, private_key_file=key, webhook_secret="s").problems()
+    assert problem == (
+        f"SLUICE_PRIVATE_KEY_FILE={key} cannot be read (Permission denied): make it readable to the user the "
+        f"service runs as (uid {os.getuid()})"
+    )
 
 
 def test_serve_names_each_malformed_setting_without_echoing_its_value(

@@ -14,6 +14,7 @@ import yaml
 
 from bot.app.cli import parser
 from bot.app.settings import Settings
+from tests.test_cli import a_private_key
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -164,7 +165,7 @@ def test_the_compose_environment_makes_valid_settings(
     for name, value in environment("sluice").items():
         monkeypatch.setenv(name, interpolate(value, example))
     key = tmp_path / "key.pem"
-    key.write_text("-----BEGIN RSA PRIVATE KEY-----\n")
+    key.write_text(a_private_key())
     monkeypatch.setenv("SLUICE_PRIVATE_KEY_FILE", str(key))  # /run/secrets/... exists in the container only
     settings = Settings()
     assert settings.problems() == []

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
 from pathlib import Path
 from typing import Literal
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -86,6 +89,37 @@ class Settings(BaseSettings):
         assert self.private_key_file is not None
         return self.private_key_file.read_text()
 
+    def _key_problem(self) -> str | None:
+        """Why the App's private key cannot sign the App's JWT (unreadable, or no PEM private key); None when
+        it can. Never says anything of the key's content."""
+        where = (
+            "SLUICE_PRIVATE_KEY"
+            if self.private_key is not None
+            else f"SLUICE_PRIVATE_KEY_FILE={self.private_key_file}"
+        )
+        try:
+            pem = self.private_key_pem()
+        except OSError as exc:
+            return (
+                f"{where} cannot be read ({exc.strerror or type(exc).__name__}): make it readable to the user "
+                f"the service runs as (uid {os.getuid()})"
+            )
+        except UnicodeDecodeError:
+            return f"{where} is not text: give the .pem file GitHub generated for the App"
+        if "\\n" in pem and "\n" not in pem.strip():
+            return (
+                f"{where} holds the two characters \\n where a PEM file has line breaks (the manifest "
+                "conversion's JSON escapes them): save it with `jq -r .pem`"
+            )
+        try:
+            serialization.load_pem_private_key(pem.encode(), password=None)
+        except (ValueError, TypeError, UnsupportedAlgorithm):
+            return (
+                f"{where} is not an unencrypted PEM private key: give the .pem file GitHub generated on the "
+                "App's settings page (Private keys)"
+            )
+        return None
+
     def problems(self) -> list[str]:
         """Every missing or unusable setting, each with what to set."""
         found = []
@@ -99,6 +133,8 @@ class Settings(BaseSettings):
             )
         elif self.private_key is None and self.private_key_file and not self.private_key_file.is_file():
             found.append(f"SLUICE_PRIVATE_KEY_FILE={self.private_key_file} is not a readable file")
+        elif (unusable := self._key_problem()) is not None:
+            found.append(unusable)
         if self.webhook_secret is None or not self.webhook_secret.get_secret_value():
             found.append("SLUICE_WEBHOOK_SECRET is not set: the App's webhook secret")
         if not self.github_url.startswith(("https://", "http://")):
