@@ -769,3 +769,27 @@ def test_a_model_path_on_this_machine_is_a_persons_own_choice_never_a_repository
     assert (problem.field, problem.line) == ("risk.model", 2)
     assert "a path on Sluice's own machine" in problem.message and "'/etc/passwd'" in problem.message
     assert check_config("risk:\n  model: models/risk.json\n", machine_paths=False) == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("bisect:\n  hours_per_run: true\n", "expected a number, got a boolean"),
+        ('risk:\n  bundle_culprits: "0.5"\n', "expected a number, got a string"),
+        ('performance:\n  k: "3"\n', "expected a number, got a string"),
+        (
+            'numerics:\n  tolerances:\n    float16: {atol: "1e-2", rtol: 0.01}\n',
+            "expected a number, got a string",
+        ),
+    ],
+)
+def test_a_number_setting_takes_a_number_not_a_boolean_or_a_quoted_string(text: str, problem: str) -> None:
+    (found,) = check_config(text)
+    assert found.message == problem
+
+
+def test_a_number_in_e_notation_without_a_dot_is_a_number_as_yaml_1_2_reads_it() -> None:
+    text = "numerics:\n  tolerances:\n    float16: {atol: 1e-2, rtol: 5E-3}\nperformance:\n  k: 3\n"
+    config = parse_config(text)
+    assert (config.numerics.tolerances.float16.atol, config.numerics.tolerances.float16.rtol) == (0.01, 0.005)
+    assert config.performance.k == 3.0

@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     ValidationError,
     ValidationInfo,
@@ -400,11 +401,11 @@ class RiskPolicy(Frozen):
     # With a model: chain this share of the commits, most likely to break first, instead of the share that
     # minimises expected tier runs: of the fork's stream when the model carries its fitted commits'
     # probabilities (`sluice calibrate` writes them), else of each plan.
-    chain_share: Annotated[float, Field(ge=0, le=1)] | None = None
+    chain_share: Annotated[StrictFloat, Field(ge=0, le=1)] | None = None
     # A chain longer than this is split where the fewest and weakest dependencies cross.
     max_chain: Count | None = None
     # With a model: a bundle closes before its summed probability (its expected culprits) passes this.
-    bundle_culprits: Annotated[float, Field(gt=0)] = 0.5
+    bundle_culprits: Annotated[StrictFloat, Field(gt=0)] = 0.5
 
 
 class ResolverConfig(Frozen):
@@ -428,14 +429,14 @@ class AutoResolve(Frozen):
         return not self.exclude or _globs_regex(self.exclude).fullmatch(path) is None
 
 
-Fraction = Annotated[float, Field(gt=0, lt=1)]
+Fraction = Annotated[StrictFloat, Field(gt=0, lt=1)]
 
 
 class KernelThreshold(Frozen):
     """Per-kernel overrides of the performance thresholds (`performance.kernels.<name>`)."""
 
     floor: Fraction | None = None
-    k: Annotated[float, Field(gt=0)] | None = None
+    k: Annotated[StrictFloat, Field(gt=0)] | None = None
     critical: StrictBool | None = None
 
 
@@ -448,7 +449,7 @@ class PerformanceConfig(Frozen):
     """
 
     floor: Fraction = 0.02  # importance floor: a change smaller than this never matters
-    k: Annotated[float, Field(gt=0)] = 3.0  # threshold in units of the measured noise (relative IQR/2)
+    k: Annotated[StrictFloat, Field(gt=0)] = 3.0  # threshold in units of the measured noise (relative IQR/2)
     fdr: Fraction = 0.05  # false discovery rate across all benchmarks (Benjamini-Hochberg)
     confidence: Fraction = 0.95  # of the bootstrap interval of the median ratio
     critical: tuple[Annotated[str, Field(min_length=1)], ...] = ()  # kernels whose regression fails the run
@@ -715,8 +716,8 @@ class BisectConfig(Frozen):
 
     auto: StrictBool = True  # bisect a bundle or chain when a tier fails it for a real reason
     max_runs: Count = 12  # probes with a result per bisection, confirmations included (lost runs are retried)
-    max_runner_hours: Annotated[float, Field(gt=0)] | None = None  # None: only `max_runs` bounds it
-    hours_per_run: Annotated[float, Field(gt=0)] = 1.0  # what one probe is charged against the hours
+    max_runner_hours: Annotated[StrictFloat, Field(gt=0)] | None = None  # None: only `max_runs` bounds it
+    hours_per_run: Annotated[StrictFloat, Field(gt=0)] = 1.0  # what one probe is charged against the hours
     parallel: Annotated[StrictInt, Field(ge=1, le=16)] = 1  # probes dispatched at once (free runners)
 
 
@@ -758,8 +759,8 @@ class GatePolicy(Frozen):
 class Tolerance(Frozen):
     """An element passes when |got - expected| <= atol + rtol * |expected| (torch.isclose's rule)."""
 
-    atol: Annotated[float, Field(ge=0)]
-    rtol: Annotated[float, Field(ge=0)]
+    atol: Annotated[StrictFloat, Field(ge=0)]
+    rtol: Annotated[StrictFloat, Field(ge=0)]
 
 
 class Tolerances(Frozen):
@@ -1089,6 +1090,11 @@ _Loader.yaml_implicit_resolvers = {
     first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+# YAML 1.2's numbers without a dot (`atol: 1e-2`), which PyYAML (YAML 1.1) reads as strings: numbers here, so
+# the number settings can be strict (a quoted "0.5" or a `true` is refused, not taken for a number).
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
 
 
 def _validate(
