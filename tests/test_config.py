@@ -793,3 +793,13 @@ def test_a_number_in_e_notation_without_a_dot_is_a_number_as_yaml_1_2_reads_it()
     config = parse_config(text)
     assert (config.numerics.tolerances.float16.atol, config.numerics.tolerances.float16.rtol) == (0.01, 0.005)
     assert config.performance.k == 3.0
+
+
+def test_the_default_pins_are_the_llvm_pin_components_files() -> None:
+    """Upstream moved the LLVM pin from llvm-hash.txt to llvm-info.json: a bump of either is recognised."""
+    (llvm,) = [c for c in SluiceConfig().components if c.name == "llvm-pin"]
+    assert (
+        set(SluiceConfig().recognition.pins)
+        == set(llvm.paths)
+        == {"cmake/llvm-hash.txt", "cmake/llvm-info.json"}
+    )

@@ -101,8 +101,8 @@ class Settings(BaseSettings):
             pem = self.private_key_pem()
         except OSError as exc:
             return (
-                f"{where} cannot be read ({exc.strerror or type(exc).__name__}): make it readable to the user "
-                f"the service runs as (uid {os.getuid()})"
+                f"{where} cannot be read ({exc.strerror or type(exc).__name__}): make it readable to the "
+                f"user the service runs as (uid {os.getuid()})"
             )
         except UnicodeDecodeError:
             return f"{where} is not text: give the .pem file GitHub generated for the App"

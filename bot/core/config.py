@@ -874,7 +874,8 @@ DEFAULT_SUBJECT_PATTERNS: tuple[str, ...] = (
     _PICK + r"'(?P<title>.+)'" + _FORK_PR,  # a quoted upstream subject without its PR number
 )
 # Files holding one toolchain version: a fork whose pin has a later upstream value has passed the older ones.
-DEFAULT_PINS: tuple[str, ...] = ("cmake/llvm-hash.txt",)
+# The LLVM pin, in both the files upstream kept it in (llvm-info.json replaced llvm-hash.txt in 2026).
+DEFAULT_PINS: tuple[str, ...] = ("cmake/llvm-hash.txt", "cmake/llvm-info.json")
 
 
 class Recognition(Frozen):
