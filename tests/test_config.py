@@ -803,3 +803,40 @@ def test_the_default_pins_are_the_llvm_pin_components_files() -> None:
         == set(llvm.paths)
         == {"cmake/llvm-hash.txt", "cmake/llvm-info.json"}
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        pytest.param(
+            "fork:\n  repo: a/b\nbranch: main\n",
+            ("branch", 3),
+            "unknown key 'branch' here; did you mean `upstream.branch` or `fork.branch`?",
+            id="a-key-of-another-section",
+        ),
+        pytest.param(
+            "performance:\n  kernels:\n    matmul: {flor: 0.05}\n",
+            ("performance.kernels.matmul.flor", 3),
+            "unknown key 'flor'; did you mean 'floor'?",
+            id="in-a-mapping-of-names",
+        ),
+        pytest.param(
+            "gate:\n  required_tiers: [l1, L2]\n",
+            ("gate.required_tiers.1", 2),
+            "expected one of 'l1', 'l2' or 'l3', got 'L2'",
+            id="a-literal",
+        ),
+        pytest.param(
+            "tiers:\n  l3:\n    suites:\n      - {name: bench, builtin: bench}\n"
+            "trunk_watch:\n  l3_suites:\n    - bnech\n",
+            ("trunk_watch.l3_suites.0", 7),
+            "'bnech' is none of L3's suites (bench)",
+            id="a-check-across-sections",
+        ),
+    ],
+)
+def test_each_problem_is_named_at_its_line_with_what_would_be_right(
+    text: str, where: tuple[str, int], message: str
+) -> None:
+    (problem,) = check_config(text)
+    assert ((problem.field, problem.line), problem.message) == (where, message)

@@ -151,8 +151,8 @@ L3 = "tiers:\n  l3:\n    suites:\n" + "".join(f"      - {{name: {name}, builtin:
     [
         ("[a]", None),
         ("[a, b, c]", None),
-        ("[zz]", "which is none of L3's suites"),
-        ("[a, b]", "one L3 suite, or every"),
+        ("[zz]", "trunk_watch.l3_suites.0: 'zz' is none of L3's suites (a, b, c)"),
+        ("[a, b]", "trunk_watch.l3_suites: name one L3 suite, or every one of them"),
     ],
 )
 def test_the_config_names_one_l3_suite_or_all(suites: str, problem: str | None) -> None:

@@ -11,7 +11,7 @@ import importlib
 import json
 import re
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -503,6 +503,14 @@ def _duplicate_names(items: object, *, kind: str) -> list[InitErrorDetails]:
     return duplicates
 
 
+def _error_at(loc: tuple[int | str, ...], message: str, value: object) -> ValidationError:
+    """A problem a model-wide check found, reported at the field it is about (and so at its line)."""
+    error = PydanticCustomError("config_check", "{why}", {"why": message})
+    return ValidationError.from_exception_data(
+        "SluiceConfig", [InitErrorDetails(type=error, loc=loc, input=value)]
+    )
+
+
 def _reraisable(error: ErrorDetails) -> InitErrorDetails:
     return InitErrorDetails(
         type=error["type"], loc=error["loc"], input=error["input"], ctx=error.get("ctx", {})
@@ -965,13 +973,17 @@ class SluiceConfig(Frozen):
 
     @model_validator(mode="after")
     def _trunk_watch_names_l3_suites(self) -> SluiceConfig:
+        """Reported at the name (its line), though it needs the tiers to check."""
         names = [s.name for s in self.tiers.l3.suites]
         wanted = self.trunk_watch.l3_suites
-        unknown = [name for name in wanted if name not in names]
+        unknown = [(index, name) for index, name in enumerate(wanted) if name not in names]
         if unknown:
-            raise ValueError(f"`trunk_watch.l3_suites` names {unknown[0]!r}, which is none of L3's suites")
+            index, name = unknown[0]
+            why = f"{name!r} is none of L3's suites ({', '.join(names)})"
+            raise _error_at(("trunk_watch", "l3_suites", index), why, name)
         if 1 < len(set(wanted)) < len(names):
-            raise ValueError("`trunk_watch.l3_suites` names one L3 suite, or every one of them")
+            why = "name one L3 suite, or every one of them"
+            raise _error_at(("trunk_watch", "l3_suites"), why, list(wanted))
         return self
 
     @functools.cached_property
@@ -1249,7 +1261,7 @@ def _message(error: ErrorDetails) -> str:
             return f"expected an integer, got {_kind(value)}"
         case "bool_type":
             return f"expected true or false, got {_kind(value)}"
-        case "enum":
+        case "enum" | "literal_error":
             return f"expected one of {ctx['expected']}, got {value!r}"
         case "invalid_key":
             return "keys must be strings"
@@ -1269,21 +1281,58 @@ def _message(error: ErrorDetails) -> str:
 
 
 def _unknown_key(loc: tuple[int | str, ...]) -> str:
-    known = _keys_at(loc[:-1])
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    key, known = str(loc[-1]), _keys_at(loc[:-1])
+    unknown = f"unknown key '{key}'"
+    elsewhere = [path for path in _key_paths(SluiceConfig) if path.rpartition(".")[2] == key]
+    if 0 < len(elsewhere) <= 2:  # a key of another section (`branch:` at the top, for `fork.branch`)
+        return f"{unknown} here; did you mean {' or '.join(f'`{path}`' for path in elsewhere)}?"
+    close = difflib.get_close_matches(key, known, n=1)
     if close:
-        return f"unknown key '{loc[-1]}'; did you mean '{close[0]}'?"
-    return f"unknown key '{loc[-1]}'; expected one of: {', '.join(known)}"
+        return f"{unknown}; did you mean '{close[0]}'?"
+    return f"{unknown}; expected one of: {', '.join(known)}" if known else unknown
 
 
 def _keys_at(loc: tuple[int | str, ...]) -> list[str]:
-    """The keys the model allows in the mapping at `loc`."""
+    """The keys the model allows in the mapping at `loc` (through lists, and through a mapping of names to
+    models such as `performance.kernels.<kernel>`)."""
     model: type[BaseModel] | None = SluiceConfig
+    named = False  # the next part is a name the user chose, a key of a mapping of models
     for part in loc:
-        if model is not None and isinstance(part, str):
-            field = model.model_fields.get(part)
-            model = _nested_model(field.annotation) if field else None
+        if model is None:
+            break
+        if named or not isinstance(part, str):
+            named = False
+            continue
+        field = model.model_fields.get(part)
+        model = _nested_model(field.annotation) if field else None
+        named = field is not None and _is_mapping(field.annotation)
     return list(model.model_fields) if model else []
+
+
+def _key_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every key the model allows, as dotted paths (`fork.branch`), in declaration order."""
+    paths = []
+    for name, field in model.model_fields.items():
+        paths.append(prefix + name)
+        nested = _nested_model(field.annotation)
+        if nested is not None:
+            paths += _key_paths(nested, f"{prefix}{name}{_step(field.annotation)}")
+    return paths
+
+
+def _step(annotation: object) -> str:
+    """How a dotted path goes into a field's models: `.` into one, `.<name>.` into a mapping of them, `[].`
+    into a list of them."""
+    if _is_mapping(annotation):
+        return ".<name>."
+    sequence = typing.get_origin(annotation) in (tuple, list)
+    return "[]." if sequence or any(_step(arg) == "[]." for arg in typing.get_args(annotation)) else "."
+
+
+def _is_mapping(annotation: object) -> bool:
+    if typing.get_origin(annotation) in (dict, Mapping):
+        return True
+    return any(_is_mapping(arg) for arg in typing.get_args(annotation))
 
 
 def _nested_model(annotation: object) -> type[BaseModel] | None:
