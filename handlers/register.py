@@ -12,6 +12,7 @@ from bot.app.worker import Rejected
 from bot.core.config import ConfigError, SluiceConfig, parse_config
 from bot.core.errors import redact
 from bot.core.ingestion import owner_repo
+from bot.core.tier_workflows import workflow_notes, workflow_paths
 from bot.core.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
 from bot.flows.engine import CONFIG_PATH
 from bot.git.mirror import validate_url
@@ -68,9 +69,18 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
     except UpstreamRefused as exc:
         await upstream.report_refused(ctx, exc, repo=repo, installation_id=installation_id, head=head)
         raise Rejected(exc.message, exc.remedy) from exc
-    await forge.report_check(
-        head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=_accepted(config, access)
-    )
+    summary = _accepted(config, access)
+    if ctx.settings.tier_backend == "github":  # the tiers run as the fork's workflows: are they there?
+        read = ctx.repository(mirror).read_file
+        paths = workflow_paths(config).values()
+        texts = {path: await asyncio.to_thread(read, head, path) for path in paths}
+        files = {
+            path: None if text is None else text.decode("utf-8", "replace") for path, text in texts.items()
+        }
+        if notes := workflow_notes(config, files):
+            summary += "\n\n**Tier workflows** (the tiers may not run where the config says):\n\n"
+            summary += "".join(f"- {note}\n" for note in notes)
+    await forge.report_check(head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=summary)
     fork = Fork(
         repo=repo,
         installation_id=installation_id,

@@ -29,6 +29,7 @@ from tests.support.rig import sim_with_fork
 UPSTREAM = "triton-lang/triton"
 FORK = "meta/triton"
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
+WORKFLOW_TEMPLATES = Path(__file__).parent.parent / "deploy" / "workflows"
 
 
 @pytest.fixture
@@ -213,6 +214,24 @@ async def test_register_reads_the_config_and_requests_the_first_ingestion(ctx: C
     assert queued(ctx) == [("ingest", FORK)]
     (run,) = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config"]
     assert run["conclusion"] == "success" and "triton-lang/triton" in run["output"]["summary"]
+    # the tiers run as the fork's workflows (the GitHub backend), and trunk has none yet: it says so
+    summary = run["output"]["summary"]
+    assert "**Tier workflows** (the tiers may not run where the config says)" in summary
+    assert "`.github/workflows/sluice-l3.yml` is not on trunk, so L3 cannot run" in summary
+
+
+async def test_register_says_nothing_of_tier_workflows_that_agree_with_the_config(ctx: Context) -> None:
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    config = f"upstream:\n  url: {ctx.web_url}/{UPSTREAM}.git\n"
+    workflows = {
+        f".github/workflows/{p.name}": p.read_text() for p in WORKFLOW_TEMPLATES.glob("sluice-l*.yml")
+    }
+    sim.commit(FORK, "main", {".github/sluice.yml": config, **workflows}, message="sluice config and tiers")
+    ctx.registry.add_repos(installation_id, [FORK])
+    await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
+    (run,) = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config"]
+    assert run["conclusion"] == "success" and "Tier workflows" not in run["output"]["summary"]
 
 
 async def test_a_repo_without_config_is_not_a_fork(ctx: Context) -> None:
