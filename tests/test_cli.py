@@ -372,9 +372,16 @@ def test_serve_names_each_malformed_setting_without_echoing_its_value(
     monkeypatch.setenv("SLUICE_APP_ID", "not-a-number-s3cr3t")
     monkeypatch.setenv("SLUICE_WORKERS", "100")
     monkeypatch.setenv("SLUICE_WEBHOOK_SECRET", "hunter2")
+    for name in ("SLUICE_PRIVATE_KEY", "SLUICE_PRIVATE_KEY_FILE"):
+        monkeypatch.delenv(name, raising=False)
     code, out, err = run(capsys, "serve", "--port", "0")
     assert code == 2 and out == ""
     lines = err.splitlines()
-    assert [line.split(": ")[1] for line in lines] == ["SLUICE_APP_ID", "SLUICE_WORKERS"]
+    assert [line.split(": ")[1] for line in lines[:2]] == ["SLUICE_APP_ID", "SLUICE_WORKERS"]
     assert "less than or equal to 64" in lines[1]
+    # the missing key in the same round, not after the malformed values are fixed; the app id not called unset
+    assert lines[2:] == [
+        "sluice serve: neither SLUICE_PRIVATE_KEY nor SLUICE_PRIVATE_KEY_FILE is set: the App's PEM "
+        "private key"
+    ]
     assert "s3cr3t" not in err and "hunter2" not in err and "Traceback" not in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import logging
@@ -457,6 +458,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"SLUICE_{'_'.join(str(part) for part in error['loc']).upper()}: {error['msg']}"
             for error in exc.errors()
         ]
+        # and every other problem, in the same round: the settings with the malformed ones at their defaults
+        malformed = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
+        defaults = {
+            name: Settings.model_fields[name].default for name in malformed if name in Settings.model_fields
+        }
+        named = tuple(f"SLUICE_{name.upper()}" for name in malformed)
+        with contextlib.suppress(ValidationError):
+            problems += [p for p in Settings(**defaults).problems() if not p.startswith(named)]
     else:
         problems = settings.problems()
     if problems:
