@@ -144,7 +144,9 @@ class Rig:
         self.sim.finish_run(FORK, run["id"], final, artifact=("sluice-tier-report", files))
 
 
-EXPRESSION = re.compile(r"\$\{\{\s*(inputs\.[a-z_]+|github\.sha)\s*\}\}")
+EXPRESSION = re.compile(r"\$\{\{\s*(inputs\.[a-z_]+|github\.sha|vars\.[A-Z_]+)\s*\}\}")
+# The fork's repository variables, as the operator sets them (deploy/README.md, "The tier workflows").
+REPO_VARS = {"vars.SLUICE_PIP_SPEC": "sluice[runners] @ git+https://github.com/your-org/sluice@v1"}
 
 
 def run_tier(sim: GitHubSim, run: dict[str, Any]) -> tuple[str | None, str, int]:
@@ -152,7 +154,7 @@ def run_tier(sim: GitHubSim, run: dict[str, Any]) -> tuple[str | None, str, int]
     `actions/checkout` an export of the commit it names (`github.sha`: the commit dispatched on, fork trunk),
     each `run` step in bash with the job's environment (the runner itself installed: no pip step)."""
     inputs = run["inputs"]
-    values = {f"inputs.{k}": str(v) for k, v in inputs.items()} | {"github.sha": run["head_sha"]}
+    values = {f"inputs.{k}": str(v) for k, v in inputs.items()} | {"github.sha": run["head_sha"]} | REPO_VARS
 
     def expand(text: str) -> str:
         return EXPRESSION.sub(lambda m: values[m[1]], text)
@@ -163,7 +165,7 @@ def run_tier(sim: GitHubSim, run: dict[str, Any]) -> tuple[str | None, str, int]
     tree.mkdir(parents=True)
     temp.mkdir()
     python = Path(sys.executable).parent
-    env = {k: expand(str(v)) for k, v in job["env"].items() if "vars." not in str(v)}
+    env = {k: expand(str(v)) for k, v in job["env"].items()}
     env |= {"RUNNER_TEMP": str(temp), "PATH": f"{python}:{os.environ['PATH']}", "HOME": str(work)}
     env |= {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     log = ""
