@@ -17,7 +17,7 @@ from bot.core.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
 from bot.flows.engine import CONFIG_PATH
 from bot.git.mirror import validate_url
 from bot.github.forge import ForkGitHub
-from bot.ports import Fork, Job
+from bot.ports import FileReader, Fork, Job
 from handlers import requests, upstream
 from handlers.requests import RegisterRequest
 
@@ -69,17 +69,7 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
     except UpstreamRefused as exc:
         await upstream.report_refused(ctx, exc, repo=repo, installation_id=installation_id, head=head)
         raise Rejected(exc.message, exc.remedy) from exc
-    summary = _accepted(config, access)
-    if ctx.settings.tier_backend == "github":  # the tiers run as the fork's workflows: are they there?
-        read = ctx.repository(mirror).read_file
-        paths = workflow_paths(config).values()
-        texts = {path: await asyncio.to_thread(read, head, path) for path in paths}
-        files = {
-            path: None if text is None else text.decode("utf-8", "replace") for path, text in texts.items()
-        }
-        if notes := workflow_notes(config, files):
-            summary += "\n\n**Tier workflows** (the tiers may not run where the config says):\n\n"
-            summary += "".join(f"- {note}\n" for note in notes)
+    summary = _accepted(config, access) + await _tier_workflows(ctx, ctx.repository(mirror), head, config)
     await forge.report_check(head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=summary)
     fork = Fork(
         repo=repo,
@@ -95,6 +85,21 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
         "%s registered: trunk %s, upstream %s %s", repo, fork.branch, fork.upstream_url, fork.upstream_branch
     )
     await requests.ingest(ctx, repo, reason="registered")
+
+
+async def _tier_workflows(ctx: Context, repo: FileReader, head: str, config: SluiceConfig) -> str:
+    """With the GitHub backend the tiers run as the fork's workflows: the ones missing from `head`, or running
+    elsewhere than the config says, as a section of the check's summary (empty when they agree)."""
+    if ctx.settings.tier_backend != "github":
+        return ""
+    paths = workflow_paths(config).values()
+    texts = {path: await asyncio.to_thread(repo.read_file, head, path) for path in paths}
+    files = {path: None if text is None else text.decode("utf-8", "replace") for path, text in texts.items()}
+    notes = workflow_notes(config, files)
+    if not notes:
+        return ""
+    lines = "".join(f"- {note}\n" for note in notes)
+    return f"\n\n**Tier workflows** (the tiers may not run where the config says):\n\n{lines}"
 
 
 async def _grants_only(ctx: Context, forge: ForkGitHub, head: str, config: SluiceConfig) -> None:
