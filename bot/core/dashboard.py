@@ -11,6 +11,7 @@ from bot.core.config import Component
 from bot.core.ingestion import Links, Tier
 from bot.core.lag import LagPoint
 from bot.core.limits import fit_for_github
+from bot.core.markdown import plain
 from bot.core.models import CommitInfo, Disposition, Plan, RiskyChain
 
 MARKER = "<!-- sluice:dashboard -->"  # identifies the fork's dashboard issue among its open issues
@@ -299,12 +300,6 @@ def backlog_line(commit: BacklogCommit) -> str:
     )
     marker = RETRY_MARKER.format(sha=commit.sha)
     return f"- [ ] `{commit.sha[:10]}` {plain(subject)} ({commit.state}) {marker}"
-
-
-def plain(text: str) -> str:
-    """A commit subject as inert Markdown: no HTML (so no fake marker), no @mention, no #123 autolink."""
-    text = " ".join(text.split()).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return re.sub(r"([@#])(?=\w)", r"\1&#8203;", text).replace("[", "\\[").replace("`", "'")
 
 
 def _waivers(waivers: Sequence[WaiverLine] | None, now: dt.datetime) -> list[str]:

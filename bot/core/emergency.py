@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.core.ingestion import Links
+from bot.core.markdown import plain
 from bot.core.models import CommitInfo, CommitReport, PickStatus
 
 EMERGENCY_PREFIX = "sluice/emergency/"
@@ -39,8 +40,8 @@ class EmergencyPick:
 
     @property
     def named(self) -> str:
-        return (
-            f"upstream PR #{self.pull} (`{self.commit.sha[:10]}`)"
+        return (  # `#&#8203;N`: upstream's PR number, never a link to the fork's own #N
+            f"upstream PR #&#8203;{self.pull} (`{self.commit.sha[:10]}`)"
             if self.pull
             else f"`{self.commit.sha[:10]}`"
         )
@@ -56,7 +57,7 @@ def pr_body(pick: EmergencyPick, report: CommitReport, *, links: Links) -> str:
         f"An emergency pick of {links.commit(pick.commit.sha)} onto `{links.fork_branch}`, on its own, "
         f"requested by @{pick.requested_by} with `/cherry-pick`.",
         "",
-        f"- Upstream: {pick.named}: {pick.commit.subject}",
+        f"- Upstream: {pick.named}: {plain(pick.commit.subject)}",
         f"- Reason: {pick.reason or 'none given'}",
         f"- Pick: {how}; the commit carries `Sluice-Kind: emergency` and `Sluice-Ingestion: {pick.id}`",
         "- Before it merges: **L1 must pass and a code owner must approve** (label `sluice:emergency`).",

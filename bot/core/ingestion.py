@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core.config import SluiceConfig
+from bot.core.markdown import plain
 from bot.core.models import CommitReport, FileReport, PickStatus, Plan, PlannedCommit, RiskLevel, RiskyChain
 from bot.core.render import plural
 
@@ -180,8 +181,8 @@ def pr_body(picked: PickedUnit, *, links: Links, upstream_parent: str | None) ->
     ]
     for index, commit in enumerate(unit.commits, 1):
         lines.append(
-            f"| {index} | {links.commit(commit.sha)} | {_cell(commit.subject)} | {_cell(_reasons(commit))} | "
-            f"{_cell(_outcome(reports.get(commit.sha)))} |"
+            f"| {index} | {links.commit(commit.sha)} | {_subject(commit.subject)} | "
+            f"{_cell(_reasons(commit))} | {_cell(_outcome(reports.get(commit.sha)))} |"
         )
     if picked.blocked is not None:
         lines += ["", *needs_human_section(picked, links=links)]
@@ -205,7 +206,7 @@ def needs_human_section(picked: PickedUnit, *, links: Links) -> list[str]:
     unresolved = [f for f in blocked.files if not f.resolved]
     start = picked.unit.branch if picked.head else picked.base_branch
     return [
-        f"### Needs a human: {links.commit(blocked.upstream)} {_cell(blocked.subject)}",
+        f"### Needs a human: {links.commit(blocked.upstream)} {_subject(blocked.subject)}",
         "Sluice applied the commits above it and stopped here. Resolve these files:",
         "",
         *(f"- `{f.path}`: {f.cls} — {f.reason}" for f in unresolved),
@@ -257,7 +258,7 @@ def classification(picked: PickedUnit, *, config: SluiceConfig, links: Links) ->
         components = sorted({c.name for f in commit.files if (c := config.component_for(f)) is not None})
         report = reports.get(commit.sha)
         lines.append(
-            f"| {links.commit(commit.sha)} {_cell(commit.subject)} | {', '.join(components) or '—'} | "
+            f"| {links.commit(commit.sha)} {_subject(commit.subject)} | {', '.join(components) or '—'} | "
             f"{commit.risk.value} | {_conflict_summary(report)} |"
         )
     conflicts = [(r, f) for r in picked.reports for f in r.files]
@@ -312,6 +313,12 @@ def _unresolved(picked: PickedUnit) -> list[str]:
 def _cell(text: str) -> str:
     """Text that stays inside one Markdown table cell."""
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _subject(text: str) -> str:
+    """An upstream commit subject in a table cell, inert: no @mention of upstream's people, no link to the
+    fork's own issue for upstream's `(#1234)` (the commit's link beside it leads to upstream's PR)."""
+    return _cell(plain(text))
 
 
 def upstream_web_url(url: str, *, web_base: str) -> str | None:

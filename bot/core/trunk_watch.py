@@ -14,8 +14,8 @@ from pydantic import Field
 
 from bot.core import bisect
 from bot.core.config import TrunkWatch
-from bot.core.dashboard import plain
 from bot.core.l3_metrics import MetricRegression, regression_outcome
+from bot.core.markdown import plain
 from bot.core.models import Frozen
 from bot.core.tiers import LOCATION, Level
 

@@ -10,8 +10,8 @@ import datetime as dt
 from bot.app.context import Context
 from bot.core.command_args import CommandRefused, Flag, Kind, Positional, Usage
 from bot.core.config import CONFIG_PATH
-from bot.core.dashboard import plain
 from bot.core.gate import Waiver
+from bot.core.markdown import plain
 from bot.core.permissions import Ownership, Permission, ownership
 from bot.core.tiers import Level, tier_config
 from bot.flows.merge import Gatekeeper

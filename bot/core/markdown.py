@@ -1,0 +1,12 @@
+"""Text from outside Sluice (an upstream commit subject, a person's reason) made inert in GitHub Markdown."""
+
+from __future__ import annotations
+
+import re
+
+
+def plain(text: str) -> str:
+    """A commit subject as inert Markdown: no HTML (so no fake marker), no @mention (upstream's authors are
+    not pinged from the fork), no #123 autolink (upstream's `(#1234)` would link the fork's own #1234)."""
+    text = " ".join(text.split()).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([@#])(?=\w)", r"\1&#8203;", text).replace("[", "\\[").replace("`", "'")
