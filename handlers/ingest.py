@@ -14,6 +14,7 @@ from bot.app.worker import Rejected
 from bot.core import audit
 from bot.core.config import ConfigError, SluiceConfig
 from bot.core.dashboard import backlog_of
+from bot.core.errors import redact
 from bot.core.ingestion import (
     BRANCH_PREFIX,
     MAX_OPEN_UNITS,
@@ -214,6 +215,7 @@ def _links(ctx: Context, fork: Fork) -> Links:
         upstream_web=upstream_web_url(fork.upstream_url, web_base=ctx.web_url),
         fork_clone_url=ctx.clone_url(fork.repo),
         fork_branch=fork.branch,
+        upstream_clone_url=redact(fork.upstream_url),  # the commit a person resolves is not on the fork
     )
 
 

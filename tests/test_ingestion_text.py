@@ -13,6 +13,7 @@ LINKS = Links(
     upstream_web="https://github.com/triton-lang/triton",
     fork_clone_url="https://github.com/meta/triton.git",
     fork_branch="main",
+    upstream_clone_url="https://github.com/triton-lang/triton.git",
 )
 
 
@@ -57,3 +58,16 @@ def test_the_classification_comment_shows_upstream_subjects_inert() -> None:
     clean = CommitReport(upstream=planned(1).sha, subject=SUBJECT, status=PickStatus.CLEAN, tree="t" * 40)
     comment = classification(picked_with(clean), config=SluiceConfig(), links=LINKS)
     inert(comment.render({}))
+
+
+def test_the_local_commands_fetch_the_upstream_commit_before_picking_it() -> None:
+    """A clone of the fork lacks the upstream commit that needs a human: cherry-pick alone is a bad object."""
+    blocked = CommitReport(upstream=planned(1).sha, subject="s", status=PickStatus.NEEDS_HUMAN, tree=None)
+    body = pr_body(picked_with(blocked), links=LINKS, upstream_parent=None)
+    script = body.split("```sh\n")[1].split("```")[0].splitlines()
+    assert script[:4] == [
+        "git fetch https://github.com/meta/triton.git main",
+        "git switch --create sluice/ingest/chain-abc FETCH_HEAD",
+        f"git fetch https://github.com/triton-lang/triton.git {planned(1).sha}",
+        f"git cherry-pick -x {planned(1).sha}",
+    ]

@@ -103,6 +103,7 @@ class Links:
     upstream_web: str | None  # e.g. https://github.com/triton-lang/triton
     fork_clone_url: str  # what `git fetch` takes in the local commands (no credentials)
     fork_branch: str
+    upstream_clone_url: str | None = None  # where the local commands fetch an upstream commit from
 
     def commit(self, sha: str) -> str:
         return f"[`{sha[:10]}`]({self.upstream_web}/commit/{sha})" if self.upstream_web else f"`{sha[:10]}`"
@@ -216,6 +217,7 @@ def needs_human_section(picked: PickedUnit, *, links: Links) -> list[str]:
         "```sh",
         f"git fetch {links.fork_clone_url} {start}",
         f"git switch --create {picked.unit.branch} FETCH_HEAD",
+        *([f"git fetch {links.upstream_clone_url} {blocked.upstream}"] if links.upstream_clone_url else []),
         f"git cherry-pick -x {blocked.upstream}",
         "# resolve the conflicts, then: git add <files> && git cherry-pick --continue",
         f"git push origin HEAD:refs/heads/{picked.unit.branch}",

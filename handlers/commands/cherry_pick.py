@@ -14,6 +14,7 @@ from bot.core import emergency
 from bot.core.command_args import CommandRefused, Flag, Kind, Positional, PullNumber, ShaPrefix, Usage
 from bot.core.config import Strategy
 from bot.core.emergency import EmergencyPick
+from bot.core.errors import redact
 from bot.core.ingestion import TIER_TITLES, Label, Links, Tier, upstream_web_url
 from bot.core.models import CommitReport, Disposition
 from bot.core.permissions import Permission
@@ -205,4 +206,5 @@ def _links(ctx: Context, fork: Fork) -> Links:
         upstream_web=upstream_web_url(fork.upstream_url, web_base=ctx.web_url),
         fork_clone_url=ctx.clone_url(fork.repo),
         fork_branch=fork.branch,
+        upstream_clone_url=redact(fork.upstream_url),  # the commit a person resolves is not on the fork
     )
