@@ -128,7 +128,7 @@ def _build(
         records=records,
         stream=stream,
     )
-    links, parents = _links(ctx, fork), picking.upstream_parents
+    links, parents = links_of(ctx, fork), picking.upstream_parents
     units = tuple(
         DesiredUnit.of(p, config=config, links=links, upstream_parent=parents.get(p.unit.id))
         for p in picking.units
@@ -207,10 +207,11 @@ def _record_lag(ctx: Context, repo: str, plan: Plan) -> None:
 
 
 def _shown(ctx: Context, fork: Fork, built: Built) -> Shown:
-    return Shown(built.plan, built.config, backlog_of(built.stream, built.plan), _links(ctx, fork))
+    return Shown(built.plan, built.config, backlog_of(built.stream, built.plan), links_of(ctx, fork))
 
 
-def _links(ctx: Context, fork: Fork) -> Links:
+def links_of(ctx: Context, fork: Fork) -> Links:
+    """Where the fork's PRs and comments link upstream commits, and what their local commands fetch."""
     return Links(
         upstream_web=upstream_web_url(fork.upstream_url, web_base=ctx.web_url),
         fork_clone_url=ctx.clone_url(fork.repo),

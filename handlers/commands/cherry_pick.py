@@ -14,8 +14,7 @@ from bot.core import emergency
 from bot.core.command_args import CommandRefused, Flag, Kind, Positional, PullNumber, ShaPrefix, Usage
 from bot.core.config import Strategy
 from bot.core.emergency import EmergencyPick
-from bot.core.errors import redact
-from bot.core.ingestion import TIER_TITLES, Label, Links, Tier, upstream_web_url
+from bot.core.ingestion import TIER_TITLES, Label, Tier
 from bot.core.models import CommitReport, Disposition
 from bot.core.permissions import Permission
 from bot.core.refs import SHA_RE
@@ -24,7 +23,7 @@ from bot.flows.pick import Picker, pick_in_order
 from bot.git.mirror import BranchUpdate
 from bot.github.client import InstallationAPI
 from bot.ports import Fork
-from handlers import requests
+from handlers import ingest, requests
 from handlers.commands.call import Call, Outcome
 from handlers.commands.upstream_commit import Synced, synced
 
@@ -190,7 +189,7 @@ async def _publish(ctx: Context, fork: Fork, picked: Picked) -> int:
     update = BranchUpdate(picked.pick.branch, picked.head, existing.get(picked.pick.branch))
     await asyncio.to_thread(mirror.push, [update], auth=auth)
     forge = ctx.forge(fork.installation_id, fork.repo)
-    links = _links(ctx, fork)
+    links = ingest.links_of(ctx, fork)
     body = emergency.pr_body(picked.pick, picked.report, links=links)
     pull = await forge.create_pull(
         title=emergency.title(picked.pick), body=body, head=picked.pick.branch, base=fork.branch
@@ -199,12 +198,3 @@ async def _publish(ctx: Context, fork: Fork, picked: Picked) -> int:
     await forge.replace_labels(number, [Label.EMERGENCY.value])
     await forge.create_check_run(picked.head, Tier.L1.value, title=TIER_TITLES[Tier.L1])
     return number
-
-
-def _links(ctx: Context, fork: Fork) -> Links:
-    return Links(
-        upstream_web=upstream_web_url(fork.upstream_url, web_base=ctx.web_url),
-        fork_clone_url=ctx.clone_url(fork.repo),
-        fork_branch=fork.branch,
-        upstream_clone_url=redact(fork.upstream_url),  # the commit a person resolves is not on the fork
-    )
