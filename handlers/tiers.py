@@ -173,24 +173,34 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
     if fork is None or event.pull_request.base.ref != fork.branch:
         return
     head_repo = event.pull_request.head.repo.full_name if event.pull_request.head.repo else None
-    if ctx.settings.tier_backend == "local" and head_repo != fork.repo:
-        # The local backend runs the head on the bot's own machine: only the fork's own branches, never code
-        # from another repository (the GitHub backend runs those on GitHub's runners).
+    if (refused := not_run_locally(ctx, fork.repo, head_repo, pull="this PR")) is not None:
         log.warning(
             "%s#%d: from %s; the local backend runs only the fork's own branches",
             fork.repo,
             event.pull_request.number,
             head_repo or "a deleted repository",
         )
-        reason = (
-            "Sluice's local backend runs tiers on its own machine, so only for the fork's own branches; this "
-            f"PR's head is in {head_repo or 'a deleted repository'}. Push it to a branch of the fork, or "
-            "deploy with the GitHub backend (`SLUICE_TIER_BACKEND=github`), which runs it on GitHub's runners"
+        why, fix = refused
+        output = tier_checks.not_run_here(
+            Level.L1, short="PR from outside the fork", reason=f"{why}. To run it: {fix}"
         )
-        output = tier_checks.not_run_here(Level.L1, short="PR from outside the fork", reason=reason)
         await show(await tiering(ctx, fork), event.pull_request.head.sha, Level.L1, output)
         return
     await requests.tiers(ctx, fork.repo, event.pull_request.number)
+
+
+def not_run_locally(ctx: Context, fork: str, head_repo: str | None, *, pull: str) -> tuple[str, str] | None:
+    """Why the local backend runs no tier of `pull` (its head in `head_repo`), and what to do; None when it
+    does. It runs a head on the bot's own machine: only the fork's own branches, never code from another
+    repository (the GitHub backend runs those on GitHub's runners)."""
+    if ctx.settings.tier_backend != "local" or head_repo == fork:
+        return None
+    return (
+        "Sluice's local backend runs tiers on its own machine, so only for the fork's own branches; "
+        f"{pull}'s head is in {head_repo or 'a deleted repository'}",
+        "push it to a branch of the fork, or deploy with the GitHub backend (`SLUICE_TIER_BACKEND=github`), "
+        "which runs it on GitHub's runners",
+    )
 
 
 @router.register("check_run", action="requested_action")

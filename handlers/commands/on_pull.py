@@ -17,6 +17,7 @@ from bot.flows.merge import Gatekeeper, Outcome
 from bot.flows.tiers import subject_of
 from handlers import gatekeeping
 from handlers.commands.call import Call
+from handlers.tiers import not_run_locally
 
 GATE_SAYS = {
     Outcome.WAITING: "the gate is closed",
@@ -31,9 +32,7 @@ async def ingestion_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
     """The open ingestion PR the command was commented on; refused on an issue or any other PR."""
     on = call.cmd.on
     where = f"`/{call.cmd.name}` acts on an open ingestion PR (branch `{BRANCH_PREFIX}…`)"
-    if not on.is_pull:
-        raise CommandRefused(f"{where}; #{on.number} is an issue", "comment it on the ingestion PR")
-    pull = await ctx.forge(call.fork.installation_id, call.fork.repo).get_pull(on.number)
+    pull = await _pull_on(call, ctx=ctx, where=where, remedy="comment it on the ingestion PR")
     head = pull["head"]
     own = (head.get("repo") or {}).get("full_name") == call.fork.repo
     if not own or not str(head["ref"]).startswith(BRANCH_PREFIX):
@@ -49,23 +48,24 @@ async def validated_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
     An issue, a PR into another branch or a closed one is refused, saying where the command works."""
     on, trunk = call.cmd.on, call.fork.branch
     where = f"`/{call.cmd.name}` acts on an open PR into `{trunk}`, whose tiers Sluice runs"
-    if not on.is_pull:
-        raise CommandRefused(f"{where}; #{on.number} is an issue", "comment it on the PR")
-    pull = await ctx.forge(call.fork.installation_id, call.fork.repo).get_pull(on.number)
+    pull = await _pull_on(call, ctx=ctx, where=where, remedy="comment it on the PR")
     if pull["base"]["ref"] != trunk:
         base = str(pull["base"]["ref"])[:60].replace("`", "'")
         raise CommandRefused(f"{where}; #{on.number} is into `{base}`", f"comment it on a PR into `{trunk}`")
     if pull.get("state") != "open":
         raise CommandRefused(f"{where}; #{on.number} is {pull.get('state')}", "nothing to do on it")
     head_repo = (pull["head"].get("repo") or {}).get("full_name")
-    if ctx.settings.tier_backend == "local" and head_repo != call.fork.repo:
-        raise CommandRefused(
-            f"Sluice's local backend runs tiers on its own machine, so only for the fork's own branches; "
-            f"#{on.number}'s head is in {head_repo or 'a deleted repository'}",
-            "push it to a branch of the fork, or deploy with the GitHub backend "
-            "(`SLUICE_TIER_BACKEND=github`)",
-        )
+    if (refused := not_run_locally(ctx, call.fork.repo, head_repo, pull=f"#{on.number}")) is not None:
+        raise CommandRefused(*refused)
     return pull
+
+
+async def _pull_on(call: Call, *, ctx: Context, where: str, remedy: str) -> dict[str, Any]:
+    """The PR the command was commented on; refused on an issue, saying `where` the command works."""
+    on = call.cmd.on
+    if not on.is_pull:
+        raise CommandRefused(f"{where}; #{on.number} is an issue", remedy)
+    return await ctx.forge(call.fork.installation_id, call.fork.repo).get_pull(on.number)
 
 
 async def gate_of(call: Call, *, ctx: Context) -> Gatekeeper:
