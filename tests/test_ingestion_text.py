@@ -3,9 +3,21 @@ upstream's `(#1234)` never links the fork's own #1234 and an `@name` in a subjec
 
 from __future__ import annotations
 
+import re
+
 from bot.core.config import SluiceConfig
 from bot.core.ingestion import Links, PickedUnit, Unit, UnitKind, classification, pr_body
-from bot.core.models import CommitReport, FileEvidence, FileReport, PickStatus
+from bot.core.limits import GITHUB_TEXT_MAX_CHARS
+from bot.core.models import (
+    CommitReport,
+    FileEvidence,
+    FileReport,
+    HunkReport,
+    PickStatus,
+    RiskKind,
+    RiskLevel,
+    RiskReason,
+)
 from tests.test_dashboard import planned
 
 SUBJECT = "[AMD] Fix mfma layout | for gfx942 (cc @antiagainst) <b>x</b> (#4567)"
@@ -71,3 +83,114 @@ def test_the_local_commands_fetch_the_upstream_commit_before_picking_it() -> Non
         f"git fetch https://github.com/triton-lang/triton.git {planned(1).sha}",
         f"git cherry-pick -x {planned(1).sha}",
     ]
+
+
+def long_chain(count: int) -> tuple[Unit, list[CommitReport]]:
+    """A risky chain of `count` commits with long subjects and reasons: its table alone is over GitHub's
+    limit; every commit applied but the last, which needs a human."""
+    reason = RiskReason(
+        kind=RiskKind.PATCH_STACK_FILE, level=RiskLevel.HIGH, detail="touches a pinned file " * 8
+    )
+    commits = tuple(
+        planned(n, "lib/a.cpp", subject=f"[AMD] change number {n} " + "x" * 150).model_copy(
+            update={"reasons": (reason,)}
+        )
+        for n in range(1, count + 1)
+    )
+    reports = [
+        CommitReport(upstream=c.sha, subject=c.subject, status=PickStatus.CLEAN, tree="t" * 40)
+        for c in commits[:-1]
+    ]
+    blocked = CommitReport(
+        upstream=commits[-1].sha, subject=commits[-1].subject, status=PickStatus.NEEDS_HUMAN, tree=None
+    )
+    return Unit("chain-long", UnitKind.CHAIN, commits), [*reports, blocked]
+
+
+def test_a_long_chains_table_shrinks_and_what_to_do_and_how_to_revert_stay_whole() -> None:
+    unit, reports = long_chain(400)
+    body = pr_body(PickedUnit(unit, "main", "h" * 40, tuple(reports)), links=LINKS, upstream_parent="p" * 40)
+    assert len(body) <= GITHUB_TEXT_MAX_CHARS - 512  # room left for the tracking issue's marker
+    rows = [line for line in body.splitlines() if re.match(r"\| \d+ \|", line)]
+    assert 100 < len(rows) < 400 and rows[0].startswith("| 1 |")
+    more = next(line for line in body.splitlines() if line.startswith("| … |"))
+    assert f"| {400 - len(rows)} more commits |" in more and more.count("|") == 6  # a whole row
+    assert "(cut: GitHub limits" not in body
+    assert f"### Needs a human: [`{unit.commits[-1].sha[:10]}`]" in body  # the part a person acts on
+    assert body.rstrip().endswith(
+        "(or, when it was merged with a merge commit: `git revert -m 1 <merge sha>`)."
+    )
+
+
+def test_a_short_body_keeps_every_row() -> None:
+    unit, reports = long_chain(5)
+    body = pr_body(PickedUnit(unit, "main", "h" * 40, tuple(reports)), links=LINKS, upstream_parent=None)
+    assert [line[:5] for line in body.splitlines() if line.startswith("| ")][1:] == [
+        f"| {n} |" for n in range(1, 6)
+    ] and "| … |" not in body
+
+
+def test_a_long_chains_classification_comment_keeps_its_open_risks_and_shrinks_its_tables() -> None:
+    unit, reports = long_chain(400)
+    comment = classification(
+        PickedUnit(unit, "main", "h" * 40, tuple(reports)), config=SluiceConfig(), links=LINKS
+    )
+    text = comment.render({})
+    assert len(text) < GITHUB_TEXT_MAX_CHARS
+    assert "### Unresolved risks" in text and "conflicts need a human (see the PR description)" not in text
+    assert re.search(r"- … and \d+ more \(see the commit table\)", text)
+    assert re.search(r"\| … \d+ more commits \(the upstream range above lists them all\) \| \| \| \|", text)
+    short = classification(picked_with(reports[-1]), config=SluiceConfig(), links=LINKS).render({})
+    assert "…" not in short and "conflicts need a human (see the PR description)" in short
+
+
+def test_a_tracking_issue_says_nothing_applied_and_has_no_revert_section() -> None:
+    """Not one commit applied (no head): the body stands in a tracking issue, with nothing to revert."""
+    blocked = CommitReport(upstream=planned(1).sha, subject="s", status=PickStatus.NEEDS_HUMAN, tree=None)
+    body = pr_body(picked_with(blocked), links=LINKS, upstream_parent=None)
+    assert "Sluice could not apply this unit's first commit (no branch yet)" in body
+    assert "applied the commits above it" not in body and "How to revert" not in body
+    unit, reports = long_chain(3)
+    opened = pr_body(PickedUnit(unit, "main", "h" * 40, tuple(reports)), links=LINKS, upstream_parent=None)
+    assert "Sluice applied the commits above it and stopped here" in opened and "How to revert" in opened
+
+
+def test_a_conflict_row_names_its_blocks_lines_and_the_evidence_of_each_resolution() -> None:
+    def block(line: int, evidence: str, *, reused: bool = False) -> HunkReport:
+        return HunkReport(
+            line=line,
+            cls="mechanical",
+            rule="adjacent",
+            symbol=None,
+            evidence=evidence,
+            key="k",
+            reused=reused,
+        )
+
+    resolved = FileReport(
+        path="lib/a.cpp",
+        cls="mechanical",
+        resolved=True,
+        rule="adjacent",
+        reason="resolved 4 conflict block(s) mechanically (adjacent)",
+        hunks=(
+            block(120, "the sides changed different lines that merely touch: applied both"),
+            block(340, "same", reused=True),
+            block(400, "same"),
+            block(512, "same"),
+        ),
+        evidence=FileEvidence(upstream=planned(1).sha, blame=("f" * 40,), component="amd", symbol=None),
+    )
+    report = CommitReport(
+        upstream=planned(1).sha,
+        subject="s",
+        status=PickStatus.AUTO_RESOLVED,
+        tree="t" * 40,
+        files=(resolved,),
+    )
+    text = classification(picked_with(report), config=SluiceConfig(), links=LINKS).render({})
+    row = next(line for line in text.splitlines() if "`lib/a.cpp`" in line)
+    assert "`lib/a.cpp` (120, 340, 400 and 1 more) (amd)" in row
+    assert "resolved (adjacent): line 120: the sides changed different lines that merely touch" in row
+    assert "line 340: same, a resolution a person made before" in row and "line 512" not in row
+    assert row.count(" | ") == 5

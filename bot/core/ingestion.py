@@ -8,14 +8,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core.config import SluiceConfig
+from bot.core.limits import GITHUB_TEXT_MAX_CHARS, rows_that_fit
 from bot.core.markdown import plain
-from bot.core.models import CommitReport, FileReport, PickStatus, Plan, PlannedCommit, RiskLevel, RiskyChain
+from bot.core.models import (
+    CommitReport,
+    FileReport,
+    HunkReport,
+    PickStatus,
+    Plan,
+    PlannedCommit,
+    RiskLevel,
+    RiskyChain,
+)
 from bot.core.render import plural
 
 BRANCH_PREFIX = "sluice/ingest/"
 CLASSIFICATION_MARKER = "<!-- sluice:classification -->"
 # Ingestion PRs Sluice keeps open at once; the next ones open as these merge (each builds on the last).
 MAX_OPEN_UNITS = 8
+# What a text keeps free of GitHub's limit for what is added around it (the tracking issue's marker).
+_MARGIN = 512
+_MORE = "the upstream range above lists them all"
+_COMMENT_HEAD = 1024  # the classification comment's heading and validation line, and the tables' heads
+_HUNKS_SHOWN = 3  # a conflicting file's blocks named in its row
 
 
 class UnitKind(enum.StrEnum):
@@ -165,12 +180,14 @@ def _outcome(report: CommitReport | None) -> str:
 
 
 def pr_body(picked: PickedUnit, *, links: Links, upstream_parent: str | None) -> str:
+    """The PR's description (or, while not one commit applied, the tracking issue's): the range, a row per
+    commit, what needs a human and how to revert, in GitHub's limit: a long table shrinks, never the rest."""
     unit = picked.unit
     reports = {r.upstream: r for r in picked.reports}
     first, last = unit.commits[0].sha, unit.commits[-1].sha
     what = "a low-risk bundle" if unit.kind is UnitKind.BUNDLE else "a risky chain, in upstream order"
     span = links.compare(upstream_parent, last) if upstream_parent else links.commit(first)
-    lines = [
+    head = [
         f"Sluice ingests {plural(len(unit.commits), 'upstream commit')}, {what}.",
         "",
         f"- Upstream range: {span} (first {links.commit(first)}, last {links.commit(last)})",
@@ -180,15 +197,21 @@ def pr_body(picked: PickedUnit, *, links: Links, upstream_parent: str | None) ->
         "| # | upstream commit | subject | risk | pick |",
         "|---|---|---|---|---|",
     ]
-    for index, commit in enumerate(unit.commits, 1):
-        lines.append(
-            f"| {index} | {links.commit(commit.sha)} | {_subject(commit.subject)} | "
-            f"{_cell(_reasons(commit))} | {_cell(_outcome(reports.get(commit.sha)))} |"
-        )
-    if picked.blocked is not None:
-        lines += ["", *needs_human_section(picked, links=links)]
-    lines += [
-        "",
+    rows = [
+        f"| {index} | {links.commit(commit.sha)} | {_subject(commit.subject)} | "
+        f"{_cell(_reasons(commit))} | {_cell(_outcome(reports.get(commit.sha)))} |"
+        for index, commit in enumerate(unit.commits, 1)
+    ]
+    tail = ["", *needs_human_section(picked, links=links)] if picked.blocked is not None else []
+    if picked.head is not None:  # nothing to revert while not one commit applied (a tracking issue)
+        tail += ["", *_how_to_revert(unit, links=links)]
+    room = GITHUB_TEXT_MAX_CHARS - len("\n".join([*head, *tail])) - _MARGIN
+    rows = rows_that_fit(rows, room=room, more=lambda n: f"| … | {plural(n, 'more commit')} | {_MORE} | | |")
+    return "\n".join([*head, *rows, *tail]) + "\n"
+
+
+def _how_to_revert(unit: Unit, *, links: Links) -> list[str]:
+    return [
         "### How to revert",
         f"Every commit of this ingestion carries the trailer `Sluice-Ingestion: {unit.id}`. After it merged:",
         "```sh",
@@ -197,7 +220,6 @@ def pr_body(picked: PickedUnit, *, links: Links, upstream_parent: str | None) ->
         "```",
         "(or, when it was merged with a merge commit: `git revert -m 1 <merge sha>`).",
     ]
-    return "\n".join(lines) + "\n"
 
 
 def needs_human_section(picked: PickedUnit, *, links: Links) -> list[str]:
@@ -208,7 +230,11 @@ def needs_human_section(picked: PickedUnit, *, links: Links) -> list[str]:
     start = picked.unit.branch if picked.head else picked.base_branch
     return [
         f"### Needs a human: {links.commit(blocked.upstream)} {_subject(blocked.subject)}",
-        "Sluice applied the commits above it and stopped here. Resolve these files:",
+        (
+            "Sluice applied the commits above it and stopped here. Resolve these files:"
+            if picked.head is not None
+            else "Sluice could not apply this unit's first commit (no branch yet). Resolve these files:"
+        ),
         "",
         *(f"- `{f.path}`: {f.cls} — {f.reason}" for f in unresolved),
         "",
@@ -253,29 +279,42 @@ def _validation(tiers: Mapping[Tier, str]) -> str:
 
 
 def classification(picked: PickedUnit, *, config: SluiceConfig, links: Links) -> Classification:
-    """The sticky comment: per commit and per conflict, what it is, where, why, and what is still open."""
-    lines = ["", "| upstream commit | component | risk | conflicts |", "|---|---|---|---|"]
+    """The sticky comment: per commit and per conflict, what it is, where, why, and what is still open. In
+    GitHub's limit the open risks come first, then the conflicts, then the commit table: each shrinks by
+    whole rows, with a line saying how many it left out."""
     reports = {r.upstream: r for r in picked.reports}
+    rows = []
     for commit in picked.unit.commits:
         components = sorted({c.name for f in commit.files if (c := config.component_for(f)) is not None})
         report = reports.get(commit.sha)
-        lines.append(
+        rows.append(
             f"| {links.commit(commit.sha)} {_subject(commit.subject)} | {', '.join(components) or '—'} | "
             f"{commit.risk.value} | {_conflict_summary(report)} |"
         )
-    conflicts = [(r, f) for r in picked.reports for f in r.files]
+    conflicts = [_conflict_row(r, f, links=links) for r in picked.reports for f in r.files]
+    risks = _unresolved(picked, links=links) or [
+        "None: every commit applied cleanly or was resolved mechanically."
+    ]
+    room = GITHUB_TEXT_MAX_CHARS - _COMMENT_HEAD
+    risks = rows_that_fit(risks, room=room // 3, more=lambda n: f"- … and {n} more (see the commit table)")
+    room -= len("\n".join(risks))
+    conflicts = rows_that_fit(
+        conflicts, room=room // 2, more=lambda n: f"| … | {plural(n, 'more conflicting file')} | | | | |"
+    )
+    room -= len("\n".join(conflicts))
+    rows = rows_that_fit(rows, room=room, more=lambda n: f"| … {plural(n, 'more commit')} ({_MORE}) | | | |")
+    lines = ["", "| upstream commit | component | risk | conflicts |", "|---|---|---|---|", *rows]
     if conflicts:
         lines += [
             "",
             "### Conflicts",
             "",
-            "| upstream commit | file | class | symbol | fork commits on the other side | outcome |",
+            "| upstream commit | file (fork lines) | class | symbol | fork commits on the other side "
+            "| outcome |",
             "|---|---|---|---|---|---|",
+            *conflicts,
         ]
-        for report, file in conflicts:
-            lines.append(_conflict_row(report, file, links=links))
-    lines += ["", "### Unresolved risks", ""]
-    lines += _unresolved(picked) or ["None: every commit applied cleanly or was resolved mechanically."]
+    lines += ["", "### Unresolved risks", "", *risks]
     return Classification(picked.unit.id, "\n".join(lines) + "\n")
 
 
@@ -288,27 +327,46 @@ def _conflict_summary(report: CommitReport | None) -> str:
 
 
 def _conflict_row(report: CommitReport, file: FileReport, *, links: Links) -> str:
+    """A conflicting file: where (its blocks' lines on fork trunk), its class, the symbol, the fork commits
+    on the other side, and what became of it with the evidence (a resolved block's rule, a human's why)."""
     symbol = file.evidence.symbol or next((h.symbol for h in file.hunks if h.symbol), None)
     blame = sorted({sha for h in file.hunks for sha in h.blame} | set(file.evidence.blame))
+    lines = f" ({', '.join(str(h.line) for h in file.hunks[:_HUNKS_SHOWN])}{_and_more(file.hunks)})"
     outcome = f"resolved ({file.rule})" if file.resolved else f"needs a human: {file.reason}"
+    if file.resolved and file.hunks:
+        evidence = "; ".join(_hunk_evidence(h) for h in file.hunks[:_HUNKS_SHOWN]) + _and_more(file.hunks)
+        outcome += f": {evidence}"
     component = f" ({file.evidence.component})" if file.evidence.component else ""
+    others = ", ".join(f"`{sha[:10]}`" for sha in blame) or "—"
     return (
-        f"| {links.commit(report.upstream)} | `{file.path}`{component} | {file.cls} | "
-        f"{f'`{symbol}`' if symbol else '—'} | {', '.join(f'`{s[:10]}`' for s in blame) or '—'} | "
-        f"{_cell(outcome)} |"
+        f"| {links.commit(report.upstream)} | `{file.path}`{lines if file.hunks else ''}{component} | "
+        f"{file.cls} | {f'`{symbol}`' if symbol else '—'} | {others} | {_cell(outcome)} |"
     )
 
 
-def _unresolved(picked: PickedUnit) -> list[str]:
+def _hunk_evidence(hunk: HunkReport) -> str:
+    reused = ", a resolution a person made before" if hunk.reused else ""
+    return f"line {hunk.line}: {hunk.evidence}{reused}"
+
+
+def _and_more(hunks: tuple[HunkReport, ...]) -> str:
+    return f" and {len(hunks) - _HUNKS_SHOWN} more" if len(hunks) > _HUNKS_SHOWN else ""
+
+
+def _unresolved(picked: PickedUnit, *, links: Links) -> list[str]:
     found = []
     for commit in picked.unit.commits:
         risky = [r for r in commit.reasons if r.level in (RiskLevel.HIGH, RiskLevel.CRITICAL)]
-        found += [f"- `{commit.sha[:10]}` {r.kind.value} ({r.level.value}): {r.detail}" for r in risky]
+        found += [f"- {links.commit(commit.sha)} {r.kind.value} ({r.level.value}): {r.detail}" for r in risky]
     for report in picked.reports:
         if report.status is PickStatus.PROPOSED:
-            found.append(f"- `{report.upstream[:10]}`: a proposed resolution awaits a code owner's approval")
+            found.append(
+                f"- {links.commit(report.upstream)}: a proposed resolution awaits a code owner's approval"
+            )
         if report.status is PickStatus.NEEDS_HUMAN:
-            found.append(f"- `{report.upstream[:10]}`: conflicts need a human (see the PR description)")
+            found.append(
+                f"- {links.commit(report.upstream)}: conflicts need a human (see the PR description)"
+            )
     return found
 
 
