@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,9 @@ async def test_a_regressed_metric_waits_for_the_area_owners_signoff_then_merges(
 
     check = actions.checks(head)["sluice/L3"]
     assert check["conclusion"] == "success" and "regressed" in check["output"]["summary"]
+    assert re.fullmatch(
+        r"L3: tests passed \(\d+ tests?\), \d+ metrics? regressed beyond noise", check["output"]["title"]
+    )
     (run,) = [r for r in TierRuns(actions.store).for_pull(FORK, number) if r.level is Level.L3]
     regressed = {(r.kernel, r.metric): r for r in TierRuns(actions.store).regressions(run.id or 0)}
     assert {kernel for kernel, _ in regressed} == {"matmul"}  # softmax kept its speed

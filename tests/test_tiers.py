@@ -479,6 +479,33 @@ def test_annotations_go_fifty_per_request_and_the_summary_fits() -> None:
     assert "conclusion" in bodies[0] and all("conclusion" not in b for b in bodies[1:])
 
 
+def test_a_log_tail_of_huge_lines_keeps_the_newest_lines_cut_and_its_code_block_closed() -> None:
+    """A run with no report shows its log's end; a minified line can be megabytes, and ``` in it must
+    not close the block."""
+    log = "\n".join([*(f"line {i} " + "x" * 100_000 for i in range(60)), "```", "the last line"])
+    out = completed(
+        run(L1, verdict=Verdict.FAILED), Shown(None, triage("failure", None, log=log), log_tail=log)
+    )
+    summary = out.requests()[0]["output"]["summary"]
+    assert "(cut: GitHub limits" not in summary and len(summary) < 15_000
+    block = summary.split("```text\n")[1]
+    assert block.count("```") == 1 and "the last line\n```\n" in block  # one fence: the one closing it
+    assert f"### The run's log (last {len(block.split('```')[0].splitlines())} lines)" in summary
+    shown = block.split("```")[0].splitlines()
+    assert shown[-2:] == ["'''", "the last line"] and shown[-3].startswith("line 59 x")
+    assert all(len(line) <= 500 for line in shown) and shown[-3].endswith("…")
+
+
+def test_an_l3_whose_tests_passed_but_whose_metrics_regressed_says_so_in_its_title() -> None:
+    passed = run(L3, verdict=Verdict.PASSED)
+    plain = completed(passed, Shown(facts(), triage("success", facts())))
+    assert plain.title == "L3: passed (10 tests)" and "/signoff l3" not in plain.summary
+    out = completed(passed, Shown(facts(), triage("success", facts()), regressions="| x |", regressed=2))
+    assert out.title == "L3: tests passed (10 tests), 2 metrics regressed beyond noise"
+    assert out.conclusion == "success"  # the gate, not the tier, weighs the metrics (`/signoff l3`)
+    assert "`/signoff l3` on this head" in out.summary
+
+
 def test_a_refused_dispatch_says_why_and_is_not_retried() -> None:
     out = refused(L1, status=422, message='Unexpected inputs provided: ["request"]', owner=None)
     assert out.conclusion == "action_required" and "HTTP 422" in out.title and "not retried" in out.summary

@@ -11,6 +11,12 @@ from bot.core.render import plural
 from bot.core.tiers import FailedTest, Level, ReportFacts, TierRun, Triage, Verdict
 
 LOG_LINES = 40
+LOG_LINE_CHARS = 500  # a log line longer than this is cut, with an ellipsis
+LOG_CHARS = 12_000  # the log tail's most characters: the oldest of its lines go first
+_SIGNOFF = (
+    "**Metrics regressed beyond noise** (the benchmarks above). Where the gate requires L3, an owner of "
+    "each regressed kernel's area accepts them with `/signoff l3` on this head; or push a fix."
+)
 MAX_ANNOTATIONS = 50  # per request; more go in further updates of the same check run
 RERUN = "rerun"  # the requested action's identifier (GitHub: at most 20 characters)
 RUN_L3 = "run-l3"
@@ -77,6 +83,7 @@ class Shown:
     retrying: bool = False  # an infrastructure failure that is dispatched again
     l3_button: bool = False
     log_tail: str = ""  # the run's log, shown when it left no usable report
+    regressed: int = 0  # L3's metrics regressed beyond noise against the baseline (tests may still pass)
     extra: Sequence[str] = field(default_factory=tuple)
 
 
@@ -154,8 +161,8 @@ def completed(run: TierRun, shown: Shown) -> CheckOutput:
         lines += [*_suite_table(shown.facts), "", *_environment(shown.facts), ""]
         lines += _failures(shown.facts.failures, broken=set(shown.triage.broken_trunk))
     elif shown.log_tail.strip():
-        tail = "\n".join(shown.log_tail.strip().splitlines()[-LOG_LINES:]).replace("`" * 3, "'" * 3)
-        lines += [f"### The run's log (last {LOG_LINES} lines)", "", "```text", tail, "```"]
+        tail = _log_tail(shown.log_tail)
+        lines += [f"### The run's log (last {plural(len(tail), 'line')})", "", "```text", *tail, "```"]
     if shown.triage.broken_trunk:
         lines += ["", f"### Broken trunk ({plural(len(shown.triage.broken_trunk), 'failure')})", ""]
         lines += ["These fail on fork trunk's latest report too: trunk is broken, not this change.", ""]
@@ -163,6 +170,8 @@ def completed(run: TierRun, shown: Shown) -> CheckOutput:
     if shown.regressions:
         against = f" against `{shown.baseline_sha[:10]}`" if shown.baseline_sha else ""
         lines += ["", f"### Benchmarks{against}", "", shown.regressions]
+    if shown.regressed and verdict in (Verdict.PASSED, Verdict.BROKEN_TRUNK):
+        lines += ["", _SIGNOFF]
     lines += [*shown.extra]
     if verdict is not Verdict.PASSED and not shown.retrying:
         lines.append(_owner_line(shown.owner))
@@ -178,7 +187,12 @@ def _title(run: TierRun, shown: Shown) -> str:
         return f"{name}: infrastructure failure ({shown.triage.infra}), retrying"
     if verdict is Verdict.PASSED:
         counts = shown.facts.suites if shown.facts else ()
-        return f"{name}: passed ({plural(sum(s.executed for s in counts), 'test')})"
+        tests = plural(sum(s.executed for s in counts), "test")
+        if shown.regressed:  # its tests passed, but not every metric: the gate may want a signoff
+            return (
+                f"{name}: tests passed ({tests}), {plural(shown.regressed, 'metric')} regressed beyond noise"
+            )
+        return f"{name}: passed ({tests})"
     if verdict is Verdict.INFRA:
         return f"{name}: infrastructure failure ({shown.triage.infra}), retries used up"
     if verdict is Verdict.BROKEN_TRUNK:
@@ -196,6 +210,19 @@ def _headline(run: TierRun, shown: Shown) -> str:
         return f"{head} — {triage.reason}. Not a test failure; {what}."
     word = {Verdict.PASSED: "passed", Verdict.FAILED: "failed", Verdict.BROKEN_TRUNK: "failed as trunk does"}
     return f"**{run.level.name}{attempt} {word[triage.verdict]}**: {triage.reason}."
+
+
+def _log_tail(log: str) -> list[str]:
+    """The log's last lines for a code block: each line capped (a minified line can be megabytes), the
+    newest kept when they are long, and no line that closes the block early."""
+    lines = [_capped(line) for line in log.strip().splitlines()[-LOG_LINES:]]
+    while len(lines) > 1 and sum(len(line) + 1 for line in lines) > LOG_CHARS:
+        lines.pop(0)
+    return [line.replace("`" * 3, "'" * 3) for line in lines]
+
+
+def _capped(line: str) -> str:
+    return line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 1] + "…"
 
 
 def _suite_table(facts: ReportFacts) -> list[str]:

@@ -369,7 +369,11 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     if not await t.db(t.runs.finish, done, regressions):
         log.info("tier run %s: ended by another worker meanwhile (a time-out or the same result)", run.id)
         return
-    shown = dataclasses.replace(_shown(t, done, found, facts, judged, subject), log_tail=finished.log)
+    shown = dataclasses.replace(
+        _shown(t, done, found, facts, judged, subject),
+        log_tail=finished.log,
+        regressed=len(regressions or ()),
+    )
     await show(t, run.head_sha, run.level, completed(done, shown))
     await advance(t, run.pull)
     await _tell(t, done)
