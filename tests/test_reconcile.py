@@ -36,6 +36,7 @@ from bot.core.reconcile import (
     UpdateIssue,
     UpdatePull,
     UpsertComment,
+    left_the_plan,
     reconcile,
 )
 
@@ -43,6 +44,8 @@ FORK = "meta/triton"
 BUNDLE, CHAIN = "bundle-aaaaaaaaaa", "chain-bbbbbbbbbb"
 BUNDLE_BRANCH, CHAIN_BRANCH = f"sluice/ingest/{BUNDLE}", f"sluice/ingest/{CHAIN}"
 H1, H2, THEIRS = "1" * 40, "2" * 40, "f" * 40
+NO_UNIT = " The plan has no unit now."
+THEIRS_NOW = f" Ingestion goes on in: #7 (`{BUNDLE_BRANCH}`, a person's now)."
 ALL_RUNS = tuple((t.value, TIER_TITLES[t]) for t in Tier)
 QUEUED = {t.value: "queued" for t in Tier}
 COMMENT_ID = 99
@@ -177,7 +180,7 @@ CASES: list[tuple[str, Desired, ObservedState, list[Action]]] = [
         desired(),
         dataclasses.replace(synced(B, C), pushed_by_people=frozenset({BUNDLE_BRANCH})),
         [
-            ClosePull(8, reason=LEFT_THE_PLAN.format(unit_id=CHAIN)),
+            ClosePull(8, reason=LEFT_THE_PLAN.format(unit_id=CHAIN) + THEIRS_NOW),
             RecordIngestion(record(C, number=8, state="closed")),
         ],
     ),
@@ -196,7 +199,9 @@ CASES: list[tuple[str, Desired, ObservedState, list[Action]]] = [
             records={**synced(B).records, CHAIN: record(C, number=8)},
         ),
         [
-            ClosePull(8, reason=LEFT_THE_PLAN.format(unit_id=CHAIN)),
+            ClosePull(
+                8, reason=LEFT_THE_PLAN.format(unit_id=CHAIN) + f" Ingestion goes on in: #7 (`{BUNDLE}`)."
+            ),
             RecordIngestion(record(C, number=8, state="closed")),
         ],
     ),
@@ -218,7 +223,7 @@ CASES: list[tuple[str, Desired, ObservedState, list[Action]]] = [
         "a unit that left the plan, never recorded: its PR closes",
         desired(),
         dataclasses.replace(synced(B), records={}),
-        [ClosePull(7, reason=LEFT_THE_PLAN.format(unit_id=BUNDLE))],
+        [ClosePull(7, reason=LEFT_THE_PLAN.format(unit_id=BUNDLE) + NO_UNIT)],
     ),
     (
         "label drift: only the labels are set; people's labels stay",
@@ -333,3 +338,17 @@ def test_every_branch_moves_first_in_the_plans_order_then_each_unit_is_published
 def test_a_person_owning_a_branch_keeps_it_even_when_the_plan_lists_the_unit() -> None:
     observed = dataclasses.replace(ObservedState(), pushed_by_people=frozenset({BUNDLE_BRANCH}))
     assert reconcile(desired(B, C), observed) == [PushBranch(CHAIN_BRANCH, H1, lease=None), *opened(C)]
+
+
+def test_a_closed_prs_note_says_where_ingestion_goes_on() -> None:
+    """The reviewer of a PR Sluice closes learns which PRs (or units still to open) hold the plan now."""
+    units = [unit(f"bundle-{i:010d}") for i in range(12)] + [unit(CHAIN, head=None)]
+    observed = dataclasses.replace(synced(units[0]), pulls=(pull(units[0], number=40),))
+    note = left_the_plan("bundle-gone", desired(*units), observed)
+    assert note.startswith(LEFT_THE_PLAN.format(unit_id="bundle-gone"))
+    assert (
+        " Ingestion goes on in: #40 (`bundle-0000000000`), `bundle-0000000001` (its PR opens next)," in note
+    )
+    assert note.endswith("`bundle-0000000009` (its PR opens next) and 3 more.")  # the chain is the 13th
+    alone = left_the_plan("bundle-gone", desired(unit(CHAIN, head=None)), ObservedState())
+    assert alone.endswith(f" Ingestion goes on in: `{CHAIN}` (a tracking issue: needs a human).")

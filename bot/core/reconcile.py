@@ -31,6 +31,7 @@ LEFT_THE_PLAN = (
     "Sluice closes this PR: the current plan no longer has `{unit_id}` (its commits were ingested, "
     "re-planned into other units, or wait behind a unit that needs a human)."
 )
+SHOWN_UNITS = 10  # the plan's units a closed PR's note names
 
 # ------------------------------------------------------------------ the desired state
 
@@ -373,11 +374,36 @@ def _close_stale(desired: Desired, observed: ObservedState) -> list[Action]:
         if pull.branch in keep:
             continue
         unit_id = pull.branch.removeprefix(BRANCH_PREFIX)
-        actions.append(ClosePull(pull.number, reason=LEFT_THE_PLAN.format(unit_id=unit_id)))
+        actions.append(ClosePull(pull.number, reason=left_the_plan(unit_id, desired, observed)))
         record = observed.records.get(unit_id)
         if record is not None and record.state == "open":
             actions.append(RecordIngestion(dataclasses.replace(record, state="closed")))
     return actions
+
+
+def left_the_plan(unit_id: str, desired: Desired, observed: ObservedState) -> str:
+    """Why an ingestion PR closes, and where its reviewer goes on: the PRs of branches people pushed to (the
+    plan waits on them), then the current plan's units."""
+    theirs = [
+        f"#{p.number} (`{p.branch}`, a person's now)"
+        for p in observed.pulls
+        if p.branch in observed.pushed_by_people
+    ]
+    shown = [*theirs, *(_where(unit, observed) for unit in desired.units)]
+    more = f" and {len(shown) - SHOWN_UNITS} more" if len(shown) > SHOWN_UNITS else ""
+    now = (
+        f" Ingestion goes on in: {', '.join(shown[:SHOWN_UNITS])}{more}."
+        if shown
+        else " The plan has no unit now."
+    )
+    return LEFT_THE_PLAN.format(unit_id=unit_id) + now
+
+
+def _where(unit: DesiredUnit, observed: ObservedState) -> str:
+    pull = observed.pull_for(unit.branch)
+    if pull is not None:
+        return f"#{pull.number} (`{unit.id}`)"
+    return f"`{unit.id}` (" + ("its PR opens next)" if unit.head else "a tracking issue: needs a human)")
 
 
 def _record_gone(desired: Desired, observed: ObservedState) -> list[Action]:
