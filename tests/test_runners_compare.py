@@ -761,6 +761,13 @@ def test_ab_refuses_when_the_machine_changes_between_rounds(tmp_path: Path) -> N
     assert "| field | run 1 | run 2 |" in cmp.render_refusal(refused.value)
 
 
+def test_what_a_report_carries_stays_in_its_table_cell_and_pings_nobody() -> None:
+    """Environment values come from the runner's report: a `|` must not split a row, an @name not ping."""
+    refusal = cmp.ContextRefused({"gpu_model": ("H100 | PCIe", "@someone <b>x</b>")}, where="the two sides")
+    row = next(line for line in cmp.render_refusal(refusal).splitlines() if line.startswith("| gpu_model"))
+    assert row == "| gpu_model | H100 \\| PCIe | @&#8203;someone &lt;b&gt;x&lt;/b&gt; |"
+
+
 # --- through `python -m runners` ----------------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping
 
 from bot.core.limits import GITHUB_TEXT_MAX_CHARS
+from bot.core.markdown import plain
 from bot.core.render import plural
 from runners.compare.model import ContextRefused, Metric, Verdict, pct
 from runners.compare.sides import Side
@@ -110,7 +111,7 @@ def _markdown(comparison: Comparison, *, max_rows: int | None) -> str:
     if noisy:
         parts.append(_table("Noisy / inconclusive", _NOISY_HEADER, [_noisy_row(c) for c in noisy], max_rows))
     if unjudged:
-        lines = [f"- {_code(c.benchmark)}: {c.decision.reason}" for c in unjudged]
+        lines = [f"- {_code(c.benchmark)}: {_text(c.decision.reason)}" for c in unjudged]
         parts.append(_section("Not comparable", lines, max_rows))
     if comparison.added or comparison.removed:
         lines = [f"- added: {_code(k)}" for k in comparison.added]
@@ -199,7 +200,7 @@ def _noisy_row(cell: CellVerdict) -> str:
     more = "?" if cell.decision.more_samples is None else f"~{cell.decision.more_samples}"
     return (
         f"| {_code(cell.benchmark)} | {cell.metric} | {_change(m)} | ±{pct(m.threshold)} | {noise} "
-        f"| {m.n[0]} / {m.n[1]} | {cell.decision.reason} | {more} |"
+        f"| {m.n[0]} / {m.n[1]} | {_text(cell.decision.reason)} | {more} |"
     )
 
 
@@ -232,8 +233,16 @@ def _code(text: str) -> str:
     return "`" + text.replace("|", "\\|").replace("`", "'") + "`"
 
 
+def _text(text: str) -> str:
+    """Text a tier report carries (a benchmark's note, an environment value) inert, and in one table cell."""
+    return plain(text).replace("|", "\\|")
+
+
 def render_refusal(refusal: ContextRefused) -> str:
-    rows = "\n".join(f"| {name} | {a} | {b} |" for name, (a, b) in refusal.differences.items())
+    rows = "\n".join(
+        f"| {_text(name)} | {_text(str(a))} | {_text(str(b))} |"
+        for name, (a, b) in refusal.differences.items()
+    )
     return (
         "## Benchmark comparison refused: the environments differ\n\n"
         f"The timings of {refusal.where} come from different contexts, so no verdict is given.\n\n"
