@@ -15,6 +15,7 @@ from bot.flows.pick import Picker
 from bot.git.mirror import BranchUpdate
 from bot.ports import Fork, Job
 from handlers import requests
+from handlers.ingest import links_of
 from handlers.requests import BisectRequest
 from handlers.tiers import tiering
 
@@ -53,7 +54,15 @@ async def bisecting(ctx: Context, fork: Fork) -> Bisecting:
     candidates = GitCandidates(repo, picker, strategy=t.config.strategy, fetch_pull=fetch_pull, push=push)
     forge = ctx.forge(fork.installation_id, fork.repo)
     return Bisecting(
-        t, ctx.bisections, forge, candidates, depends_on, rebuild, ctx.bot_login, audits=ctx.gates
+        t,
+        ctx.bisections,
+        forge,
+        candidates,
+        depends_on,
+        rebuild,
+        ctx.bot_login,
+        audits=ctx.gates,
+        links=links_of(ctx, fork),
     )
 
 

@@ -29,6 +29,7 @@ from bot.core.bisect_pr import (
 )
 from bot.core.calibrated import rules_selection, structural_why
 from bot.core.config import SluiceConfig
+from bot.core.ingestion import Links
 from bot.core.l3_metrics import MetricRegression, regression_outcome
 from bot.core.models import RiskLevel
 from bot.core.planner import RISKY_FROM, classify
@@ -143,6 +144,23 @@ def test_the_comment_shows_probes_suspects_and_budget_and_no_markup_from_the_fai
     spent = r.model_copy(update={"state": state.model_copy(update={"phase": bisect.Phase.EXHAUSTED})})
     exhausted = render(spent.model_copy(update={"status": Status.EXHAUSTED}))
     assert "The budget is spent" in exhausted and "among 4 commits" in exhausted
+
+
+def test_the_comment_links_upstream_commits_where_upstream_is_on_a_known_web_host() -> None:
+    """Suspects and culprits are upstream commits: a reader opens them on upstream's pages."""
+    r = record()
+    culprit = bisect.Culprit(shas=(UPSTREAM[2],), dependents=(UPSTREAM[3],), runs=3)
+    done = r.model_copy(
+        update={"status": Status.DONE, "state": r.state.model_copy(update={"culprits": (culprit,)})}
+    )
+    web = "https://github.com/triton-lang/triton"
+    links = Links(upstream_web=web, fork_clone_url="https://github.com/o/f.git", fork_branch="main")
+    shown = render(done, links=links)
+    first, dependent = (f"[`{s[:10]}`]({web}/commit/{s})" for s in UPSTREAM[2:4])
+    assert f"- {first} (found in 3 runs, confirmed); with its dependents {dependent}" in shown
+    suspects = render(r, links=links)
+    assert f"Suspects left: 8 ([`{UPSTREAM[0][:10]}`]({web}/commit/{UPSTREAM[0]})" in suspects
+    assert f"- `{UPSTREAM[2][:10]}` (found in 3 runs" in render(done)  # no web host: the plain SHA
 
 
 def test_a_blamed_commit_roots_a_risky_chain_and_its_dependents_follow() -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
 from bot.core.bisect import Bisection, Culprit, Kind, Outcome, Phase, Probe
+from bot.core.ingestion import Links
 from bot.core.l3_metrics import MetricRegression, regression_outcome
 from bot.core.models import RiskKind, RiskLevel, RiskReason
 from bot.core.tiers import Level, RunState, TierRun, Verdict
@@ -220,9 +221,14 @@ def blamed(record: BisectionRecord) -> tuple[str, ...]:
 _SHOWN = {Outcome.PASS: "passed", Outcome.FAIL: "failed", Outcome.SKIP: "skipped"}
 
 
-def render(record: BisectionRecord) -> str:
-    """The bisection's sticky comment: where it stands, its probes, the suspects, the budget used."""
+def render(record: BisectionRecord, *, links: Links | None = None) -> str:
+    """The bisection's sticky comment: where it stands, its probes, the suspects, the budget used. Upstream
+    commits (suspects, culprits) link to upstream's pages when `links` knows them."""
     state = record.state
+
+    def commit(sha: str) -> str:
+        return links.commit(sha) if links is not None else f"`{sha[:10]}`"
+
     budget = state.budget
     limit = f"{budget.max_runs}" if budget.max_runs is not None else "∞"
     hours = (
@@ -247,7 +253,7 @@ def render(record: BisectionRecord) -> str:
     for run in record.probes:
         probe = probes.get(run.probe)
         length = len(probe.commits) if probe is not None else "?"
-        last = f"`{probe.commits[-1][:10]}`" if probe is not None and probe.commits else "—"
+        last = commit(probe.commits[-1]) if probe is not None and probe.commits else "—"
         head = f"`{run.head[:10]}`" if run.head else "not built"
         outcome = _SHOWN[run.outcome] if run.outcome else "running"
         if run.attempt > 1:
@@ -256,15 +262,15 @@ def render(record: BisectionRecord) -> str:
             outcome += f": {_plain(run.detail)[:120]}"
         lines.append(f"| {run.probe} | first {length}, up to {last} | {head} | {outcome} |")
     lines.append("")
-    lines += _culprits(state.culprits)
+    lines += _culprits(state.culprits, commit)
     if record.status is Status.RUNNING and state.phase is Phase.SEARCHING:
         suspects = state.open_suspects
-        shown = ", ".join(f"`{s[:10]}`" for s in suspects[:12]) + (" …" if len(suspects) > 12 else "")
+        shown = ", ".join(commit(s) for s in suspects[:12]) + (" …" if len(suspects) > 12 else "")
         lines.append(f"Suspects left: {len(suspects)} ({shown}).")
     elif record.status is Status.EXHAUSTED:
         left = state.open_suspects
         lines.append(
-            f"**The budget is spent**: the culprit is among {len(left)} commits from `{left[0][:10]}` "
+            f"**The budget is spent**: the culprit is among {len(left)} commits from {commit(left[0])} "
             "(if any). A person takes it from here: `/bisect` starts again, with a fresh budget."
         )
     elif record.status is Status.DONE and record.ingestion.startswith("chain-"):
@@ -312,15 +318,13 @@ def _headline(record: BisectionRecord) -> str:
     return record.status.value
 
 
-def _culprits(culprits: Sequence[Culprit]) -> list[str]:
+def _culprits(culprits: Sequence[Culprit], commit: Callable[[str], str]) -> list[str]:
     if not culprits:
         return []
     lines = ["**Culprits**:"]
     for c in culprits:
-        shas = " + ".join(f"`{s[:10]}`" for s in c.shas)
-        also = (
-            f"; with its dependents {', '.join(f'`{d[:10]}`' for d in c.dependents)}" if c.dependents else ""
-        )
+        shas = " + ".join(commit(s) for s in c.shas)
+        also = f"; with its dependents {', '.join(commit(d) for d in c.dependents)}" if c.dependents else ""
         lines.append(f"- {shas} (found in {c.runs} runs{', confirmed' if c.confirmed else ''}){also}")
     return [*lines, ""]
 

@@ -39,7 +39,7 @@ from bot.core.bisect_pr import (
 )
 from bot.core.config import Strategy
 from bot.core.errors import BadInput, DispatchRefused
-from bot.core.ingestion import stacked
+from bot.core.ingestion import Links, stacked
 from bot.core.l3_metrics import MetricRegression
 from bot.core.models import PickStatus
 from bot.core.tiers import (
@@ -97,6 +97,7 @@ class Bisecting:
     rebuild: Callable[[str], Awaitable[None]]  # plan the fork again (why), so the PR is rebuilt
     bot_login: str  # "<app slug>[bot]": only a PR it opened is an ingestion (a branch's name proves nothing)
     audits: GateRecords | None = None  # where the ingestion's audit record is kept (called through `db`)
+    links: Links | None = None  # where the comment links upstream commits (suspects, culprits)
 
 
 @dataclass(frozen=True)
@@ -545,7 +546,7 @@ async def _delete_candidates(b: Bisecting, record: BisectionRecord) -> None:
 
 
 async def _show(b: Bisecting, record: BisectionRecord) -> None:
-    await b.forge.upsert_comment(record.pull, marker=COMMENT_MARKER, body=render(record))
+    await b.forge.upsert_comment(record.pull, marker=COMMENT_MARKER, body=render(record, links=b.links))
 
 
 async def _save(b: Bisecting, record: BisectionRecord) -> BisectionRecord:
