@@ -136,7 +136,8 @@ def test_the_comment_shows_probes_suspects_and_budget_and_no_markup_from_the_fai
     )
     shown = render(r)
     assert shown.startswith(COMMENT_MARKER) and "running (1 probes in flight)" in shown
-    assert f"| 1 | first 4, up to `{UPSTREAM[3][:10]}` | `{FORKED[3][:10]}` | running |" in shown
+    # the probe's head is the fork's commit, bare so that GitHub links it; upstream's are in code
+    assert f"| 1 | first 4, up to `{UPSTREAM[3][:10]}` | {FORKED[3][:12]} | running |" in shown
     assert "0 of 9 tier runs used" in shown and "Suspects left: 8" in shown
     assert "<b>" not in shown and "@team" not in shown and "`x`" not in shown
 

@@ -254,7 +254,7 @@ def render(record: BisectionRecord, *, links: Links | None = None) -> str:
         probe = probes.get(run.probe)
         length = len(probe.commits) if probe is not None else "?"
         last = commit(probe.commits[-1]) if probe is not None and probe.commits else "—"
-        head = f"`{run.head[:10]}`" if run.head else "not built"
+        head = run.head[:12] if run.head else "not built"  # bare: GitHub links the fork's own commits
         outcome = _SHOWN[run.outcome] if run.outcome else "running"
         if run.attempt > 1:
             outcome += f" (attempt {run.attempt})"

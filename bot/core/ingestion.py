@@ -337,7 +337,7 @@ def _conflict_row(report: CommitReport, file: FileReport, *, links: Links) -> st
         evidence = "; ".join(_hunk_evidence(h) for h in file.hunks[:_HUNKS_SHOWN]) + _and_more(file.hunks)
         outcome += f": {evidence}"
     component = f" ({file.evidence.component})" if file.evidence.component else ""
-    others = ", ".join(f"`{sha[:10]}`" for sha in blame) or "—"
+    others = ", ".join(sha[:12] for sha in blame) or "—"  # bare: GitHub links the fork's own commits
     return (
         f"| {links.commit(report.upstream)} | `{file.path}`{lines if file.hunks else ''}{component} | "
         f"{file.cls} | {f'`{symbol}`' if symbol else '—'} | {others} | {_cell(outcome)} |"
