@@ -96,6 +96,7 @@ def test_a_refused_lines_excerpt_is_short_printable_and_closes_no_code_span() ->
 
 LONGEST = {  # the longest value of each kind an argument parses
     Kind.TEXT: '"' + '\\"' * MAX_TEXT + '"',  # every character an escaped quote
+    Kind.SENTENCE: '"' + '\\"' * MAX_TEXT + '"',
     Kind.DATE: "2026-12-31",
     Kind.SHA: "f" * 40,
     Kind.PULL_OR_SHA: "f" * 40,
@@ -114,7 +115,7 @@ def test_the_longest_usage_of_every_command_fits_on_its_line(name: str) -> None:
     values = parse_arguments(usage, cmd.rest).values
     texts = [n for n, v in values.items() if isinstance(v, str) and v == '"' * MAX_TEXT]
     kinds = [p.kind for p in usage.positionals] + [f.kind for f in usage.flags]
-    assert len(texts) == kinds.count(Kind.TEXT)
+    assert len(texts) == kinds.count(Kind.TEXT) + kinds.count(Kind.SENTENCE)
 
 
 def test_a_waiver_with_a_long_reason_and_plan_parses() -> None:

@@ -150,9 +150,10 @@ async def test_a_pull_command_is_refused_on_an_issue_and_on_a_pull_that_is_no_in
     sim.commit(FORK, "feature", {"a.txt": "a\n"}, message="a", parent=trunk)
     feature = int(sim.open_pull(FORK, head="feature", base="main", title="A", user="dev")["number"])
     on_issue = await say(ctx, issue, body)
-    assert f"acts on an open ingestion PR (branch `sluice/ingest/…`); #{issue} is an issue" in on_issue
+    where = "acts on an open ingestion PR (branch `sluice/ingest/…`) or emergency pick (`sluice/emergency/…`)"
+    assert f"{where}; #{issue} is an issue" in on_issue
     on_feature = await say(ctx, feature, body)
-    assert f"#{feature} is not one" in on_feature and "comment it on the ingestion PR" in on_feature
+    assert f"#{feature} is neither" in on_feature and "comment it on that PR" in on_feature
     assert queued(ctx) == [] and [outcome for _, _, outcome in audit(ctx)] == ["refused", "refused"]
 
 
@@ -267,7 +268,7 @@ async def test_pause_stops_ingestion_until_resume_which_ingests(ctx: Context) ->
     paused = ctx.gates.paused(FORK)
     assert paused is not None and paused.by == "carol"
     assert "is already paused by @carol" in await say(ctx, issue, "/pause", user="carol")
-    assert "is paused by carol" in await say(ctx, issue, "/ingest")  # write access is not enough now
+    assert "is paused by @carol" in await say(ctx, issue, "/ingest")  # write access is not enough now
     assert queued(ctx) == []
     resumed = await say(ctx, issue, "/resume", user="carol")
     assert "@carol resumed automatic ingestion" in resumed and "an ingestion run is queued" in resumed
@@ -399,7 +400,7 @@ async def test_a_waiver_from_the_command_counts_until_the_day_ends_then_stops(ct
     sim.finish_check(FORK, head, Tier.L2.value, "failure")
     assert await gatekeeping.reevaluate(ctx, FORK, number) is Outcome.WAITING
     refused = await say(ctx, number, WAIVE.format("2026-11-30"), user="dan")  # not in @meta/gpu
-    assert "needs a code owner of tier L2: @dan does not own `tiers.l2` (@meta/gpu)" in refused
+    assert "needs a code owner of tier L2: @dan does not own `tiers.l2` (`@meta/gpu`)" in refused
     sim.add_team_member("meta/gpu", "dan")
     reply = await say(ctx, number, WAIVE.format("2026-11-30"), user="dan")
     assert "L2 is waived on" in reply and "until 2026-11-30" in reply and "the gate is open" in reply

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import re
 
+from bot.core import emergency
+from bot.core.commands import status_reply
 from bot.core.config import SluiceConfig
+from bot.core.emergency import EmergencyPick
 from bot.core.ingestion import Links, PickedUnit, Unit, UnitKind, classification, pr_body
 from bot.core.limits import GITHUB_TEXT_MAX_CHARS
 from bot.core.models import (
+    CommitInfo,
     CommitReport,
     FileEvidence,
     FileReport,
@@ -194,3 +198,23 @@ def test_a_conflict_row_names_its_blocks_lines_and_the_evidence_of_each_resoluti
     assert "resolved (adjacent): line 120: the sides changed different lines that merely touch" in row
     assert "line 340: same, a resolution a person made before" in row and "line 512" not in row
     assert row.count(" | ") == 5 and f"| {'f' * 12} |" in row  # the fork's commit bare: GitHub links it
+
+
+def test_an_emergency_picks_reason_and_status_line_are_inert() -> None:
+    """`/cherry-pick --reason` is a person's text, an emergency PR's title carries upstream's subject."""
+    commit = CommitInfo(
+        sha=planned(1).sha,
+        parents=(),
+        author_name="a",
+        author_email="a@example.com",
+        author_time=0,
+        committer_time=0,
+        message=SUBJECT,
+    )
+    pick = EmergencyPick(commit, pull=4567, requested_by="alice", reason="for @bob <!-- sluice:bisection -->")
+    clean = CommitReport(upstream=commit.sha, subject=SUBJECT, status=PickStatus.CLEAN, tree="t" * 40)
+    body = emergency.pr_body(pick, clean, links=LINKS)
+    assert "- Reason: for @&#8203;bob &lt;!-- sluice:bisection --&gt;" in body
+    status = status_reply("meta/triton", None, (), ((12, emergency.title(pick)),))
+    line = next(line for line in status.splitlines() if line.startswith("- #12 "))
+    assert "@&#8203;antiagainst" in line and "(#&#8203;4567)" in line and "<b>" not in line

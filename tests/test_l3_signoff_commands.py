@@ -92,7 +92,7 @@ async def test_a_commenter_who_owns_no_affected_area_is_refused(ctx: Context) ->
     l3_ran(ctx, sim, number, MATMUL)
     refused = await say(ctx, number, "/signoff l3", user="dan")  # write access, but owns no area
     assert "`/signoff` needs a code owner of an area whose L3 metrics regressed" in refused
-    assert "@dan does not own `area gemm` (@gina)" in refused
+    assert "@dan does not own `area gemm` (`@gina`)" in refused
     assert f"Usage: `{COMMANDS['signoff'].USAGE.line}`" in refused
     read_only = await say(ctx, number, "/signoff l3", user="mallory")
     assert "@mallory has read access" in read_only

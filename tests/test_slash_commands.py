@@ -25,6 +25,7 @@ from bot.core.models import Disposition
 from bot.db.audit import LINE_CHARS, CommandAudit
 from bot.db.gates import GateStore
 from bot.db.lag import LagHistory
+from bot.flows.patch_stack import PATCH_STACK_MARKER
 from handlers import ROUTES
 from handlers.commands import COMMANDS
 from tests.support.github_sim import GitHubSim
@@ -166,7 +167,7 @@ async def test_a_user_github_does_not_know_has_no_role(ctx: Context) -> None:
     sim, number = a_fork(ctx)
     sim.fail_next("GET", r"/collaborators/ghost/permission$", 404, body={"message": "Not Found"})
     reply = await say(ctx, number, "/ingest", user="ghost")
-    assert "@ghost has anyone access" in reply
+    assert "@ghost has no access to" in reply
     assert queued(ctx) == []
 
 
@@ -469,7 +470,7 @@ async def test_skip_needs_a_code_owner_of_the_files_the_commit_touches(ctx: Cont
     sim, number = a_fork(ctx, fork_files={".github/CODEOWNERS": codeowners})
     sha = upstream_commit(sim, {CORE: "void f();\n"}, message="[Pipeliner] rewrite", at=OLD)
     refused = await say(ctx, number, f'/skip {sha[:10]} --reason "we keep ours"', user="alice")
-    assert "needs a code owner of upstream commit" in refused and f"`{CORE}` (@dan)" in refused
+    assert "needs a code owner of upstream commit" in refused and f"`{CORE}` (`@dan`)" in refused  # no ping
     assert sha not in ctx.store.dispositions(FORK)
     reply = await say(ctx, number, f'/skip {sha[:10]} --reason "we keep ours"', user="dan")
     assert "is skipped (won't port) by @dan" in reply and "Reason: we keep ours" in reply
@@ -546,14 +547,39 @@ async def test_skip_by_a_member_of_an_owning_team(ctx: Context) -> None:
     sim, number = a_fork(ctx, fork_files={".github/CODEOWNERS": "/lib/ @meta/compiler\n"})
     sha = upstream_commit(sim, {CORE: "void f();\n"}, message="[Pipeliner] rewrite", at=OLD)
     refused = await say(ctx, number, f'/skip {sha[:10]} --reason "ours"', user="alice")
-    assert f"`{CORE}` (@meta/compiler)" in refused
+    assert f"`{CORE}` (`@meta/compiler`)" in refused
     sim.add_team_member("@meta/compiler", "alice")
     assert "is skipped (won't port) by @alice" in await say(ctx, number, f'/skip {sha[:10]} --reason "ours"')
 
 
+async def test_what_people_and_upstream_wrote_is_echoed_inert(ctx: Context) -> None:
+    """A reason or an upstream subject in a reply pings nobody, links nothing and renders no HTML; a marker
+    of Sluice's sticky comments quoted back in a refusal does not make the refusal one of them."""
+    sim, number = a_fork(ctx)
+    loud = "ping @carol <b>now</b> (#1)"
+    held_on_issue = await say(ctx, number, f'/pause "{loud}"', user="carol")
+    resumed = await say(ctx, number, "/resume", user="carol")
+    sha = upstream_commit(sim, {"a.txt": "a\n"}, message=f"feat: {loud}", at=OLD + dt.timedelta(days=1))
+    deferred = await say(ctx, number, f'/defer {sha[:8]} --reason "{loud}"', user="dan")
+    for reply in (held_on_issue, resumed, deferred):
+        assert "ping @&#8203;carol &lt;b&gt;now&lt;/b&gt; (#&#8203;1)" in reply and "ping @carol" not in reply
+    fork = ctx.registry.fork(FORK)
+    assert fork is not None
+    forge = ctx.forge(fork.installation_id, FORK)
+    refused = await say(ctx, number, f"/status {PATCH_STACK_MARKER}", user="mallory")
+    assert PATCH_STACK_MARKER in refused  # quoted back, in code
+    assert await forge.find_comment(number, marker=PATCH_STACK_MARKER) is None
+
+
+async def test_words_of_an_unquoted_reason_are_refused_with_how_to_quote_them(ctx: Context) -> None:
+    _, number = a_fork(ctx)
+    reply = await say(ctx, number, "/pause release freeze today", user="carol")
+    assert 'Usage: `/pause ["reason"]` (quote the reason, as in `/pause "release freeze today"`).' in reply
+
+
 async def test_ingest_while_ingestion_is_paused_is_refused(ctx: Context) -> None:
     _, number = a_fork(ctx)
-    ctx.gates.pause(FORK, by="@carol", reason="LLVM bump in progress", at=dt.datetime.now(dt.UTC))
+    ctx.gates.pause(FORK, by="carol", reason="LLVM bump in progress", at=dt.datetime.now(dt.UTC))
     reply = await say(ctx, number, "/ingest")
     assert "is paused by @carol: LLVM bump in progress" in reply and "`/resume` it first" in reply
     assert queued(ctx) == [] and not mirror_of(ctx).exists()
@@ -580,6 +606,34 @@ async def approve(ctx: Context, number: int, user: str) -> None:
 
 def gate_run(sim: GitHubSim, head: str) -> dict[str, Any]:
     return [r for r in sim.check_runs[FORK] if r["head_sha"] == head and r["name"] == "sluice/gate"][-1]
+
+
+async def test_the_gate_commands_work_on_an_emergency_pick(ctx: Context) -> None:
+    """It goes through the same gate: `/hold` keeps it from merging, `/approve` by a code owner of its files
+    is the approval it needs (a review's equal), `/unhold` lets it merge."""
+    files = {
+        ".github/sluice.yml": "gate:\n  auto_merge: true\n",
+        ".github/CODEOWNERS": "* @carol\nfix.txt @dan\n",
+    }
+    sim, number = a_fork(ctx, fork_files=files)
+    upstream_commit(sim, {"docs/guide.md": "guide\n"}, message="docs: a guide", at=OLD + dt.timedelta(days=1))
+    await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"})
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "test"})
+    assert "Opened #" in await say(ctx, number, "/cherry-pick 1872")
+    (pull,) = emergencies(sim)
+    pick, head = int(pull["number"]), pull["head"]["sha"]
+    await finish_l1(ctx, head)
+
+    held = await say(ctx, pick, '/hold "wait for the release"')
+    assert f"#{pick} is held by @alice: wait for the release" in held
+    refused = await say(ctx, pick, "/approve", user="carol")  # owns `*`, not `fix.txt`
+    assert f"`/approve` needs a code owner of the emergency pick of #{pick}" in refused and "@dan" in refused
+    approved = await say(ctx, pick, "/approve", user="dan")
+    assert f"@dan approved #{pick}'s emergency pick on head `{head[:10]}` (`fix.txt`)" in approved
+    assert "the gate is closed" in approved and not sim.issues[FORK][pick].merged  # the hold
+    assert "Sluice merged the PR" in await say(ctx, pick, "/unhold")
+    assert sim.issues[FORK][pick].merged and gate_run(sim, head)["conclusion"] == "success"
+    assert [outcome for _, _, outcome in audit(ctx)][-4:] == ["accepted", "refused", "accepted", "accepted"]
 
 
 async def test_an_emergency_pick_merges_after_l1_and_a_code_owners_approval(ctx: Context) -> None:

@@ -32,6 +32,7 @@ class Kind(enum.Enum):
     SHA_OR_REF = "upstream SHA or tag"
     REF = "upstream ref"
     TEXT = "text"
+    SENTENCE = "sentence"  # text a person words (a reason): quoted when it has spaces
     DATE = "YYYY-MM-DD"
 
 
@@ -61,7 +62,7 @@ class Positional:
     optional: bool = False
 
     def usage(self) -> str:
-        shown = f"<{self.name}>"
+        shown = f'"{self.name}"' if self.kind is Kind.SENTENCE else f"<{self.name}>"
         return f"[{shown}]" if self.optional else shown
 
 
@@ -153,7 +154,7 @@ def _flag(usage: Usage, words: Sequence[str], index: int) -> tuple[Flag, str, in
 def _positionals(usage: Usage, words: Sequence[str]) -> dict[str, Value]:
     if len(words) > len(usage.positionals):
         extra = " ".join(_shown(w) for w in words[len(usage.positionals) :])
-        raise CommandRefused(f"too many arguments: {extra}", "give one of each")
+        raise CommandRefused(f"too many arguments: {extra}", _quote_it(usage, words))
     values: dict[str, Value] = {}
     for spec, word in zip(usage.positionals, words, strict=False):
         values[spec.name] = _value(spec.kind, word, what=f"<{spec.name}>")
@@ -163,8 +164,18 @@ def _positionals(usage: Usage, words: Sequence[str]) -> dict[str, Value]:
     return values
 
 
+def _quote_it(usage: Usage, words: Sequence[str]) -> str:
+    """The remedy for too many words: a sentence's words in quotes, as one argument (the usual slip)."""
+    at = next((i for i, p in enumerate(usage.positionals) if p.kind is Kind.SENTENCE), None)
+    if at is None:
+        return "give one of each"
+    sentence = " ".join(words[at:]).replace('"', "'").replace("`", "'")[:80]
+    example = " ".join([f"/{usage.name}", *words[:at], f'"{sentence}"'])
+    return f"quote the {usage.positionals[at].name}, as in `{example}`"
+
+
 def _value(kind: Kind, word: str, *, what: str) -> Value:
-    if kind is Kind.TEXT:
+    if kind in (Kind.TEXT, Kind.SENTENCE):
         text = word.strip()
         if not text or len(text) > MAX_TEXT:
             raise CommandRefused(f"{what} must be 1 to {MAX_TEXT} characters", "say it in a sentence")

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.core.command_args import MAX_TEXT
 from bot.core.ingestion import IngestionRecord
 from bot.core.lag import LagPoint
+from bot.core.markdown import plain
 from bot.core.webhooks import GitHubId, RepoName
 
 # An attempt at a command: `/name` at the very start of the comment, then the end of the line, a space of
@@ -19,7 +20,7 @@ COMMAND_NAME = re.compile(r"/(?P<name>[A-Za-z][A-Za-z0-9-]{0,31})")
 # Exactly a command: the name, then a space or tab before any arguments, and no control character but tabs.
 CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 # The longest first line read as a command: room for /waive's three text arguments at MAX_TEXT characters
-# each, quoted, every character escaped (`\"`), and 100 for its name, flags and date (3,050 in all).
+# each, quoted, every character escaped (`\"`), and 100 for its name, flags and date (3,106 in all).
 MAX_LINE = 3 * (2 + 2 * MAX_TEXT) + 100
 EXCERPT = 40  # characters of a refused line quoted back in its refusal, escaped
 HELP_NAME = "help"
@@ -158,5 +159,5 @@ def status_reply(
         waits = f", needs a human at `{record.needs_human[:10]}`" if record.needs_human else ""
         lines.append(f"- `{record.id}` ({record.kind}, {record.commits} commits): {where}{waits}")
     lines += ["", f"Open emergency picks: {len(emergency)}"]
-    lines += [f"- #{number} {title}" for number, title in emergency]
+    lines += [f"- #{number} {plain(title)}" for number, title in emergency]
     return "\n".join(lines) + "\n"

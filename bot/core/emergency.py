@@ -58,7 +58,7 @@ def pr_body(pick: EmergencyPick, report: CommitReport, *, links: Links) -> str:
         f"requested by @{pick.requested_by} with `/cherry-pick`.",
         "",
         f"- Upstream: {pick.named}: {plain(pick.commit.subject)}",
-        f"- Reason: {pick.reason or 'none given'}",
+        f"- Reason: {plain(pick.reason) if pick.reason else 'none given'}",
         f"- Pick: {how}; the commit carries `Sluice-Kind: emergency` and `Sluice-Ingestion: {pick.id}`",
         "- Before it merges: **L1 must pass and a code owner must approve** (label `sluice:emergency`).",
         "- It never moves the ingestion tip: Days Behind Upstream stays as it is; regular ingestion "

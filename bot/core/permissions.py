@@ -85,7 +85,8 @@ class Ownership:
         mine = {"@" + login.lower(), *(t.lower() for t in member_of)}
         missing = sorted(p for p, names in owned.items() if not mine & {n.lower() for n in names})
         if missing:
-            shown = ", ".join(f"`{p}` ({' '.join(owned[p])})" for p in missing[:5])
+            # the owners in code: named, not pinged (a refusal anyone with write access can cause)
+            shown = ", ".join(f"`{p}` (`{' '.join(owned[p])}`)" for p in missing[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             return f"@{login} does not own {shown}{more}"
         return None

@@ -131,7 +131,7 @@ class ObservedState:
         return next((p for p in self.pulls if p.branch == branch), None)
 
     def issue(self, marker: str, *, label: str) -> ObservedIssue | None:
-        return next((i for i in self.issues if label in i.labels and marker in i.body), None)
+        return next((i for i in self.issues if label in i.labels and i.body.startswith(marker)), None)
 
 
 # ------------------------------------------------------------------ actions

@@ -51,9 +51,10 @@ class ForkGitHub:
         await self.api.put(self._url(f"/issues/{number}/labels"), data={"labels": list(labels)})
 
     async def find_comment(self, number: int, *, marker: str) -> dict[str, Any] | None:
-        """The bot's first comment on the issue/PR that carries `marker`, if any."""
+        """The bot's first comment on the issue/PR that starts with `marker`, as each of Sluice's sticky
+        comments does (a marker a person wrote in a command, which Sluice's reply quotes, does not count)."""
         async for comment in self.api.getiter(self._url(f"/issues/{number}/comments?per_page=100")):
-            if comment["user"]["login"] == self.bot_login and marker in (comment.get("body") or ""):
+            if comment["user"]["login"] == self.bot_login and (comment.get("body") or "").startswith(marker):
                 return dict(comment)
         return None
 

@@ -130,7 +130,8 @@ async def _checked(command: Command, cmd: SlashCommand, *, fork: Fork, ctx: Cont
         needed = Permission.WRITE if command.WHO is Permission.CODE_OWNER else command.WHO
         if not needed.allows(role):
             raise CommandRefused(
-                f"@{cmd.actor} has {role.value} access to {cmd.on.repo}; `/{cmd.name}` needs "
+                f"@{cmd.actor} has {'no' if role is Permission.ANYONE else role.value} access to "
+                f"{cmd.on.repo}; `/{cmd.name}` needs "
                 f"{command.WHO.described}",
                 "ask someone who has it",
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.app.context import Context
+from bot.core.markdown import plain
 from bot.core.models import Disposition
 from handlers import requests
 from handlers.commands.call import QUEUED, Call, Outcome
@@ -29,7 +30,7 @@ async def hold(call: Call, fork: Synced, sha: str, held: Disposition, *, ctx: Co
         at=ctx.clock(),
     )
     await requests.ingest(ctx, call.fork.repo, reason=f"/{call.cmd.name} {sha[:10]} by @{call.actor}")
-    done = f"upstream commit `{sha[:10]}` {subject} is {VERB[held]} by @{call.actor}"
-    why = f" Reason: {text}" if text else ""
+    done = f"upstream commit `{sha[:10]}` {plain(subject)} is {VERB[held]} by @{call.actor}"
+    why = f" Reason: {plain(text)}" if text else ""
     reply = f"{done}.{why}\n\nSluice re-plans the fork; the ingestion PRs follow.\n"
     return Outcome(done, reply=reply, reaction=QUEUED)

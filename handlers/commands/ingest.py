@@ -6,6 +6,7 @@ import asyncio
 
 from bot.app.context import Context
 from bot.core.command_args import CommandRefused, Kind, Positional, ShaPrefix, Usage
+from bot.core.markdown import plain
 from bot.core.permissions import Permission
 from handlers import requests
 from handlers.commands.call import QUEUED, Call, Outcome
@@ -21,7 +22,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     paused = await ctx.db(ctx.gates.paused, call.fork.repo)
     if paused is not None:
         raise CommandRefused(
-            f"ingestion of {call.fork.repo} is paused by {paused.by}: {paused.reason}",
+            f"ingestion of {call.fork.repo} is paused by @{paused.by}: {plain(paused.reason)}",
             "`/resume` it first (maintain access)",
         )
     target = call.args.get("upstream SHA or tag")

@@ -11,6 +11,7 @@ from bot.app.context import Context
 from bot.core.codeowners import CODEOWNERS_PATHS, CodeOwners, parse_codeowners
 from bot.core.command_args import CommandRefused
 from bot.core.config import SluiceConfig
+from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.tiers import Level, Want, why_not
 from bot.flows.merge import Gatekeeper, Outcome
@@ -40,6 +41,28 @@ async def ingestion_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
     if pull.get("state") != "open":
         raise CommandRefused(f"{where}; #{on.number} is {pull.get('state')}", "nothing to do on it")
     return pull
+
+
+async def gated_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
+    """The open PR the gate judges that the command was commented on: an ingestion PR or an emergency pick
+    (`/cherry-pick`'s, which goes through the same gate); refused on an issue or any other PR."""
+    on = call.cmd.on
+    where = (
+        f"`/{call.cmd.name}` acts on an open ingestion PR (branch `{BRANCH_PREFIX}…`) or emergency pick "
+        f"(`{EMERGENCY_PREFIX}…`)"
+    )
+    pull = await _pull_on(call, ctx=ctx, where=where, remedy="comment it on that PR")
+    head = pull["head"]
+    own = (head.get("repo") or {}).get("full_name") == call.fork.repo
+    if not own or not str(head["ref"]).startswith((BRANCH_PREFIX, EMERGENCY_PREFIX)):
+        raise CommandRefused(f"{where}; #{on.number} is neither", "comment it on that PR")
+    if pull.get("state") != "open":
+        raise CommandRefused(f"{where}; #{on.number} is {pull.get('state')}", "nothing to do on it")
+    return pull
+
+
+def is_emergency(pull: Mapping[str, Any]) -> bool:
+    return str(pull["head"]["ref"]).startswith(EMERGENCY_PREFIX)
 
 
 async def validated_pull(call: Call, *, ctx: Context) -> dict[str, Any]:

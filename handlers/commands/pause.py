@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from bot.app.context import Context
 from bot.core.command_args import CommandRefused, Kind, Positional, Usage
+from bot.core.markdown import plain
 from bot.core.permissions import Permission
 from handlers import gatekeeping
 from handlers.commands.call import Call, Outcome
 
 NAME = "pause"
 WHO = Permission.MAINTAIN
-USAGE = Usage(NAME, (Positional("reason", Kind.TEXT, optional=True),))
+USAGE = Usage(NAME, (Positional("reason", Kind.SENTENCE, optional=True),))
 HELP = f"`{USAGE.line}` — stop automatic ingestion of the fork (and its merges) until `/resume`"
 
 
@@ -20,11 +21,12 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     paused = await ctx.db(ctx.gates.paused, repo)
     if paused is not None:
         raise CommandRefused(
-            f"ingestion of {repo} is already paused by @{paused.by}: {paused.reason}", "`/resume` lifts it"
+            f"ingestion of {repo} is already paused by @{paused.by}: {plain(paused.reason)}",
+            "`/resume` lifts it",
         )
     given = call.args.get("reason")
     reason = given if isinstance(given, str) else f"paused by @{call.actor}"
     await gatekeeping.pause(ctx, repo, by=call.actor, reason=reason)
-    done = f"automatic ingestion of {repo} is paused by @{call.actor}: {reason}"
+    done = f"automatic ingestion of {repo} is paused by @{call.actor}: {plain(reason)}"
     reply = f"{done[0].upper()}{done[1:]}.\n\nNothing new is ingested or merged until `/resume`.\n"
     return Outcome(done, reply=reply)

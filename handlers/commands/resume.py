@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bot.app.context import Context
 from bot.core.command_args import CommandRefused, Usage
+from bot.core.markdown import plain
 from bot.core.permissions import Permission
 from handlers import gatekeeping
 from handlers.commands.call import QUEUED, Call, Outcome
@@ -20,5 +21,6 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     if paused is None:
         raise CommandRefused(f"ingestion of {repo} is not paused", "`/ingest` to ingest now")
     await gatekeeping.resume(ctx, repo, by=call.actor)
-    done = f"@{call.actor} resumed automatic ingestion of {repo} (paused by @{paused.by}: {paused.reason})"
+    was = f"paused by @{paused.by}: {plain(paused.reason)}"
+    done = f"@{call.actor} resumed automatic ingestion of {repo} ({was})"
     return Outcome(done, reply=f"{done}; an ingestion run is queued.\n", reaction=QUEUED)

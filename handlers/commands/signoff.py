@@ -5,17 +5,14 @@ kernels no area covers are L3's `owner`'s (else the config's code owners')."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from bot.app.context import Context
 from bot.core.command_args import CommandRefused, Kind, Positional, Usage
-from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.gate import area_shown, l3_area_owners
 from bot.core.l3_metrics import by_area, listed
 from bot.core.permissions import Ownership, Permission
 from handlers import gatekeeping
 from handlers.commands.call import Call, Outcome
-from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, ingestion_pull, teams_of
+from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, gated_pull, teams_of
 
 NAME = "signoff"
 WHO = Permission.CODE_OWNER
@@ -28,7 +25,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     if tier.lower() != "l3":
         shown = tier[:20].replace("`", "'")
         raise CommandRefused(f"`{shown}` cannot be signed off: only L3's metrics are", "write `/signoff l3`")
-    pull = await _gated_pull(call, ctx=ctx)
+    pull = await gated_pull(call, ctx=ctx)
     number, head = int(pull["number"]), str(pull["head"]["sha"])
     metrics = await ctx.db(ctx.signoffs.l3_metrics, call.fork.repo, number, head_sha=head)
     if metrics is None or not metrics.regressions:
@@ -62,19 +59,6 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
         rest = "; ".join(f"area {area_shown(a)} ({' '.join(owners[a]) or 'no owner named'})" for a in waiting)
         lines.append(f"Still to be signed off by their owners: {rest}.")
     return Outcome(done, reply="\n\n".join([*lines, f"Now {GATE_SAYS[outcome]}."]) + "\n")
-
-
-async def _gated_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
-    """The open ingestion PR, or emergency pick, the command was commented on (an emergency pick whose gate
-    requires L3 has no other way to accept its metrics); anything else is refused as `ingestion_pull` does."""
-    on = call.cmd.on
-    if on.is_pull:
-        pull = await ctx.forge(call.fork.installation_id, call.fork.repo).get_pull(on.number)
-        head = pull["head"]
-        own = (head.get("repo") or {}).get("full_name") == call.fork.repo
-        if own and str(head["ref"]).startswith(EMERGENCY_PREFIX) and pull.get("state") == "open":
-            return pull
-    return await ingestion_pull(call, ctx=ctx)
 
 
 def _owns(owners: tuple[str, ...], login: str, teams: list[str]) -> bool:

@@ -1,7 +1,7 @@
 """`/waive <tier> --until YYYY-MM-DD --reason "…" --plan "…"`: a failed L2 or L3 counts as passed on this
-ingestion PR's current head until the end of that day (UTC), then the gate closes again; a later push needs
-a new waiver. Never L1. Whoever owns the tier
-(its config `owner`, else the code owners of `.github/sluice.yml`, the fork's policy) may grant it."""
+ingestion PR's (or emergency pick's) current head until the end of that day (UTC), then the gate closes
+again; a later push needs a new waiver. Never L1. Whoever owns the tier (its config `owner`, else the code
+owners of `.github/sluice.yml`, the fork's policy) may grant it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from bot.core.tiers import Level, tier_config
 from bot.flows.merge import Gatekeeper
 from handlers import gatekeeping
 from handlers.commands.call import Call, Outcome
-from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, ingestion_pull, level_of, teams_of
+from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, gated_pull, level_of, teams_of
 
 MAX_WAIVER = dt.timedelta(days=90)  # the furthest expiry a waiver may name
 NAME = "waive"
@@ -47,7 +47,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
             f"--until {until.isoformat()} is more than {MAX_WAIVER.days} days away",
             f"give {latest} or earlier",
         )
-    pull = await ingestion_pull(call, ctx=ctx)
+    pull = await gated_pull(call, ctx=ctx)
     keeper = await gate_of(call, ctx=ctx)
     area, owner = await _tier_owners(keeper, level)
     call.require_owner(
