@@ -245,3 +245,15 @@ def test_roles_are_ordered_and_code_ownership_is_no_role() -> None:
     assert not Permission.WRITE.allows(Permission.TRIAGE)
     assert Permission.ANYONE.allows(Permission.ANYONE)
     assert not Permission.CODE_OWNER.allows(Permission.ADMIN)
+
+
+def test_after_a_double_dash_a_word_that_starts_with_a_dash_is_an_argument() -> None:
+    """A reason may start with `-` ("-1 day slip") only after `--`; before it, it is an option."""
+    hold = Usage("hold", (Positional("reason", Kind.SENTENCE, optional=True),))
+    assert parse_arguments(hold, '-- "-1 day slip"').values == {"reason": "-1 day slip"}
+    with pytest.raises(CommandRefused, match="is not an option of /hold") as refused:
+        parse_arguments(hold, '"-1 day slip"')
+    assert "goes after `--`" in refused.value.remedy
+    skip = Usage("skip", (Positional("SHA", Kind.SHA),), (Flag("reason", required=True),))
+    with pytest.raises(CommandRefused, match="is not an upstream SHA"):  # never an option for git
+        parse_arguments(skip, "--reason x -- --upload-pack=y")

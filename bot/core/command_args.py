@@ -118,9 +118,13 @@ def parse_arguments(usage: Usage, rest: str) -> Arguments:
     values: dict[str, Value] = {}
     positionals: list[str] = []
     index = 0
+    options = True  # until `--`: the words after it are arguments, even one that starts with `-`
     while index < len(words):
         word = words[index]
-        if word.startswith("-"):
+        if options and word == "--":
+            options, index = False, index + 1
+            continue
+        if options and word.startswith("-"):
             flag, value, index = _flag(usage, words, index)
             if flag.name in values:
                 raise CommandRefused(f"--{flag.name} is given twice", "give it once")
@@ -142,7 +146,8 @@ def _flag(usage: Usage, words: Sequence[str], index: int) -> tuple[Flag, str, in
     if not words[index].startswith("--") or name not in known:
         allowed = ", ".join(f"--{f}" for f in known) or "no flags"
         raise CommandRefused(
-            f"{_shown(words[index])} is not an option of /{usage.name}", f"it takes {allowed}"
+            f"{_shown(words[index])} is not an option of /{usage.name}",
+            f"it takes {allowed}; an argument that starts with `-` goes after `--`",
         )
     if equals:
         return known[name], inline, index + 1
