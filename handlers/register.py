@@ -11,7 +11,7 @@ from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.config import ConfigError, SluiceConfig, parse_config
 from bot.core.errors import redact
-from bot.core.ingestion import owner_repo
+from bot.core.ingestion import BRANCH_PREFIX, owner_repo
 from bot.core.tier_workflows import workflow_notes, workflow_paths
 from bot.core.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
 from bot.flows.engine import CONFIG_PATH
@@ -20,6 +20,7 @@ from bot.github.forge import ForkGitHub
 from bot.ports import FileReader, Fork, Job
 from handlers import requests, upstream
 from handlers.requests import RegisterRequest
+from handlers.tiers import not_run_locally
 
 router = Router()
 CONFIG_CHECK = upstream.CONFIG_CHECK
@@ -85,6 +86,23 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
         "%s registered: trunk %s, upstream %s %s", repo, fork.branch, fork.upstream_url, fork.upstream_branch
     )
     await requests.ingest(ctx, repo, reason="registered")
+    await _tiers_never_started(ctx, forge, fork)
+
+
+async def _tiers_never_started(ctx: Context, forge: ForkGitHub, fork: Fork) -> None:
+    """Bring forward the tiers of the open PRs into trunk with no tier run on their head: a PR opened (or
+    pushed) while the config was broken got none, and would otherwise wait for its next push. Ingestion PRs
+    are the ingestion run's to bring forward."""
+    for pull in await forge.open_pulls():
+        head, number = pull["head"], int(pull["number"])
+        if pull["base"]["ref"] != fork.branch or str(head["ref"]).startswith(BRANCH_PREFIX):
+            continue
+        head_repo = (head.get("repo") or {}).get("full_name")
+        if not_run_locally(ctx, fork.repo, head_repo, pull=f"#{number}") is not None:
+            continue  # its L1 check run said so when it was opened
+        runs = await ctx.db(ctx.tier_runs.for_pull, fork.repo, number)
+        if not any(run.head_sha == head["sha"] for run in runs):
+            await requests.tiers(ctx, fork.repo, number)
 
 
 async def _tier_workflows(ctx: Context, repo: FileReader, head: str, config: SluiceConfig) -> str:

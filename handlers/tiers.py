@@ -109,8 +109,8 @@ async def repo_config(ctx: Context, forge: ForkGitHub, fork: Fork) -> SluiceConf
     except ConfigError as exc:
         raise Rejected(
             f"{name} is invalid:\n{exc.message}",
-            "fix it and push: the ingestion PRs' tiers go on then, a fork PR's at its next push, and a "
-            "tier run whose result came meanwhile is read from GitHub at its timeout",
+            "fix it and push: the tiers of the ingestion PRs, and of the PRs whose head has no tier run, "
+            "go on then; a tier run whose result came meanwhile is read from GitHub at its timeout",
         ) from exc
 
 

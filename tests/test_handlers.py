@@ -18,6 +18,7 @@ from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.routing import Routes
 from bot.app.worker import Rejected, Worker
+from bot.core.tiers import Level, RunState, TierRun
 from bot.db.jobs import Job, JobQueue, JobState
 from bot.db.registry import Fork, Registry
 from bot.db.store import Store
@@ -218,6 +219,32 @@ async def test_register_reads_the_config_and_requests_the_first_ingestion(ctx: C
     summary = run["output"]["summary"]
     assert "**Tier workflows** (the tiers may not run where the config says)" in summary
     assert "`.github/workflows/sluice-l3.yml` is not on trunk, so L3 cannot run" in summary
+
+
+async def test_a_fixed_config_starts_the_tiers_of_the_prs_that_never_got_one(ctx: Context) -> None:
+    """A PR opened while the config was broken got no tier run: registering the fixed config starts it,
+    and leaves alone a PR whose head has one, a PR into another branch and the ingestion PRs."""
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    config = f"upstream:\n  url: {ctx.web_url}/{UPSTREAM}.git\n"
+    sim.commit(FORK, "main", {".github/sluice.yml": config}, message="sluice config")
+    trunk = sim.git(FORK, "rev-parse", "main")
+    sim.commit(FORK, "release", {"r.txt": "r\n"}, message="release", parent=trunk)
+    opened = {}
+    for branch, base in (
+        ("waiting", "main"),
+        ("started", "main"),
+        ("sluice/ingest/bundle-1", "main"),
+        ("elsewhere", "release"),
+    ):
+        sim.commit(FORK, branch, {f"{branch}.txt": "x\n"}, message=branch, parent=trunk)
+        opened[branch] = sim.open_pull(FORK, head=branch, base=base, title=branch, user="dev")
+    started = opened["started"]
+    run = TierRun(FORK, started["number"], "", Level.L1, started["head"]["sha"], 1, RunState.DISPATCHED, NOW)
+    assert ctx.tier_runs.add(run) is not None
+    ctx.registry.add_repos(installation_id, [FORK])
+    await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
+    assert queued(ctx) == [("ingest", FORK), ("tiers", f"{FORK}#{opened['waiting']['number']}")]
 
 
 async def test_register_says_nothing_of_tier_workflows_that_agree_with_the_config(ctx: Context) -> None:
