@@ -142,8 +142,10 @@ def test_a_long_chains_classification_comment_keeps_its_open_risks_and_shrinks_i
     text = comment.render({})
     assert len(text) < GITHUB_TEXT_MAX_CHARS
     assert "### Unresolved risks" in text and "conflicts need a human (see the PR description)" not in text
-    assert re.search(r"- … and \d+ more \(see the commit table\)", text)
-    assert re.search(r"\| … \d+ more commits \(the upstream range above lists them all\) \| \| \| \|", text)
+    assert re.search(r"- … and \d+ more \(the commit table shows each commit's risk\)", text)
+    assert re.search(
+        r"\| … \d+ more commits \(the upstream range in the PR description lists them all\) \|", text
+    )
     short = classification(picked_with(reports[-1]), config=SluiceConfig(), links=LINKS).render({})
     assert "…" not in short and "conflicts need a human (see the PR description)" in short
 

@@ -296,13 +296,16 @@ def classification(picked: PickedUnit, *, config: SluiceConfig, links: Links) ->
         "None: every commit applied cleanly or was resolved mechanically."
     ]
     room = GITHUB_TEXT_MAX_CHARS - _COMMENT_HEAD
-    risks = rows_that_fit(risks, room=room // 3, more=lambda n: f"- … and {n} more (see the commit table)")
+    risks = rows_that_fit(
+        risks, room=room // 3, more=lambda n: f"- … and {n} more (the commit table shows each commit's risk)"
+    )
     room -= len("\n".join(risks))
     conflicts = rows_that_fit(
         conflicts, room=room // 2, more=lambda n: f"| … | {plural(n, 'more conflicting file')} | | | | |"
     )
     room -= len("\n".join(conflicts))
-    rows = rows_that_fit(rows, room=room, more=lambda n: f"| … {plural(n, 'more commit')} ({_MORE}) | | | |")
+    where = "the upstream range in the PR description lists them all"
+    rows = rows_that_fit(rows, room=room, more=lambda n: f"| … {plural(n, 'more commit')} ({where}) | | | |")
     lines = ["", "| upstream commit | component | risk | conflicts |", "|---|---|---|---|", *rows]
     if conflicts:
         lines += [
