@@ -273,6 +273,14 @@ async def test_merge_moves_the_base_branch_in_the_bare_repo(api: Any, sim: GitHu
     assert (await call(api, "PUT", f"/repos/{FORK}/pulls/1/merge", json={}))[0] == 405
 
 
+async def test_a_draft_is_not_merged(api: Any, sim: GitHubSim) -> None:
+    pr = await open_pr(api, sim, "topic", draft=True)
+    status, body = await call(api, "PUT", f"/repos/{FORK}/pulls/1/merge", json={"sha": pr["head"]["sha"]})
+    assert (status, body["message"]) == (405, "Pull Request is still a draft")
+    sim.set_draft(FORK, 1, False, user="rm")
+    assert (await call(api, "PUT", f"/repos/{FORK}/pulls/1/merge", json={"sha": pr["head"]["sha"]}))[0] == 200
+
+
 async def test_conflicting_pull_is_not_mergeable(api: Any, sim: GitHubSim) -> None:
     sim.commit(FORK, "topic", {"README.md": "theirs\n"}, parent=sim.git(FORK, "rev-parse", "main"))
     sim.commit(FORK, "main", {"README.md": "ours\n"})
@@ -535,6 +543,34 @@ async def test_a_request_body_github_would_refuse_is_refused(api: Any, sim: GitH
     status, _ = await call(api, "POST", f"/repos/{FORK}/issues/1/labels", json={"labels": "not-a-list"})
     assert status == 422
     assert len(sim.schema_violations) == 2 and sim.schema_violations[0].startswith("checks/create: status")
+
+
+async def test_a_field_named_like_a_schema_annotation_keeps_its_limits(api: Any, sim: GitHubSim) -> None:
+    """A check run action's `description` (at most 40 characters) is a field, not documentation."""
+    main = sim.git(FORK, "rev-parse", "main")
+    action = {"label": "Re-run", "identifier": "rerun", "description": "d" * 41}
+    status, body = await call(
+        api, "POST", f"/repos/{FORK}/check-runs", json={"name": "L1", "head_sha": main, "actions": [action]}
+    )
+    assert status == 422 and "description" in body["message"]
+    action["description"] = "d" * 40
+    ok = {"name": "L1", "head_sha": main, "actions": [action], "output": {"title": "t", "summary": "s"}}
+    assert (await call(api, "POST", f"/repos/{FORK}/check-runs", json=ok))[0] == 201
+
+
+def test_a_check_runs_pull_requests_leave_out_a_pr_from_another_repository(sim: GitHubSim) -> None:
+    """As GitHub's check_run payloads do: the bot must find a PR from a fork of the fork another way."""
+    main = sim.git(FORK, "rev-parse", "main")
+    sim.create_repo("outsider/triton")
+    sim.git("outsider/triton", "fetch", "--quiet", str(sim.repo_path(FORK)), "main:main")
+    theirs = sim.commit("outsider/triton", "fix", {"a.py": "a\n"}, message="fix", parent=main)
+    sim.open_pull(FORK, head="outsider:fix", base="main", title="theirs", user="outsider")
+    ours = sim.commit(FORK, "topic", {"b.py": "b\n"}, message="topic", parent=main)
+    sim.open_pull(FORK, head="topic", base="main", title="ours", user="dev")
+    for head, expected in ((theirs, []), (ours, [2])):
+        run = sim.finish_check(FORK, head, "sluice/L1", "success")
+        payload = sim.check_run_completed_payload(FORK, run)
+        assert [p["number"] for p in payload["check_run"]["pull_requests"]] == expected
 
 
 # ------------------------------------------------------------------ faults and rate limits

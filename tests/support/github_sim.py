@@ -1516,6 +1516,13 @@ class GitHubSim:
         self._notify_pull(repo, issue, "opened", sender=issue.user)
         return self._pull_json(repo, issue)
 
+    def set_draft(self, full_name: str, number: int, draft: bool, *, user: str) -> None:
+        """A person converts the PR to a draft, or marks it ready for review (GitHub does it through GraphQL
+        and the web page; REST cannot), with GitHub's `converted_to_draft` / `ready_for_review` event."""
+        repo, issue = self.repos[full_name], self.issues[full_name][number]
+        issue.draft = draft
+        self._notify_pull(repo, issue, "converted_to_draft" if draft else "ready_for_review", sender=user)
+
     async def _create_pull(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
         data = await self._json(request)
@@ -1685,6 +1692,8 @@ class GitHubSim:
         head, base = self._pull_shas(repo, issue)
         if issue.state != "open" or head is None or base is None:
             raise SimError(405, "Pull Request is not mergeable")
+        if issue.draft:
+            raise SimError(405, "Pull Request is still a draft")
         if data.get("sha") not in (None, head):
             raise SimError(409, "Head branch was modified. Review and try the merge again.")
         method = data.get("merge_method", "merge")
@@ -2131,12 +2140,14 @@ class GitHubSim:
             self._emit("check_run", self.check_run_completed_payload(repo.full_name, run))
 
     def check_run_completed_payload(self, full_name: str, run: dict[str, Any]) -> dict[str, Any]:
-        """`check_run` `completed` as GitHub sends it (for rigs that route events themselves)."""
+        """`check_run` `completed` as GitHub sends it (for rigs that route events themselves): its
+        `pull_requests` name the open PRs on its head from branches of the repository itself (GitHub leaves
+        out a PR whose head is in another repository)."""
         repo = self.repos[full_name]
         pulls = []
         for issue in self._open_pulls(repo):
             head, base = self._pull_shas(repo, issue)
-            if head == run["head_sha"]:
+            if head == run["head_sha"] and issue.head_repo is None:
                 pulls.append(
                     {
                         "number": issue.number,
