@@ -37,9 +37,10 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
 
 
 @router.register("pull_request", action="synchronize")
+@router.register("pull_request", action="ready_for_review")
 async def on_ingestion_push(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
     """A new head on an ingestion PR (or an emergency pick): approvals of the old head stop counting, so its
-    gate is judged anew."""
+    gate is judged anew; as it is when a draft is marked ready for review (Sluice merges no draft)."""
     if event.pull_request.head.ref.startswith((BRANCH_PREFIX, EMERGENCY_PREFIX)):
         await gatekeeping.reevaluate(ctx, event.repository.full_name, event.pull_request.number)
 

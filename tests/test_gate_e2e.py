@@ -451,6 +451,27 @@ async def test_a_hold_keeps_an_open_gate_from_merging_until_released(
     assert pull.merged and rig.trunk() != head  # rebased: new commits on trunk
 
 
+async def test_a_draft_merges_only_once_marked_ready_for_review(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    """GitHub refuses to merge a draft (405): an open gate leaves it, saying so, until it is marked ready."""
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig)
+    pull = rig.pull()
+    head = rig.head(pull)
+    rig.sim.set_draft(FORK, pull.number, True, user="rm")
+    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    gate = rig.gate(head)
+    assert not pull.merged and gate["conclusion"] == "success"  # open, not failed by a refused merge
+    assert (
+        "It is a draft: Sluice merges it once someone marks it ready for review." in gate["output"]["summary"]
+    )
+    rig.sim.set_draft(FORK, pull.number, False, user="rm")
+    await rig.settle()
+    assert pull.merged
+
+
 async def test_an_open_gate_that_waits_again_shows_it_on_a_new_check_run(
     aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:

@@ -258,6 +258,8 @@ def _merge_blocker(keeper: Gatekeeper, found: Facts, paused: Pause | None) -> st
         return "Its head is not the commit Sluice pushed (someone pushed to the branch): a person merges it."
     if paused is not None:
         return f"Automatic ingestion is paused ({paused.reason}); `/resume` lifts it."
+    if pull.get("draft"):  # GitHub refuses to merge a draft (405)
+        return "It is a draft: Sluice merges it once someone marks it ready for review."
     if not keeper.config.gate.auto_merge:
         return "`gate.auto_merge` is off: a person merges this PR."
     if pull["base"]["ref"] != keeper.trunk:
