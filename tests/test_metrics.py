@@ -106,6 +106,16 @@ def test_oldest_missing_commit_and_its_age() -> None:
     assert (status.oldest_missing, status.oldest_missing_days) == (sha(2), 2.25)
 
 
+def test_days_behind_is_never_negative() -> None:
+    """Upstream head committed before the ingestion tip (clock skew between committers): 0 days, not -1."""
+    skewed = [*STREAM[:8], (sha(8), STREAM[11][1] + DAY), *STREAM[9:]]
+    missing = {s for s, _ in skewed[4:]}
+    status = stream_status(
+        skewed, missing=missing, recognised={sha(8): pick(8)}, fork_head="f" * 40, patch_stack_commits=0
+    )
+    assert (status.ingestion_tip, status.days_behind) == (sha(8), 0.0)
+
+
 def test_nothing_missing_means_no_oldest_missing() -> None:
     status = stream_status(STREAM, missing=set(), recognised={}, fork_head="f" * 40, patch_stack_commits=0)
     assert (status.oldest_missing, status.oldest_missing_days) == (None, None)

@@ -36,10 +36,16 @@ def ingestion_tip_index(
     return None
 
 
-def oldest_missing(stream: Sequence[tuple[str, int]], pending: Sequence[str]) -> tuple[str, int] | None:
-    """The pending upstream commit committed first, with its committer time."""
+def oldest_missing(
+    stream: Sequence[tuple[str, int]], pending: Iterable[str]
+) -> tuple[str | None, float | None]:
+    """The pending upstream commit committed first and how many days older than upstream head it is;
+    (None, None) when nothing is pending."""
     times = dict(stream)
-    return min(((sha, times[sha]) for sha in pending), key=lambda st: st[1], default=None)
+    oldest = min(((sha, times[sha]) for sha in pending), key=lambda st: st[1], default=None)
+    if oldest is None:
+        return None, None
+    return oldest[0], _days(stream[-1][1] - oldest[1])
 
 
 def _days(seconds: int) -> float:
@@ -88,7 +94,7 @@ def stream_status(
     head_sha, head_time = stream[-1]
     tip = ingestion_tip_index(shas, missing, recognised, picks_move_tip=picks_move_tip)
     pending = pending_shas(shas, missing, recognised)
-    oldest = oldest_missing(stream, pending)
+    oldest, oldest_days = oldest_missing(stream, pending)
     on_stream = [recognised[s] for s in shas if s in recognised]
     by_method = Counter(r.method.value for r in on_stream if not r.emergency)
     by_method[RecognitionMethod.ANCESTRY.value] = len(shas) - len(missing)
@@ -101,15 +107,15 @@ def stream_status(
         fork_head=fork_head,
         ingestion_tip=tip_sha,
         ingestion_tip_time=tip_time,
-        days_behind=None if tip_time is None else _days(head_time - tip_time),
+        days_behind=None if tip_time is None else _days(max(0, head_time - tip_time)),  # clock skew
         backlog_commits=sum(1 for s in pending if tip is not None and position[s] < tip),
         pending_commits=len(pending),
         ingested_commits=sum(by_method.values()),
         emergency_commits=sum(1 for r in on_stream if r.emergency),
         patch_stack_commits=patch_stack_commits,
         recognised_by=dict(sorted(by_method.items())),
-        oldest_missing=oldest[0] if oldest else None,
-        oldest_missing_days=_days(head_time - oldest[1]) if oldest else None,
+        oldest_missing=oldest,
+        oldest_missing_days=oldest_days,
         unreadable=dict(sorted((unreadable or {}).items())),
         lead_time_days_median=median_lead,
         lead_time_days_p90=p90_lead,

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from bot.core.calibrated import LoadedModel
 from bot.core.config import SluiceConfig
 from bot.core.errors import SluiceError
+from bot.core.metrics import oldest_missing
 from bot.core.models import Disposition, DispositionRecord, Plan, StreamStatus
 from bot.core.planner import make_plan, prior_chains
 from bot.core.risk_model import RiskModel
@@ -35,17 +36,21 @@ def held_by_people(snapshot: Snapshot, records: Mapping[str, DispositionRecord])
 
 
 def with_dispositions(snapshot: Snapshot, held: Mapping[str, Disposition]) -> StreamStatus:
-    """The status once people's decisions count: a skipped commit is neither pending nor backlog."""
+    """The status once people's decisions count: a skipped commit is neither pending, nor backlog, nor
+    the oldest missing commit."""
     status = snapshot.status
     skipped = {sha for sha, d in held.items() if d == Disposition.SKIPPED}
     position = {sha: index for index, (sha, _) in enumerate(snapshot.stream)}
     tip = position.get(status.ingestion_tip) if status.ingestion_tip else None
     behind_tip = sum(1 for sha in skipped if tip is not None and position[sha] < tip)
+    oldest, oldest_days = oldest_missing(snapshot.stream, (s for s in snapshot.pending if s not in skipped))
     update = {
         "pending_commits": status.pending_commits - len(skipped),
         "backlog_commits": status.backlog_commits - behind_tip,
         "skipped_commits": len(skipped),
         "deferred_commits": len(held) - len(skipped),
+        "oldest_missing": oldest,
+        "oldest_missing_days": oldest_days,
     }
     return status.model_copy(update=update)
 
