@@ -63,9 +63,12 @@ def row(body: str, name: str) -> list[str]:
         ([point(1, behind=2.5), point(0)], "↓ 0.5", "↓ 0.5"),
         # runs that changed nothing do not reset the trend: the last change still shows
         ([point(2, behind=1.0), point(1), point(0.5), point(0)], "↑ 1", "↑ 1"),
-        # older than seven days: not in the weekly window, still the last change
-        ([point(9, behind=5.0), point(3, behind=3.0), point(0)], "↓ 1", "↓ 1"),
-        ([point(9, behind=5.0), point(0)], "↓ 3", "—"),
+        # the week compares with the value seven days ago: the newest point at least that old
+        ([point(9, behind=5.0), point(3, behind=3.0), point(0)], "↓ 1", "↓ 3"),
+        ([point(10, behind=6.0), point(8, behind=5.0), point(3, behind=3.0), point(0)], "↓ 1", "↓ 3"),
+        ([point(9, behind=5.0), point(0)], "↓ 3", "↓ 3"),
+        # no point is seven days old: the oldest one stands in
+        ([point(6, behind=4.0), point(3, behind=3.0), point(0)], "↓ 1", "↓ 2"),
         ([point(1, behind=None), point(0)], "n/a → 2", "n/a → 2"),
     ],
 )
@@ -197,6 +200,31 @@ def test_a_long_backlog_is_cut_and_the_body_fits_github() -> None:
     assert 0 < shown <= d.MAX_BACKLOG_LINES
     assert f"… and {2000 - shown} more" in body and body.rstrip().endswith("none")  # nothing cut after it
     assert "x" * (d.MAX_SUBJECT + 1) not in body
+
+
+def test_a_huge_plan_keeps_every_section_and_the_body_fits_github() -> None:
+    files = ("lib/Dialect/X.cpp", "python/triton/runtime/jit.py")
+    chains = [
+        RiskyChain(id=f"chain-{n:010d}", root=sha(n), risk=RiskLevel.HIGH, commits=(planned(n, *files),))
+        for n in range(2000)
+    ]
+    body = d.render(
+        model(
+            chains=chains,
+            components=COMPONENTS,
+            backlog=[d.BacklogCommit(sha(n), "x" * 300, "deferred") for n in range(2000)],
+            paused=d.PauseState("dave", "LLVM bump week", NOW),
+            throttle=d.ThrottleState(failures=1, limit=3, tripped=False),
+        )
+    )
+    assert len(body) < GITHUB_TEXT_MAX_CHARS and "(cut:" not in body
+    sections = ("Open ingestions", "Risky chains", "Backlog", "Waivers", "Holds", "L3 signoffs")
+    for section in (*sections, "Paused", "Safety throttle"):
+        assert f"## {section}\n" in body, section
+    shown = sum(1 for line in body.splitlines() if line.startswith("| `chain-"))
+    assert 0 < shown < 2000 and f"{2000 - shown} more chains" in body
+    assert "Paused by @dave since 2026-12-01: LLVM bump week" in body
+    assert "armed (1 of 3 failures in a row)" in body
 
 
 def test_waivers_holds_pause_and_throttle_when_given() -> None:

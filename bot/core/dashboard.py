@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from bot.core.config import Component
 from bot.core.ingestion import Links, Tier
 from bot.core.lag import LagPoint
-from bot.core.limits import fit_for_github
+from bot.core.limits import fit_for_github, rows_that_fit
 from bot.core.markdown import plain
 from bot.core.models import CommitInfo, Disposition, Plan, RiskyChain
+from bot.core.render import plural
 
 MARKER = "<!-- sluice:dashboard -->"  # identifies the fork's dashboard issue among its open issues
 LABEL = "sluice:dashboard"
@@ -23,6 +24,7 @@ BACKLOG_LINE = re.compile(
 )
 MAX_BACKLOG_LINES = 300  # more would crowd out the rest of the body; the count says how many are left out
 MAX_BACKLOG_CHARS = 40_000  # and so would long subjects: the backlog's share of GitHub's 65,536
+MAX_CHAIN_ROWS_CHARS = 15_000  # the risky chains' share: with the backlog's, room is left for the rest
 MAX_SUBJECT = 120
 TREND_WINDOW = dt.timedelta(days=7)
 NONE = "none"
@@ -164,9 +166,10 @@ def previous_state(history: Sequence[LagPoint]) -> LagPoint | None:
 
 
 def window_start(history: Sequence[LagPoint], now: dt.datetime) -> LagPoint | None:
-    """The oldest point of the last seven days, when it is older than the latest one."""
-    start = next((p for p in history if p.at >= now - TREND_WINDOW), None)
-    return start if start is not None and start is not history[-1] else None
+    """The value seven days ago: the newest point at or before then, else the oldest point; None when that is
+    the latest one."""
+    start = next((p for p in reversed(history) if p.at <= now - TREND_WINDOW), history[0])
+    return start if start is not history[-1] else None
 
 
 def delta(metric: Metric, now: LagPoint, then: LagPoint | None) -> str:
@@ -192,18 +195,19 @@ def _number(value: float | int | None) -> str:
 
 
 def render(model: DashboardModel) -> str:
-    """The issue's body: Markdown within GitHub's limit, the same text for the same model."""
+    """The issue's body: Markdown within GitHub's limit, the same text for the same model. The paused state
+    and the safety throttle come before the tables, so that GitHub's limit never cuts them."""
     sections = [
         [MARKER, f"# Sluice dashboard: `{model.fork}`", ""],
         _metrics(model),
+        _pause(model.paused),
+        _throttle(model.throttle),
         _ingestions(model.ingestions),
         _chains(model),
         _backlog(model.backlog),
         _waivers(model.waivers, model.now),
         _holds(model.holds),
         _signoffs(model.signoffs),
-        _pause(model.paused),
-        _throttle(model.throttle),
     ]
     return fit_for_github("\n".join(line for section in sections for line in section), what="an issue's body")
 
@@ -265,11 +269,17 @@ def _chains(model: DashboardModel) -> list[str]:
     if not pending:
         return [*lines, NONE, ""]
     lines += ["| chain | risk | commits | components | owners |", "|---|---|---|---|---|"]
+    rows = []
     for chain in pending:
         names, owners = chain_owners(chain, model.components)
         who, touched = ", ".join(owners) or "no owner configured", ", ".join(names) or "—"
-        lines.append(f"| `{chain.id}` | {chain.risk.value} | {len(chain.commits)} | {touched} | {who} |")
-    return [*lines, ""]
+        rows.append(f"| `{chain.id}` | {chain.risk.value} | {len(chain.commits)} | {touched} | {who} |")
+    rows = rows_that_fit(
+        rows,
+        room=MAX_CHAIN_ROWS_CHARS,
+        more=lambda n: f"| … | {plural(n, 'more chain')} (`sluice plan` lists them all) | | | |",
+    )
+    return [*lines, *rows, ""]
 
 
 def _backlog(backlog: Sequence[BacklogCommit]) -> list[str]:
