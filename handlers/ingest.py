@@ -82,11 +82,12 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
             await requests.tiers(ctx, fork.repo, record.pr_number)
     await dashboard.update(ctx, forge, _shown(ctx, fork, built))
     log.info(
-        "ingested %s: %d units, %d pushed, %d actions, %d pending upstream commits",
+        "ingested %s: %d units, %d pushed, %d actions, %d pending upstream commits, %d backlog commits",
         fork.repo,
         len(built.desired.units),
         sum(isinstance(a, PushBranch) for a in actions),
         len(actions),
+        built.plan.status.pending_commits,
         built.plan.status.backlog_commits,
     )
 

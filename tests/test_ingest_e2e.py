@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -401,7 +402,10 @@ def ingest_runs(rig: Rig) -> int:
         return int(conn.execute(query).scalar_one())
 
 
-async def test_each_ingestion_run_adds_one_lag_point_shown_on_metrics_and_the_status_page(rig: Rig) -> None:
+async def test_each_ingestion_run_adds_one_lag_point_shown_on_metrics_and_the_status_page(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sluice.ingest")
     fork_installation, upstream_installation = rig.sim.install(FORK), rig.sim.install(UPSTREAM)
     await upstream_commits(rig, ("docs: clarify the guide", {"docs/guide.md": "guide, clarified\n"}))
     assert await installation_event(rig, FORK, fork_installation) == 202
@@ -417,6 +421,8 @@ async def test_each_ingestion_run_adds_one_lag_point_shown_on_metrics_and_the_st
     points = history.history(FORK)
     assert len(points) == ingest_runs(rig) > len(first)  # one per run, never overwritten
     assert points[-1].pending_commits == 2 and points[-1].at >= first[-1].at
+    ingested = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"ingested {FORK}:")]
+    assert ingested[-1].endswith(", 2 pending upstream commits, 0 backlog commits")
 
     async with aiohttp.ClientSession() as session:
         async with session.get(f"{rig.bot_url}/metrics") as resp:

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from pydantic import SecretStr
 
 from bot.app.service import create_app
 from bot.app.settings import Settings
+from bot.app.status import LagGauges
 from bot.core.charts import Series, line_chart
 from bot.core.ingestion import IngestionRecord
 from bot.core.lag import LagPoint
@@ -205,6 +207,27 @@ async def test_the_service_serves_the_page_and_the_gauges(aiohttp_client: Any, s
     assert 'sluice_tier_runner_minutes{fork="meta/triton",tier="L1"} 100.0' in metrics
     assert 'sluice_tier_runner_minutes{fork="intel/triton-xpu",tier="L1"} 3.0' in metrics
     assert 'tier="L3"' not in metrics  # a tier that never completed a run has no series
+
+
+async def test_metrics_cover_registered_forks_only(aiohttp_client: Any, store: Store) -> None:
+    """A removed fork's lag history stays stored, but its series leave `/metrics`."""
+    seeded(store)
+    LagHistory(store).record(point(OTHER, 1, days_behind=4.0, backlog=2))  # a fork never registered
+    client = await served(aiohttp_client, store)
+    metrics = await (await client.get("/metrics")).text()
+    assert 'sluice_days_behind_upstream{fork="meta/triton"} 0.8' in metrics
+    assert 'fork="intel/triton-xpu"' not in metrics
+    Registry(store).unregister_fork(FORK)
+    metrics = await (await client.get("/metrics")).text()
+    assert "sluice_days_behind_upstream{" not in metrics and "sluice_backlog_commits{" not in metrics
+    assert "sluice_ingestion_lead_time_days{" not in metrics
+
+
+def test_the_backlog_gauge_says_what_backlog_commits_are() -> None:
+    registry = CollectorRegistry()
+    LagGauges(registry).update({FORK: point(FORK, 0, days_behind=1.0, backlog=3)})
+    help_line = "# HELP sluice_backlog_commits Backlog Commits: upstream commits older than the ingestion tip"
+    assert f"{help_line} that the fork does not have\n" in generate_latest(registry).decode()
 
 
 @pytest.fixture

@@ -21,12 +21,11 @@ from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.intake import RETRY_AFTER_S, DatabaseBusy, Intake, Lane
 from bot.app.settings import MAX_WEBHOOK_BYTES, Settings
-from bot.app.status import BisectGauges, LagGauges, TierGauges, fork_views
+from bot.app.status import BisectGauges, LagGauges, TierGauges, fork_views, registered_latest
 from bot.core import webhooks
 from bot.core.status_page import status_page
 from bot.db.bisections import Bisections
 from bot.db.jobs import Delivery, JobQueue, JobState
-from bot.db.lag import LagHistory
 from bot.db.registry import Registry
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
@@ -219,11 +218,11 @@ async def readyz(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     app = request.app
-    lag, runs = LagHistory(app[HEALTH_STORE]), TierRuns(app[HEALTH_STORE])
-    bisections = Bisections(app[HEALTH_STORE])
+    store = app[HEALTH_STORE]
+    runs, bisections = TierRuns(store), Bisections(store)
     try:  # one call on the lane: a stalled database costs /metrics one deadline, not one per figure
         counts, latest, tiers, bisected = await app[HEALTH].run(
-            lambda: (app[HEALTH_QUEUE].counts(), lag.latest(), runs.stats(), bisections.stats())
+            lambda: (app[HEALTH_QUEUE].counts(), registered_latest(store), runs.stats(), bisections.stats())
         )
     except (DatabaseBusy, SQLAlchemyError) as exc:  # the gauges keep their last values; the rest matter
         log.warning("/metrics: job, lag and tier gauges not refreshed: %s", str(exc).splitlines()[0])

@@ -35,6 +35,13 @@ def fork_views(store: Store) -> list[ForkView]:
     return views
 
 
+def registered_latest(store: Store) -> dict[str, LagPoint]:
+    """Each registered fork's newest lag point: a removed fork's history stays stored, but leaves `/metrics`
+    (blocking: run it on a lane)."""
+    registered = {fork.repo for fork in Registry(store).all_forks()}
+    return {fork: point for fork, point in LagHistory(store).latest().items() if fork in registered}
+
+
 class LagGauges:
     """Each fork's metrics (README, Metrics) on `/metrics`, as the newest ingestion run left them."""
 
@@ -43,7 +50,10 @@ class LagGauges:
             return Gauge(name, doc, ["fork"], registry=registry)
 
         self.days_behind = gauge("sluice_days_behind_upstream", "Days Behind Upstream (README, Metrics)")
-        self.backlog = gauge("sluice_backlog_commits", "Backlog Commits: upstream commits skipped past")
+        self.backlog = gauge(
+            "sluice_backlog_commits",
+            "Backlog Commits: upstream commits older than the ingestion tip that the fork does not have",
+        )
         self.pending = gauge("sluice_pending_commits", "Upstream commits the fork does not have yet")
         self.oldest = gauge("sluice_oldest_missing_days", "Age of the oldest missing upstream commit, days")
         self.open = gauge("sluice_open_ingestions", "Open ingestion PRs (and tracking issues)")
@@ -55,6 +65,9 @@ class LagGauges:
         )
 
     def update(self, latest: Mapping[str, LagPoint]) -> None:
+        """Show exactly the forks of `latest`: a fork no longer there loses its series."""
+        for gauge in (self.days_behind, self.backlog, self.pending, self.oldest, self.open, self.lead_time):
+            gauge.clear()
         for fork, point in latest.items():
             # NaN where a figure is not defined yet (no ingestion tip): Prometheus' "no value".
             self.days_behind.labels(fork=fork).set(_or_nan(point.days_behind))
