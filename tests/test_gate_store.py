@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from bot.core import audit
 from bot.core.audit import AuditCommit, AuditConflict, AuditRecord, AuditState
-from bot.core.gate import Waiver
+from bot.core.gate import CheckResult, Waiver
 from bot.core.ingestion import Tier
 from bot.db.gates import GateStore
 from bot.db.store import Store
@@ -103,6 +104,43 @@ def test_an_audit_record_is_refreshed_while_open_and_never_after_it_closed(gates
     assert closed is not None and closed.state is AuditState.CLOSED and closed.merge_sha == "c" * 40
     (found,) = gates.find_audits("bundle-aaaaaaaaaa")
     assert found[1] == closed and gates.find_audits(str(found[0])) == [found]
+
+
+def waiver(tier: Tier) -> Waiver:
+    return Waiver(tier, "@perf-team", "flaky runner", "rerun nightly", AT + dt.timedelta(days=3), "alice", H1)
+
+
+def test_a_closed_audit_record_keeps_every_failing_tier_that_was_waived() -> None:
+    """A failing tier with no waiver (a person merged anyway) and a neutral one are no waived failures."""
+    checks = {
+        "sluice/L1": CheckResult("sluice/L1", H1, "completed", "success"),
+        "sluice/L2": CheckResult("sluice/L2", H1, "completed", "failure"),
+        "sluice/L3": CheckResult("sluice/L3", H1, "completed", "timed_out"),
+        "sluice/gate": CheckResult("sluice/gate", H1, "completed", "failure"),
+    }
+    both = audit.closed(
+        record(),
+        checks=checks,
+        approvals=(),
+        waivers=[waiver(Tier.L3), waiver(Tier.L2)],
+        merge_sha="c" * 40,
+        rollback=(None, "d" * 40),
+        at=AT,
+    )
+    assert both.waived_tiers == ("sluice/L2", "sluice/L3")
+    assert "  waived failing tiers: sluice/L2, sluice/L3\n" in audit.render(1, both)
+    neutral = checks | {"sluice/L2": CheckResult("sluice/L2", H1, "completed", "neutral")}
+    one = audit.closed(
+        record(),
+        checks=neutral,
+        approvals=(),
+        waivers=[waiver(Tier.L2)],
+        merge_sha="c" * 40,
+        rollback=(None, "d" * 40),
+        at=AT,
+    )
+    assert one.waived_tiers == ()
+    assert "  waived failing tiers: none\n" in audit.render(1, one)
 
 
 def test_sluice_audit_prints_a_record_by_ingestion_id_or_number(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,7 +59,7 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0020_command_audit_line_len"
+HEAD_REVISION = "0021_audit_waived_tiers"
 # Modules that define tables on the metadata the migrations are compared with.
 TABLE_MODULES = (
     bot.db.audit,
@@ -704,3 +705,50 @@ def test_a_culprit_blamed_before_0019_was_first_blamed_at_its_blame(database_url
     finally:
         store.close()
     assert {sha: b.time for sha, b in blames.items()} == {"c" * 40: int(at.timestamp())}
+
+
+def test_an_audit_record_closed_before_0021_keeps_its_waived_failing_tiers(database_url: str) -> None:
+    """Records kept the first tier that did not succeed, waived or not; upgraded, they keep the failing tiers
+    their waivers let through (L3 failed unwaived: a person merged anyway)."""
+    tiers = [
+        {"name": f"sluice/{level}", "head_sha": "a" * 40, "status": "completed", "conclusion": conclusion}
+        for level, conclusion in (("L1", "success"), ("L2", "timed_out"), ("L3", "failure"))
+    ]
+    waiver = {
+        "tier": "sluice/L2",
+        "owner": "@perf",
+        "reason": "flaky",
+        "recovery_plan": "rerun",
+        "expires_at": "2026-12-04T00:00:00Z",
+        "granted_by": "alice",
+        "head_sha": "a" * 40,
+    }
+    record = {
+        "fork": "o/f",
+        "ingestion_id": "bundle-1",
+        "kind": "bundle",
+        "pr_number": 7,
+        "head": "a" * 40,
+        "upstream_base": None,
+        "upstream_target": "b" * 40,
+        "tiers": tiers,
+        "failing_tier": "sluice/L2",
+        "waivers": [waiver],
+        "state": "closed",
+    }
+    row = {
+        "fork": "o/f",
+        "pr_number": 7,
+        "ingestion_id": "bundle-1",
+        "state": "closed",
+        "record": json.dumps(record),
+        "updated_at": datetime(2026, 12, 1, tzinfo=UTC),
+    }
+    with at_revision(database_url, "0020_command_audit_line_len") as conn:
+        conn.execute(bot.db.gates.audits.insert().values(row))
+    store = Store.open(database_url)
+    try:
+        upgraded = bot.db.gates.GateStore(store).audit("o/f", 7)
+    finally:
+        store.close()
+    assert upgraded is not None and upgraded.waived_tiers == ("sluice/L2",)

@@ -644,7 +644,7 @@ def _audit(store: Store, found: Ingestion) -> None:
     found.audit = {
         "number": number,
         "state": record.state.value,
-        "failing_tier": record.failing_tier,
+        "waived_tiers": list(record.waived_tiers),
         "rollback_sha": record.rollback_sha,
         "conflicts": len(record.conflicts),
         "approvals": [a.login for a in record.approvals],

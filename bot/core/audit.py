@@ -7,7 +7,7 @@ import datetime as dt
 import enum
 from collections.abc import Mapping, Sequence
 
-from bot.core.gate import Approval, CheckResult, Resolution, Waiver
+from bot.core.gate import FAILED, Approval, CheckResult, Resolution, Waiver
 from bot.core.ingestion import PickedUnit, Tier
 from bot.core.models import Frozen
 
@@ -87,7 +87,7 @@ class AuditRecord(Frozen):
     commits: tuple[AuditCommit, ...] = ()
     conflicts: tuple[AuditConflict, ...] = ()
     tiers: tuple[AuditTier, ...] = ()
-    failing_tier: str | None = None
+    waived_tiers: tuple[str, ...] = ()  # the tiers that failed on the merged head and a waiver let through
     approvals: tuple[AuditApproval, ...] = ()
     waivers: tuple[AuditWaiver, ...] = ()
     merge_sha: str | None = None
@@ -156,17 +156,19 @@ def closed(
     rollback: tuple[str | None, str],
     at: dt.datetime,
 ) -> AuditRecord:
-    """The record as the merge leaves it: tiers, the approvals and waivers that counted, merge, rollback."""
+    """The record as the merge leaves it: tiers, the failing ones that were waived, the approvals and waivers
+    that counted, merge, rollback."""
     tiers = tuple(
         AuditTier(name=c.name, head_sha=c.head_sha, status=c.status, conclusion=c.conclusion, url=c.url)
         for name, c in sorted(checks.items())
         if name in {t.value for t in Tier if t is not Tier.GATE}
     )
-    failing = next((t.name for t in tiers if t.status == "completed" and t.conclusion != "success"), None)
+    waived = {w.tier.value for w in waivers}
+    failed_and_waived = tuple(t.name for t in tiers if t.conclusion in FAILED and t.name in waived)
     return record.model_copy(
         update={
             "tiers": tiers,
-            "failing_tier": failing,
+            "waived_tiers": failed_and_waived,
             "approvals": tuple(
                 AuditApproval(login=a.login, head_sha=a.head_sha, at=a.at, source=a.source) for a in approvals
             ),
@@ -199,7 +201,7 @@ def render(number: int, record: AuditRecord) -> str:
         f"  upstream: {record.upstream_base or '?'}..{record.upstream_target}",
         f"  head: {record.head or '-'}   merge: {record.merge_sha or '-'}",
         f"  rollback: {record.rollback_tag or '-'} at {record.rollback_sha or '-'}",
-        f"  failing tier: {record.failing_tier or 'none'}",
+        f"  waived failing tiers: {', '.join(record.waived_tiers) or 'none'}",
         "  commits:",
         *(f"    {c.upstream[:10]} {c.status:<16} {c.subject}" for c in record.commits),
         *(

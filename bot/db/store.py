@@ -54,7 +54,7 @@ from bot.core.models import ChainStatus, Disposition, DispositionRecord, Plan, R
 
 DEFAULT_URL_ENV = "SLUICE_DATABASE_URL"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-HEAD_REVISION = "0020_command_audit_line_len"  # the newest migration (a test checks it is Alembic's head)
+HEAD_REVISION = "0021_audit_waived_tiers"  # the newest migration (a test checks it is Alembic's head)
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # pg_advisory_xact_lock keys: one for schema migrations, one namespace for per-fork plan recording.
 _MIGRATION_LOCK_KEY = 0x534C_5549_4345_0001
