@@ -650,6 +650,17 @@ async def test_an_emergency_pick_merges_after_l1_and_a_code_owners_approval(ctx:
     assert "Opened #" in await say(ctx, number, "/cherry-pick 1872")
     (pull,) = emergencies(sim)
     head, pick = pull["head"]["sha"], pull["head"]["ref"].removeprefix(EMERGENCY_PREFIX)
+    opened = GateStore(ctx.store).audit(FORK, pull["number"])  # the record opens with the PR
+    assert opened is not None and (opened.kind, opened.state, opened.head) == (
+        "emergency",
+        AuditState.OPEN,
+        head,
+    )
+    (picked,) = opened.commits
+    assert picked.upstream == opened.upstream_target and picked.subject == "[Fix] the crash (#1872)"
+    assert picked.commit == head and opened.upstream_base == sim.git(
+        UPSTREAM, "rev-parse", f"{picked.upstream}^"
+    )
 
     await finish_l1(ctx, head)  # L1 alone is required (L2 is not, for an emergency pick), but no approval
     gate = gate_run(sim, head)
@@ -669,7 +680,7 @@ async def test_an_emergency_pick_merges_after_l1_and_a_code_owners_approval(ctx:
     record = GateStore(ctx.store).audit(FORK, pull["number"])
     assert record is not None and record.state is AuditState.CLOSED and record.kind == "emergency"
     assert (record.merge_sha, record.rollback_tag) == (sim.git(FORK, "rev-parse", "main"), tag)
-    assert [a.login for a in record.approvals] == ["dan"]
+    assert [a.login for a in record.approvals] == ["dan"] and record.commits == opened.commits
 
     await dispatch(ctx, "ingest", {"fork": FORK, "reason": "after the emergency pick"})
     after = LagHistory(ctx.store).history(FORK)[-1]

@@ -7,9 +7,12 @@ import datetime as dt
 import enum
 from collections.abc import Mapping, Sequence
 
+from bot.core.emergency import EmergencyPick
 from bot.core.gate import FAILED, Approval, CheckResult, Resolution, Waiver
 from bot.core.ingestion import PickedUnit, Tier
-from bot.core.models import Frozen
+from bot.core.models import CommitReport, Frozen
+
+EMERGENCY_KIND = "emergency"  # the kind of an emergency pick's record (`/cherry-pick`)
 
 
 class AuditState(enum.StrEnum):
@@ -79,7 +82,7 @@ class AuditBisection(Frozen):
 class AuditRecord(Frozen):
     fork: str
     ingestion_id: str
-    kind: str  # bundle | chain
+    kind: str  # bundle | chain | emergency
     pr_number: int
     head: str | None
     upstream_base: str | None  # the parent of the first upstream commit: where the range starts
@@ -105,7 +108,7 @@ class AuditRecord(Frozen):
 def opened(picked: PickedUnit, *, fork: str, pr_number: int, upstream_base: str | None) -> AuditRecord:
     """The record of a unit as picked: each commit's outcome and each conflict with how it was resolved."""
     unit = picked.unit
-    return AuditRecord(
+    record = AuditRecord(
         fork=fork,
         ingestion_id=unit.id,
         kind=unit.kind.value,
@@ -113,23 +116,46 @@ def opened(picked: PickedUnit, *, fork: str, pr_number: int, upstream_base: str 
         head=picked.head,
         upstream_base=upstream_base,
         upstream_target=unit.commits[-1].sha,
-        commits=tuple(
-            AuditCommit(upstream=r.upstream, subject=r.subject, status=r.status.value, commit=r.commit)
-            for r in picked.reports
-        ),
-        conflicts=tuple(
-            AuditConflict(
-                upstream=r.upstream,
-                path=f.path,
-                cls=f.cls,
-                resolved=f.resolved,
-                how=f.rule,
-                component=f.evidence.component,
-            )
-            for r in picked.reports
-            for f in r.files
-        ),
     )
+    return with_reports(record, picked.reports)
+
+
+def emergency_opened(
+    pick: EmergencyPick, report: CommitReport, *, fork: str, pr_number: int, head: str
+) -> AuditRecord:
+    """The record of an emergency pick as `/cherry-pick` opens its PR: the one commit, its outcome, its
+    conflicts (the gate and the merge add the rest, as for any ingestion)."""
+    record = AuditRecord(
+        fork=fork,
+        ingestion_id=pick.id,
+        kind=EMERGENCY_KIND,
+        pr_number=pr_number,
+        head=head,
+        upstream_base=pick.commit.parents[0] if pick.commit.parents else None,
+        upstream_target=pick.commit.sha,
+    )
+    return with_reports(record, (report,))
+
+
+def with_reports(record: AuditRecord, reports: Sequence[CommitReport]) -> AuditRecord:
+    """`record` with each picked commit's outcome and each conflict with how it was resolved."""
+    commits = tuple(
+        AuditCommit(upstream=r.upstream, subject=r.subject, status=r.status.value, commit=r.commit)
+        for r in reports
+    )
+    conflicts = tuple(
+        AuditConflict(
+            upstream=r.upstream,
+            path=f.path,
+            cls=f.cls,
+            resolved=f.resolved,
+            how=f.rule,
+            component=f.evidence.component,
+        )
+        for r in reports
+        for f in r.files
+    )
+    return record.model_copy(update={"commits": commits, "conflicts": conflicts})
 
 
 def with_bisection(record: AuditRecord, entry: AuditBisection) -> AuditRecord:

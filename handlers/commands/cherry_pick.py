@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from gidgethub import BadRequest
 
 from bot.app.context import Context
-from bot.core import emergency
+from bot.core import audit, emergency
 from bot.core.command_args import CommandRefused, Flag, Kind, Positional, PullNumber, ShaPrefix, Usage
 from bot.core.config import Strategy
 from bot.core.emergency import EmergencyPick
@@ -182,7 +182,7 @@ async def _open_pull_for(ctx: Context, fork: Fork, branch: str) -> int | None:
 
 
 async def _publish(ctx: Context, fork: Fork, picked: Picked) -> int:
-    """Push the pick's branch, open its PR, label it and queue L1 on its head."""
+    """Push the pick's branch, open its PR and its audit record, label it and queue L1 on its head."""
     auth = await ctx.git_auth(fork.installation_id)
     mirror = ctx.mirror(fork.repo)
     existing = await asyncio.to_thread(mirror.fetch_branches, emergency.EMERGENCY_PREFIX, auth=auth)
@@ -195,6 +195,10 @@ async def _publish(ctx: Context, fork: Fork, picked: Picked) -> int:
         title=emergency.title(picked.pick), body=body, head=picked.pick.branch, base=fork.branch
     )
     number = int(pull["number"])
+    opened = audit.emergency_opened(
+        picked.pick, picked.report, fork=fork.repo, pr_number=number, head=picked.head
+    )
+    await ctx.db(ctx.gates.save_audit, opened, at=ctx.clock())
     await forge.replace_labels(number, [Label.EMERGENCY.value])
     await forge.create_check_run(picked.head, Tier.L1.value, title=TIER_TITLES[Tier.L1])
     return number
