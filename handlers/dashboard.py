@@ -20,6 +20,7 @@ from bot.core.dashboard import (
     WaiverLine,
     render,
 )
+from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.ingestion import IngestionRecord, Links, Tier
 from bot.core.l3_metrics import by_area
 from bot.core.models import Plan
@@ -47,10 +48,12 @@ async def update(ctx: Context, forge: ForkGitHub, shown: Shown) -> Published:
     repo = forge.repo
     history = await ctx.db(ctx.lag_history.history, repo)
     records = [r for state in LIVE for r in await ctx.db(ctx.registry.ingestions, repo, state=state)]
-    numbers = sorted(r.pr_number for r in records if r.state == "open" and r.pr_number is not None)
+    ingestions = [await _ingestion(forge, r) for r in sorted(records, key=_order)]
+    ingestions += await _emergency_picks(forge)
+    live = [(i.number, i.head) for i in ingestions if not i.blocked and i.number is not None]
     limit = shown.config.gate.pause_after_failures
-    gate = await ctx.db(gate_state, ctx.gates, repo, numbers, limit=limit)
-    heads = [(r.pr_number, r.head) for r in records if r.state == "open" and r.pr_number and r.head]
+    gate = await ctx.db(gate_state, ctx.gates, repo, sorted(n for n, _ in live), limit=limit)
+    heads = [(number, head) for number, head in live if head]
     signoffs = await ctx.db(signoff_state, ctx.signoffs, repo, heads, config=shown.config)
     model = DashboardModel(
         fork=repo,
@@ -60,7 +63,7 @@ async def update(ctx: Context, forge: ForkGitHub, shown: Shown) -> Published:
         chains=shown.plan.chains,
         components=shown.config.all_components,
         backlog=shown.backlog,
-        ingestions=[await _ingestion(forge, r) for r in sorted(records, key=_order)],
+        ingestions=ingestions,
         waivers=gate.waivers,
         holds=gate.holds,
         signoffs=signoffs,
@@ -122,6 +125,20 @@ def _order(record: IngestionRecord) -> tuple[int, str]:
     return (record.pr_number or 0, record.id)
 
 
+async def _emergency_picks(forge: ForkGitHub) -> list[OpenIngestion]:
+    """The open emergency picks (`/cherry-pick`'s PRs, which the registry does not keep) and their tiers."""
+    found = []
+    for pull in await forge.open_pulls():
+        head = pull["head"]
+        ref = str(head["ref"])
+        if ref.startswith(EMERGENCY_PREFIX) and (head.get("repo") or {}).get("full_name") == forge.repo:
+            runs = await forge.check_runs(str(head["sha"]))
+            found.append(
+                OpenIngestion(emergency_id(ref), int(pull["number"]), False, 1, _states(runs), head["sha"])
+            )
+    return found
+
+
 async def _ingestion(forge: ForkGitHub, record: IngestionRecord) -> OpenIngestion:
     blocked = record.state == "blocked"
     runs = await forge.check_runs(record.head) if record.head and not blocked else {}
@@ -131,6 +148,7 @@ async def _ingestion(forge: ForkGitHub, record: IngestionRecord) -> OpenIngestio
         blocked=blocked,
         commits=record.commits,
         tiers=_states(runs),
+        head=record.head,
     )
 
 

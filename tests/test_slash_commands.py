@@ -19,6 +19,7 @@ from bot.app.context import Context
 from bot.app.worker import MAX_ATTEMPTS
 from bot.core.audit import AuditState
 from bot.core.commands import MAX_LINE
+from bot.core.dashboard import MARKER as DASHBOARD
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.ingestion import Tier
 from bot.core.models import Disposition
@@ -623,6 +624,10 @@ async def test_the_gate_commands_work_on_an_emergency_pick(ctx: Context) -> None
     (pull,) = emergencies(sim)
     pick, head = int(pull["number"]), pull["head"]["sha"]
     await finish_l1(ctx, head)
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "the dashboard shows the pick"})
+    (board,) = [i for i in sim.issues[FORK].values() if not i.is_pull and DASHBOARD in (i.body or "")]
+    row = next(line for line in (board.body or "").splitlines() if line.startswith(f"| #{pick} |"))
+    assert f"| `emergency-{pull['head']['ref'][-10:]}` | 1 | success |" in row
 
     held = await say(ctx, pick, '/hold "wait for the release"')
     assert f"#{pick} is held by @alice: wait for the release" in held

@@ -51,6 +51,7 @@ class OpenIngestion:
     blocked: bool  # a tracking issue stands in for the PR: not one commit applied
     commits: int
     tiers: Mapping[str, str] = field(default_factory=dict)  # check-run name -> its conclusion or status
+    head: str | None = None  # the PR's head, whose gate records (holds, waivers, L3 signoffs) count
 
 
 @dataclass(frozen=True)
