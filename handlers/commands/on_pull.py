@@ -31,31 +31,31 @@ GATE_SAYS = {
 
 async def ingestion_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
     """The open ingestion PR the command was commented on; refused on an issue or any other PR."""
-    on = call.cmd.on
     where = f"`/{call.cmd.name}` acts on an open ingestion PR (branch `{BRANCH_PREFIX}…`)"
-    pull = await _pull_on(call, ctx=ctx, where=where, remedy="comment it on the ingestion PR")
-    head = pull["head"]
-    own = (head.get("repo") or {}).get("full_name") == call.fork.repo
-    if not own or not str(head["ref"]).startswith(BRANCH_PREFIX):
-        raise CommandRefused(f"{where}; #{on.number} is not one", "comment it on the ingestion PR")
-    if pull.get("state") != "open":
-        raise CommandRefused(f"{where}; #{on.number} is {pull.get('state')}", "nothing to do on it")
-    return pull
+    return await _own_pull(call, (BRANCH_PREFIX,), where=where, other="not one", ctx=ctx)
 
 
 async def gated_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
     """The open PR the gate judges that the command was commented on: an ingestion PR or an emergency pick
     (`/cherry-pick`'s, which goes through the same gate); refused on an issue or any other PR."""
-    on = call.cmd.on
     where = (
         f"`/{call.cmd.name}` acts on an open ingestion PR (branch `{BRANCH_PREFIX}…`) or emergency pick "
         f"(`{EMERGENCY_PREFIX}…`)"
     )
+    return await _own_pull(call, (BRANCH_PREFIX, EMERGENCY_PREFIX), where=where, other="neither", ctx=ctx)
+
+
+async def _own_pull(
+    call: Call, prefixes: tuple[str, ...], *, where: str, other: str, ctx: Context
+) -> dict[str, Any]:
+    """The open PR from one of Sluice's branches (`prefixes`, in the fork itself) that the command was
+    commented on; refused, saying `where` the command works, on an issue, another PR or a closed one."""
+    on = call.cmd.on
     pull = await _pull_on(call, ctx=ctx, where=where, remedy="comment it on that PR")
     head = pull["head"]
     own = (head.get("repo") or {}).get("full_name") == call.fork.repo
-    if not own or not str(head["ref"]).startswith((BRANCH_PREFIX, EMERGENCY_PREFIX)):
-        raise CommandRefused(f"{where}; #{on.number} is neither", "comment it on that PR")
+    if not own or not str(head["ref"]).startswith(prefixes):
+        raise CommandRefused(f"{where}; #{on.number} is {other}", "comment it on that PR")
     if pull.get("state") != "open":
         raise CommandRefused(f"{where}; #{on.number} is {pull.get('state')}", "nothing to do on it")
     return pull
