@@ -609,9 +609,9 @@ def gate_run(sim: GitHubSim, head: str) -> dict[str, Any]:
     return [r for r in sim.check_runs[FORK] if r["head_sha"] == head and r["name"] == "sluice/gate"][-1]
 
 
-async def test_the_gate_commands_work_on_an_emergency_pick(ctx: Context) -> None:
-    """It goes through the same gate: `/hold` keeps it from merging, `/approve` by a code owner of its files
-    is the approval it needs (a review's equal), `/unhold` lets it merge."""
+async def an_emergency_pick(ctx: Context) -> tuple[GitHubSim, dict[str, Any]]:
+    """A fork that merges by itself (`gate.auto_merge`), `fix.txt` owned by @dan (the rest by @carol), one
+    ingestion run, then `/cherry-pick 1872` (upstream's PR that fixes `fix.txt`); its PR."""
     files = {
         ".github/sluice.yml": "gate:\n  auto_merge: true\n",
         ".github/CODEOWNERS": "* @carol\nfix.txt @dan\n",
@@ -622,6 +622,13 @@ async def test_the_gate_commands_work_on_an_emergency_pick(ctx: Context) -> None
     await dispatch(ctx, "ingest", {"fork": FORK, "reason": "test"})
     assert "Opened #" in await say(ctx, number, "/cherry-pick 1872")
     (pull,) = emergencies(sim)
+    return sim, pull
+
+
+async def test_the_gate_commands_work_on_an_emergency_pick(ctx: Context) -> None:
+    """It goes through the same gate: `/hold` keeps it from merging, `/approve` by a code owner of its files
+    is the approval it needs (a review's equal), `/unhold` lets it merge."""
+    sim, pull = await an_emergency_pick(ctx)
     pick, head = int(pull["number"]), pull["head"]["sha"]
     await finish_l1(ctx, head)
     await dispatch(ctx, "ingest", {"fork": FORK, "reason": "the dashboard shows the pick"})
@@ -642,18 +649,9 @@ async def test_the_gate_commands_work_on_an_emergency_pick(ctx: Context) -> None
 
 
 async def test_an_emergency_pick_merges_after_l1_and_a_code_owners_approval(ctx: Context) -> None:
-    files = {
-        ".github/sluice.yml": "gate:\n  auto_merge: true\n",
-        ".github/CODEOWNERS": "* @carol\nfix.txt @dan\n",
-    }
-    sim, number = a_fork(ctx, fork_files=files)
-    upstream_commit(sim, {"docs/guide.md": "guide\n"}, message="docs: a guide", at=OLD + dt.timedelta(days=1))
-    await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"})
-    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "test"})
-    (before,) = LagHistory(ctx.store).history(FORK)
+    sim, pull = await an_emergency_pick(ctx)
+    (before,) = LagHistory(ctx.store).history(FORK)  # the pick added none: it ran no ingestion
     trunk = sim.git(FORK, "rev-parse", "main")
-    assert "Opened #" in await say(ctx, number, "/cherry-pick 1872")
-    (pull,) = emergencies(sim)
     head, pick = pull["head"]["sha"], pull["head"]["ref"].removeprefix(EMERGENCY_PREFIX)
     opened = GateStore(ctx.store).audit(FORK, pull["number"])  # the record opens with the PR
     assert opened is not None and (opened.kind, opened.state, opened.head) == (
