@@ -149,6 +149,10 @@ def test_the_bisection_gauges_show_each_fork_and_tier(store: Store) -> None:
     shown = generate_latest(registry).decode()
     assert 'sluice_bisection_runs{fork="meta/triton",tier="L1"} 4.0' in shown
     assert 'sluice_bisections_running{fork="meta/triton",tier="L1"} 1.0' in shown
+    gauges = BisectGauges(registry := CollectorRegistry())
+    gauges.update(records.stats())
+    gauges.update([])  # the fork was removed: its series go
+    assert "sluice_bisections{" not in generate_latest(registry).decode()
 
 
 def test_an_ingestion_id_as_long_as_a_branch_name_round_trips(store: Store) -> None:

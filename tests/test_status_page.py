@@ -201,6 +201,11 @@ async def test_the_service_serves_the_page_and_the_gauges(aiohttp_client: Any, s
     assert "sluice_tier_pass_rate{" not in metrics  # no tier has completed a run yet
     seeded_tiers(store)
     metrics = await (await client.get("/metrics")).text()
+    assert 'fork="intel/triton-xpu"' not in metrics  # its runs are stored, but it is no registered fork
+    Registry(store).register_fork(
+        Fork(OTHER, 12, "main", "https://github.com/t/t.git", "main", "t/t", None), at=START
+    )
+    metrics = await (await client.get("/metrics")).text()
     assert 'sluice_tier_pass_rate{fork="meta/triton",tier="L1"} 0.75' in metrics
     assert 'sluice_tier_pass_rate{fork="meta/triton",tier="L2"} 0.0' in metrics
     assert 'sluice_tier_pass_rate_runs{fork="meta/triton",tier="L1"} 4.0' in metrics
@@ -217,10 +222,14 @@ async def test_metrics_cover_registered_forks_only(aiohttp_client: Any, store: S
     metrics = await (await client.get("/metrics")).text()
     assert 'sluice_days_behind_upstream{fork="meta/triton"} 0.8' in metrics
     assert 'fork="intel/triton-xpu"' not in metrics
+    seeded_tiers(store)
+    metrics = await (await client.get("/metrics")).text()
+    assert 'sluice_tier_pass_rate{fork="meta/triton",tier="L1"}' in metrics
     Registry(store).unregister_fork(FORK)
     metrics = await (await client.get("/metrics")).text()
     assert "sluice_days_behind_upstream{" not in metrics and "sluice_backlog_commits{" not in metrics
-    assert "sluice_ingestion_lead_time_days{" not in metrics
+    assert "sluice_ingestion_lead_time_days{" not in metrics and "sluice_tier_pass_rate{" not in metrics
+    assert "sluice_tier_runner_minutes{" not in metrics
 
 
 def test_the_backlog_gauge_says_what_backlog_commits_are() -> None:

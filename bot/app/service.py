@@ -21,14 +21,12 @@ from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.intake import RETRY_AFTER_S, DatabaseBusy, Intake, Lane
 from bot.app.settings import MAX_WEBHOOK_BYTES, Settings
-from bot.app.status import BisectGauges, LagGauges, TierGauges, fork_views, registered_latest
+from bot.app.status import BisectGauges, LagGauges, TierGauges, fork_views, registered_figures
 from bot.core import webhooks
 from bot.core.status_page import status_page
-from bot.db.bisections import Bisections
 from bot.db.jobs import Delivery, JobQueue, JobState
 from bot.db.registry import Registry
 from bot.db.store import Store
-from bot.db.tier_runs import TierRuns
 from bot.github.client import GitHubClient
 from bot.ports import Clock
 
@@ -219,19 +217,18 @@ async def readyz(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     app = request.app
     store = app[HEALTH_STORE]
-    runs, bisections = TierRuns(store), Bisections(store)
     try:  # one call on the lane: a stalled database costs /metrics one deadline, not one per figure
-        counts, latest, tiers, bisected = await app[HEALTH].run(
-            lambda: (app[HEALTH_QUEUE].counts(), registered_latest(store), runs.stats(), bisections.stats())
+        counts, figures = await app[HEALTH].run(
+            lambda: (app[HEALTH_QUEUE].counts(), registered_figures(store))
         )
     except (DatabaseBusy, SQLAlchemyError) as exc:  # the gauges keep their last values; the rest matter
         log.warning("/metrics: job, lag and tier gauges not refreshed: %s", str(exc).splitlines()[0])
     else:
         for state in JobState:
             app[METRICS].jobs.labels(state=state.value).set(counts.get(state.value, 0))
-        app[METRICS].lag.update(latest)
-        app[METRICS].tiers.update(tiers)
-        app[METRICS].bisections.update(bisected)
+        app[METRICS].lag.update(figures.latest)
+        app[METRICS].tiers.update(figures.tiers)
+        app[METRICS].bisections.update(figures.bisections)
     body = generate_latest(app[METRICS].registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

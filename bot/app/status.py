@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Gauge
 
@@ -10,9 +11,11 @@ from bot.core.bisect_pr import BisectionStats
 from bot.core.lag import LagPoint
 from bot.core.status_page import ForkView
 from bot.core.tiers import PASS_RATE_WINDOW, TierStats
+from bot.db.bisections import Bisections
 from bot.db.lag import LagHistory
 from bot.db.registry import Registry
 from bot.db.store import Store
+from bot.db.tier_runs import TierRuns
 
 SHOWN_STATES = ("open", "blocked")  # a blocked ingestion is open work too: its tracking issue says why
 
@@ -35,11 +38,23 @@ def fork_views(store: Store) -> list[ForkView]:
     return views
 
 
-def registered_latest(store: Store) -> dict[str, LagPoint]:
-    """Each registered fork's newest lag point: a removed fork's history stays stored, but leaves `/metrics`
-    (blocking: run it on a lane)."""
+@dataclass(frozen=True)
+class Figures:
+    """What `/metrics` shows of the registered forks (a removed fork's rows stay stored, but leave it)."""
+
+    latest: dict[str, LagPoint]
+    tiers: list[TierStats]
+    bisections: list[BisectionStats]
+
+
+def registered_figures(store: Store) -> Figures:
+    """Each registered fork's newest lag point, tier records and bisections (blocking: run it on a lane)."""
     registered = {fork.repo for fork in Registry(store).all_forks()}
-    return {fork: point for fork, point in LagHistory(store).latest().items() if fork in registered}
+    return Figures(
+        latest={fork: point for fork, point in LagHistory(store).latest().items() if fork in registered},
+        tiers=[s for s in TierRuns(store).stats() if s.fork in registered],
+        bisections=[s for s in Bisections(store).stats() if s.fork in registered],
+    )
 
 
 class LagGauges:
@@ -98,6 +113,9 @@ class TierGauges:
         )
 
     def update(self, stats: Sequence[TierStats]) -> None:
+        """Show exactly the forks and tiers of `stats`: one no longer there loses its series."""
+        for gauge in (self.pass_rate, self.runs, self.runner_minutes):
+            gauge.clear()
         for s in stats:
             labels = {"fork": s.fork, "tier": s.level.name}
             self.pass_rate.labels(**labels).set(_or_nan(s.pass_rate))
@@ -117,6 +135,9 @@ class BisectGauges:
         self.running = gauge("sluice_bisections_running", "Bisections running now")
 
     def update(self, stats: Sequence[BisectionStats]) -> None:
+        """Show exactly the forks and tiers of `stats`: one no longer there loses its series."""
+        for gauge in (self.bisections, self.runs, self.running):
+            gauge.clear()
         for s in stats:
             labels = {"fork": s.fork, "tier": s.level.name}
             self.bisections.labels(**labels).set(s.bisections)
