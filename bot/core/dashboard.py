@@ -235,7 +235,7 @@ def _metrics(model: DashboardModel) -> list[str]:
 
 
 def _ingestions(ingestions: Sequence[OpenIngestion]) -> list[str]:
-    lines = ["## Open ingestions", ""]
+    lines = ["## Open ingestions and emergency picks", ""]
     if not ingestions:
         return [*lines, NONE, ""]
     tiers = [t.value for t in Tier]
