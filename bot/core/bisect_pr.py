@@ -225,10 +225,7 @@ def render(record: BisectionRecord, *, links: Links | None = None) -> str:
     """The bisection's sticky comment: where it stands, its probes, the suspects, the budget used. Upstream
     commits (suspects, culprits) link to upstream's pages when `links` knows them."""
     state = record.state
-
-    def commit(sha: str) -> str:
-        return links.commit(sha) if links is not None else f"`{sha[:10]}`"
-
+    commit = links.commit if links is not None else _plain_sha
     budget = state.budget
     limit = f"{budget.max_runs}" if budget.max_runs is not None else "∞"
     hours = (
@@ -316,6 +313,10 @@ def _headline(record: BisectionRecord) -> str:
             "s" if len(record.state.culprits) != 1 else ""
         )
     return record.status.value
+
+
+def _plain_sha(sha: str) -> str:
+    return f"`{sha[:10]}`"
 
 
 def _culprits(culprits: Sequence[Culprit], commit: Callable[[str], str]) -> list[str]:
