@@ -92,7 +92,14 @@ def test_the_marker_tip_and_absent_sections() -> None:
     body = d.render(model(links=LINKS))
     assert body.startswith(d.MARKER)
     assert f"Ingestion tip: [`{sha(1)[:10]}`](https://github.com/triton-lang/triton/commit/{sha(1)})" in body
-    for section in ("Open ingestions and emergency picks", "Risky chains", "Backlog", "Waivers", "Holds", "Safety throttle"):
+    for section in (
+        "Open ingestions and emergency picks",
+        "Risky chains",
+        "Backlog",
+        "Waivers",
+        "Holds",
+        "Safety throttle",
+    ):
         assert f"## {section}\n\nnone\n" in body, section
     assert "## Paused\n\nnone: automatic ingestion runs" in body
 
@@ -218,7 +225,14 @@ def test_a_huge_plan_keeps_every_section_and_the_body_fits_github() -> None:
         )
     )
     assert len(body) < GITHUB_TEXT_MAX_CHARS and "(cut:" not in body
-    sections = ("Open ingestions and emergency picks", "Risky chains", "Backlog", "Waivers", "Holds", "L3 signoffs")
+    sections = (
+        "Open ingestions and emergency picks",
+        "Risky chains",
+        "Backlog",
+        "Waivers",
+        "Holds",
+        "L3 signoffs",
+    )
     for section in (*sections, "Paused", "Safety throttle"):
         assert f"## {section}\n" in body, section
     shown = sum(1 for line in body.splitlines() if line.startswith("| `chain-"))
