@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from bot.core.ingestion import Links
 from bot.core.markdown import plain
@@ -15,6 +17,11 @@ KIND_TRAILER = ("Sluice-Kind", "emergency")  # recognised as an emergency pick: 
 def emergency_id(branch: str) -> str:
     """The ingestion id of an emergency pick's branch (`sluice/emergency/<sha10>` -> `emergency-<sha10>`)."""
     return "emergency-" + branch.removeprefix(EMERGENCY_PREFIX)
+
+
+def is_emergency_pull(pull: Mapping[str, Any]) -> bool:
+    """Whether a PR is an emergency pick's: its head is a `sluice/emergency/` branch."""
+    return str(pull["head"]["ref"]).startswith(EMERGENCY_PREFIX)
 
 
 @dataclass(frozen=True)

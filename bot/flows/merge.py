@@ -16,7 +16,7 @@ from typing import Any
 from bot.core import audit, gate
 from bot.core.codeowners import CODEOWNERS_PATHS, CodeOwners, parse_codeowners
 from bot.core.config import SluiceConfig, Strategy
-from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
+from bot.core.emergency import EMERGENCY_PREFIX, emergency_id, is_emergency_pull
 from bot.core.errors import MergeRefused
 from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, Pause, Review, Waiver
 from bot.core.ingestion import BRANCH_PREFIX, Tier, stacked
@@ -116,14 +116,10 @@ def _ours(pull: Mapping[str, Any], repo: str) -> bool:
     return own and str(head["ref"]).startswith((BRANCH_PREFIX, EMERGENCY_PREFIX))
 
 
-def _is_emergency(pull: Mapping[str, Any]) -> bool:
-    return str(pull["head"]["ref"]).startswith(EMERGENCY_PREFIX)
-
-
 def ingestion_id(pull: Mapping[str, Any]) -> str:
     """The id in the PR's branch: `bundle-…`/`chain-…`, or `emergency-<sha10>` for an emergency pick."""
     ref = str(pull["head"]["ref"])
-    return emergency_id(ref) if _is_emergency(pull) else ref.removeprefix(BRANCH_PREFIX)
+    return emergency_id(ref) if is_emergency_pull(pull) else ref.removeprefix(BRANCH_PREFIX)
 
 
 async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
@@ -136,7 +132,7 @@ async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
     approvals, no_access = await _with_write_access(keeper, given, head)
     resolutions = stored.record.resolutions() if stored.record is not None else ()
     codeowners = await _codeowners(keeper)
-    emergency = await keeper.forge.pull_files(number) if _is_emergency(pull) else None
+    emergency = await keeper.forge.pull_files(number) if is_emergency_pull(pull) else None
     teams = await _teams(keeper, resolutions, codeowners, approvals, head, emergency or (), stored)
     facts = GateInput(
         head_sha=head,
@@ -303,7 +299,7 @@ def _shows(run: Mapping[str, Any], status: str, conclusion: str | None, summary:
 async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Outcome:
     """Merge at the head the gate judged; then the rollback tag, the closed audit record, the success."""
     number = int(found.pull["number"])
-    rebase = keeper.config.strategy is Strategy.CHERRY_PICK or _is_emergency(found.pull)
+    rebase = keeper.config.strategy is Strategy.CHERRY_PICK or is_emergency_pull(found.pull)
     method = "rebase" if rebase else "merge"  # an emergency pick keeps its commit: `Sluice-Kind: emergency`
     pulled = await keeper.forge.get_pull(number)
     commits = int(pulled["commits"])  # all of them: GitHub lists at most 250 of a PR's commits

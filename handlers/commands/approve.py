@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from bot.app.context import Context
 from bot.core.command_args import CommandRefused, Usage
+from bot.core.emergency import is_emergency_pull
 from bot.core.gate import emergency_owners
 from bot.core.permissions import Ownership, Permission, ownership
 from handlers import gatekeeping
 from handlers.commands.call import Call, Outcome
-from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, gated_pull, is_emergency, teams_of
+from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, gated_pull, teams_of
 
 NAME = "approve"
 WHO = Permission.CODE_OWNER
@@ -22,7 +23,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     pull = await gated_pull(call, ctx=ctx)
     number, head = int(pull["number"]), str(pull["head"]["sha"])
     keeper = await gate_of(call, ctx=ctx)
-    if is_emergency(pull):
+    if is_emergency_pull(pull):
         paths = sorted(await keeper.forge.pull_files(number))
         # any code owner of any of its files vouches for the pick, as the gate counts it
         owners = emergency_owners(paths, await codeowners(keeper), keeper.config)

@@ -61,10 +61,6 @@ async def _own_pull(
     return pull
 
 
-def is_emergency(pull: Mapping[str, Any]) -> bool:
-    return str(pull["head"]["ref"]).startswith(EMERGENCY_PREFIX)
-
-
 async def validated_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
     """The open PR into fork trunk the command was commented on: any PR whose tiers Sluice runs (an ingestion
     PR, an emergency pick, a branch of the fork's, and with the GitHub backend a PR from outside the fork).
