@@ -6,7 +6,7 @@ from __future__ import annotations
 from gidgethub.routing import Router
 
 from bot.app.context import Context
-from bot.core.emergency import EMERGENCY_PREFIX
+from bot.core.emergency import is_emergency_pull
 from bot.core.ingestion import Tier
 from bot.core.webhooks import CheckRunEvent
 from bot.ports import Job
@@ -48,7 +48,5 @@ async def _emergency_pulls(ctx: Context, repo: str, head_sha: str) -> list[int]:
         return []
     pulls = await ctx.forge(fork.installation_id, repo).open_pulls()
     return [
-        int(p["number"])
-        for p in pulls
-        if p["head"]["sha"] == head_sha and str(p["head"]["ref"]).startswith(EMERGENCY_PREFIX)
+        int(p["number"]) for p in pulls if p["head"]["sha"] == head_sha and is_emergency_pull(p, fork=repo)
     ]

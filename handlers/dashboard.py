@@ -20,7 +20,7 @@ from bot.core.dashboard import (
     WaiverLine,
     render,
 )
-from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
+from bot.core.emergency import emergency_id, is_emergency_pull
 from bot.core.ingestion import IngestionRecord, Links, Tier
 from bot.core.l3_metrics import by_area
 from bot.core.models import Plan
@@ -129,12 +129,13 @@ async def _emergency_picks(forge: ForkGitHub) -> list[OpenIngestion]:
     """The open emergency picks (`/cherry-pick`'s PRs, which the registry does not keep) and their tiers."""
     found = []
     for pull in await forge.open_pulls():
-        head = pull["head"]
-        ref = str(head["ref"])
-        if ref.startswith(EMERGENCY_PREFIX) and (head.get("repo") or {}).get("full_name") == forge.repo:
+        if is_emergency_pull(pull, fork=forge.repo):
+            head = pull["head"]
             runs = await forge.check_runs(str(head["sha"]))
             found.append(
-                OpenIngestion(emergency_id(ref), int(pull["number"]), False, 1, _states(runs), head["sha"])
+                OpenIngestion(
+                    emergency_id(head["ref"]), int(pull["number"]), False, 1, _states(runs), head["sha"]
+                )
             )
     return found
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from bot.core import emergency
 from bot.core.commands import status_reply
 from bot.core.config import SluiceConfig
@@ -220,3 +222,20 @@ def test_an_emergency_picks_reason_and_status_line_are_inert() -> None:
     status = status_reply("meta/triton", None, (), ((12, emergency.title(pick)),))
     line = next(line for line in status.splitlines() if line.startswith("- #12 "))
     assert "@&#8203;antiagainst" in line and "(#&#8203;4567)" in line and "<b>" not in line
+
+
+@pytest.mark.parametrize(
+    ("ref", "head_repo", "emergency_pick"),
+    [
+        ("sluice/emergency/0123456789", "meta/triton", True),
+        ("sluice/emergency/0123456789", "mallory/triton", False),  # same branch name, someone else's fork
+        ("sluice/emergency/0123456789", None, False),  # the head repository was deleted
+        ("sluice/bundle-0123456789", "meta/triton", False),
+        ("emergency/0123456789", "meta/triton", False),
+    ],
+)
+def test_an_emergency_pick_is_a_pull_from_sluices_branch_in_the_fork_itself(
+    ref: str, head_repo: str | None, emergency_pick: bool
+) -> None:
+    pull = {"head": {"ref": ref, "repo": {"full_name": head_repo} if head_repo else None}}
+    assert emergency.is_emergency_pull(pull, fork="meta/triton") is emergency_pick

@@ -19,9 +19,12 @@ def emergency_id(branch: str) -> str:
     return "emergency-" + branch.removeprefix(EMERGENCY_PREFIX)
 
 
-def is_emergency_pull(pull: Mapping[str, Any]) -> bool:
-    """Whether a PR is an emergency pick's: its head is a `sluice/emergency/` branch."""
-    return str(pull["head"]["ref"]).startswith(EMERGENCY_PREFIX)
+def is_emergency_pull(pull: Mapping[str, Any], *, fork: str) -> bool:
+    """Whether a PR is an emergency pick's: its head is a `sluice/emergency/` branch of the fork itself (the
+    same branch name in another repository is someone else's PR)."""
+    head = pull["head"]
+    own = (head.get("repo") or {}).get("full_name") == fork
+    return own and str(head["ref"]).startswith(EMERGENCY_PREFIX)
 
 
 @dataclass(frozen=True)

@@ -116,10 +116,10 @@ def _ours(pull: Mapping[str, Any], repo: str) -> bool:
     return own and str(head["ref"]).startswith((BRANCH_PREFIX, EMERGENCY_PREFIX))
 
 
-def ingestion_id(pull: Mapping[str, Any]) -> str:
+def ingestion_id(pull: Mapping[str, Any], *, fork: str) -> str:
     """The id in the PR's branch: `bundle-…`/`chain-…`, or `emergency-<sha10>` for an emergency pick."""
     ref = str(pull["head"]["ref"])
-    return emergency_id(ref) if is_emergency_pull(pull) else ref.removeprefix(BRANCH_PREFIX)
+    return emergency_id(ref) if is_emergency_pull(pull, fork=fork) else ref.removeprefix(BRANCH_PREFIX)
 
 
 async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
@@ -132,7 +132,9 @@ async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
     approvals, no_access = await _with_write_access(keeper, given, head)
     resolutions = stored.record.resolutions() if stored.record is not None else ()
     codeowners = await _codeowners(keeper)
-    emergency = await keeper.forge.pull_files(number) if is_emergency_pull(pull) else None
+    emergency = (
+        await keeper.forge.pull_files(number) if is_emergency_pull(pull, fork=keeper.forge.repo) else None
+    )
     teams = await _teams(keeper, resolutions, codeowners, approvals, head, emergency or (), stored)
     facts = GateInput(
         head_sha=head,
@@ -299,7 +301,9 @@ def _shows(run: Mapping[str, Any], status: str, conclusion: str | None, summary:
 async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Outcome:
     """Merge at the head the gate judged; then the rollback tag, the closed audit record, the success."""
     number = int(found.pull["number"])
-    rebase = keeper.config.strategy is Strategy.CHERRY_PICK or is_emergency_pull(found.pull)
+    rebase = keeper.config.strategy is Strategy.CHERRY_PICK or is_emergency_pull(
+        found.pull, fork=keeper.forge.repo
+    )
     method = "rebase" if rebase else "merge"  # an emergency pick keeps its commit: `Sluice-Kind: emergency`
     pulled = await keeper.forge.get_pull(number)
     commits = int(pulled["commits"])  # all of them: GitHub lists at most 250 of a PR's commits
@@ -312,7 +316,7 @@ async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Ou
     before = merged
     for _ in range(commits if method == "rebase" else 1):
         before = await keeper.forge.first_parent(before)
-    tag = await _tag(keeper, ingestion_id(found.pull), number, before)
+    tag = await _tag(keeper, ingestion_id(found.pull, fork=keeper.fork), number, before)
     await keeper.db(_close, keeper, found, decision, merged=merged, rollback=(tag, before))
     log.info("%s: merged #%d (%s) as %s; rollback point %s", keeper.fork, number, method, merged, tag)
     return Outcome.MERGED
@@ -330,7 +334,7 @@ async def record_merge(keeper: Gatekeeper, number: int) -> Outcome:
     decision = gate.decide(found.facts, config=keeper.config, now=keeper.clock())
     merged = str(pull["merge_commit_sha"])
     before = await _pre_merge_trunk(keeper, merged, pull)
-    tag = await _tag(keeper, ingestion_id(pull), number, before)
+    tag = await _tag(keeper, ingestion_id(pull, fork=keeper.fork), number, before)
     await keeper.db(_close, keeper, found, decision, merged=merged, rollback=(tag, before))
     log.info("%s: #%d was merged as %s; rollback point %s", keeper.fork, number, merged, tag)
     return Outcome.MERGED
@@ -434,7 +438,7 @@ def _close(
 
 
 def _bare_record(fork: str, pull: Mapping[str, Any]) -> audit.AuditRecord:
-    ref = ingestion_id(pull)
+    ref = ingestion_id(pull, fork=fork)
     return audit.AuditRecord(
         fork=fork,
         ingestion_id=ref,

@@ -23,7 +23,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     pull = await gated_pull(call, ctx=ctx)
     number, head = int(pull["number"]), str(pull["head"]["sha"])
     keeper = await gate_of(call, ctx=ctx)
-    if is_emergency_pull(pull):
+    if is_emergency_pull(pull, fork=call.fork.repo):
         paths = sorted(await keeper.forge.pull_files(number))
         # any code owner of any of its files vouches for the pick, as the gate counts it
         owners = emergency_owners(paths, await codeowners(keeper), keeper.config)

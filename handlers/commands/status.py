@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.app.context import Context
 from bot.core.command_args import Usage
 from bot.core.commands import status_reply
-from bot.core.emergency import EMERGENCY_PREFIX
+from bot.core.emergency import is_emergency_pull
 from bot.core.permissions import Permission
 from handlers.commands.call import Call, Outcome
 
@@ -22,10 +22,6 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
         r for state in ("open", "blocked") for r in await ctx.db(ctx.registry.ingestions, repo, state=state)
     ]
     pulls = await ctx.forge(call.fork.installation_id, repo).open_pulls()
-    emergency = sorted(
-        (int(p["number"]), str(p["title"]))
-        for p in pulls
-        if str(p["head"]["ref"]).startswith(EMERGENCY_PREFIX)
-    )
+    emergency = sorted((int(p["number"]), str(p["title"])) for p in pulls if is_emergency_pull(p, fork=repo))
     body = status_reply(repo, history[-1] if history else None, records, emergency)
     return Outcome("answered /status", reply=body)
