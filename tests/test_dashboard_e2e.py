@@ -121,6 +121,20 @@ async def test_a_dashboard_a_person_closed_is_reopened_not_duplicated(rig: Rig) 
     assert "| Pending upstream commits | 2 |" in (the_dashboard(rig).body or "")
 
 
+async def test_a_persons_issue_that_quotes_the_marker_is_neither_edited_nor_closed(rig: Rig) -> None:  # noqa: F811
+    """Anyone may open an issue, and anyone who may label it could give it the dashboard's label: Sluice
+    keeps to the issues it opened, and a person's text is never overwritten or closed as a duplicate."""
+    body = f"How do I read this?\n\n> {dashboard.MARKER}\n> the dashboard said 3 days"
+    copy = rig.sim.open_issue(FORK, title="A question on the dashboard", body=body, user="dev")
+    rig.sim.labels[(FORK, copy)] = [dashboard.LABEL]
+    await upstream_commits(rig, ("docs: first", {"docs/guide.md": "guide 1\n"}))
+    await start(rig)
+    kept = rig.sim.issues[FORK][copy]
+    assert (kept.state, kept.body, kept.user) == ("open", body, "dev")
+    ours = [i for i in dashboards(rig) if i.number != copy]
+    assert [(i.user, i.state) for i in ours] == [(rig.sim.bot_login, "open")]
+
+
 async def backlog_scenario(served: Rig) -> tuple[str, str, str]:
     """Upstream: a risky commit, a docs commit, a deferred docs commit. The docs bundle merges, so the tip
     passes the risky one (backlog, in its chain); the deferred one waits in the backlog too."""

@@ -33,7 +33,7 @@ async def publish(forge: Forge, body: str) -> tuple[Published, int]:
     open_now = _dashboards(await forge.open_issues(label=LABEL))
     if open_now:
         keep, *extra = open_now
-        for issue in extra:  # from before Sluice kept one (or a person's copy): point them at the one kept
+        for issue in extra:  # from before Sluice kept one: point them at the one kept
             await forge.close_issue(int(issue["number"]), comment=SUPERSEDED.format(number=keep["number"]))
         number = int(keep["number"])
         if (keep.get("body") or "") == body and keep.get("title") == TITLE:

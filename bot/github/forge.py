@@ -115,14 +115,22 @@ class ForkGitHub:
         await self.api.post(self._url("/check-runs"), data=data)
 
     async def open_issues(self, *, label: str) -> list[dict[str, Any]]:
-        """The open issues (not PRs) labelled `label`, newest first."""
-        url = self._url(f"/issues?state=open&labels={label}&per_page=100")
-        return [dict(issue) async for issue in self.api.getiter(url) if "pull_request" not in issue]
+        """Sluice's open issues (not PRs) labelled `label`, newest first."""
+        return await self._own_issues("open", label)
 
     async def closed_issues(self, *, label: str) -> list[dict[str, Any]]:
-        """The closed issues (not PRs) labelled `label`, newest first."""
-        url = self._url(f"/issues?state=closed&labels={label}&per_page=100")
-        return [dict(issue) async for issue in self.api.getiter(url) if "pull_request" not in issue]
+        """Sluice's closed issues (not PRs) labelled `label`, newest first."""
+        return await self._own_issues("closed", label)
+
+    async def _own_issues(self, state: str, label: str) -> list[dict[str, Any]]:
+        """Only the ones the App opened: anyone who may label an issue could give a label of Sluice's to
+        theirs, and Sluice edits, closes and reopens the issues it finds by label."""
+        url = self._url(f"/issues?state={state}&labels={label}&per_page=100")
+        return [
+            dict(issue)
+            async for issue in self.api.getiter(url)
+            if "pull_request" not in issue and (issue.get("user") or {}).get("login") == self.bot_login
+        ]
 
     async def create_issue(self, *, title: str, body: str, labels: Sequence[str]) -> int:
         data = {"title": title, "body": body, "labels": list(labels)}
