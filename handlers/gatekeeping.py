@@ -6,7 +6,7 @@ import logging
 
 from bot.app.context import Context
 from bot.core.config import CONFIG_PATH, ConfigError, parse_config
-from bot.core.errors import NotFound
+from bot.core.errors import BadInput, NotFound
 from bot.core.gate import Waiver
 from bot.flows.merge import Gatekeeper, Outcome, evaluate, record_merge
 from bot.ports import Fork
@@ -39,10 +39,10 @@ async def gatekeeper(ctx: Context, fork: Fork) -> Gatekeeper | None:
     """The fork's gate, with `.github/sluice.yml` as trunk has it; None while that file is broken (its
     `sluice/config` check run says why)."""
     forge = ctx.forge(fork.installation_id, fork.repo)
-    text = await forge.read_text(CONFIG_PATH, ref=fork.branch)
     try:
+        text = await forge.read_text(CONFIG_PATH, ref=fork.branch)
         config = parse_config(text or "", trusted_url_prefixes=ctx.trusted_url_prefixes, machine_paths=False)
-    except ConfigError as exc:
+    except (ConfigError, BadInput) as exc:
         log.warning(
             "%s: %s is invalid; the gate waits for a valid one:\n%s", fork.repo, CONFIG_PATH, exc.message
         )

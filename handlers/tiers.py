@@ -15,6 +15,7 @@ from bot.app.worker import Rejected
 from bot.core import tier_checks
 from bot.core.bisect_pr import candidate_branch
 from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
+from bot.core.errors import BadInput
 from bot.core.gate import FAILED
 from bot.core.permissions import WRITE_ACCESS
 from bot.core.tier_checks import RERUN, RUN_L3
@@ -95,18 +96,18 @@ async def regressed_l3(ctx: Context, run: TierRun) -> bool:
 
 
 async def repo_config(ctx: Context, forge: ForkGitHub, fork: Fork) -> SluiceConfig:
-    raw = await forge.file(CONFIG_PATH, ref=fork.branch)
-    if raw is None:
-        return SluiceConfig()
     name = f"{fork.repo}:{fork.branch}:{CONFIG_PATH}"
     try:
+        text = await forge.read_text(CONFIG_PATH, ref=fork.branch)
+        if text is None:
+            return SluiceConfig()
         return parse_config(
-            raw.decode("utf-8", "replace"),
+            text,
             filename=name,
             trusted_url_prefixes=ctx.trusted_url_prefixes,
             machine_paths=False,
         )
-    except ConfigError as exc:
+    except (ConfigError, BadInput) as exc:
         raise Rejected(
             f"{name} is invalid:\n{exc.message}",
             "fix it and push: the tiers of the ingestion PRs, and of the PRs whose head has no tier run, "

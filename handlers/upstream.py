@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.upstream_access import UpstreamRefused
@@ -25,7 +27,7 @@ async def fork_auth(ctx: Context, fork: Fork) -> tuple[dict[str, str], dict[str,
         return await ctx.fork_auth(fork)
     except UpstreamRefused as exc:
         api = ctx.github.for_installation(fork.installation_id)
-        branch = await api.get(f"/repos/{fork.repo}/branches/{fork.branch}")
+        branch = await api.get(f"/repos/{fork.repo}/branches/{quote(fork.branch)}")
         head = str(branch["commit"]["sha"])
         await report_refused(ctx, exc, repo=fork.repo, installation_id=fork.installation_id, head=head)
         raise Rejected(exc.message, exc.remedy) from exc

@@ -131,7 +131,7 @@ async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
     given = (*gate.review_approvals(reviews, bot_login=keeper.bot_login), *stored.approvals)
     approvals, no_access = await _with_write_access(keeper, given, head)
     resolutions = stored.record.resolutions() if stored.record is not None else ()
-    codeowners = await _codeowners(keeper)
+    codeowners = await read_codeowners(keeper)
     emergency = (
         await keeper.forge.pull_files(number) if is_emergency_pull(pull, fork=keeper.forge.repo) else None
     )
@@ -191,8 +191,9 @@ def _review(review: Mapping[str, Any]) -> Review:
     return Review(str(review["user"]["login"]), str(review["state"]), str(review.get("commit_id") or ""), at)
 
 
-async def _codeowners(keeper: Gatekeeper) -> CodeOwners:
-    """CODEOWNERS as fork trunk has it, from the first of GitHub's places that holds one."""
+async def read_codeowners(keeper: Gatekeeper) -> CodeOwners:
+    """CODEOWNERS as fork trunk has it, from the first of GitHub's places that holds one (the gate's and the
+    slash commands' reading)."""
     for path in CODEOWNERS_PATHS:
         text = await keeper.forge.read_text(path, ref=keeper.trunk)
         if text is not None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from gidgethub import BadRequest
 
-from bot.core.errors import DispatchRefused, MergeRefused, TooLarge
+from bot.core.errors import BadInput, DispatchRefused, MergeRefused, TooLarge
 from bot.core.limits import fit_for_github
 from bot.github.client import InstallationAPI
 
@@ -181,19 +181,10 @@ class ForkGitHub:
         return list(dict.fromkeys(paths))
 
     async def read_text(self, path: str, *, ref: str) -> str | None:
-        """A file's text at `ref`, or None when there is none (or it is not text)."""
-        try:
-            found = await self.api.get(self._url(f"/contents/{path}?ref={ref}"))
-        except BadRequest as exc:
-            if exc.status_code == 404:
-                return None
-            raise
-        if not isinstance(found, dict) or found.get("type") != "file":
-            return None
-        try:
-            return base64.b64decode(str(found.get("content", ""))).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
+        """A file's text at `ref`, or None when there is none. A byte that is not UTF-8 reads as U+FFFD, as
+        every reader of `.github/sluice.yml` reads it (the gate once took such a file for an absent one)."""
+        raw = await self.file(path, ref=ref)
+        return None if raw is None else raw.decode("utf-8", "replace")
 
     async def in_team(self, team: str, login: str) -> bool:
         """Whether `login` is an active member of `@org/team`."""
@@ -301,14 +292,23 @@ class ForkGitHub:
         return None
 
     async def file(self, path: str, *, ref: str) -> bytes | None:
-        """A file's bytes at `ref`, or None when there is none."""
+        """A file's bytes at `ref`; None when there is no file there (nothing, a directory, a submodule).
+        Over 1 MB GitHub's contents API sends no content: BadInput, never an empty file."""
         try:
-            content = await self.api.get(self._url(f"/contents/{path}?ref={ref}"))
+            found = await self.api.get(self._url(f"/contents/{quote(path)}?ref={quote(ref, safe='')}"))
         except BadRequest as exc:
             if exc.status_code == 404:
                 return None
             raise
-        return base64.b64decode(str(content.get("content", "")))
+        if not isinstance(found, dict) or found.get("type") != "file":
+            return None
+        if found.get("encoding") != "base64":
+            raise BadInput(
+                f"{path} at {ref} is {found.get('size', 'over 1,000,000')} bytes: GitHub's contents API "
+                "serves no file over 1 MB",
+                f"keep {path} under 1 MB",
+            )
+        return base64.b64decode(str(found.get("content", "")))
 
     async def pull(self, number: int) -> dict[str, Any]:
         return dict(await self.api.get(self._url(f"/pulls/{number}")))

@@ -9,9 +9,10 @@ from bot.core.command_args import CommandRefused, Usage
 from bot.core.emergency import is_emergency_pull
 from bot.core.gate import emergency_owners
 from bot.core.permissions import Ownership, Permission, ownership
+from bot.flows.merge import read_codeowners
 from handlers import gatekeeping
 from handlers.commands.call import Call, Outcome
-from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, gated_pull, teams_of
+from handlers.commands.on_pull import GATE_SAYS, gate_of, gated_pull, teams_of
 
 NAME = "approve"
 WHO = Permission.CODE_OWNER
@@ -26,12 +27,12 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     if is_emergency_pull(pull, fork=call.fork.repo):
         paths = sorted(await keeper.forge.pull_files(number))
         # any code owner of any of its files vouches for the pick, as the gate counts it
-        owners = emergency_owners(paths, await codeowners(keeper), keeper.config)
+        owners = emergency_owners(paths, await read_codeowners(keeper), keeper.config)
         area, subject = Ownership({f"the files of emergency pick #{number}": owners}), "emergency pick"
     else:
         paths = await _needing_approval(call, number, ctx=ctx)
         area, subject = (
-            ownership(paths, codeowners=await codeowners(keeper), config=keeper.config),
+            ownership(paths, codeowners=await read_codeowners(keeper), config=keeper.config),
             "resolutions",
         )
     teams = await teams_of(keeper, area.teams, call.actor)

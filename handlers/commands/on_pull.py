@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.app.context import Context
-from bot.core.codeowners import CODEOWNERS_PATHS, CodeOwners, parse_codeowners
 from bot.core.command_args import CommandRefused
 from bot.core.config import SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX
@@ -108,15 +107,6 @@ def level_of(text: object, *, waivable: bool = False) -> Level:
     if waivable and level is Level.L1:
         raise CommandRefused("L1 is never waived: the fork must build and pass its smoke tests", "fix L1")
     return level
-
-
-async def codeowners(keeper: Gatekeeper) -> CodeOwners:
-    """CODEOWNERS as fork trunk has it (the first of GitHub's places that holds one), as the gate reads it."""
-    for path in CODEOWNERS_PATHS:
-        text = await keeper.forge.read_text(path, ref=keeper.trunk)
-        if text is not None:
-            return parse_codeowners(text)
-    return CodeOwners()
 
 
 async def teams_of(keeper: Gatekeeper, teams: set[str], login: str) -> list[str]:

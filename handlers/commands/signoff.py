@@ -10,9 +10,10 @@ from bot.core.command_args import CommandRefused, Kind, Positional, Usage
 from bot.core.gate import area_shown, l3_area_owners
 from bot.core.l3_metrics import by_area, listed
 from bot.core.permissions import Ownership, Permission
+from bot.flows.merge import read_codeowners
 from handlers import gatekeeping
 from handlers.commands.call import Call, Outcome
-from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, gated_pull, teams_of
+from handlers.commands.on_pull import GATE_SAYS, gate_of, gated_pull, teams_of
 
 NAME = "signoff"
 WHO = Permission.CODE_OWNER
@@ -35,7 +36,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
             "nothing to do; a signoff counts only for a head whose L3 run regressed",
         )
     keeper = await gate_of(call, ctx=ctx)
-    found = await codeowners(keeper)
+    found = await read_codeowners(keeper)
     areas = by_area(metrics.regressions, keeper.config)
     owners = {area: l3_area_owners(area, found, keeper.config) for area in areas}
     everyone = Ownership({f"area {a}": names for a, names in owners.items()})

@@ -14,10 +14,10 @@ from bot.core.gate import Waiver
 from bot.core.markdown import plain
 from bot.core.permissions import Ownership, Permission, ownership
 from bot.core.tiers import Level, tier_config
-from bot.flows.merge import Gatekeeper
+from bot.flows.merge import Gatekeeper, read_codeowners
 from handlers import gatekeeping
 from handlers.commands.call import Call, Outcome
-from handlers.commands.on_pull import GATE_SAYS, codeowners, gate_of, gated_pull, level_of, teams_of
+from handlers.commands.on_pull import GATE_SAYS, gate_of, gated_pull, level_of, teams_of
 
 MAX_WAIVER = dt.timedelta(days=90)  # the furthest expiry a waiver may name
 NAME = "waive"
@@ -74,5 +74,5 @@ async def _tier_owners(keeper: Gatekeeper, level: Level) -> tuple[Ownership, str
     owner = tier_config(keeper.config, level).owner
     if owner is not None:
         return Ownership({f"tiers.{level.value}": (owner,)}), owner
-    area = ownership([CONFIG_PATH], codeowners=await codeowners(keeper), config=keeper.config)
+    area = ownership([CONFIG_PATH], codeowners=await read_codeowners(keeper), config=keeper.config)
     return area, " ".join(area.owners.get(CONFIG_PATH, ())) or "nobody"

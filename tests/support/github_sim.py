@@ -19,7 +19,7 @@ import tempfile
 import uuid
 import zipfile
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -37,6 +37,7 @@ WEB = "https://github.com"
 DOCS = "https://docs.github.com/rest"
 PULL_COMMITS_LISTED = 250  # GitHub's list of a PR's commits stops there (the PR's `commits` counts them all)
 PULL_FILES_LISTED = 3000  # and its list of files there
+CONTENTS_MAX_BYTES = 1024 * 1024  # the contents API sends no larger file's content (`encoding: none`)
 BASE_MODIFIED = "Base branch was modified. Review and try the merge again."
 BODY_MAX_CHARS = 65536  # an issue's, a PR's or a comment's body
 RATE_LIMIT = 5000  # an hour's REST requests for an installation's token or the App's JWT
@@ -552,7 +553,7 @@ class GitHubSim:
         self,
         full_name: str,
         branch: str,
-        files: dict[str, str | None],
+        files: Mapping[str, str | bytes | None],
         *,
         message: str = "commit",
         parent: str | None = None,
@@ -573,14 +574,17 @@ class GitHubSim:
                 if content is None:
                     self.git(full_name, "update-index", "--force-remove", path, env=env)
                     continue
-                blob = subprocess.run(
-                    ["git", "hash-object", "-w", "--stdin"],
-                    cwd=repo.path,
-                    input=content,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                ).stdout.strip()
+                blob = (
+                    subprocess.run(
+                        ["git", "hash-object", "-w", "--stdin"],
+                        cwd=repo.path,
+                        input=content.encode() if isinstance(content, str) else content,  # bytes: as they are
+                        capture_output=True,
+                        check=True,
+                    )
+                    .stdout.decode()
+                    .strip()
+                )
                 self.git(full_name, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
             tree = self.git(full_name, "write-tree", env=env)
         parents = ["-p", base] if base else []
@@ -1356,7 +1360,9 @@ class GitHubSim:
             "url": f"{API}/repos/{repo.full_name}/contents/{path}",
             "html_url": f"{WEB}/{repo.full_name}/blob/{repo.default_branch}/{path}",
         }
-        if blob is not None:
+        if blob is not None and len(blob) > CONTENTS_MAX_BYTES:  # GitHub's: the raw media type serves it
+            found |= {"encoding": "none", "content": ""}
+        elif blob is not None:
             encoded = base64.b64encode(blob).decode()
             found |= {
                 "encoding": "base64",
