@@ -21,6 +21,7 @@ from bot.core.audit import AuditState
 from bot.core.commands import MAX_LINE
 from bot.core.dashboard import MARKER as DASHBOARD
 from bot.core.emergency import EMERGENCY_PREFIX
+from bot.core.errors import BadInput
 from bot.core.ingestion import Tier
 from bot.core.models import Disposition
 from bot.db.audit import LINE_CHARS, CommandAudit
@@ -373,6 +374,48 @@ async def test_cherry_pick_by_sha_and_a_second_request_changes_nothing(ctx: Cont
     assert sim.comment_objects(FORK, emergency["number"]) == []
 
 
+async def test_a_cherry_pick_whose_job_failed_after_its_pr_opened_is_finished_by_the_retry(
+    ctx: Context,
+) -> None:
+    """GitHub took the PR but failed L1's check run (a POST's 5xx is not repeated): the job's retry finds the
+    PR open and does what is left, once: one L1 check run, the disposition, the ingestion run."""
+    sim, number = a_fork(ctx)
+    fix = digits_commit(sim, {"fix.txt": "fixed\n"}, at=OLD, digits=False)
+    payload = sim.issue_comment_payload(
+        FORK, sim.add_comment(FORK, number, f"/cherry-pick {fix}", user="alice")
+    )
+    sim.fail_next("POST", rf"/repos/{FORK}/check-runs$", 503)
+    with pytest.raises(GitHubBroken):
+        await ROUTES.dispatch(attempt_of(payload, 1), ctx=ctx)
+    (emergency,) = emergencies(sim)
+    assert not sim.check_runs[FORK] and fix not in ctx.store.dispositions(FORK)
+    await ROUTES.dispatch(attempt_of(payload, 2), ctx=ctx)
+    await say(ctx, number, f"/cherry-pick {fix}", user="carol")  # and once more, by someone else
+    (emergency,) = emergencies(sim)
+    assert [label["name"] for label in emergency["labels"]] == ["sluice:emergency"]
+    runs = [r["name"] for r in sim.check_runs[FORK] if r["head_sha"] == emergency["head"]["sha"]]
+    assert runs == ["sluice/L1"]
+    assert ctx.store.dispositions(FORK)[fix].disposition == Disposition.EMERGENCY
+    record = ctx.gates.audit(FORK, emergency["number"])
+    assert record is not None and record.commits[0].upstream == fix
+
+
+async def test_a_same_named_branch_in_another_repository_is_not_the_pick(ctx: Context) -> None:
+    sim, number = a_fork(ctx)
+    fix = digits_commit(sim, {"fix.txt": "fixed\n"}, at=OLD, digits=False)
+    sim.create_repo("outsider/triton")
+    sim.git("outsider/triton", "fetch", "--quiet", str(sim.repo_path(FORK)), "main:main")
+    branch = f"{EMERGENCY_PREFIX}{fix[:10]}"
+    sim.commit(
+        "outsider/triton", branch, {"x.txt": "x\n"}, message="mine", parent=sim.git(FORK, "rev-parse", "main")
+    )
+    theirs = sim.open_pull(FORK, head=f"outsider:{branch}", base="main", title="mine", user="outsider")
+    reply = await say(ctx, number, f"/cherry-pick {fix}")
+    assert "Opened #" in reply and f"#{theirs['number']}" not in reply
+    status = await say(ctx, number, "/status", user="stranger")
+    assert "Open emergency picks: 1" in status and f"#{theirs['number']} " not in status
+
+
 async def test_a_sha_prefix_of_digits_alone_is_the_commit_when_upstream_has_no_such_pr(ctx: Context) -> None:
     sim, number = a_fork(ctx)
     fix = digits_commit(sim, {"fix.txt": "fixed\n"}, at=OLD)
@@ -689,3 +732,24 @@ async def test_an_emergency_pick_merges_after_l1_and_a_code_owners_approval(ctx:
     after = LagHistory(ctx.store).history(FORK)[-1]
     assert (after.ingestion_tip, after.days_behind) == (before.ingestion_tip, before.days_behind)
     assert after.pending_commits == before.pending_commits - 1
+
+
+async def test_the_forge_reads_files_as_github_serves_them(ctx: Context) -> None:
+    """What the gate, the tiers and the commands read from fork trunk (the config, CODEOWNERS): a byte that
+    is not UTF-8 as U+FFFD, a directory as no file, a file GitHub serves without content (over 1 MB) as a
+    clear error, never as an empty file; a branch name with `#` or `+` reaches GitHub whole."""
+    sim, _ = a_fork(ctx)
+    sim.commit(
+        FORK,
+        "release#2+xpu",
+        {"a.txt": b"caf\xe9\n", "docs/x.md": "x\n", "big.bin": b"x" * (1024 * 1024 + 1)},
+    )
+    fork = ctx.registry.fork(FORK)
+    assert fork is not None
+    forge = ctx.forge(fork.installation_id, FORK)
+    assert await forge.read_text("a.txt", ref="release#2+xpu") == "caf\ufffd\n"
+    assert await forge.read_text("a.txt", ref="main") is None
+    assert await forge.read_text("docs", ref="release#2+xpu") is None
+    with pytest.raises(BadInput, match=r"big.bin at release#2\+xpu is 1048577 bytes") as refused:
+        await forge.file("big.bin", ref="release#2+xpu")
+    assert refused.value.remedy == "keep big.bin under 1 MB"

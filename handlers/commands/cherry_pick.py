@@ -5,7 +5,9 @@ on upstream's first-parent stream before any other git call."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gidgethub import BadRequest
 
@@ -13,7 +15,7 @@ from bot.app.context import Context
 from bot.core import audit, emergency
 from bot.core.command_args import CommandRefused, Flag, Kind, Positional, PullNumber, ShaPrefix, Usage
 from bot.core.config import Strategy
-from bot.core.emergency import EmergencyPick
+from bot.core.emergency import EmergencyPick, is_emergency_pull
 from bot.core.ingestion import TIER_TITLES, Label, Tier
 from bot.core.models import CommitReport, Disposition
 from bot.core.permissions import Permission
@@ -53,21 +55,15 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     picked = await asyncio.to_thread(
         _pick, ctx, fork, call, sha, pull, reason if isinstance(reason, str) else None
     )
-    open_pr = await _open_pull_for(ctx, call.fork, picked.pick.branch)
-    if open_pr is not None:
-        done = f"the emergency pick of {picked.pick.named} is already open as #{open_pr}"
+    opened = await _open_pull_for(ctx, call.fork, picked.pick.branch)
+    if opened is None:
+        number, head = await _publish(ctx, call.fork, picked), picked.head
+    else:  # the same command again, or its job retried after a step failed: what is left is finished
+        number, head = int(opened["number"]), str(opened["head"]["sha"])
+    await _complete(ctx, call, picked, number=number, head=head)
+    if opened is not None:
+        done = f"the emergency pick of {picked.pick.named} is already open as #{number}"
         return Outcome(done, reply=f"Nothing to do: {done}.\n")
-    number = await _publish(ctx, call.fork, picked)
-    await ctx.db(
-        ctx.store.set_disposition,
-        call.fork.repo,
-        sha,
-        Disposition.EMERGENCY,
-        reason=f"/cherry-pick by @{call.actor} in #{number}",
-        approver=call.actor,
-        at=ctx.clock(),
-    )
-    await requests.ingest(ctx, call.fork.repo, reason=f"emergency pick {sha[:10]} opened as #{number}")
     return Outcome(
         f"opened #{number}, the emergency pick of {picked.pick.named}",
         emergency.opened_reply(picked.pick, number),
@@ -176,29 +172,54 @@ def _pick(ctx: Context, fork: Synced, call: Call, sha: str, pull: int | None, re
     return Picked(pick, head, reports[-1])
 
 
-async def _open_pull_for(ctx: Context, fork: Fork, branch: str) -> int | None:
+async def _open_pull_for(ctx: Context, fork: Fork, branch: str) -> Mapping[str, Any] | None:
+    """The pick's open PR: from Sluice's branch in the fork itself (not a same-named one from elsewhere)."""
     pulls = await ctx.forge(fork.installation_id, fork.repo).open_pulls()
-    return next((int(p["number"]) for p in pulls if p["head"]["ref"] == branch), None)
+    return next(
+        (p for p in pulls if is_emergency_pull(p, fork=fork.repo) and p["head"]["ref"] == branch), None
+    )
 
 
 async def _publish(ctx: Context, fork: Fork, picked: Picked) -> int:
-    """Push the pick's branch, open its PR and its audit record, label it and queue L1 on its head."""
+    """Push the pick's branch and open its PR; its number."""
     auth = await ctx.git_auth(fork.installation_id)
     mirror = ctx.mirror(fork.repo)
     existing = await asyncio.to_thread(mirror.fetch_branches, emergency.EMERGENCY_PREFIX, auth=auth)
     update = BranchUpdate(picked.pick.branch, picked.head, existing.get(picked.pick.branch))
     await asyncio.to_thread(mirror.push, [update], auth=auth)
     forge = ctx.forge(fork.installation_id, fork.repo)
-    links = ingest.links_of(ctx, fork)
-    body = emergency.pr_body(picked.pick, picked.report, links=links)
+    body = emergency.pr_body(picked.pick, picked.report, links=ingest.links_of(ctx, fork))
     pull = await forge.create_pull(
         title=emergency.title(picked.pick), body=body, head=picked.pick.branch, base=fork.branch
     )
-    number = int(pull["number"])
-    opened = audit.emergency_opened(
-        picked.pick, picked.report, fork=fork.repo, pr_number=number, head=picked.head
-    )
-    await ctx.db(ctx.gates.save_audit, opened, at=ctx.clock())
+    return int(pull["number"])
+
+
+async def _complete(ctx: Context, call: Call, picked: Picked, *, number: int, head: str) -> None:
+    """What the pick's PR needs once open, each step skipped where done: a retry of the job after a step
+    failed (or the same command again) finishes the rest. Its audit record, its label, L1 queued on its
+    head, the commit's disposition and an ingestion run that leaves it out."""
+    fork, sha = call.fork, picked.pick.commit.sha
+    forge = ctx.forge(fork.installation_id, fork.repo)
+    if await ctx.db(ctx.gates.audit, fork.repo, number) is None:
+        opened = audit.emergency_opened(
+            picked.pick, picked.report, fork=fork.repo, pr_number=number, head=head
+        )
+        await ctx.db(ctx.gates.save_audit, opened, at=ctx.clock())
     await forge.replace_labels(number, [Label.EMERGENCY.value])
-    await forge.create_check_run(picked.head, Tier.L1.value, title=TIER_TITLES[Tier.L1])
-    return number
+    if Tier.L1.value not in await forge.check_runs(head):
+        await forge.create_check_run(head, Tier.L1.value, title=TIER_TITLES[Tier.L1])
+    held = (await ctx.db(ctx.store.dispositions, fork.repo)).get(sha)
+    if held is not None and held.disposition is Disposition.EMERGENCY:
+        return
+    reason = f"/cherry-pick by @{call.actor} in #{number}"
+    await ctx.db(
+        ctx.store.set_disposition,
+        fork.repo,
+        sha,
+        Disposition.EMERGENCY,
+        reason=reason,
+        approver=call.actor,
+        at=ctx.clock(),
+    )
+    await requests.ingest(ctx, fork.repo, reason=f"emergency pick {sha[:10]} opened as #{number}")
