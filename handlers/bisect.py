@@ -14,7 +14,7 @@ from bot.flows.bisection import Bisecting, GitCandidates, probe_finished, tier_f
 from bot.flows.pick import Picker
 from bot.git.mirror import BranchUpdate
 from bot.ports import Fork, Job
-from handlers import requests
+from handlers import requests, upstream
 from handlers.ingest import links_of
 from handlers.requests import BisectRequest
 from handlers.tiers import tiering
@@ -26,15 +26,18 @@ log = logging.getLogger("sluice.bisect")
 async def bisecting(ctx: Context, fork: Fork) -> Bisecting:
     """What bisecting `fork`'s ingestion PRs works with."""
     t = await tiering(ctx, fork)
-    mirror = ctx.mirror(fork.repo)
-    repo = ctx.repository(mirror)
+    auth, upstream_auth = await upstream.fork_auth(ctx, fork)
+    # both sides synced: the mirror is a cache an operator may wipe, and a bisection picks upstream's commits
+    mirror, _ = await asyncio.to_thread(ctx.sync_fork, fork, auth=auth, upstream_auth=upstream_auth)
+    repo = await asyncio.to_thread(ctx.repository, mirror)
     picker = Picker(
         repo, t.config, recall=lambda keys: ctx.store.resolutions(fork.repo, keys), use_resolver=False
     )
 
     async def fetch_pull(number: int) -> str:
         auth = await ctx.git_auth(fork.installation_id)
-        return await asyncio.to_thread(mirror.fetch_ref, f"refs/pull/{number}/head", auth=auth)
+        pull_ref = f"refs/pull/{number}/head"
+        return await asyncio.to_thread(mirror.fetch_ref, ctx.clone_url(fork.repo), pull_ref, auth=auth)
 
     async def push(updates: Sequence[BranchUpdate]) -> None:
         auth = await ctx.git_auth(fork.installation_id)

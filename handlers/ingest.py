@@ -102,7 +102,7 @@ def _build(
 ) -> Built:
     """The git and planning work (blocking: run it in a thread)."""
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
-    branches = mirror.fetch_branches(BRANCH_PREFIX, auth=auth)
+    branches = mirror.fetch_branches(ctx.clone_url(fork.repo), BRANCH_PREFIX, auth=auth)
     repo = ctx.repository(mirror)
     config = fork_config(ctx, repo, sync, fork)
     plan = build_plan(

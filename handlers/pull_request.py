@@ -59,7 +59,7 @@ def _comment(
     ctx: Context, fork: Fork, number: int, auth: dict[str, str], upstream_auth: dict[str, str] | None
 ) -> str:
     mirror, sync = ctx.sync_fork(fork, auth=auth, upstream_auth=upstream_auth)
-    head = mirror.fetch_ref(f"refs/pull/{number}/head", auth=auth)
+    head = mirror.fetch_ref(ctx.clone_url(fork.repo), f"refs/pull/{number}/head", auth=auth)
     repo = ctx.repository(mirror)
     config = ingest.fork_config(ctx, repo, sync, fork)
     snapshot = take_snapshot(repo, fork_ref=sync.fork_ref, upstream_ref=sync.upstream_ref, config=config)

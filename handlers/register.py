@@ -38,7 +38,8 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
     auth = await ctx.git_auth(installation_id)
     mirror = ctx.mirror(repo)
     head = await asyncio.to_thread(mirror.fetch_branch, ctx.clone_url(repo), default_branch, auth=auth)
-    text = await asyncio.to_thread(ctx.repository(mirror).read_file, head, CONFIG_PATH)
+    repository = await asyncio.to_thread(ctx.repository, mirror)
+    text = await asyncio.to_thread(repository.read_file, head, CONFIG_PATH)
     if text is None:
         log.info("%s has no %s on %s: not a fork Sluice keeps in sync", repo, CONFIG_PATH, default_branch)
         await ctx.db(ctx.registry.unregister_fork, repo)
@@ -70,7 +71,7 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
     except UpstreamRefused as exc:
         await upstream.report_refused(ctx, exc, repo=repo, installation_id=installation_id, head=head)
         raise Rejected(exc.message, exc.remedy) from exc
-    summary = _accepted(config, access) + await _tier_workflows(ctx, ctx.repository(mirror), head, config)
+    summary = _accepted(config, access) + await _tier_workflows(ctx, repository, head, config)
     await forge.report_check(head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=summary)
     fork = Fork(
         repo=repo,

@@ -151,7 +151,7 @@ async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) ->
     ref = f"refs/pull/{run.pull}/head"
     if run.bisection is not None and run.probe is not None:  # a probe: its candidate branch
         ref = f"refs/heads/{candidate_branch(run.ingestion, run.bisection, run.probe)}"
-    await asyncio.to_thread(mirror.fetch_ref, ref, auth=auth)
+    await asyncio.to_thread(mirror.fetch_ref, ctx.clone_url(fork.repo), ref, auth=auth)
     timeout_s = tier_config(t.config, run.level).timeout_minutes * 60
     baseline = str(pull["base"]["sha"])
     finished = await asyncio.to_thread(

@@ -60,7 +60,7 @@ async def watching(ctx: Context, fork: Fork) -> trunk_watch.Watch:
 
     async def history(good: str, bad: str) -> list[Suspect]:
         await fetch_trunk(ctx, fork)
-        repo = ctx.repository(ctx.mirror(fork.repo))
+        repo = await asyncio.to_thread(ctx.repository, ctx.mirror(fork.repo))
         return await asyncio.to_thread(commits_between, repo, good, bad)
 
     issues = ctx.forge(fork.installation_id, fork.repo)

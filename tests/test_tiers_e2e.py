@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -343,6 +344,19 @@ async def test_run_l3_on_request(local: Rig) -> None:
     l3 = local.checks(head)["sluice/L3"]
     assert l3["conclusion"] == "success" and l3["output"]["title"] == "L3: passed (2 tests)"  # both suites
     assert [r.level.value for r in TierRuns(local.store).for_pull(FORK, number)] == ["l1", "l2", "l3"]
+
+
+async def test_a_tier_runs_on_a_mirror_an_operator_wiped(local: Rig, tmp_path: Path) -> None:
+    """The data dir is a cache (deploy docs): a tier job after it was wiped fetches into a new mirror."""
+    _, head = await ingestion_pr(local, {"docs/guide.md": "guide, clarified\n"})
+    shutil.rmtree(tmp_path / "data" / "mirrors")
+    l2 = local.checks(head)["sluice/L2"]
+    local.sim.set_permission(FORK, "dev", "write")
+    await local.deliver(
+        "check_run", local.sim.check_run_payload(FORK, l2["id"], identifier="run-l3", sender="dev")
+    )
+    await local.settle()
+    assert local.checks(head)["sluice/L3"]["conclusion"] == "success"
 
 
 async def say(rig: Rig, number: int, body: str, *, user: str) -> None:

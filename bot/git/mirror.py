@@ -166,35 +166,32 @@ class Mirror:
             self._fetch("fork", url, f"+refs/heads/{branch}:{local}", auth=auth)
             return GitRepo(self.path).resolve(local)
 
-    def fetch_branches(self, prefix: str, *, auth: Mapping[str, str] | None = None) -> dict[str, str]:
-        """The fork's branches under `prefix` (e.g. `sluice/ingest/`), as {branch: sha}, fetched here."""
+    def fetch_branches(
+        self, url: str, prefix: str, *, auth: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The branches under `prefix` (e.g. `sluice/ingest/`) of the fork at `url`, as {branch: sha},
+        fetched here (into a mirror made now, if an operator wiped the cache)."""
+        validate_url(url)
         validate_ref(prefix.rstrip("/"))
         local = f"refs/remotes/fork/{prefix}"
         with self._locked():
-            self._git(
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--prune",
-                "--no-write-fetch-head",
-                "fork",
-                f"+refs/heads/{prefix}*:{local}*",
-                auth=auth,
-            )
+            self._ensure()
+            self._fetch("fork", url, f"+refs/heads/{prefix}*:{local}*", auth=auth)
             listed = self._git("for-each-ref", "--format=%(objectname) %(refname)", local)
         return {
             ref.removeprefix("refs/remotes/fork/"): sha
             for sha, ref in (ln.split(" ", 1) for ln in listed.splitlines())
         }
 
-    def fetch_ref(self, ref: str, *, auth: Mapping[str, str] | None = None) -> str:
-        """Fetch one fork ref (e.g. `refs/pull/7/head`) into `refs/remotes/fork/<ref>`; its SHA."""
+    def fetch_ref(self, url: str, ref: str, *, auth: Mapping[str, str] | None = None) -> str:
+        """Fetch one ref of the fork at `url` (e.g. `refs/pull/7/head`) into `refs/remotes/fork/<ref>`; its
+        SHA (into a mirror made now, if an operator wiped the cache)."""
+        validate_url(url)
         validate_ref(ref.removeprefix("refs/"))
         local = "refs/remotes/fork/" + ref.removeprefix("refs/")
         with self._locked():
-            self._git(
-                "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "fork", f"+{ref}:{local}", auth=auth
-            )
+            self._ensure()
+            self._fetch("fork", url, f"+{ref}:{local}", auth=auth)
             return GitRepo(self.path).resolve(local)
 
     def push(self, updates: Sequence[BranchUpdate], *, auth: Mapping[str, str] | None = None) -> None:

@@ -184,7 +184,9 @@ async def _publish(ctx: Context, fork: Fork, picked: Picked) -> int:
     """Push the pick's branch and open its PR; its number."""
     auth = await ctx.git_auth(fork.installation_id)
     mirror = ctx.mirror(fork.repo)
-    existing = await asyncio.to_thread(mirror.fetch_branches, emergency.EMERGENCY_PREFIX, auth=auth)
+    existing = await asyncio.to_thread(
+        mirror.fetch_branches, ctx.clone_url(fork.repo), emergency.EMERGENCY_PREFIX, auth=auth
+    )
     update = BranchUpdate(picked.pick.branch, picked.head, existing.get(picked.pick.branch))
     await asyncio.to_thread(mirror.push, [update], auth=auth)
     forge = ctx.forge(fork.installation_id, fork.repo)

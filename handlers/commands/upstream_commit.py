@@ -83,7 +83,7 @@ async def synced(ctx: Context, fork: Fork) -> Synced:
     """Fetch the fork's trunk and upstream branch into the fork's mirror and read the fork's config."""
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
     mirror, sync = await asyncio.to_thread(ctx.sync_fork, fork, auth=auth, upstream_auth=upstream_auth)
-    repo = ctx.repository(mirror)
+    repo = await asyncio.to_thread(ctx.repository, mirror)
     config = await asyncio.to_thread(ingest.fork_config, ctx, repo, sync, fork)
     return Synced(repo, sync, config, mirror, upstream_auth)
 
