@@ -35,7 +35,7 @@ async def on_push(event: PushEvent, *, ctx: Context, job: Job) -> None:
     if not trunk and event.sender is not None and event.sender.login == ctx.bot_login:
         log.info("push to %s %s is Sluice's own; ignored", repo, branch)
         return
-    config_changed = event.touches(CONFIG_PATH)
+    config_changed = event.may_touch(CONFIG_PATH)
     if trunk and config_changed:  # the upstream it tracks may have changed: register again, then ingest
         await requests.register(ctx, repo, installation_id=event.installation.id)
     elif trunk:

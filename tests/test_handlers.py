@@ -163,6 +163,24 @@ async def test_a_repo_is_checked_for_a_config_when_first_seen_or_when_its_config
     assert queued(ctx) == [("register", FORK)]
 
 
+@pytest.mark.parametrize(
+    ("change", "registers"),
+    [
+        ({}, False),
+        ({"forced": True}, True),  # back past a change no listed commit holds
+        ({"commits": [{"added": [], "modified": [], "removed": []}] * 2048}, True),  # the list is cut
+        ({"commits": [{"added": [f"f{n}" for n in range(3000)], "modified": [], "removed": []}]}, True),
+    ],
+)
+async def test_a_push_whose_lists_cannot_tell_may_have_changed_the_config(
+    ctx: Context, change: dict[str, Any], registers: bool
+) -> None:
+    fork_record(ctx)
+    payload = push_payload(ctx, FORK, "refs/heads/main") | change
+    await dispatch(ctx, "push", payload)
+    assert queued(ctx) == ([("register", FORK)] if registers else [("ingest", FORK)])
+
+
 # ------------------------------------------------------------------ installations and registration
 
 

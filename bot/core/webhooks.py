@@ -13,6 +13,8 @@ from bot.core.refs import non_ascii_problem, validate_ref
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
 REPO_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
+# A push delivery lists at most 2,048 of its commits, and 3,000 changed files of each (GitHub's schema).
+PUSH_COMMITS_LISTED, PUSH_FILES_LISTED = 2048, 3000
 MAX_JSON_DEPTH = 64  # GitHub's payloads nest 7 deep (tests/fixtures/octokit); json.loads recurses in C
 # Installation, repository and PR ids: JSON integers (not "123", true or 1.0), positive, within 63 bits.
 GitHubId = Annotated[int, Field(strict=True, gt=0, le=2**63 - 1)]
@@ -61,10 +63,15 @@ class PushEvent(Payload):
     ref: str
     after: str
     deleted: bool = False
-    commits: tuple[PushCommit, ...] = ()  # GitHub lists at most 20
+    forced: bool = False
+    commits: tuple[PushCommit, ...] = ()
 
-    def touches(self, path: str) -> bool:
-        return any(path in (*c.added, *c.modified, *c.removed) for c in self.commits)
+    def may_touch(self, path: str) -> bool:
+        """Whether the push may have changed `path`: a listed commit changed it, or the lists cannot say
+        (GitHub cuts them; a forced push may move the branch back past changes no listed commit holds)."""
+        changed = [(*c.added, *c.modified, *c.removed) for c in self.commits]
+        cut = len(self.commits) >= PUSH_COMMITS_LISTED or any(len(c) >= PUSH_FILES_LISTED for c in changed)
+        return self.forced or cut or any(path in c for c in changed)
 
     repository: Repository
     installation: Installation  # every App delivery about a repository names its installation

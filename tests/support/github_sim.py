@@ -37,6 +37,7 @@ WEB = "https://github.com"
 DOCS = "https://docs.github.com/rest"
 PULL_COMMITS_LISTED = 250  # GitHub's list of a PR's commits stops there (the PR's `commits` counts them all)
 PULL_FILES_LISTED = 3000  # and its list of files there
+PUSH_COMMITS_LISTED = 2048  # a push delivery's `commits`, the newest ones (20 in the events API, not here)
 CONTENTS_MAX_BYTES = 1024 * 1024  # the contents API sends no larger file's content (`encoding: none`)
 BASE_MODIFIED = "Base branch was modified. Review and try the merge again."
 BODY_MAX_CHARS = 65536  # an issue's, a PR's or a comment's body
@@ -2680,9 +2681,9 @@ class GitHubSim:
             others = [
                 b for b in self._git(repo, "for-each-ref", "--format=%(refname)", "refs/heads").stdout.split()
             ]
-            shas = self._log(repo, [after, *(f"^{o}" for o in others if o != ref)])[-20:]
+            shas = self._log(repo, [after, *(f"^{o}" for o in others if o != ref)])[-PUSH_COMMITS_LISTED:]
         else:
-            shas = self._log(repo, [after, f"^{before}"])[-20:]
+            shas = self._log(repo, [after, f"^{before}"])[-PUSH_COMMITS_LISTED:]
         commits = [self._push_commit(repo, sha) for sha in shas]
         forced = not deleted and before != ZERO_SHA and not self._is_ancestor(repo, before, after)
         peeled = None if deleted else self._resolve(repo, after) or after  # an annotated tag names its commit
