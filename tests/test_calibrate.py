@@ -451,8 +451,10 @@ def test_bad_options_are_refused_before_anything_is_written(
     out = tmp_path / "model.json"
     assert calibrate_cli(s, out, "--until", "next week") == 2
     assert calibrate_cli(s, out, "--limit", "0") == 2
+    assert calibrate_cli(s, out, "--since", "2025-09-30", "--until", "2025-09-01") == 2
     assert not out.exists()
-    assert "is not a date" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is not a date" in err and "--until 2025-09-01 is not after --since 2025-09-30" in err
 
 
 def test_the_curve_is_an_svg_with_the_bundled_mark(tmp_path: Path) -> None:

@@ -334,7 +334,8 @@ def calibrate(
     progress("finding past ingestions")
     windows = find_windows(repo, config, fork_head=fork_head, upstream_head=upstream_head, options=options)
     if not windows:
-        return fallback(windows, [], "no past ingestion (upstream merge or pick) found", options)
+        asked = " in the range asked" if options.since is not None or options.until is not None else ""
+        return fallback(windows, [], f"no past ingestion (upstream merge or pick) found{asked}", options)
     features = FeatureCache(cache, config=config)
     blamed = within(blamed, options)
     rows, failed = mine(repo, config, windows, cache=features, progress=progress, blamed=blamed)
@@ -601,9 +602,13 @@ def options_from(args: argparse.Namespace) -> CalibrateOptions:
             "--bundled-share must lie strictly between 0 and 1, --fix-days be ≥ 0",
             "e.g. --bundled-share 0.7 --fix-days 7",
         )
+    since = parse_date(args.since, "--since") if args.since else None
+    until = parse_date(args.until, "--until") if args.until else None
+    if since is not None and until is not None and until <= since:
+        raise SluiceError(f"--until {args.until} is not after --since {args.since}", "give a later --until")
     return CalibrateOptions(
-        since=parse_date(args.since, "--since") if args.since else None,
-        until=parse_date(args.until, "--until") if args.until else None,
+        since=since,
+        until=until,
         limit=args.limit,
         fix_days=args.fix_days,
         bundled_share=args.bundled_share,
