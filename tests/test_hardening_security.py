@@ -26,6 +26,8 @@ from bot.core.upstream_access import AccessKind, UpstreamFacts, UpstreamRefused,
 from bot.db.jobs import JobQueue, jobs
 from bot.db.registry import Registry
 from bot.db.store import Store
+from bot.git.environment import git_environ
+from bot.git.repo import GitRepo
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import installation_created, serve_bot, serve_settings, serve_sim
 
@@ -521,3 +523,14 @@ def test_who_reads_the_upstream(
             decide(given)
     else:
         assert (decide(given).kind, decide(given).installation_id) == expected
+
+
+def test_git_never_sees_sluices_own_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """ssh, a credential helper, anything git starts: none of them gets the App's key or the secret."""
+    monkeypatch.setenv("SLUICE_PRIVATE_KEY", "-----BEGIN RSA PRIVATE KEY-----")
+    monkeypatch.setenv("SLUICE_WEBHOOK_SECRET", "s3cret")
+    subprocess.run(["git", "init", "--quiet", str(tmp_path)], check=True)
+    subprocess.run(["git", "config", "alias.show-env", "!env"], cwd=tmp_path, check=True)  # git starts env
+    seen = GitRepo(tmp_path).run("show-env")
+    assert "PATH=" in seen and "GIT_TERMINAL_PROMPT=0" in seen and "SLUICE_" not in seen
+    assert not any(k.startswith("SLUICE_") for k in git_environ())

@@ -13,8 +13,8 @@ import pytest
 
 from bot.app.cli import main
 from bot.demo import MIN_SIZE, Sandbox, build_sandbox
+from bot.git.environment import GIT_ENV
 from bot.git.mirror import Mirror
-from bot.git.repo import GIT_ENV
 
 
 @pytest.fixture

@@ -14,8 +14,10 @@ import tempfile
 from pathlib import Path
 
 from bot.core.config import SluiceConfig
+from bot.core.refs import validate_sha
 from bot.core.tiers import TierRun, selection_code
 from bot.flows.tiers import Finished
+from bot.git.environment import git_environ
 
 SLUICE_ROOT = Path(__file__).resolve().parent.parent.parent  # where `runners` is importable from
 MAX_LOG_CHARS = 200_000
@@ -107,7 +109,11 @@ def _export(git_dir: Path, sha: str, tree: Path) -> None:
     """The commit's files (no .git): what actions/checkout gives the job."""
     tree.mkdir()
     archive = subprocess.run(
-        ["git", "archive", "--format=tar", sha], cwd=git_dir, capture_output=True, check=True
+        ["git", "archive", "--format=tar", validate_sha(sha)],
+        cwd=git_dir,
+        env=git_environ(),
+        capture_output=True,
+        check=True,
     ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(tree, filter="data")

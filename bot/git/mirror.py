@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
-import os
 import re
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
@@ -15,7 +14,8 @@ from pathlib import Path
 from bot.core.config import CONFIG_PATH
 from bot.core.errors import GitAuthRejected, GitError, GitTransportError, redact
 from bot.core.refs import validate_ref
-from bot.git.repo import GIT_ENV, GIT_FAILED_REMEDY, GitRepo
+from bot.git.environment import git_environ
+from bot.git.repo import GIT_FAILED_REMEDY, GitRepo
 
 # Transports git may use for a mirror; `ext::` and `fd::` run commands and are never allowed.
 URL_FORMS = re.compile(r"^(?:(?:https?|ssh|git|file)://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:(?!//)|/)")
@@ -93,7 +93,7 @@ class Mirror:
             cwd=self.path,
             capture_output=True,
             text=True,
-            env={**os.environ, **GIT_ENV, **(auth or {})},
+            env={**git_environ(), **(auth or {})},
         )
         if proc.returncode != 0:
             raise _failure(args[0], proc.stderr, proc.returncode, authenticated=auth is not None)

@@ -19,6 +19,7 @@ from bot.core.diffparse import COMMIT_MARK, parse_patch_section, split_log
 from bot.core.errors import GitError, MissingObject
 from bot.core.models import CommitInfo, FileChange
 from bot.core.refs import REV_STEPS, SHA_RE, validate_ref, validate_rev, validate_sha
+from bot.git.environment import git_environ
 from bot.ports import MergeResult, Stage
 
 TZ_RE = re.compile(r"^[+-][0-9]{4}$")
@@ -29,13 +30,8 @@ LOOSE_COMPRESSION = 1  # git's default for loose objects (core.looseCompression)
 FIELD = "\x1f"
 META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%ad", "%ct", "%B"])  # with --date=raw: "<epoch> <tz>"
 COMMITTER = "Sluice <sluice@users.noreply.github.com>"
-GIT_ENV = {
-    "LC_ALL": "C",
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_LITERAL_PATHSPECS": "1",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_NO_REPLACE_OBJECTS": "1",
-}
+
+
 # How git names an object it cannot read (a partial clone, a snapshot without large blobs).
 MISSING_OBJECT = re.compile(
     rb"(?:unable to read|bad object|missing blob object|could not read)(?: tree| blob)? '?([0-9a-f]{40})",
@@ -75,7 +71,7 @@ class GitRepo:
         self.path = Path(path).resolve()
         if not self.path.exists():
             raise GitError(f"{path} does not exist", "pass --repo the path of a clone or mirror")
-        self.env = {**os.environ, **GIT_ENV}
+        self.env = git_environ()
         proc = subprocess.run(
             ["git", "rev-parse", *REPO_FACTS],
             cwd=self.path,
