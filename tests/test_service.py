@@ -200,6 +200,14 @@ async def test_health_readiness_and_metrics(client: Any) -> None:
     assert 'sluice_jobs{state="queued"} 1.0' in text
 
 
+@pytest.mark.parametrize("secret", [None, ""])
+def test_the_app_is_never_made_without_a_webhook_secret(store: Store, secret: str | None) -> None:
+    """An empty secret would accept anyone's signature (HMAC with an empty key is anyone's to compute)."""
+    unsigned = settings().model_copy(update={"webhook_secret": None if secret is None else SecretStr(secret)})
+    with pytest.raises(ValueError, match="a webhook secret is required"):
+        create_app(unsigned, store=store)
+
+
 def test_settings_report_every_missing_value(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("SLUICE_APP_ID", "SLUICE_PRIVATE_KEY", "SLUICE_PRIVATE_KEY_FILE", "SLUICE_WEBHOOK_SECRET"):
         monkeypatch.delenv(name, raising=False)

@@ -245,8 +245,8 @@ def create_app(
     With `background`, the app also runs `settings.workers` job workers, the upstream poll loop, the
     redelivery sweep, the periodic resync and the trunk-watch loop.
     """
-    if settings.webhook_secret is None:
-        raise ValueError("a webhook secret is required")
+    if settings.webhook_secret is None or not settings.webhook_secret.get_secret_value():
+        raise ValueError("a webhook secret is required")  # an empty one would accept anyone's signature
     app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
     app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
     app[METRICS] = Metrics()
