@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 
 from bot.core.config import parse_config
-from bot.core.models import Dependency, DependencyKind, PlannedCommit, RiskKind, RiskLevel, RiskReason
-from bot.core.planner import PriorChain, classify
+from bot.core.ingestion import units_of
+from bot.core.models import (
+    Dependency,
+    DependencyKind,
+    Plan,
+    PlannedCommit,
+    RiskKind,
+    RiskLevel,
+    RiskReason,
+)
+from bot.core.planner import PriorChain, classify, stream_order
+from tests.test_dashboard import status
 
 
 def commit(
@@ -84,6 +94,56 @@ def test_bundle_limits(limits: str, sizes: list[int], bundles: list[list[int]]) 
     commits = [commit(i, lines=n) for i, n in enumerate(sizes, 1)]
     got, _ = classify(commits, symbol_keys={}, prior=(), ingested=set(), config=config)
     assert numbers(got) == bundles
+
+
+def spread(c: PlannedCommit) -> PlannedCommit:
+    """`c` with its SHA (and those it depends on) as `nn` repeated, `nn` its number in hex."""
+    again = lambda sha: f"{int(sha, 16):02x}" * 20  # noqa: E731
+    deps = tuple(d.model_copy(update={"sha": again(d.sha)}) for d in c.depends_on)
+    return c.model_copy(update={"sha": again(c.sha), "depends_on": deps})
+
+
+@pytest.mark.parametrize(
+    ("commits", "units"),
+    [
+        pytest.param(
+            [commit(1), commit(2, risk=H), commit(3), commit(4, after=(2,)), commit(5), commit(6)],
+            [("bundle", [1]), ("chain", [2]), ("bundle", [3]), ("chain", [4]), ("bundle", [5, 6])],
+            id="a-chain-is-cut-where-bundled-commits-come-between",
+        ),
+        pytest.param(
+            [commit(1, risk=H), commit(2, after=(1,)), commit(3), commit(4)],
+            [("chain", [1, 2]), ("bundle", [3, 4])],
+            id="consecutive-members-stay-one-chain",
+        ),
+        pytest.param(
+            [commit(1, risk=H), commit(2), commit(3, risk=H, after=(1,)), commit(4, risk=H)],
+            [("chain", [1]), ("bundle", [2]), ("chain", [3]), ("chain", [4])],
+            id="chains-side-by-side-stay-apart",
+        ),
+    ],
+)
+def test_with_strategy_merge_each_unit_is_a_run_of_the_stream(
+    commits: list[PlannedCommit], units: list[tuple[str, list[int]]]
+) -> None:
+    """A merge of an upstream commit brings every commit before it: a bundle that held commit 3 while
+    commit 2 waited in a chain would bring commit 2 in unwatched. The units go in the stream's order."""
+    config = parse_config("strategy: merge\n")
+    commits = [spread(c) for c in commits]  # ids from the first ten digits: each its own
+    bundles, chains = classify(commits, symbol_keys={}, prior=(), ingested=set(), config=config)
+    plan = Plan(
+        fork_ref="main",
+        fork_head="f" * 40,
+        upstream_ref="upstream/main",
+        upstream_head="e" * 40,
+        config_digest=config.digest(),
+        status=status(None),
+        bundles=bundles,
+        chains=chains,
+        order=stream_order(commits, bundles, chains),
+    )
+    got = [(u.kind.value, [int(c.sha[:2], 16) for c in u.commits]) for u in units_of(plan)]
+    assert got == units and len({u.id for u in units_of(plan)}) == len(units)
 
 
 def test_chain_ids_follow_their_root() -> None:

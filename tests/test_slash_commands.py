@@ -596,6 +596,16 @@ async def test_skip_by_a_member_of_an_owning_team(ctx: Context) -> None:
     assert "is skipped (won't port) by @alice" in await say(ctx, number, f'/skip {sha[:10]} --reason "ours"')
 
 
+async def test_skip_and_defer_are_refused_on_a_merge_fork(ctx: Context) -> None:
+    config = fork_config(ctx.web_url, UPSTREAM) + "strategy: merge\n"
+    sim, number = a_fork(ctx, fork_files={".github/sluice.yml": config})
+    sha = upstream_commit(sim, {"docs/a.md": "a\n"}, message="docs: a", at=OLD)
+    for line in (f'/skip {sha[:10]} --reason "ours"', f"/defer {sha[:10]}"):
+        reply = await say(ctx, number, line, user="dan")
+        assert "no commit can be skipped or deferred while later ones go in" in reply, reply
+    assert sha not in ctx.store.dispositions(FORK) and queued(ctx) == []
+
+
 async def test_what_people_and_upstream_wrote_is_echoed_inert(ctx: Context) -> None:
     """A reason or an upstream subject in a reply pings nobody, links nothing and renders no HTML; a marker
     of Sluice's sticky comments quoted back in a refusal does not make the refusal one of them."""

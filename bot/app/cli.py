@@ -27,7 +27,14 @@ from bot.config_file import load_config
 from bot.core import render
 from bot.core.audit import render as render_audit
 from bot.core.bisect_pr import Blame
-from bot.core.config import ConfigError, ResolverConfig, SluiceConfig, Strategy, check_config
+from bot.core.config import (
+    MERGE_HOLDS_NOTHING,
+    ConfigError,
+    ResolverConfig,
+    SluiceConfig,
+    Strategy,
+    check_config,
+)
 from bot.core.errors import BadInput, GitError, NotFound, SluiceError
 from bot.core.models import CommitInfo, Disposition, DispositionRecord, PickReport, PickStatus, Plan, RiskKind
 from bot.core.recognise import unmatched_picks
@@ -234,6 +241,8 @@ def cmd_hold(args: argparse.Namespace) -> int:
     if held == Disposition.SKIPPED and not args.undo and reason is None:
         raise SluiceError("skipping needs a reason", 'say why it will not be ported: --reason "…"')
     repo, config = _open_repo(args)
+    if config.strategy is Strategy.MERGE and not args.undo:
+        raise SluiceError(*MERGE_HOLDS_NOTHING)
     snapshot = take_snapshot(repo, fork_ref=args.fork, upstream_ref=args.upstream, config=config)
     commits = _pending_commits(repo, snapshot, args.shas)
     approver = args.by or _git_user(repo)

@@ -335,6 +335,14 @@ class Strategy(enum.StrEnum):
     MERGE = "merge"  # merge an upstream commit (Intel XPU backend)
 
 
+# `skip` and `defer` on a `merge` fork: (what is wrong, what to do instead), for the CLI and the command.
+MERGE_HOLDS_NOTHING = (
+    "with `strategy: merge` a merge brings every upstream commit before the one it merges, so no commit can "
+    "be skipped or deferred while later ones go in",
+    "to wait for it, pause ingestion (`/pause`); to leave it out, revert it in the fork once it is in",
+)
+
+
 class UpstreamConfig(Frozen):
     url: Annotated[str, AfterValidator(_check_url), AfterValidator(_check_https)] = (
         "https://github.com/triton-lang/triton.git"

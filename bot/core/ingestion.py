@@ -137,10 +137,12 @@ def stacked(pull: Mapping[str, Any]) -> bool:
 
 
 def units_of(plan: Plan) -> list[Unit]:
-    """Bundles, then risky chains, in the plan's order: each unit builds on the ones before it."""
+    """Bundles, then risky chains, in the plan's order (`plan.order` where it gives one: with `strategy:
+    merge` the stream's, as a merge brings every commit before it): each unit builds on the ones before."""
     bundles = [Unit(b.id, UnitKind.BUNDLE, b.commits) for b in plan.bundles]
     chains = [Unit(c.id, UnitKind.CHAIN, c.commits, chain=c) for c in plan.chains if c.commits]
-    return bundles + chains
+    rank = {unit: n for n, unit in enumerate(plan.order)}
+    return sorted(bundles + chains, key=lambda u: rank.get(u.id, len(rank)))
 
 
 def title(unit: Unit) -> str:

@@ -293,6 +293,8 @@ class Plan(Frozen):
     # Pending upstream commits left out of the plan, with the disposition that holds them (deferred, skipped).
     held: dict[str, Disposition] = Field(default_factory=dict)
     risk_decision: RiskDecision | None = None  # None: today's rules (no model configured or installed)
+    # The order the units go in, by id (`strategy: merge`: the stream's); empty: bundles first, then chains.
+    order: tuple[str, ...] = ()
 
 
 class PickStatus(enum.StrEnum):

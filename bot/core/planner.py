@@ -27,7 +27,7 @@ from bot.core.calibrated import (
     with_probability,
 )
 from bot.core.chain_split import split_chain
-from bot.core.config import SluiceConfig
+from bot.core.config import SluiceConfig, Strategy
 from bot.core.models import (
     Dependency,
     Disposition,
@@ -249,7 +249,65 @@ def classify(
     frozen.sort(key=lambda c: position[c.commits[0].sha])
     pieces = tuple(p for chain in frozen for p in split_chain(chain, limit=config.risk.max_chain))
     caps = selection.caps or caps_for(config, calibrated=selection.calibrated)
+    if config.strategy is Strategy.MERGE:
+        return in_stream_order(commits, pieces, caps)
     return _bundle(low_risk, caps), pieces
+
+
+def in_stream_order(
+    commits: Sequence[PlannedCommit], chains: Sequence[RiskyChain], caps: BundleCaps
+) -> tuple[tuple[LowRiskBundle, ...], tuple[RiskyChain, ...]]:
+    """`strategy: merge`: merging an upstream commit brings every commit before it, so each unit is a run of
+    consecutive commits of the stream. A chain is cut where a bundled commit (or another chain's) comes
+    between its members, and bundles fill only the runs between chained commits; the plan's `order` is the
+    stream's."""
+    chain_of = {c.sha: chain.id for chain in chains for c in chain.commits}
+    runs: list[list[PlannedCommit]] = []
+    for commit in commits:
+        if runs and chain_of.get(runs[-1][-1].sha) == chain_of.get(commit.sha):
+            runs[-1].append(commit)
+        else:
+            runs.append([commit])
+    by_id = {chain.id: chain for chain in chains}
+    bundles: list[LowRiskBundle] = []
+    pieces: list[RiskyChain] = []
+    for run in runs:
+        owner = chain_of.get(run[0].sha)
+        if owner is None:
+            bundles += _bundle(run, caps)
+        else:
+            pieces.append(_run_of(by_id[owner], run))
+    return tuple(bundles), tuple(pieces)
+
+
+def _run_of(chain: RiskyChain, run: Sequence[PlannedCommit]) -> RiskyChain:
+    """The part of `chain` that is `run`: the first keeps the chain's id and what it carried from before."""
+    first = run[0].sha == chain.commits[0].sha
+    shas = {c.sha for c in run}
+    return chain.model_copy(
+        update={
+            "id": chain.id if first else f"chain-{short(run[0].sha)}",
+            "root": chain.root if chain.root in shas or first else run[0].sha,
+            "risk": max((c.risk for c in run), key=lambda level: level.rank),
+            "ingested": chain.ingested if first else (),
+            "commits": tuple(run),
+            "why": {s: w for s, w in chain.why.items() if s in shas},
+            "after": (),  # everything before it in the stream goes first
+            "ingested_files": chain.ingested_files if first else (),
+            "ingested_symbols": chain.ingested_symbols if first else (),
+        }
+    )
+
+
+def stream_order(
+    commits: Sequence[PlannedCommit], bundles: Sequence[LowRiskBundle], chains: Sequence[RiskyChain]
+) -> tuple[str, ...]:
+    """The ids of the plan's units in the order their first commits come upstream."""
+    position = {c.sha: i for i, c in enumerate(commits)}
+    firsts = [(b.commits[0].sha, b.id) for b in bundles] + [
+        (c.commits[0].sha, c.id) for c in chains if c.commits
+    ]
+    return tuple(unit for _, unit in sorted((position[sha], unit) for sha, unit in firsts))
 
 
 def planned_commit(
@@ -329,4 +387,5 @@ def make_plan(
         chains=chains,
         held=dict(sorted((held or {}).items())),
         risk_decision=decision,
+        order=stream_order(planned, bundles, chains) if config.strategy is Strategy.MERGE else (),
     )

@@ -22,5 +22,6 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     prefix = call.args.get("SHA")
     assert isinstance(prefix, ShaPrefix)
     fork = await synced(ctx, call.fork)
+    holding.may_hold(fork)
     sha = await asyncio.to_thread(fork.stream_commit, prefix.text)
     return await holding.hold(call, fork, sha, Disposition.DEFERRED, ctx=ctx)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from bot.app.context import Context
+from bot.core.command_args import CommandRefused
+from bot.core.config import MERGE_HOLDS_NOTHING, Strategy
 from bot.core.markdown import plain
 from bot.core.models import Disposition
 from handlers import requests
@@ -13,6 +15,12 @@ from handlers.commands.call import QUEUED, Call, Outcome
 from handlers.commands.upstream_commit import Synced, pending_commit
 
 VERB = {Disposition.SKIPPED: "skipped (won't port)", Disposition.DEFERRED: "deferred to the backlog"}
+
+
+def may_hold(fork: Synced) -> None:
+    """Refused on a `merge` fork, before anything else is asked: no merge leaves a commit out."""
+    if fork.config.strategy is Strategy.MERGE:
+        raise CommandRefused(*MERGE_HOLDS_NOTHING)
 
 
 async def hold(call: Call, fork: Synced, sha: str, held: Disposition, *, ctx: Context) -> Outcome:

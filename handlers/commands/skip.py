@@ -22,6 +22,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     prefix = call.args.get("SHA")
     assert isinstance(prefix, ShaPrefix)
     fork = await synced(ctx, call.fork)
+    holding.may_hold(fork)
     sha = await asyncio.to_thread(fork.stream_commit, prefix.text)
     area = await asyncio.to_thread(fork.ownership_of, sha)
     forge = ctx.forge(call.fork.installation_id, call.fork.repo)
