@@ -289,6 +289,31 @@ def test_skip_refuses_what_is_not_a_pending_upstream_commit(
     assert not db.exists()
 
 
+@pytest.mark.parametrize("verb", ["skip", "defer"])
+def test_skip_and_defer_are_refused_on_a_merge_fork(
+    scenario: Scenario, tmp_path: Path, capsys, verb: str
+) -> None:
+    """A merge brings every commit before the one it merges: holding one out would be a promise not kept."""
+    later = scenario.upstream("[DOCS] a (#2)", {"docs/b.md": "b\n"})
+    config = tmp_path / "sluice.yml"
+    config.write_text("strategy: merge\n")
+    db = tmp_path / "store.db"
+    code, _, err = run(
+        capsys,
+        verb,
+        *repo_of(scenario),
+        "--config",
+        str(config),
+        "--database",
+        f"sqlite:///{db}",
+        "--reason",
+        "x",
+        later,
+    )
+    assert code == 2 and "no commit can be skipped or deferred while later ones go in" in err
+    assert "pause ingestion" in err and not db.exists()
+
+
 def test_status_never_creates_a_store(
     scenario: Scenario, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -397,6 +422,32 @@ def test_the_summary_says_why_chain_members_are_linked(scenario: Scenario, capsy
     row = next(line for line in out.splitlines() if line.startswith("chain-"))
     assert "2 commits" in row and "core-passes ×2" in row
     assert "lines via pipelineDepth" in row
+
+
+def test_the_summary_at_80_columns_still_says_why(scenario: Scenario, capsys, monkeypatch) -> None:
+    """Output that is not a terminal is 80 columns wide: a chain's top reasons and its links each get a
+    line of their own there, rather than being cut off the end of one."""
+    monkeypatch.setenv("COLUMNS", "80")
+    scenario.upstream(
+        "[BACKEND] cap (#2)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")}
+    )
+    scenario.upstream(
+        "[BACKEND] cap more (#3)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 4;")}
+    )
+    out = run(capsys, "plan", *repo_of(scenario), "--no-record")[1]
+    assert max(map(len, out.splitlines())) <= 80
+    assert any(line.strip().startswith("component ×2") for line in out.splitlines()), out
+    assert any(line.strip().startswith("lines via pipelineDepth") for line in out.splitlines()), out
+
+
+def test_full_says_a_chain_roots_reason_once(scenario: Scenario, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
+    scenario.upstream(
+        "[BACKEND] cap (#2)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")}
+    )
+    full = run(capsys, "plan", *repo_of(scenario), "--no-record", "--full")[1]
+    assert f"chained: high risk: component: core-passes: {PASS_PATH}" in full
+    assert full.count(f"component: core-passes: {PASS_PATH}") == 1
 
 
 PLURAL_SLIP = re.compile(

@@ -29,8 +29,9 @@ RISK_STYLE = {"low": "green", "medium": "yellow", "high": "red", "critical": "bo
 SUBJECT_WIDTH = 64
 SUMMARY_ITEMS = 3  # components and reasons named per chain in the summary
 SUMMARY_ROWS = 25  # chains (and bundles) listed in the summary; --full lists them all
+SAID_NOTHING = ("—", "one commit")  # a fact the narrow summary leaves out
 WIDE = 150  # from this width on, the summary gives each fact its own column
-ID_WIDTH, SIZE_WIDTH, RISK_WIDTH = 18, 23, 9  # bundle-<sha10>, "30 commits, 3000 lines", critical
+ID_WIDTH, SIZE_WIDTH, RISK_WIDTH = 18, 27, 9  # bundle-<sha10>, "4781 commits, 1262630 lines", critical
 ComponentOf = Callable[[str], str | None]
 
 
@@ -106,7 +107,8 @@ def _why(c: PlannedCommit, chained: str | None) -> str:
     if c.probability is not None:
         return "\n".join([*head, weight_text(c)])
     reasons = [f"{r.kind}: {r.detail}" for r in c.reasons if r.level != "low"]
-    return "\n".join([*head, *reasons]) or "—"
+    said = chained or ""  # a chain's root says its top reason already: not twice
+    return "\n".join([*head, *(r for r in reasons if r not in said)]) or "—"
 
 
 def _commit_table(
@@ -188,7 +190,8 @@ def _linked_by(chain: RiskyChain) -> str:
 @dataclass(frozen=True)
 class _Summary:
     """One row per chain or bundle, laid out for the width it is printed at: a column per fact on a wide
-    terminal, two lines per row (subject, then the facts) on a narrow one; a row never wraps further."""
+    terminal; on a narrow one the subject, then the size with the first fact, then a line per other fact
+    (a chain's top reasons and links each get the whole width); a line never wraps."""
 
     title: str
     kind: str  # "chain" or "bundle": the first column's header
@@ -234,10 +237,12 @@ class _Summary:
             f"{subject}; size · " + " · ".join(h.split()[-1] for h in self.headers), width=details
         )
         for ident, subject, size, risk, facts in self.rows:
-            detail = _line(subject)
-            detail.append("\n")
-            shown = [fact for fact in facts if fact not in ("—", "one commit")]
-            detail.append_text(_line(" · ".join((size, *shown)), style="dim"))
+            first, *others = facts
+            lines = [
+                " · ".join(f for f in (size, first) if f != "—"),
+                *(f for f in others if f not in SAID_NOTHING),
+            ]
+            detail = Text("\n").join([_line(subject), *(_line(line, style="dim") for line in lines)])
             table.add_row(_line(ident), risk, detail)
         return table
 
