@@ -9,7 +9,7 @@ import pytest
 
 from bot.core import emergency
 from bot.core.commands import status_reply
-from bot.core.config import SluiceConfig
+from bot.core.config import SluiceConfig, Strategy
 from bot.core.emergency import EmergencyPick
 from bot.core.ingestion import Links, PickedUnit, Unit, UnitKind, classification, pr_body
 from bot.core.limits import GITHUB_TEXT_MAX_CHARS
@@ -89,6 +89,22 @@ def test_the_local_commands_fetch_the_upstream_commit_before_picking_it() -> Non
         f"git fetch https://github.com/triton-lang/triton.git {planned(1).sha}",
         f"git cherry-pick -x {planned(1).sha}",
     ]
+
+
+def test_a_merge_forks_local_commands_merge_and_its_revert_names_the_fork_side() -> None:
+    """`strategy: merge`: each commit merges one upstream commit, so a person merges too, and reverting a
+    merge commit needs `-m 1` (git refuses a merge without it)."""
+    unit = Unit("chain-abc", UnitKind.CHAIN, (planned(1, "lib/a.cpp"), planned(2, "lib/b.cpp")))
+    clean = CommitReport(upstream=planned(1).sha, subject="s", status=PickStatus.CLEAN, tree="t" * 40)
+    blocked = CommitReport(upstream=planned(2).sha, subject="s", status=PickStatus.NEEDS_HUMAN, tree=None)
+    picked = PickedUnit(unit, "main", "h" * 40, (clean, blocked))
+    body = pr_body(picked, links=LINKS, upstream_parent=None, strategy=Strategy.MERGE)
+    script, revert = (part.split("```")[0].splitlines() for part in body.split("```sh\n")[1:])
+    assert f"git merge --no-ff {planned(2).sha}" in script and not any("cherry-pick" in s for s in script)
+    assert "# resolve the conflicts, then: git add <files> && git merge --continue" in script
+    assert revert[-1] == "  | xargs -n1 git revert --no-edit -m 1"
+    picks = pr_body(picked, links=LINKS, upstream_parent=None)
+    assert f"git cherry-pick -x {planned(2).sha}" in picks and "  | xargs git revert --no-edit\n" in picks
 
 
 def long_chain(count: int) -> tuple[Unit, list[CommitReport]]:

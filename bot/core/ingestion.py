@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.core.config import SluiceConfig
+from bot.core.config import SluiceConfig, Strategy
 from bot.core.limits import GITHUB_TEXT_MAX_CHARS, rows_that_fit
 from bot.core.markdown import plain
 from bot.core.models import (
@@ -181,7 +181,13 @@ def _outcome(report: CommitReport | None) -> str:
     return f"conflict resolved mechanically: {resolved}"
 
 
-def pr_body(picked: PickedUnit, *, links: Links, upstream_parent: str | None) -> str:
+def pr_body(
+    picked: PickedUnit,
+    *,
+    links: Links,
+    upstream_parent: str | None,
+    strategy: Strategy = Strategy.CHERRY_PICK,
+) -> str:
     """The PR's description (or, while not one commit applied, the tracking issue's): the range, a row per
     commit, what needs a human and how to revert, in GitHub's limit: a long table shrinks, never the rest."""
     unit = picked.unit
@@ -204,27 +210,34 @@ def pr_body(picked: PickedUnit, *, links: Links, upstream_parent: str | None) ->
         f"{_cell(_reasons(commit))} | {_cell(_outcome(reports.get(commit.sha)))} |"
         for index, commit in enumerate(unit.commits, 1)
     ]
-    tail = ["", *needs_human_section(picked, links=links)] if picked.blocked is not None else []
+    blocked = picked.blocked is not None
+    tail = ["", *needs_human_section(picked, links=links, strategy=strategy)] if blocked else []
     if picked.head is not None:  # nothing to revert while not one commit applied (a tracking issue)
-        tail += ["", *_how_to_revert(unit, links=links)]
+        tail += ["", *_how_to_revert(unit, links=links, strategy=strategy)]
     room = GITHUB_TEXT_MAX_CHARS - len("\n".join([*head, *tail])) - _MARGIN
     rows = rows_that_fit(rows, room=room, more=lambda n: f"| … | {plural(n, 'more commit')} | {_MORE} | | |")
     return "\n".join([*head, *rows, *tail]) + "\n"
 
 
-def _how_to_revert(unit: Unit, *, links: Links) -> list[str]:
+def _how_to_revert(unit: Unit, *, links: Links, strategy: Strategy) -> list[str]:
+    if strategy is Strategy.MERGE:  # each commit merges one upstream commit: reverted against the fork's side
+        revert = "  | xargs -n1 git revert --no-edit -m 1"
+    else:
+        revert = "  | xargs git revert --no-edit"
     return [
         "### How to revert",
         f"Every commit of this ingestion carries the trailer `Sluice-Ingestion: {unit.id}`. After it merged:",
         "```sh",
         f"git log --format=%H --grep='^Sluice-Ingestion: {unit.id}$' {links.fork_branch} \\",
-        "  | xargs git revert --no-edit",
+        revert,
         "```",
         "(or, when it was merged with a merge commit: `git revert -m 1 <merge sha>`).",
     ]
 
 
-def needs_human_section(picked: PickedUnit, *, links: Links) -> list[str]:
+def needs_human_section(
+    picked: PickedUnit, *, links: Links, strategy: Strategy = Strategy.CHERRY_PICK
+) -> list[str]:
     """What to resolve, and the exact local commands; Sluice never pushes conflict markers."""
     blocked = picked.blocked
     assert blocked is not None
@@ -246,8 +259,17 @@ def needs_human_section(picked: PickedUnit, *, links: Links) -> list[str]:
         f"git fetch {links.fork_clone_url} {start}",
         f"git switch --create {picked.unit.branch} FETCH_HEAD",
         *([f"git fetch {links.upstream_clone_url} {blocked.upstream}"] if links.upstream_clone_url else []),
-        f"git cherry-pick -x {blocked.upstream}",
-        "# resolve the conflicts, then: git add <files> && git cherry-pick --continue",
+        *(
+            [
+                f"git merge --no-ff {blocked.upstream}",
+                "# resolve the conflicts, then: git add <files> && git merge --continue",
+            ]
+            if strategy is Strategy.MERGE
+            else [
+                f"git cherry-pick -x {blocked.upstream}",
+                "# resolve the conflicts, then: git add <files> && git cherry-pick --continue",
+            ]
+        ),
         f"git push origin HEAD:refs/heads/{picked.unit.branch}",
         "```",
     ]

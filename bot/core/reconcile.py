@@ -69,7 +69,9 @@ class DesiredUnit:
             base=picked.base_branch,
             head=picked.head,
             title=title(unit),
-            body=fit_for_github(pr_body(picked, links=links, upstream_parent=upstream_parent)),
+            body=fit_for_github(
+                pr_body(picked, links=links, upstream_parent=upstream_parent, strategy=config.strategy)
+            ),
             labels=tuple(labels(picked)),
             classification=classification(picked, config=config, links=links),
             upstream_first=unit.commits[0].sha,
