@@ -260,6 +260,33 @@ async def test_upstream_pushes_open_then_update_ingestion_prs_without_duplicates
     assert ("POST", f"/{FORK}.git/git-receive-pack") in writes_to_the_fork(rig.sim.requests[:since])
 
 
+async def test_a_merge_fork_gets_units_in_the_streams_order_each_merging_only_its_own_commits(
+    rig: Rig,
+) -> None:
+    """`strategy: merge`: the docs commit after the risky one goes in a bundle of its own, after the chain,
+    since merging it brings everything before it; each unit's commits are merges of upstream commits."""
+    config = fork_config(rig.sim_url, UPSTREAM) + "strategy: merge\n"
+    rig.sim.commit(FORK, "main", {".github/sluice.yml": config}, message="fork: merge upstream")
+    first, risky, last = await upstream_commits(
+        rig,
+        ("docs: clarify the guide", {"docs/guide.md": "guide, clarified\n"}),
+        ("[Pipeliner] overlap loads", {CORE_PASS: "void pipeline() {\n  step();\n  overlap();\n}\n"}),
+        ("docs: a second page", {"docs/more.md": "more\n"}),
+    )
+    assert await installation_event(rig, FORK, rig.sim.install(FORK)) == 202
+    assert await installation_event(rig, UPSTREAM, rig.sim.install(UPSTREAM)) == 202
+    await rig.settle()
+    pulls = {p.head_ref.removeprefix(BRANCH_PREFIX): p for p in rig.pulls()}
+    order = [f"bundle-{first[:10]}", f"chain-{risky[:10]}", f"bundle-{last[:10]}"]
+    assert sorted(pulls) == sorted(order)
+    assert [pulls[u].base_ref for u in order] == ["main", *(pulls[u].head_ref for u in order[:-1])]
+    for unit, sha in zip(order, (first, risky, last), strict=True):
+        head = rig.sim.git(FORK, "rev-parse", f"refs/heads/{pulls[unit].head_ref}").strip()
+        assert rig.sim.git(FORK, "rev-parse", f"{head}^2").strip() == sha  # a merge of its upstream commit
+    bundle_head = rig.sim.git(FORK, "rev-parse", f"refs/heads/{pulls[order[0]].head_ref}").strip()
+    assert risky not in rig.sim.git(FORK, "rev-list", bundle_head)  # the bundle brings nothing risky
+
+
 async def test_a_conflict_that_needs_a_human_is_never_pushed_with_markers(rig: Rig) -> None:
     fork_installation = rig.sim.install(FORK)
     rig.sim.install(UPSTREAM)
