@@ -350,6 +350,23 @@ def test_components_extra_adds_to_the_default_components(scenario: Scenario, tmp
     assert chains(replaced) == {intel: ["intel-backend: third_party/intel/lib/Dot.cpp"]}
 
 
+def test_config_check_reads_the_file_committed_on_fork_trunk(scenario: Scenario, capsys) -> None:
+    """What the App reads: the file committed on trunk, not one in a work tree."""
+    assert run(capsys, "config", "check", *repo_of(scenario)) == (
+        0,
+        "main:.github/sluice.yml: none there (Sluice runs on its defaults; the App registers no fork "
+        "without it)\n",
+        "",
+    )
+    scenario.fork("config", {".github/sluice.yml": "# Zürich\nstrategy: rebase\n"})
+    code, out, _ = run(capsys, "config", "check", *repo_of(scenario), "--fork", "main")
+    assert code == 2 and out.startswith("main:.github/sluice.yml:2: strategy")
+    code, _, err = run(capsys, "config", "check")
+    assert code == 2 and "name a file, or a repository with --repo" in err
+    code, _, err = run(capsys, "config", "check", *repo_of(scenario), "--fork=--output=/tmp/x")
+    assert code == 2 and "Traceback" not in err
+
+
 def test_config_check_reports_components_extra_problems(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "sluice.yml"
     bad.write_text(

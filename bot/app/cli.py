@@ -436,17 +436,32 @@ def _demo_pick(args: argparse.Namespace, plan: Plan) -> None:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    path = Path(args.file)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SluiceError(f"cannot read {path}: {exc}", "give the path of a .github/sluice.yml") from exc
-    problems = check_config(text, filename=str(path))
+    """A file, or with --repo the `.github/sluice.yml` committed at --fork (what the App reads there)."""
+    if (args.file is None) == (args.repo is None):
+        raise SluiceError(
+            "name a file, or a repository with --repo", "e.g. sluice config check --repo . --fork main"
+        )
+    if args.repo is not None:
+        repo = GitRepo(Path(args.repo))
+        fork = args.fork or SluiceConfig().fork.branch
+        raw = repo.read_file(repo.resolve(fork, default_for=None if args.fork else "--fork"), CONFIG_PATH)
+        name = f"{fork}:{CONFIG_PATH}"
+        if raw is None:
+            print(f"{name}: none there (Sluice runs on its defaults; the App registers no fork without it)")
+            return 0
+        text = raw.decode("utf-8", "replace")  # as the App reads it
+    else:
+        name = args.file
+        try:
+            text = Path(args.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SluiceError(f"cannot read {name}: {exc}", "give the path of a .github/sluice.yml") from exc
+    problems = check_config(text, filename=name)
     for problem in problems:
-        print(problem.render(str(path)))
+        print(problem.render(name))
     if problems:
         return 2
-    print(f"{path}: ok")
+    print(f"{name}: ok")
     return 0
 
 
@@ -783,7 +798,9 @@ def _add_config_command(sub: argparse._SubParsersAction) -> None:
     check = config_sub.add_parser(
         "check", help="report every problem in a sluice.yml with its field and line"
     )
-    check.add_argument("file")
+    check.add_argument("file", nargs="?", help="a sluice.yml to check")
+    check.add_argument("--repo", help="or a repository: check the .github/sluice.yml committed on --fork")
+    check.add_argument("--fork", help="the branch or commit whose file --repo checks (default: main)")
     check.set_defaults(run=cmd_config_check)
 
 
