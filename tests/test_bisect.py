@@ -87,6 +87,20 @@ def test_two_culprits_are_both_found_in_upstream_order(first: int, second: int) 
     assert state.runs <= 2 * (math.ceil(math.log2(16)) + 2)
 
 
+def test_prefixes_only_stops_at_the_first_culprit_and_leaves_the_rest_untried() -> None:
+    """`strategy: merge`: the remainder without the culprit cannot be merged without it (its merge brings
+    it), so it is not run: blamed wrongly, the first commit after the culprit would be the next 'culprit'."""
+    commits = shas(8)
+    culprits = {commits[2], commits[6]}
+    state, rounds = drive(start("bundle-m", commits, tier="L1", prefixes_only=True), contains(culprits))
+    assert state.phase is Phase.DONE and blamed(state) == [(commits[2],)]
+    assert state.untried == tuple(commits[3:]) and state.remaining == tuple(commits[:2])
+    assert all(p.commits == tuple(commits[: p.length]) for r in rounds for p in r)  # prefixes, no gaps
+    assert "the 2 commits before it pass, the 5 after it go on untested" in summary(state)
+    picks, _ = drive(start("bundle-m", commits, tier="L1"), contains(culprits))
+    assert blamed(picks) == [(commits[2],), (commits[6],)]  # cherry-picks leave a commit out
+
+
 def test_a_clean_remainder_after_a_flaky_failure_ends_with_no_culprit() -> None:
     state, _ = drive(start("bundle-c", shas(8), tier="L2"), contains(set()))
     assert state.phase is Phase.DONE and state.culprits == ()

@@ -164,6 +164,15 @@ def test_the_comment_links_upstream_commits_where_upstream_is_on_a_known_web_hos
     assert f"- `{UPSTREAM[2][:10]}` (found in 3 runs" in render(done)  # no web host: the plain SHA
 
 
+def test_a_merge_forks_comment_says_what_after_the_culprit_was_not_tried() -> None:
+    r = record()
+    culprit = bisect.Culprit(shas=(UPSTREAM[2],), dependents=(), runs=3)
+    state = r.state.model_copy(update={"culprits": (culprit,), "untried": tuple(UPSTREAM[3:])})
+    shown = render(r.model_copy(update={"status": Status.DONE, "state": state}))
+    assert f"Not tried: the {len(UPSTREAM) - 3} commits after the culprit, from `{UPSTREAM[3][:10]}`" in shown
+    assert "Not tried" not in render(r)
+
+
 def test_a_blamed_commit_roots_a_risky_chain_and_its_dependents_follow() -> None:
     detail = culprit_detail(record())
     assert detail.startswith("L1 failed on #7 (bundle-1): unit::test_a: AssertionError")

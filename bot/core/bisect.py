@@ -94,7 +94,11 @@ class Bisection(Frozen):
     budget: Budget = Budget()
     confirm: bool = True  # re-run a suspect's prefix once before blaming it
     weights: dict[str, float] = {}  # P(culprit) per commit, when a risk model gave it: splits halve the odds
-    removed: tuple[str, ...] = ()  # blamed commits and their dependents
+    removed: tuple[str, ...] = ()  # blamed commits and their dependents (and, prefixes only, what follows)
+    # `strategy: merge`: a probe merges a prefix, and no merge leaves out a commit before one it brings, so
+    # the commits after a culprit cannot be tried without it: they go on untested, and the search ends.
+    prefixes_only: bool = False
+    untried: tuple[str, ...] = ()
     culprits: tuple[Culprit, ...] = ()
     lo: int = 0  # the longest prefix known to pass
     hi: int | None = None  # the shortest prefix known to fail; None: the remainder is untested
@@ -135,6 +139,7 @@ def start(
     kind: Kind = Kind.FAILURE,
     confirm: bool = True,
     weights: Mapping[str, float] | None = None,
+    prefixes_only: bool = False,
 ) -> Bisection:
     """The search of a candidate whose whole run failed: prefix 0 (trunk) passes, prefix n fails.
 
@@ -164,6 +169,7 @@ def start(
         confirm=confirm,
         weights={sha: w for sha, w in (weights or {}).items() if sha in order},
         hi=len(commits),
+        prefixes_only=prefixes_only,
     )
     return _settle(state)
 
@@ -313,9 +319,12 @@ def _blame(state: Bisection, suspects: Sequence[str]) -> Bisection:
     dependents = dependents_of(state, suspects)
     spent = state.runs - sum(c.runs for c in state.culprits)
     culprit = Culprit(shas=tuple(suspects), dependents=dependents, runs=spent)
+    after = state.remaining[state.remaining.index(suspects[-1]) + 1 :] if state.prefixes_only else ()
+    untried = tuple(sha for sha in after if sha not in dependents)
     return state.model_copy(
         update={
-            "removed": (*state.removed, *suspects, *dependents),
+            "removed": (*state.removed, *suspects, *dependents, *untried),
+            "untried": (*state.untried, *untried),
             "culprits": (*state.culprits, culprit),
             "hi": None,
             "skipped": (),
@@ -344,6 +353,11 @@ def summary(state: Bisection) -> str:
     if state.phase is Phase.EXHAUSTED:
         left = state.open_suspects
         return f"{line}; budget spent, the culprit is among {len(left)} commits from {left[0][:10]}"
+    if state.phase is Phase.DONE and state.untried:
+        return (
+            f"{line}; done, the {len(state.remaining)} commits before it pass, the "
+            f"{len(state.untried)} after it go on untested (a merge of any of them brings the culprit)"
+        )
     if state.phase is Phase.DONE:
         return f"{line}; done, the other {len(state.remaining)} commits pass"
     return f"{line}; {len(state.open_suspects)} suspects left, {len(state.in_flight)} runs in flight"

@@ -259,7 +259,7 @@ def render(record: BisectionRecord, *, links: Links | None = None) -> str:
             outcome += f": {_plain(run.detail)[:120]}"
         lines.append(f"| {run.probe} | first {length}, up to {last} | {head} | {outcome} |")
     lines.append("")
-    lines += _culprits(state.culprits, commit)
+    lines += _culprits(state.culprits, commit) + _untried(state.untried, commit)
     if record.status is Status.RUNNING and state.phase is Phase.SEARCHING:
         suspects = state.open_suspects
         shown = ", ".join(commit(s) for s in suspects[:12]) + (" …" if len(suspects) > 12 else "")
@@ -317,6 +317,17 @@ def _headline(record: BisectionRecord) -> str:
 
 def _plain_sha(sha: str) -> str:
     return f"`{sha[:10]}`"
+
+
+def _untried(untried: Sequence[str], commit: Callable[[str], str]) -> list[str]:
+    """`strategy: merge`: what followed the culprit, which no probe could merge without it."""
+    if not untried:
+        return []
+    return [
+        f"Not tried: the {len(untried)} commits after the culprit, from {commit(untried[0])} (`strategy: "
+        "merge`: a merge of any of them brings the culprit). They go on after its risky chain.",
+        "",
+    ]
 
 
 def _culprits(culprits: Sequence[Culprit], commit: Callable[[str], str]) -> list[str]:

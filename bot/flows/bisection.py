@@ -200,6 +200,7 @@ async def _new_record(
         depends_on=await b.depends_on(subject.ingestion),
         budget=budget,
         kind=bisect.Kind.REGRESSION if regressed is not None else bisect.Kind.FAILURE,
+        prefixes_only=b.tiering.config.strategy is Strategy.MERGE,
     )
     return BisectionRecord(
         fork=subject.fork,
