@@ -14,7 +14,7 @@ import pytest
 from bot.core.audit import AuditRecord
 from bot.core.bisect import Probe
 from bot.core.bisect_pr import COMMENT_MARKER, BisectionRecord, Status, literal_head
-from bot.core.config import BisectConfig, PerformanceConfig, SluiceConfig
+from bot.core.config import BisectConfig, PerformanceConfig, SluiceConfig, Strategy
 from bot.core.errors import BadInput
 from bot.core.l3_metrics import Regression
 from bot.core.tiers import Level, RunState, Subject, TierRun, Verdict
@@ -162,9 +162,12 @@ def bench(
     forge: Forge | None = None,
     candidates: Candidates | None = None,
     failed: bool = True,
+    strategy: Strategy = Strategy.CHERRY_PICK,
 ) -> Bench:
     forge, backend, candidates = forge or Forge(), Backend(), candidates or Candidates()
-    config = SluiceConfig(bisect=bisect or BisectConfig(), performance=performance or PerformanceConfig())
+    config = SluiceConfig(
+        bisect=bisect or BisectConfig(), performance=performance or PerformanceConfig(), strategy=strategy
+    )
     now = [AT]
     t = Tiering(forge, TierRuns(store), run_db, backend, config, lambda: now[0])  # type: ignore[arg-type]
     rebuilt: list[str] = []
@@ -231,6 +234,16 @@ async def test_a_culprit_is_found_confirmed_and_taken_out_with_its_dependent(sto
     )
     assert all(subject.baseline_sha == BASE and subject.pull == 7 for subject, _ in s.backend.started)
     assert all(run.bisection == done.id and run.probe for _, run in s.backend.started)
+
+
+async def test_a_merge_forks_bisection_stops_at_its_first_culprit(store: Store) -> None:
+    s = bench(store, strategy=Strategy.MERGE)
+    await bisection.start(s.b, 7)
+    await s.oracle(UPSTREAM[10])
+    (done,) = Bisections(store).for_pull(FORK, 7)
+    assert done.status is Status.DONE and [c.shas for c in done.state.culprits] == [(UPSTREAM[10],)]
+    assert done.state.untried == tuple(UPSTREAM[12:])  # 12 leaves with the culprit it depends on
+    assert "Not tried: the 4 commits after the culprit" in s.forge.comments[7]
 
 
 @pytest.mark.parametrize("below", [None, "failure", "success"])
