@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from bot.app.cli import main
-from bot.core.config import SluiceConfig
+from bot.core.config import SluiceConfig, parse_config
 from bot.db.store import Store
 from bot.demo import DEMO, Sandbox, build_sandbox
-from bot.flows.swapped import Evidence, SideCommit, ingestion_like, looks_swapped
+from bot.flows.swapped import Evidence, SideCommit, ingestion_like, looks_swapped, strategy_note
 from tests.support.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
 
 
@@ -149,6 +149,40 @@ def test_swapped_refs_of_a_merging_fork_are_caught(scenario: Scenario, tmp_path:
     assert "did you swap --fork and --upstream? 'main' ingests 'upstream/main'" in err
     err = swapped(scenario, capsys, tmp_path / "b.db", fork=merged[:12])  # an upstream commit the fork merged
     assert f"'main' merged '{merged[:12]}' in through a merge's second parent" in err
+
+
+def test_a_fork_that_merges_its_upstream_configured_to_pick_gets_a_note(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """Intel's fork with no .github/sluice.yml runs on the defaults (cherry-pick): its one `-x` pick would be
+    its ingestion tip, and every merge a backlog. Sluice says so; configured `merge`, nothing to say."""
+    scenario.upstream("[DOCS] a (#2)", {"docs/b.md": "b\n"})
+    merge_upstream(scenario, "Merge upstream (#100)")
+    scenario.upstream("[DOCS] c (#3)", {"docs/c.md": "c\n"})
+    merge_upstream(scenario, "Merge upstream (#101)")
+    scenario.upstream("[DOCS] e (#5)", {"docs/e.md": "e\n"})
+    code, _, err = run(capsys, "status", *repo_of(scenario))
+    assert code == 0 and "note: fork trunk merges its upstream (2 of its newest commits merge upstream" in err
+    assert "set `strategy: merge`" in err
+    merging = tmp_path / "merge.yml"
+    merging.write_text("strategy: merge\n")
+    code, _, err = run(capsys, "status", *repo_of(scenario), "--config", str(merging))
+    assert code == 0 and "note:" not in err
+
+
+@pytest.mark.parametrize(
+    ("merges", "picks", "strategy", "said"),
+    [
+        (2, 0, "cherry-pick", True),
+        (1, 0, "cherry-pick", False),
+        (5, 5, "cherry-pick", False),
+        (5, 1, "merge", False),
+        (10, 3, "cherry-pick", True),
+    ],
+)
+def test_strategy_note(merges: int, picks: int, strategy: str, said: bool) -> None:
+    config = parse_config(f"strategy: {strategy}\n")
+    assert (strategy_note(config, merges=merges, picks=picks) is not None) is said
 
 
 def test_no_false_alarm_for_an_upstream_that_merges_its_pull_requests(
@@ -413,11 +447,9 @@ def test_the_plan_summary_fits_the_terminal(
     full = run(capsys, "plan", *args, "--no-record", "--full")[1]
     for text in (summary, full):
         assert max(len(line) for line in text.splitlines()) <= columns
-    units = len(plan["chains"]) + len(plan["bundles"])
-    rows_per_unit = 1 if columns >= 150 else 2
-    assert (
-        len(summary.splitlines()) <= 27 + rows_per_unit * units
-    )  # status (with the oldest-missing and unreadable rows), totals, headers, one row each
+    chains, bundles = len(plan["chains"]), len(plan["bundles"])
+    rows = chains + bundles if columns >= 150 else 4 * chains + 2 * bundles  # narrow: 2 lines, 4 a chain
+    assert len(summary.splitlines()) <= 27 + rows  # status (oldest missing, unreadable), totals, headers
     for chain in plan["chains"]:
         assert summary.count(chain["id"]) == 1
     shas = [c["sha"][:10] for unit in plan["bundles"] + plan["chains"] for c in unit["commits"]]
@@ -453,8 +485,10 @@ def test_the_summary_at_80_columns_still_says_why(scenario: Scenario, capsys, mo
     )
     out = run(capsys, "plan", *repo_of(scenario), "--no-record")[1]
     assert max(map(len, out.splitlines())) <= 80
-    assert any(line.strip().startswith("component ×2") for line in out.splitlines()), out
-    assert any(line.strip().startswith("lines via pipelineDepth") for line in out.splitlines()), out
+    lines = [line.strip() for line in out.splitlines()]
+    assert (
+        "component ×2, patch-stack-symbol ×2" in lines and "lines via pipelineDepth, Pipeliner.cpp" in lines
+    )
 
 
 def test_full_says_a_chain_roots_reason_once(scenario: Scenario, capsys, monkeypatch) -> None:

@@ -47,7 +47,7 @@ from bot.flows import calibrate, simulate
 from bot.flows.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.flows.pick import Picker, PickRequest, check_branch, learn_resolutions, run_pick
 from bot.flows.planning import build_plan, fork_key, held_by_people, with_dispositions
-from bot.flows.swapped import check_not_swapped
+from bot.flows.swapped import check_not_swapped, merge_habit, strategy_note
 from bot.git.facts import CommitFacts
 from bot.git.mirror import Mirror
 from bot.git.repo import GitRepo
@@ -94,6 +94,9 @@ def _open_repo(args: argparse.Namespace, *, fork_option: str = "--fork") -> tupl
         _resolve_option(repo, args, "upstream", default=f"upstream/{config.upstream.branch}")
         options = (fork_option, "--upstream")
         check_not_swapped(repo, fork=fork, upstream=args.upstream, config=config, options=options)
+        merges, picks = merge_habit(repo, fork=fork, upstream=args.upstream)
+        if note := strategy_note(config, merges=merges, picks=picks):
+            print(f"sluice: note: {note}", file=sys.stderr)
     return repo, config
 
 

@@ -191,7 +191,7 @@ def _linked_by(chain: RiskyChain) -> str:
 class _Summary:
     """One row per chain or bundle, laid out for the width it is printed at: a column per fact on a wide
     terminal; on a narrow one the subject, then the size with the first fact, then a line per other fact
-    (a chain's top reasons and links each get the whole width); a line never wraps."""
+    (a chain's top reasons and its links each get the whole width); a line is cut, never wrapped."""
 
     title: str
     kind: str  # "chain" or "bundle": the first column's header
@@ -242,7 +242,10 @@ class _Summary:
                 " · ".join(f for f in (size, first) if f != "—"),
                 *(f for f in others if f not in SAID_NOTHING),
             ]
-            detail = Text("\n").join([_line(subject), *(_line(line, style="dim") for line in lines)])
+            detail = _line(subject)  # no_wrap: each line is cut, never wrapped
+            for line in lines:
+                detail.append("\n")
+                detail.append_text(_line(line, style="dim"))
             table.add_row(_line(ident), risk, detail)
         return table
 

@@ -1,4 +1,5 @@
-"""Spotting `--fork` and `--upstream` given the wrong way round, before anything is planned or recorded."""
+"""Spotting `--fork` and `--upstream` given the wrong way round, before anything is planned or recorded; and
+a fork that merges its upstream configured to pick it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.core.config import SluiceConfig
+from bot.core.config import SluiceConfig, Strategy
 from bot.core.errors import GitError, SluiceError
 from bot.ports import HistoryReader
 
@@ -149,3 +150,25 @@ def _swap_reason(
         f"ingests {{fork}} ({confirmed} of its newest commits merge or pick commits of it), while "
         f"{fork_evidence.ingestions} of the fork's own commits look like ingestions"
     )
+
+
+def strategy_note(config: SluiceConfig, *, merges: int, picks: int) -> str | None:
+    """Pure: what to say when the fork's habit (`merges` of upstream commits, named `picks`, among its newest
+    commits) contradicts `strategy: cherry-pick`, under which Days Behind and the plan assume picks."""
+    if config.strategy is not Strategy.CHERRY_PICK or merges < 2 or merges <= picks:
+        return None
+    return (
+        f"fork trunk merges its upstream ({merges} of its newest commits merge upstream commits, {picks} "
+        "pick them), but the configuration says `strategy: cherry-pick`: set `strategy: merge` in "
+        ".github/sluice.yml (or the --config file), or the plan picks what the fork would merge"
+    )
+
+
+def merge_habit(repo: HistoryReader, *, fork: str, upstream: str) -> tuple[int, int]:
+    """(merges that bring upstream commits in, named picks) among fork trunk's newest first-parent commits of
+    its own: a PR merged with a merge commit counts only when its branch merged upstream (Intel's way)."""
+    fork_head, upstream_head = repo.resolve(fork), repo.resolve(upstream)
+    side = _side(repo, fork_head, upstream_head, first_parent=True)
+    merges = [c for c in side if len(c.parents) > 1][:CHECKS]
+    picks = sum(1 for c in side if NAMED_PICK.search(c.message))
+    return sum(_brings_in(repo, c, upstream_head) for c in merges), picks
