@@ -459,8 +459,13 @@ def test_the_plan_summary_fits_the_terminal(
     assert "sluice plan --full" in summary and "core-passes" in summary and "tests ×" in summary
 
 
-def test_the_summary_says_why_chain_members_are_linked(scenario: Scenario, capsys, monkeypatch) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
+@pytest.mark.parametrize("columns", [200, 80])
+def test_the_summary_says_why_chain_members_are_linked(
+    scenario: Scenario, capsys, monkeypatch, columns: int
+) -> None:
+    """Wide, a column per fact; at 80 columns (output that is no terminal) a chain's top reasons and its
+    links each get a line of their own, rather than being cut off the end of one."""
+    monkeypatch.setenv("COLUMNS", str(columns))
     scenario.upstream(
         "[BACKEND] cap (#2)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")}
     )
@@ -468,27 +473,15 @@ def test_the_summary_says_why_chain_members_are_linked(scenario: Scenario, capsy
         "[BACKEND] cap more (#3)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 4;")}
     )
     out = run(capsys, "plan", *repo_of(scenario), "--no-record")[1]
-    row = next(line for line in out.splitlines() if line.startswith("chain-"))
-    assert "2 commits" in row and "core-passes ×2" in row
-    assert "lines via pipelineDepth" in row
-
-
-def test_the_summary_at_80_columns_still_says_why(scenario: Scenario, capsys, monkeypatch) -> None:
-    """Output that is not a terminal is 80 columns wide: a chain's top reasons and its links each get a
-    line of their own there, rather than being cut off the end of one."""
-    monkeypatch.setenv("COLUMNS", "80")
-    scenario.upstream(
-        "[BACKEND] cap (#2)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")}
-    )
-    scenario.upstream(
-        "[BACKEND] cap more (#3)", {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 4;")}
-    )
-    out = run(capsys, "plan", *repo_of(scenario), "--no-record")[1]
-    assert max(map(len, out.splitlines())) <= 80
-    lines = [line.strip() for line in out.splitlines()]
-    assert (
-        "component ×2, patch-stack-symbol ×2" in lines and "lines via pipelineDepth, Pipeliner.cpp" in lines
-    )
+    assert max(map(len, out.splitlines())) <= columns
+    if columns >= 150:
+        row = next(line for line in out.splitlines() if line.startswith("chain-"))
+        assert "2 commits" in row and "core-passes ×2" in row and "lines via pipelineDepth" in row
+    else:
+        lines = [line.strip() for line in out.splitlines()]
+        assert "2 commits, 4 lines · core-passes ×2" in lines
+        assert "component ×2, patch-stack-symbol ×2" in lines
+        assert "lines via pipelineDepth, Pipeliner.cpp" in lines
 
 
 def test_full_says_a_chain_roots_reason_once(scenario: Scenario, capsys, monkeypatch) -> None:
