@@ -273,7 +273,14 @@ def test_skip_and_defer_hold_commits_out_of_plans_and_status(
 
     code, _, err = run(capsys, "defer", *store_args, "--undo", docs)
     assert code == 2 and "is not deferred (skipped); nothing to undo" in err
-    assert run(capsys, "skip", *store_args, "--undo", docs)[0] == 0
+    code, out, _ = run(capsys, "skip", *store_args, "--undo", "--json", "--by", "alice", docs)
+    assert code == 0 and json.loads(out) == {
+        "schema_version": 1,
+        "disposition": "pending",
+        "by": "alice",
+        "reason": None,
+        "commits": [{"sha": docs, "subject": "[DOCS] Internal notes (#2)"}],
+    }
     plan = json.loads(run(capsys, "plan", *store_args, "--json")[1])
     assert plan["held"] == {bump: "deferred"}
     assert sorted(c["sha"] for b in plan["bundles"] for c in b["commits"]) == sorted([docs, other])

@@ -259,6 +259,11 @@ def cmd_hold(args: argparse.Namespace) -> int:
             store.set_disposition(key, commit.sha, wanted, reason=reason, approver=approver, at=now)
     finally:
         store.close()
+    if args.json:
+        shown = [{"sha": c.sha, "subject": c.subject} for c in commits]
+        record = {"schema_version": 1, "disposition": wanted.value, "by": approver, "reason": reason}
+        print(json.dumps({**record, "commits": shown}, indent=2, sort_keys=True))
+        return 0
     done = f"no longer {HOLD_VERB[held]}" if args.undo else HOLD_VERB[held]
     for commit in commits:
         print(f"{commit.sha[:10]} {done} by {approver}: {commit.subject}")
