@@ -36,7 +36,8 @@ async def on_push(event: PushEvent, *, ctx: Context, job: Job) -> None:
         log.info("push to %s %s is Sluice's own; ignored", repo, branch)
         return
     config_changed = event.may_touch(CONFIG_PATH)
-    if trunk and config_changed:  # the upstream it tracks may have changed: register again, then ingest
+    default = branch == event.repository.default_branch  # where registration looks for the file first
+    if (trunk or (fork is not None and default)) and config_changed:  # may track another upstream now
         await requests.register(ctx, repo, installation_id=event.installation.id)
     elif trunk:
         await requests.ingest(ctx, repo, reason=f"fork trunk {branch} moved to {event.after[:10]}")

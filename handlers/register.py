@@ -17,7 +17,7 @@ from bot.core.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
 from bot.flows.engine import CONFIG_PATH
 from bot.git.mirror import validate_url
 from bot.github.forge import ForkGitHub
-from bot.ports import FileReader, Fork, Job
+from bot.ports import FileReader, Fork, Job, Repository
 from handlers import requests, upstream
 from handlers.requests import RegisterRequest
 from handlers.tiers import not_run_locally
@@ -35,32 +35,16 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
         return
     api = ctx.github.for_installation(installation_id)
     default_branch = str((await api.get(f"/repos/{repo}"))["default_branch"])
-    auth = await ctx.git_auth(installation_id)
-    mirror = ctx.mirror(repo)
-    head = await asyncio.to_thread(mirror.fetch_branch, ctx.clone_url(repo), default_branch, auth=auth)
-    repository = await asyncio.to_thread(ctx.repository, mirror)
-    text = await asyncio.to_thread(repository.read_file, head, CONFIG_PATH)
+    forge, reader = ctx.forge(installation_id, repo), _Reader(ctx, repo, installation_id)
+    head, text = await reader.read(default_branch)
     if text is None:
         log.info("%s has no %s on %s: not a fork Sluice keeps in sync", repo, CONFIG_PATH, default_branch)
         await ctx.db(ctx.registry.unregister_fork, repo)
         return
-    forge = ctx.forge(installation_id, repo)
-    try:
-        trusted = ctx.trusted_url_prefixes  # upstream.url: https://, or the service's own GitHub
-        config = parse_config(
-            text.decode("utf-8", "replace"),
-            filename=CONFIG_PATH,
-            trusted_url_prefixes=trusted,
-            machine_paths=False,  # a repository's file: no path on this machine (`risk.model`)
-        )
-    except ConfigError as exc:
-        await forge.report_check(
-            head, CONFIG_CHECK, ok=False, title=f"{CONFIG_PATH} is invalid", summary=_problems(exc)
-        )
-        raise Rejected(
-            f"{repo}: {CONFIG_PATH} is invalid:\n{exc.message}",
-            "fix it and push; Sluice registers the fork then",
-        ) from exc
+    config = await _parsed(ctx, forge, head, text)
+    if config.fork.branch != default_branch:  # trunk's file is the one the gate, tiers and ingestion read
+        head, config = await _on_trunk(ctx, forge, reader, config.fork.branch, default_head=head)
+    repository = await reader.opened()
     if "upstream" not in config.model_fields_set and config.downstreams:
         await _grants_only(ctx, forge, head, config)
         return
@@ -127,6 +111,67 @@ async def _grants_only(ctx: Context, forge: ForkGitHub, head: str, config: Sluic
     listed = ", ".join(f"`{d}`" for d in config.downstreams)
     summary = f"Sluice lets {listed} read this repository as their upstream; it does not sync this one."
     await forge.report_check(head, CONFIG_CHECK, ok=True, title=f"{CONFIG_PATH} is valid", summary=summary)
+
+
+class _Reader:
+    """The repository's branches fetched into its mirror, and `.github/sluice.yml` read at their heads."""
+
+    def __init__(self, ctx: Context, repo: str, installation_id: int) -> None:
+        self.ctx, self.repo, self.installation_id = ctx, repo, installation_id
+        self.mirror = ctx.mirror(repo)
+        self._repository: Repository | None = None
+
+    async def read(self, branch: str) -> tuple[str, bytes | None]:
+        auth = await self.ctx.git_auth(self.installation_id)
+        url = self.ctx.clone_url(self.repo)
+        head = await asyncio.to_thread(self.mirror.fetch_branch, url, branch, auth=auth)
+        repository = await self.opened()
+        return head, await asyncio.to_thread(repository.read_file, head, CONFIG_PATH)
+
+    async def opened(self) -> Repository:
+        if self._repository is None:
+            self._repository = await asyncio.to_thread(self.ctx.repository, self.mirror)
+        return self._repository
+
+
+async def _parsed(ctx: Context, forge: ForkGitHub, head: str, text: bytes) -> SluiceConfig:
+    """The file at `head` parsed as the App reads it; invalid: told on its `sluice/config` check, rejected."""
+    try:
+        return parse_config(
+            text.decode("utf-8", "replace"),
+            filename=CONFIG_PATH,
+            trusted_url_prefixes=ctx.trusted_url_prefixes,  # upstream.url: https://, or this GitHub
+            machine_paths=False,  # a repository's file: no path on this machine (`risk.model`)
+        )
+    except ConfigError as exc:
+        await forge.report_check(
+            head, CONFIG_CHECK, ok=False, title=f"{CONFIG_PATH} is invalid", summary=_problems(exc)
+        )
+        raise Rejected(
+            f"{forge.repo}: {CONFIG_PATH} is invalid:\n{exc.message}",
+            "fix it and push; Sluice registers the fork then",
+        ) from exc
+
+
+async def _on_trunk(
+    ctx: Context, forge: ForkGitHub, reader: _Reader, trunk: str, *, default_head: str
+) -> tuple[str, SluiceConfig]:
+    """The default branch's file names another trunk (`fork.branch`): the file there governs, and must be
+    there and name the same trunk."""
+    head, text = await reader.read(trunk)
+    config = await _parsed(ctx, forge, head, text) if text is not None else None
+    if config is not None and config.fork.branch == trunk:
+        return head, config
+    why = (
+        f"`fork.branch` names `{trunk}`, which has no {CONFIG_PATH}"
+        if config is None
+        else f"`fork.branch` names `{trunk}`, whose {CONFIG_PATH} names `{config.fork.branch}`"
+    )
+    summary = f"{why}: the gate, the tiers and ingestion read the file on fork trunk. Commit it there."
+    await forge.report_check(
+        default_head, CONFIG_CHECK, ok=False, title=f"{CONFIG_PATH} is invalid", summary=summary
+    )
+    raise Rejected(f"{forge.repo}: {why}", f"commit {CONFIG_PATH} on {trunk}, naming it as fork.branch")
 
 
 def _problems(exc: Exception) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,41 @@ async def test_register_reads_the_config_and_requests_the_first_ingestion(ctx: C
     summary = run["output"]["summary"]
     assert "**Tier workflows** (the tiers may not run where the config says)" in summary
     assert "`.github/workflows/sluice-l3.yml` is not on trunk, so L3 cannot run" in summary
+
+
+async def test_a_trunk_that_is_not_the_default_branch_governs_with_its_own_config(ctx: Context) -> None:
+    """The default branch's file names another trunk: the file there is the one the gate, the tiers and
+    ingestion read, so registration reads it too, and wants it there."""
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    url = f"upstream:\n  url: {ctx.web_url}/{UPSTREAM}.git\n"
+    sim.commit(FORK, "main", {".github/sluice.yml": url + "fork:\n  branch: xpu\n"}, message="config")
+    ctx.registry.add_repos(installation_id, [FORK])
+    sim.commit(
+        FORK,
+        "xpu",
+        {"x.txt": "x\n"},
+        message="trunk without the file",
+        parent=sim.git(FORK, "rev-parse", "main^"),
+    )
+    with pytest.raises(
+        Rejected, match=re.escape("`fork.branch` names `xpu`, which has no .github/sluice.yml")
+    ):
+        await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
+    assert ctx.registry.fork(FORK) is None
+    trunk_config = url + "fork:\n  branch: xpu\n" + "strategy: merge\n"
+    sim.commit(FORK, "xpu", {".github/sluice.yml": trunk_config}, message="config on trunk")
+    await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
+    fork = ctx.registry.fork(FORK)
+    assert fork is not None and fork.branch == "xpu"
+    (run,) = [
+        r for r in sim.check_runs[FORK] if r["name"] == "sluice/config" and r["conclusion"] == "success"
+    ]
+    assert run["head_sha"] == sim.git(FORK, "rev-parse", "xpu")  # told where the file was read
+    default_push = push_payload(ctx, FORK, "refs/heads/main")  # a config change on the default branch
+    default_push["commits"][-1]["modified"].append(".github/sluice.yml")
+    await dispatch(ctx, "push", default_push)
+    assert ("register", FORK) in queued(ctx)
 
 
 async def test_a_fixed_config_starts_the_tiers_of_the_prs_that_never_got_one(ctx: Context) -> None:
