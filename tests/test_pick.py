@@ -117,10 +117,10 @@ def test_dry_run_writes_nothing(scenario: Scenario, capsys) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["0123456789abcdef0123"], "unknown ref"),
+        (["0123456789abcdef0123"], "this repository has no such commit: check the SHA"),
         (["not-a-sha"], "unknown ref 'not-a-sha'"),
-        (["--branch=--force", "{up}"], "not a valid git ref name"),
-        (["--branch=../../etc", "{up}"], "not a valid git ref name"),
+        (["--branch=--force", "{up}"], "not a valid git branch name"),
+        (["--branch=../../etc", "{up}"], "not a valid git branch name"),
         (["--branch=ingest.lock/3", "{up}"], "ends with '.lock'"),
         (["--branch=ingest/\u202e3", "{up}"], "U+202E"),
         (["{fork}"], "is not an upstream commit"),

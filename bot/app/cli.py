@@ -38,7 +38,7 @@ from bot.core.config import (
 from bot.core.errors import BadInput, GitError, NotFound, SluiceError
 from bot.core.models import CommitInfo, Disposition, DispositionRecord, PickReport, PickStatus, Plan, RiskKind
 from bot.core.recognise import unmatched_picks
-from bot.core.refs import validate_ref, validate_rev
+from bot.core.refs import ref_problem, validate_rev
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.store import DEFAULT_URL_ENV, Store, default_database_url, default_sqlite_path
@@ -268,6 +268,16 @@ def cmd_hold(args: argparse.Namespace) -> int:
     for commit in commits:
         print(f"{commit.sha[:10]} {done} by {approver}: {commit.subject}")
     return 0
+
+
+def _new_branch_name(branch: str) -> None:
+    """`--branch` names a branch to write: refused as such (not with what a ref to read may be)."""
+    problem = ref_problem(branch)
+    if problem is not None:
+        raise BadInput(
+            f"--branch {branch[:80]!a} is not a valid git branch name: {problem}",
+            "give a new branch's name, such as sluice/pick-fix",
+        )
 
 
 def _pending_commits(repo: GitRepo, snapshot: Snapshot, args: Sequence[str]) -> list[CommitInfo]:
@@ -573,7 +583,7 @@ def cmd_pick(args: argparse.Namespace) -> int:
         )
         commits = _upstream_commits(repo, snapshot, args.shas)
         branch = args.branch or f"sluice/pick-{commits[0].sha[:10]}"
-        validate_ref(branch)
+        _new_branch_name(branch)
         check_branch(repo, branch, onto=args.onto, trunk=config.fork.branch)
         existing = repo.resolve_optional(f"refs/heads/{branch}")
         if existing and not args.force and not args.dry_run:

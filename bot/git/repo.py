@@ -32,6 +32,7 @@ META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%ad", "%ct", "%B"])  # with
 COMMITTER = "Sluice <sluice@users.noreply.github.com>"
 
 
+SHA_PREFIX = re.compile(r"[0-9a-f]{7,40}")  # what reads as a commit's SHA rather than a ref's name
 # How git names an object it cannot read (a partial clone, a snapshot without large blobs).
 MISSING_OBJECT = re.compile(
     rb"(?:unable to read|bad object|missing blob object|could not read)(?: tree| blob)? '?([0-9a-f]{40})",
@@ -160,11 +161,12 @@ class GitRepo:
             what = f" (the default for {default_for})" if default_for else ""
             close = self.close_refs(REV_STEPS.sub("", ref))
             hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-            remedy = (
-                f"pass {default_for} REF"
-                if default_for
-                else "check the name with `git branch -a` / `git tag`"
-            )
+            if default_for:
+                remedy = f"pass {default_for} REF"
+            elif SHA_PREFIX.fullmatch(ref):
+                remedy = "this repository has no such commit: check the SHA, or fetch what holds it"
+            else:
+                remedy = "check the name with `git branch -a` / `git tag`"
             raise GitError(f"unknown ref {ref!r}{what} in {self.path}{hint}", remedy)
         return sha
 
