@@ -177,3 +177,23 @@ def test_prior_chain_takes_its_pending_member_and_follow_ups() -> None:
     assert numbers(bundles) == [[2]]
     assert numbers(chains) == [[3, 4]]
     assert (chains[0].id, chains[0].ingested) == ("chain-old", (f"{1:040x}",))
+
+
+def test_a_merge_plans_units_have_ids_of_their_own_after_a_replan() -> None:
+    """An earlier plan's chain named after a root later in the stream (it grew backwards): cut by a bundled
+    commit, its first run and the run holding that root would both carry its id, and the App, which keys a
+    unit's order and branch by it, would merge them out of the stream's order."""
+    one, two, three, four = (
+        spread(commit(n, risk=H if n in (1, 4) else RiskLevel.LOW)) for n in (1, 2, 3, 4)
+    )
+    prior = [PriorChain(id=f"chain-{four.sha[:10]}", root=four.sha, members=(one.sha, four.sha))]
+    bundles, chains = classify(
+        [one, two, three, four],
+        symbol_keys={},
+        prior=prior,
+        ingested=set(),
+        config=parse_config("strategy: merge\n"),
+    )
+    assert [c.id for c in chains] == [f"chain-{one.sha[:10]}", f"chain-{four.sha[:10]}"]
+    assert [[c.sha for c in b.commits] for b in bundles] == [[two.sha, three.sha]]
+    assert all(set(c.linked_files) <= {f for m in c.commits for f in m.files} for c in chains)

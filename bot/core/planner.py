@@ -281,16 +281,25 @@ def in_stream_order(
 
 
 def _run_of(chain: RiskyChain, run: Sequence[PlannedCommit]) -> RiskyChain:
-    """The part of `chain` that is `run`: the first keeps the chain's id and what it carried from before."""
+    """The part of `chain` that is `run`, named after its own first commit (a chain's id may name a root that
+    another run holds, as one resumed from an earlier plan and grown backwards does: two units would share
+    it), and linked by what its own commits touch; the first keeps what the chain carried from before."""
     first = run[0].sha == chain.commits[0].sha
     shas = {c.sha for c in run}
+    files = {f for c in run for f in c.files}
+    symbols = {s for c in run for s in c.symbols}  # `path::name`; a C++ key is `cxx:ns::name`
+    names = {s.split("::", 1)[1] for s in symbols}
     return chain.model_copy(
         update={
-            "id": chain.id if first else f"chain-{short(run[0].sha)}",
+            "id": f"chain-{short(run[0].sha)}",
             "root": chain.root if chain.root in shas or first else run[0].sha,
             "risk": max((c.risk for c in run), key=lambda level: level.rank),
             "ingested": chain.ingested if first else (),
             "commits": tuple(run),
+            "linked_files": tuple(f for f in chain.linked_files if f in files),
+            "linked_symbols": tuple(
+                s for s in chain.linked_symbols if s in symbols or s.removeprefix("cxx:") in names
+            ),
             "why": {s: w for s, w in chain.why.items() if s in shas},
             "after": (),  # everything before it in the stream goes first
             "ingested_files": chain.ingested_files if first else (),
