@@ -168,6 +168,20 @@ def test_a_fork_that_merges_its_upstream_configured_to_pick_gets_a_note(
     merging.write_text("strategy: merge\n")
     code, _, err = run(capsys, "status", *repo_of(scenario), "--config", str(merging))
     assert code == 0 and "note:" not in err
+    up = scenario.git("rev-parse", "upstream/main")
+    code, _, err = run(
+        capsys,
+        "pick",
+        *repo_of(scenario),
+        "--onto",
+        "main",
+        "--strategy",
+        "merge",
+        "--dry-run",
+        "--no-record",
+        up,
+    )
+    assert code == 0 and "note:" not in err  # picking by merge, as asked
 
 
 @pytest.mark.parametrize(
@@ -353,6 +367,23 @@ def test_skip_and_defer_are_refused_on_a_merge_fork(
     )
     assert code == 2 and "no commit can be skipped or deferred while later ones go in" in err
     assert "pause ingestion" in err and not db.exists()
+
+
+def test_a_deferral_from_before_a_fork_merged_holds_nothing_in_a_merge_plan(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """Recorded while the fork picked; now it merges, and the next merge would bring the commit anyway."""
+    deferred = scenario.upstream("[DOCS] a (#2)", {"docs/b.md": "b\n"})
+    scenario.upstream("[DOCS] c (#3)", {"docs/c.md": "c\n"})
+    store_args = [*repo_of(scenario), "--database", f"sqlite:///{tmp_path / 'store.db'}"]
+    assert run(capsys, "defer", *store_args, deferred)[0] == 0
+    merging = tmp_path / "merge.yml"
+    merging.write_text("strategy: merge\n")
+    plan = json.loads(run(capsys, "plan", *store_args, "--config", str(merging), "--json")[1])
+    assert plan["held"] == {} and plan["status"]["deferred_commits"] == 0
+    assert deferred in [c["sha"] for unit in plan["bundles"] + plan["chains"] for c in unit["commits"]]
+    status = json.loads(run(capsys, "status", *store_args, "--config", str(merging), "--json")[1])
+    assert status["deferred_commits"] == 0
 
 
 def test_status_never_creates_a_store(

@@ -95,7 +95,10 @@ def _open_repo(args: argparse.Namespace, *, fork_option: str = "--fork") -> tupl
         options = (fork_option, "--upstream")
         check_not_swapped(repo, fork=fork, upstream=args.upstream, config=config, options=options)
         merges, picks = merge_habit(repo, fork=fork, upstream=args.upstream)
-        if note := strategy_note(config, merges=merges, picks=picks):
+        chosen = str(getattr(args, "strategy", None))  # `pick --strategy` overrides the configuration's
+        picked = chosen in {s.value for s in Strategy}  # (simulate's --strategy is another matter)
+        used = config.model_copy(update={"strategy": Strategy(chosen)}) if picked else config
+        if note := strategy_note(used, merges=merges, picks=picks):
             print(f"sluice: note: {note}", file=sys.stderr)
     return repo, config
 
@@ -198,7 +201,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
-    held = held_by_people(snapshot, records)
+    held = held_by_people(snapshot, records, strategy=config.strategy)
     status = with_dispositions(snapshot, held)
     if args.audit:
         audit = recognition_audit(repo, snapshot, config)

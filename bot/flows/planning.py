@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from bot.core.calibrated import LoadedModel
-from bot.core.config import SluiceConfig
+from bot.core.config import SluiceConfig, Strategy
 from bot.core.errors import SluiceError
 from bot.core.metrics import oldest_missing
 from bot.core.models import Disposition, DispositionRecord, Plan, StreamStatus
@@ -29,8 +29,14 @@ def fork_key(config: SluiceConfig, repo: HistoryReader, fork_ref: str) -> str:
     return config.fork.repo or f"{repo.path}#{fork_ref}"
 
 
-def held_by_people(snapshot: Snapshot, records: Mapping[str, DispositionRecord]) -> dict[str, Disposition]:
-    """Pending upstream commits a person deferred or skipped, as the store records them."""
+def held_by_people(
+    snapshot: Snapshot, records: Mapping[str, DispositionRecord], *, strategy: Strategy
+) -> dict[str, Disposition]:
+    """Pending upstream commits a person deferred or skipped, as the store records them; none with
+    `strategy: merge`, where no merge leaves a commit out (a deferral recorded before the fork switched
+    to merging would be a promise the next merge breaks)."""
+    if strategy is Strategy.MERGE:
+        return {}
     pending = set(snapshot.pending)
     return {s: r.disposition for s, r in records.items() if r.disposition in HELD and s in pending}
 
@@ -107,7 +113,7 @@ def build_plan(
     )
     key = fork_key(config, repo, fork)
     dispositions = store.dispositions(key) if store else {}
-    held = held_by_people(snapshot, dispositions)
+    held = held_by_people(snapshot, dispositions, strategy=config.strategy)
     analysis = analyse_pending(repo, snapshot, config=config, skip=held, progress=progress, facts=facts)
     ingested = snapshot.ingested
     progress("planning")
