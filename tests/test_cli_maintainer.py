@@ -384,6 +384,11 @@ def test_a_deferral_from_before_a_fork_merged_holds_nothing_in_a_merge_plan(
     assert deferred in [c["sha"] for unit in plan["bundles"] + plan["chains"] for c in unit["commits"]]
     status = json.loads(run(capsys, "status", *store_args, "--config", str(merging), "--json")[1])
     assert status["deferred_commits"] == 0
+    text = run(capsys, "plan", *store_args, "--config", str(merging), "--no-record")[1]
+    assert (
+        "strategy merge: a merge brings every upstream commit before the one it merges, so the 1 unit"
+        in " ".join(text.split())
+    )
 
 
 def test_status_never_creates_a_store(

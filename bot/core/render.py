@@ -300,6 +300,8 @@ def plan_renderable(plan: Plan, *, full: bool = False, component_of: ComponentOf
     )
     if plan.risk_decision is not None:
         parts.append(Text(_decision_line(plan)))
+    if plan.order:
+        parts.append(Text(_order_line(plan.order)))
     if plan.chains:
         parts.append(_chains_summary(plan.chains, component_of))
     if plan.bundles:
@@ -312,6 +314,18 @@ def plan_renderable(plan: Plan, *, full: bool = False, component_of: ComponentOf
     elif plan.bundles or plan.chains:
         parts.append(Text("Every commit with its reasons and dependencies: sluice plan --full", style="dim"))
     return Group(*parts)
+
+
+def _order_line(order: Sequence[str]) -> str:
+    """`strategy: merge`: the units interleave in the stream's order, which the tables (chains, then
+    bundles) do not show."""
+    shown = ", ".join(order[:SUMMARY_ROWS]) + (
+        f" … ({len(order) - SUMMARY_ROWS} more)" if len(order) > SUMMARY_ROWS else ""
+    )
+    return (
+        "strategy merge: a merge brings every upstream commit before the one it merges, so the "
+        f"{plural(len(order), 'unit')} go in upstream order: {shown}"
+    )
 
 
 def _decision_line(plan: Plan) -> str:
