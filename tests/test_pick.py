@@ -237,6 +237,29 @@ def test_merge_strategy_writes_merge_commits(scenario: Scenario, capsys) -> None
     assert f"Upstream-Commit: {second}" in scenario.git("log", "-1", "--format=%B", report["head"])
 
 
+def test_a_merge_pick_stops_at_the_commit_that_needs_a_human_and_knows_what_a_merge_brought(
+    scenario: Scenario, capsys
+) -> None:
+    """Merging a later commit after one that needs a human would bring it along and report its conflicts as
+    the later commit's; and a commit a later one's merge brought already has nothing to merge."""
+    scenario.fork("[TLX] offset", {"python/triton/core.py": PY.replace("ptr + 1", "ptr + 2")})
+    first = scenario.upstream("[DOCS] More (#4)", {"docs/a.md": "a\nb\n"})
+    second = scenario.upstream("[DOCS] Two (#5)", {"docs/b.md": "b\n"})
+    clash = scenario.upstream(
+        "[FRONTEND] offset (#6)", {"python/triton/core.py": PY.replace("ptr + 1", "ptr * 4")}
+    )
+    after = scenario.upstream("[DOCS] After (#7)", {"docs/c.md": "c\n"})
+    code, report, _ = pick(
+        scenario, capsys, second, first, clash, after, extra=("--strategy", "merge", "--dry-run")
+    )
+    assert code == 1 and statuses(report) == ["clean", "already_applied", "needs_human"]
+    assert report["untried"] == [after]
+    argv = ["pick", "--repo", str(scenario.path), "--onto", "main", "--no-record", "--strategy", "merge"]
+    assert main([*argv, "--dry-run", clash, after]) == 1
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "not tried" in shown and "1 commit after" in shown  # its row (the cell wraps at 80 columns)
+
+
 def test_a_resolver_named_in_the_repository_is_not_run(scenario: Scenario, tmp_path: Path, capsys) -> None:
     """Anyone who can push to fork trunk writes .github/sluice.yml: it must not pick what runs here."""
     marker = tmp_path / "ran"

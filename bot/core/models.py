@@ -350,6 +350,9 @@ class PickReport(Frozen):
     branch: str | None
     head: str | None  # the branch head written, when every commit applied
     commits: tuple[CommitReport, ...]
+    # `strategy: merge`: the commits after one that needs a human, not tried (a merge of any of them would
+    # bring that one too, and report its conflicts as theirs).
+    untried: tuple[str, ...] = ()
 
 
 # What the store keeps between runs, as the core reads it.

@@ -375,6 +375,16 @@ def pick_renderable(report: PickReport) -> Group:
             Text(c.status, PICK_STYLE[c.status]),
             Text(files or "—", overflow="fold"),
         )
+    if report.untried:
+        table.add_row(
+            Text("…"),
+            Text(
+                f"{plural(len(report.untried), 'commit')} after it not tried: "
+                "a merge of any would bring it too"
+            ),
+            Text("not tried", "dim"),
+            Text("—"),
+        )
     if report.head:
         summary = f"Wrote {report.branch} at {report.head[:10]}."
     elif report.dry_run:

@@ -21,7 +21,7 @@ from pathlib import Path
 from bot.core import conflicts, rerere
 from bot.core.config import SluiceConfig, Strategy
 from bot.core.conflicts import ConflictClass, FileVerdict
-from bot.core.errors import SluiceError
+from bot.core.errors import GitError, MissingObject, SluiceError
 from bot.core.models import (
     CommitInfo,
     CommitReport,
@@ -450,6 +450,8 @@ def run_pick(picker: Picker, request: PickRequest) -> PickReport:
     """
     with picker.repo.quarantined() as probe:
         head, reports = _apply_all(picker.through(probe), request)
+        reported = {r.upstream for r in reports}
+        untried = tuple(c.sha for c in request.commits if c.sha not in reported)
         written = (
             head is not None and head != request.onto and not request.dry_run and request.branch is not None
         )
@@ -465,6 +467,7 @@ def run_pick(picker: Picker, request: PickRequest) -> PickReport:
         branch=request.branch,
         head=head if written else None,
         commits=reports,
+        untried=untried,
     )
 
 
@@ -473,7 +476,13 @@ def _apply_all(picker: Picker, request: PickRequest) -> tuple[str | None, tuple[
     head, tree = request.onto, picker.repo.tree_of(request.onto)
     blocked = False
     reports: list[CommitReport] = []
+    merging = request.strategy is Strategy.MERGE
     for commit in request.commits:
+        if blocked and merging:
+            break  # each later merge would bring the blocked commit, and its conflicts, along
+        if merging and _is_ancestor(picker, commit.sha, head):  # merged already, with a later one
+            reports.append(_already(commit))
+            continue
         step = picker.step(head, tree, commit, strategy=request.strategy)
         blocked = blocked or step.tree is None
         if step.tree is None or blocked:
@@ -488,6 +497,23 @@ def _apply_all(picker: Picker, request: PickRequest) -> tuple[str | None, tuple[
         head = picker.git.commit(tree, parents, message, author=commit, at=int(request.now.timestamp()))
         reports.append(step.report.model_copy(update={"commit": None if request.dry_run else head}))
     return (None if blocked else head), tuple(reports)
+
+
+def _is_ancestor(picker: Picker, ancestor: str, head: str) -> bool:
+    try:
+        picker.repo.run("merge-base", "--is-ancestor", ancestor, head)
+    except MissingObject:
+        raise
+    except GitError:
+        return False  # exit 1: not an ancestor
+    return True
+
+
+def _already(commit: CommitInfo) -> CommitReport:
+    """A commit the head has already (a merge of a later upstream commit brought it): nothing to write."""
+    return CommitReport(
+        upstream=commit.sha, subject=commit.subject, status=PickStatus.ALREADY_APPLIED, tree=None
+    )
 
 
 def pick_in_order(
