@@ -46,7 +46,7 @@ def test_same_state_gives_byte_identical_json(scenario: Scenario, tmp_path: Path
     )
     unrecorded = run(capsys, "plan", *scenario.repo_args(), "--json", "--no-record")
     assert outputs[0] == outputs[1] == outputs[2] == fresh[1] == unrecorded[1]
-    assert json.loads(outputs[0])["schema_version"] == 1
+    assert json.loads(outputs[0])["schema_version"] == 2
 
 
 def test_later_plan_extends_a_stored_chain(scenario: Scenario, tmp_path: Path, capsys) -> None:

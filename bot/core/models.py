@@ -281,7 +281,7 @@ class RiskDecision(Frozen):
 
 
 class Plan(Frozen):
-    schema_version: int = 1
+    schema_version: int = 2  # 2: `order`
     fork_ref: str
     fork_head: str
     upstream_ref: str
@@ -343,7 +343,7 @@ class CommitReport(Frozen):
 
 
 class PickReport(Frozen):
-    schema_version: int = 1
+    schema_version: int = 2  # 2: `untried`
     onto: str
     strategy: str
     dry_run: bool
