@@ -21,7 +21,7 @@ from pathlib import Path
 from bot.core import conflicts, rerere
 from bot.core.config import SluiceConfig, Strategy
 from bot.core.conflicts import ConflictClass, FileVerdict
-from bot.core.errors import GitError, MissingObject, SluiceError
+from bot.core.errors import SluiceError
 from bot.core.models import (
     CommitInfo,
     CommitReport,
@@ -32,6 +32,7 @@ from bot.core.models import (
     PickStatus,
 )
 from bot.flows.resolver_hook import ResolverOutcome, ResolverRequest, run_resolver
+from bot.flows.swapped import is_ancestor
 from bot.git.facts import VERSIONS, FactKey, FactKind
 from bot.ports import CommitWriter, HistoryReader, MergeResult, Repository, Stage
 
@@ -480,7 +481,7 @@ def _apply_all(picker: Picker, request: PickRequest) -> tuple[str | None, tuple[
     for commit in request.commits:
         if blocked and merging:
             break  # each later merge would bring the blocked commit, and its conflicts, along
-        if merging and _is_ancestor(picker, commit.sha, head):  # merged already, with a later one
+        if merging and is_ancestor(picker.repo, commit.sha, head):  # merged already, with a later one
             reports.append(_already(commit))
             continue
         step = picker.step(head, tree, commit, strategy=request.strategy)
@@ -497,16 +498,6 @@ def _apply_all(picker: Picker, request: PickRequest) -> tuple[str | None, tuple[
         head = picker.git.commit(tree, parents, message, author=commit, at=int(request.now.timestamp()))
         reports.append(step.report.model_copy(update={"commit": None if request.dry_run else head}))
     return (None if blocked else head), tuple(reports)
-
-
-def _is_ancestor(picker: Picker, ancestor: str, head: str) -> bool:
-    try:
-        picker.repo.run("merge-base", "--is-ancestor", ancestor, head)
-    except MissingObject:
-        raise
-    except GitError:
-        return False  # exit 1: not an ancestor
-    return True
 
 
 def _already(commit: CommitInfo) -> CommitReport:

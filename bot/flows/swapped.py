@@ -66,7 +66,8 @@ def _side(repo: HistoryReader, head: str, other: str, *, first_parent: bool) -> 
     return commits
 
 
-def _is_ancestor(repo: HistoryReader, ancestor: str, descendant: str) -> bool:
+def is_ancestor(repo: HistoryReader, ancestor: str, descendant: str) -> bool:
+    """Whether `descendant`'s history holds `ancestor` (picks and the swap check ask it)."""
     try:
         repo.run("merge-base", "--is-ancestor", ancestor, descendant)
     except GitError:
@@ -79,10 +80,10 @@ def _brings_in(repo: HistoryReader, commit: SideCommit, other_head: str) -> bool
     if len(commit.parents) > 1:
         # A merge whose side parent shares history with the other side that its first parent lacks.
         bases = repo.run("merge-base", "--all", commit.parents[1], other_head, ok=(0, 1)).split()
-        return any(not _is_ancestor(repo, base, commit.parents[0]) for base in bases)
+        return any(not is_ancestor(repo, base, commit.parents[0]) for base in bases)
     named = NAMED_PICK.search(commit.message)
     if named:
-        return _is_ancestor(repo, named.group(1) or named.group(2), other_head)
+        return is_ancestor(repo, named.group(1) or named.group(2), other_head)
     return True  # a subject in the fork's own pick patterns: upstreams do not write those
 
 
@@ -92,7 +93,7 @@ def merged_sideways(repo: HistoryReader, fork_head: str, upstream_head: str) -> 
     A fork that has no commits of its own yet sits on the upstream stream (the fork point); an upstream
     head that reached the "fork" only sideways is a fork trunk that merged it.
     """
-    if fork_head == upstream_head or not _is_ancestor(repo, fork_head, upstream_head):
+    if fork_head == upstream_head or not is_ancestor(repo, fork_head, upstream_head):
         return False
     out = repo.run("log", "--first-parent", "--format=%P", upstream_head, "--not", fork_head, "--")
     oldest_parents = out.strip().splitlines()[-1].split()
