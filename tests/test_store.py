@@ -23,6 +23,7 @@ import bot.db.jobs
 import bot.db.lag
 import bot.db.leases
 import bot.db.registry
+import bot.db.revisions
 import bot.db.signoffs
 import bot.db.store
 import bot.db.tier_runs
@@ -271,9 +272,9 @@ def test_head_revision_constant_is_alembics_head() -> None:
     from alembic.script import ScriptDirectory
 
     config = Config()
-    config.set_main_option("script_location", str(bot.db.store.MIGRATIONS_DIR))
+    config.set_main_option("script_location", str(bot.db.revisions.MIGRATIONS_DIR))
     head = ScriptDirectory.from_config(config).get_current_head()
-    assert head == bot.db.store.HEAD_REVISION == HEAD_REVISION
+    assert head == bot.db.revisions.HEAD_REVISION == HEAD_REVISION
 
 
 @contextmanager
@@ -285,7 +286,7 @@ def at_revision(url: str, revision: str) -> Iterator[Connection]:
 
     engine = create_engine(normalise_url(url), poolclass=NullPool)
     config = Config()
-    config.set_main_option("script_location", str(bot.db.store.MIGRATIONS_DIR))
+    config.set_main_option("script_location", str(bot.db.revisions.MIGRATIONS_DIR))
     try:
         with engine.begin() as conn:
             config.attributes["connection"] = conn

@@ -41,9 +41,9 @@ from bot.core.recognise import unmatched_picks
 from bot.core.refs import ref_problem, validate_rev
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
-from bot.db.store import DEFAULT_URL_ENV, Store, default_database_url, default_sqlite_path
+from bot.db.store import DEFAULT_URL_ENV, Store, default_sqlite_path
 from bot.db.tier_runs import TierRuns
-from bot.flows import calibrate, simulate
+from bot.flows import calibrate, database, simulate
 from bot.flows.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.flows.pick import Picker, PickRequest, check_branch, learn_resolutions, run_pick
 from bot.flows.planning import build_plan, fork_key, held_by_people, with_dispositions
@@ -141,12 +141,9 @@ def open_store(url: str | None) -> Store:
     try:
         return Store.open(url)
     except (SQLAlchemyError, ValueError, OSError, sqlite3.Error) as exc:
-        try:
-            shown = make_url(url or default_database_url()).render_as_string(hide_password=True)
-        except (SQLAlchemyError, ValueError):
-            shown = "the given database URL"
         raise SluiceError(
-            f"cannot open the store at {shown}: {type(exc).__name__}: {str(exc).splitlines()[0]}",
+            f"cannot open the store at {database.shown_url(url)}: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0]}",
             "check --database or SLUICE_DATABASE_URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB)",
         ) from exc
 
@@ -751,6 +748,7 @@ def parser() -> argparse.ArgumentParser:
     simulate.add_parser(sub, _add_repo_options, run=cmd_simulate)
     _add_schema_command(sub)
     _add_audit_command(sub)
+    database.add_parser(sub)
     return top
 
 

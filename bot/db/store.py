@@ -34,7 +34,6 @@ from sqlalchemy import (
     create_engine,
     event,
     insert,
-    inspect,
     literal_column,
     or_,
     select,
@@ -49,15 +48,12 @@ from sqlalchemy.sql.base import ReadOnlyColumnCollection
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
-from bot.core.errors import BadInput
 from bot.core.models import ChainStatus, Disposition, DispositionRecord, Plan, ResolutionSource, StoredChain
+from bot.db.revisions import migrate
 
 DEFAULT_URL_ENV = "SLUICE_DATABASE_URL"
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-HEAD_REVISION = "0021_audit_waived_tiers"  # the newest migration (a test checks it is Alembic's head)
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# pg_advisory_xact_lock keys: one for schema migrations, one namespace for per-fork plan recording.
-_MIGRATION_LOCK_KEY = 0x534C_5549_4345_0001
+# pg_advisory_xact_lock namespace for per-fork plan recording (bot.db.revisions has the migrations' key).
 _FORK_LOCK_NAMESPACE = 0x534C_5549
 # Rows per IN (...) list: well under SQLite's bound-parameter limit.
 _CHUNK = 500
@@ -230,7 +226,7 @@ class Store:
     def open(cls, url: str | None = None) -> Store:
         engine = _create_engine(url or default_database_url())
         try:
-            _migrate(engine)
+            migrate(engine)
         except BaseException:
             engine.dispose()
             raise
@@ -432,6 +428,12 @@ def _utc(at: datetime) -> datetime:
     return at.astimezone(UTC)
 
 
+def engine_for(url: str | None) -> Engine:
+    """An engine on the store at `url` (default: $SLUICE_DATABASE_URL, else the SQLite file), without
+    migrating it: for `sluice db`, which reads or changes the schema itself."""
+    return _create_engine(url or default_database_url())
+
+
 def _create_engine(url: str | URL, *, timeout: float | None = None, connections: int | None = None) -> Engine:
     """An engine on `url`; with `timeout`, every wait on the database (a lock, a statement, a connection)
     gives up after about that many seconds, and the pool holds at most `connections`."""
@@ -574,55 +576,6 @@ def _begin_immediate(conn: Connection) -> None:
         dbapi_connection.begin_immediate()
     except sqlite3.Error as exc:  # as SQLAlchemy wraps it when it runs the statement itself
         raise OperationalError("BEGIN IMMEDIATE", None, exc) from exc
-
-
-def _migrate(engine: Engine) -> None:
-    """Upgrade to head inside one transaction that holds a lock, so concurrent openers take turns."""
-    with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
-        revision = _revision(conn)
-        if revision == HEAD_REVISION:
-            return  # the usual case: importing and running Alembic would cost every command ~0.2 s
-        from alembic import command
-        from alembic.config import Config
-        from alembic.script import ScriptDirectory
-        from alembic.util import CommandError
-
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS_DIR))
-        config.attributes["connection"] = conn
-        if revision is None:
-            _refuse_foreign(conn)
-        else:
-            try:
-                ScriptDirectory.from_config(config).get_revision(revision)
-            except CommandError as exc:
-                raise BadInput(
-                    f"the store is at schema revision {revision!r}, which this Sluice does not know "
-                    f"(its newest is {HEAD_REVISION!r}): a newer Sluice's store?",
-                    "run the Sluice that wrote it, or give another store (--database or SLUICE_DATABASE_URL)",
-                ) from exc
-        command.upgrade(config, "head")
-
-
-def _refuse_foreign(conn: Connection) -> None:
-    """A database Alembic never migrated must be empty: Sluice adds its tables to no one else's."""
-    found = sorted(inspect(conn).get_table_names())
-    if found:
-        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-        raise BadInput(
-            f"the database holds tables that are not Sluice's ({shown}) and no Sluice schema: Sluice will "
-            "not add its tables to it",
-            "give an empty database or an existing Sluice store (--database or SLUICE_DATABASE_URL)",
-        )
-
-
-def _revision(conn: Connection) -> str | None:
-    """The schema revision Alembic recorded, or None in a database it has not migrated."""
-    if not inspect(conn).has_table("alembic_version"):
-        return None
-    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one_or_none()
 
 
 def _lock_fork(conn: Connection, fork_key: str) -> None:

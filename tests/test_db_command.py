@@ -1,0 +1,256 @@
+"""`sluice db`: the store's schema revision, and undoing migrations to roll a release back."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, create_engine, inspect, text
+from sqlalchemy.pool import NullPool
+
+import bot.db.audit
+import bot.db.bisections
+import bot.db.jobs
+import bot.db.lag
+import bot.db.leases
+import bot.db.registry
+import bot.db.signoffs
+import bot.db.tier_runs
+import bot.db.trunk_watch
+from bot.app.cli import main
+from bot.core.audit import AuditCommit, AuditRecord, AuditState, AuditTier, AuditWaiver
+from bot.core.errors import BadInput
+from bot.db.gates import GateStore
+from bot.db.revisions import HEAD_REVISION, known_revisions, undone_by
+from bot.db.store import Store, metadata, normalise_url
+
+AT = dt.datetime(2026, 5, 1, 12, tzinfo=dt.UTC)
+FIRST = "0001_plans_chains_dispositions"
+H1 = "1" * 40
+# Every table module registers its tables on the store's metadata when imported (as the service imports them).
+TABLE_MODULES = (
+    bot.db.audit,
+    bot.db.bisections,
+    bot.db.jobs,
+    bot.db.lag,
+    bot.db.leases,
+    bot.db.registry,
+    bot.db.signoffs,
+    bot.db.tier_runs,
+    bot.db.trunk_watch,
+)
+
+
+@contextmanager
+def connected(url: str) -> Iterator[Connection]:
+    engine = create_engine(normalise_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
+
+
+def revision_of(url: str) -> str | None:
+    with connected(url) as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+
+
+def stored_record(url: str) -> dict[str, object]:
+    with connected(url) as conn:
+        loaded: dict[str, object] = json.loads(conn.execute(text("SELECT record FROM audits")).scalar_one())
+        return loaded
+
+
+def closed_audit() -> AuditRecord:
+    """A merged bundle: its L2 failed and was waived; its L3 failed with no waiver (a person merged)."""
+    return AuditRecord(
+        fork="org/fork",
+        ingestion_id="bundle-aaaaaaaaaa",
+        kind="bundle",
+        pr_number=7,
+        head=H1,
+        upstream_base="a" * 40,
+        upstream_target="b" * 40,
+        commits=(AuditCommit(upstream="b" * 40, subject="s", status="picked", commit=H1),),
+        tiers=(
+            AuditTier(name="sluice/L1", head_sha=H1, status="completed", conclusion="success"),
+            AuditTier(name="sluice/L2", head_sha=H1, status="completed", conclusion="failure"),
+            AuditTier(name="sluice/L3", head_sha=H1, status="completed", conclusion="timed_out"),
+        ),
+        waived_tiers=("sluice/L2",),
+        waivers=(
+            AuditWaiver(
+                tier="sluice/L2",
+                owner="@perf",
+                reason="flaky runner",
+                recovery_plan="rerun",
+                expires_at=AT,
+                granted_by="alice",
+                head_sha=H1,
+            ),
+        ),
+        merge_sha="c" * 40,
+        state=AuditState.CLOSED,
+    )
+
+
+def sluice(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_every_migration_undoes_down_to_the_first_and_redoes_to_the_tables_the_store_queries(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = Store.open(database_url)
+    GateStore(store).save_audit(closed_audit(), at=AT)
+    store.close()
+
+    code, out, _ = sluice(capsys, "db", "downgrade", "--to", FIRST, "--database", database_url, "--yes")
+
+    assert code == 0 and f"The store is at {FIRST}" in out
+    assert revision_of(database_url) == FIRST
+    with connected(database_url) as conn:
+        assert sorted(inspect(conn).get_table_names()) == [
+            "alembic_version",
+            "chain_members",
+            "chains",
+            "dispositions",
+            "plans",
+        ]
+    Store.open(database_url).close()  # the next release's start upgrades it again
+    assert revision_of(database_url) == HEAD_REVISION
+    with connected(database_url) as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, metadata) == []
+
+
+def test_undoing_0021_gives_audit_records_back_the_failing_tier_the_older_release_reads(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = Store.open(database_url)
+    GateStore(store).save_audit(closed_audit(), at=AT)
+    store.close()
+
+    code, _, _ = sluice(capsys, "db", "downgrade", "--to", "0020", "--database", database_url, "--yes")
+
+    older = stored_record(database_url)
+    assert code == 0 and older["failing_tier"] == "sluice/L2" and "waived_tiers" not in older
+    store = Store.open(database_url)
+    try:
+        again = GateStore(store).audit("org/fork", 7)
+    finally:
+        store.close()
+    assert again is not None and again.waived_tiers == ("sluice/L2",)
+
+
+def test_a_downgrade_without_yes_says_what_it_would_undo_and_changes_nothing(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Store.open(sqlite_url).close()
+
+    code, out, _ = sluice(capsys, "db", "downgrade", "--to", "0019", "--database", sqlite_url)
+
+    assert code == 0
+    assert out.splitlines()[:3] == [
+        f"Going back from {HEAD_REVISION} to 0019_bisect_culprits_first_at undoes (newest first):",
+        "  0021_audit_waived_tiers      Audit records keep every failing tier a waiver let through "
+        "(`waived_tiers`)…",
+        "  0020_command_audit_line_len  command_audit.line holds a whole command line: a first line read as "
+        "a comma…",
+    ]
+    assert "Nothing was changed" in out and "--yes" in out
+    assert revision_of(sqlite_url) == HEAD_REVISION
+
+
+@pytest.mark.parametrize(
+    ("to", "refusal"),
+    [
+        ("0099_from_the_future", "'0099_from_the_future' names no schema revision"),
+        ("00", "'00' names more than one schema revision"),
+        ("--yes", "'--yes' names no schema revision"),
+        (HEAD_REVISION, f"not newer than '{HEAD_REVISION}': nothing to undo"),
+    ],
+)
+def test_a_bad_revision_is_refused_and_the_store_is_left_as_it_was(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str], to: str, refusal: str
+) -> None:
+    Store.open(sqlite_url).close()
+
+    code, out, err = sluice(capsys, "db", "downgrade", f"--to={to}", "--database", sqlite_url, "--yes")
+
+    assert code != 0 and out == "" and refusal in err
+    assert revision_of(sqlite_url) == HEAD_REVISION
+
+
+def test_a_store_that_is_not_there_or_not_sluices_is_not_downgraded(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = sluice(capsys, "db", "downgrade", "--to", FIRST, "--database", sqlite_url, "--yes")
+
+    assert code != 0 and "holds no Sluice schema: nothing to undo" in err
+    assert revision_of(sqlite_url) is None
+
+
+def test_db_status_says_where_the_store_stands_and_whether_this_sluice_can_use_it(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = sluice(capsys, "db", "status", "--database", sqlite_url)
+    assert (code, out.splitlines()[1]) == (
+        0,
+        "Schema: none yet (an empty database): the first sluice command that opens it creates the schema",
+    )
+    assert revision_of(sqlite_url) is None  # reading it created nothing
+
+    Store.open(sqlite_url).close()
+    sluice(capsys, "db", "downgrade", "--to", "0018", "--database", sqlite_url, "--yes")
+    code, out, _ = sluice(capsys, "db", "status", "--database", sqlite_url)
+    assert code == 0 and out.splitlines()[1].startswith(
+        "Schema: 0018_ingestion_heads, 3 migrations behind this Sluice's newest"
+    )
+    assert "* 0018_ingestion_heads " in out
+
+    with connected(sqlite_url) as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
+        conn.commit()
+    code, out, _ = sluice(capsys, "db", "status", "--database", sqlite_url, "--json")
+    status = json.loads(out)
+    assert code == 1 and (status["revision"], status["known"]) == ("0099_from_the_future", False)
+    assert status["newest"] == HEAD_REVISION == status["revisions"][-1]["id"]
+
+
+def test_db_status_of_someone_elses_database_exits_1(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with connected(sqlite_url) as conn:
+        conn.execute(text("CREATE TABLE invoices (id INTEGER PRIMARY KEY)"))
+        conn.commit()
+
+    code, out, _ = sluice(capsys, "db", "status", "--database", sqlite_url)
+
+    assert code == 1 and "tables that are not Sluice's (invoices)" in out
+
+
+def test_a_newer_stores_refusal_says_how_to_roll_back(sqlite_url: str) -> None:
+    Store.open(sqlite_url).close()
+    with connected(sqlite_url) as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
+        conn.commit()
+    with pytest.raises(BadInput) as refused:
+        Store.open(sqlite_url)
+    assert "`sluice db downgrade`" in (refused.value.remedy or "")
+
+
+def test_undone_by_lists_newest_first_and_knows_every_revision_in_order() -> None:
+    ids = [r.id for r in known_revisions()]
+    assert ids[0] == FIRST and ids[-1] == HEAD_REVISION and ids == sorted(ids)
+    assert [r.id for r in undone_by(HEAD_REVISION, "0019")] == [HEAD_REVISION, "0020_command_audit_line_len"]
