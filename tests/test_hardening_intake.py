@@ -130,14 +130,14 @@ def test_store(database_url: str) -> Iterator[Store]:
 
 
 @contextlib.contextmanager
-def stalled(database_url: str) -> Iterator[None]:
-    """The database stalled by another client: PostgreSQL's deliveries table locked by a transaction left
-    open, or the SQLite file held under BEGIN EXCLUSIVE by another process."""
+def stalled(database_url: str, tables: str = "deliveries") -> Iterator[None]:
+    """The database stalled by another client: PostgreSQL's `tables` locked by a transaction left open, or
+    the SQLite file held under BEGIN EXCLUSIVE by another process."""
     parsed = make_url(normalise_url(database_url))
     if parsed.get_backend_name() == "postgresql":
         engine = create_engine(parsed, poolclass=NullPool)
         with engine.connect() as conn:
-            conn.execute(text("LOCK TABLE deliveries IN ACCESS EXCLUSIVE MODE"))
+            conn.execute(text(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE"))
             yield
             conn.rollback()
         engine.dispose()
@@ -197,6 +197,25 @@ async def test_readyz_names_the_database_during_a_stall_and_answers_promptly(
             assert "database" in answer.body and answer.body["database"] != "ok"
         assert metrics.status == 200 and metrics.seconds < 2.5
         assert (await bot.request("GET", "/readyz")).status == 200
+
+
+async def test_a_locked_database_gets_503_from_the_status_page_and_readyz_keeps_its_address_to_the_log(
+    aiohttp_server: Any, database_url: str, test_store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Locked past the lane's own timeouts (the driver answers with an error, within the deadline): GET / is
+    a 503 saying to reload, never a 500; /readyz names the kind of problem, the log has what the driver
+    said (it may name the database's host and port, which the unauthenticated port does not show)."""
+    async with serve(aiohttp_server, database_url, test_store) as bot:
+        with stalled(database_url, tables="forks, deliveries"):
+            page = await bot.request("GET", "/")
+            ready = await bot.request("GET", "/readyz")
+    assert (page.status, page.body["text"]) == (503, "The database did not answer. Reload later.\n")
+    assert ready.status == 503
+    assert ready.body["database"] in (
+        "unreachable or locked (Sluice's log has the details)",
+        "unresponsive (Sluice's log has the details)",
+    )
+    assert any(r.message.startswith("/readyz: the database is ") for r in caplog.records)
 
 
 class FreezingProxy:
@@ -280,6 +299,9 @@ async def test_a_frozen_database_connection_gets_fast_503s_and_readyz_says_so(
             ready = await bot.request("GET", "/readyz")
             assert ready.status == 503 and ready.seconds < 2.5, ready
             assert "database" in ready.body and ready.body["database"] != "ok"
+            assert str(proxy.port) not in json.dumps(ready.body)
+            page = await bot.request("GET", "/")
+            assert page.status == 503 and page.seconds < 2.5, page
             proxy.thaw()
             # Thawed: the stuck write completes, and the intake takes deliveries again.
             for _ in range(50):

@@ -133,6 +133,9 @@ async def test_bad_signatures_get_401_and_record_nothing(
     assert response.status == 401
     assert "error" in await response.json()
     assert JobQueue(store).deliveries() == 0
+    # an alert on this series catches a webhook secret that no longer matches GitHub's
+    text = await (await client.get("/metrics")).text()
+    assert 'sluice_webhook_deliveries_total{event="unverified",outcome="unauthorized"} 1.0' in text
 
 
 async def test_oversized_body_is_413_before_parsing(client: Any, store: Store) -> None:
@@ -140,6 +143,21 @@ async def test_oversized_body_is_413_before_parsing(client: Any, store: Store) -
     response = await client.post("/webhook", data=body, headers=headers(body))
     assert response.status == 413
     assert JobQueue(store).deliveries() == 0
+    text = await (await client.get("/metrics")).text()
+    assert 'sluice_webhook_deliveries_total{event="unverified",outcome="too_large"} 1.0' in text
+
+
+async def test_a_rejected_deliverys_id_is_logged_cut_to_100_characters(
+    client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = push_body()
+    sent = headers(body) | {
+        "X-Hub-Signature-256": sign(body, "wrong secret"),
+        "X-GitHub-Delivery": "d" * 8000,
+    }
+    assert (await client.post("/webhook", data=body, headers=sent)).status == 401
+    (rejected,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("rejected delivery")]
+    assert rejected == f"rejected delivery {'d' * 100}: X-Hub-Signature-256 does not match the body"
 
 
 async def test_ping_is_answered(client: Any) -> None:

@@ -41,11 +41,13 @@ HEALTH = web.AppKey("health", Lane)  # /readyz and /metrics: their own threads a
 HEALTH_QUEUE = web.AppKey("health_queue", JobQueue)
 HEALTH_STORE = web.AppKey("health_store", Store)  # the health lane's connections (GET / reads through them)
 HEALTH_DEADLINE_S = 2.0
+SAID_UNREADY: web.AppKey[dict[str, str]] = web.AppKey("said_unready")  # the problem /readyz last logged
 # The event loop answering webhooks and the threads doing database work hand the GIL back and forth many
 # times per delivery; at Python's default 5 ms a thread busy in Python (a worker claiming jobs) makes each
 # handoff cost up to that. 0.1 ms measured best with workers running (benchmarks/webhook_bench.py).
 GIL_SWITCH_INTERVAL_S = 0.0001
 SIGNATURE_PREFIX = "sha256="
+UNVERIFIED = "unverified"  # the event label of a request whose signature was not checked or did not match
 
 
 class Metrics:
@@ -115,13 +117,16 @@ async def webhook(request: web.Request) -> web.Response:
     secret = app[SETTINGS].webhook_secret
     body = await _read_body(request)
     if body is None:
+        _count_unverified(app, "timed_out")
         return await _body_timed_out(request)
     problem = signature_problem(request.headers, body, secret.get_secret_value() if secret else "")
     if problem is not None:
-        log.warning("rejected delivery %s: %s", request.headers.get("X-GitHub-Delivery", "?"), problem)
+        log.warning("rejected delivery %s: %s", _delivery_id(request), problem)
+        _count_unverified(app, "unauthorized")  # a secret that differs from GitHub's shows here first
         return _problem(401, problem)
     event, delivery = request.headers.get("X-GitHub-Event"), request.headers.get("X-GitHub-Delivery")
     if not event or not delivery or len(delivery) > 100 or not delivery.isascii():
+        _count_unverified(app, "malformed")
         return _problem(400, "missing or malformed X-GitHub-Event / X-GitHub-Delivery")
     if event == "ping":
         return web.json_response({"msg": "pong"})
@@ -155,6 +160,18 @@ async def _read_body(request: web.Request) -> bytes | None:
         return await asyncio.wait_for(request.read(), request.app[SETTINGS].webhook_body_timeout)
     except TimeoutError:
         return None
+    except web.HTTPRequestEntityTooLarge:
+        log.warning(
+            "rejected delivery %s: its body is over %d bytes", _delivery_id(request), MAX_WEBHOOK_BYTES
+        )
+        _count_unverified(request.app, "too_large")
+        raise
+
+
+def _count_unverified(app: web.Application, outcome: str) -> None:
+    """Count a request turned away before its signature was checked, or because it failed the check: its
+    event header is anyone's word, so it is no label."""
+    app[METRICS].deliveries.labels(event=UNVERIFIED, outcome=outcome).inc()
 
 
 async def _body_timed_out(request: web.Request) -> web.Response:
@@ -194,8 +211,15 @@ async def status(request: web.Request) -> web.Response:
         views = await app[HEALTH].run(lambda: fork_views(app[HEALTH_STORE]))
     except DatabaseBusy as exc:
         return web.Response(status=503, text=f"The database did not answer: {exc.message}. Reload later.\n")
+    except SQLAlchemyError as exc:  # unreachable, locked past its timeout: what it said is for the log only
+        log.warning("GET /: the database failed: %s", _first_line(exc))
+        return web.Response(status=503, text="The database did not answer. Reload later.\n")
     page = status_page(views, web_url=app[SETTINGS].web_url(), now=app[CLOCK]())
     return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-cache"})
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -210,8 +234,13 @@ async def readyz(request: web.Request) -> web.Response:
     except DatabaseBusy as exc:
         problem = f"unresponsive: {exc.message}"
     if problem is None:
+        app[SAID_UNREADY].pop("problem", None)
         return web.json_response({"database": "ok"})
-    return web.json_response({"database": problem}, status=503)
+    shown = problem.split(":", 1)[0]  # "unreachable or locked": what the driver said may name hosts and ports
+    if app[SAID_UNREADY].get("problem") != problem:  # logged once a problem, not once a probe
+        log.warning("/readyz: the database is %s", problem)
+    app[SAID_UNREADY]["problem"] = problem
+    return web.json_response({"database": f"{shown} (Sluice's log has the details)"}, status=503)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -222,7 +251,7 @@ async def metrics(request: web.Request) -> web.Response:
             lambda: (app[HEALTH_QUEUE].counts(), registered_figures(store))
         )
     except (DatabaseBusy, SQLAlchemyError) as exc:  # the gauges keep their last values; the rest matter
-        log.warning("/metrics: job, lag and tier gauges not refreshed: %s", str(exc).splitlines()[0])
+        log.warning("/metrics: job, lag and tier gauges not refreshed: %s", _first_line(exc))
     else:
         for state in JobState:
             app[METRICS].jobs.labels(state=state.value).set(counts.get(state.value, 0))
@@ -249,7 +278,7 @@ def create_app(
         raise ValueError("a webhook secret is required")  # an empty one would accept anyone's signature
     app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
     app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
-    app[METRICS] = Metrics()
+    app[METRICS], app[SAID_UNREADY] = Metrics(), {}
     _add_lanes(app, settings, store, clock)
     periodic = (
         settings.poll_interval,
