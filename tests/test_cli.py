@@ -5,16 +5,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from bot.app.cli import main
-from bot.app.settings import Settings
+from bot.app.settings import Settings, unknown_variables
 from bot.core.models import Disposition
 from bot.db.store import Store
 from tests.support.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
@@ -362,6 +363,140 @@ def test_a_private_key_the_service_may_not_read_is_named_with_whom_to_make_it_re
         f"SLUICE_PRIVATE_KEY_FILE={key} cannot be read (Permission denied): make it readable to the user the "
         f"service runs as (uid {os.getuid()})"
     )
+
+
+def test_a_private_key_that_is_not_rsa_is_refused_at_start_up(tmp_path: Path) -> None:
+    """GitHub signs App JWTs with RS256: an EC key would pass as a PEM key and fail every 30 s."""
+    key = tmp_path / "ec.pem"
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    key.write_bytes(
+        ec_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    (problem,) = Settings(app_id=1, private_key_file=key, webhook_secret="s", data_dir=tmp_path).problems()
+    assert problem == (
+        f"SLUICE_PRIVATE_KEY_FILE={key} is not an RSA key: give the .pem file GitHub generated on the App's "
+        "settings page (Private keys)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        (
+            {"github_url": "https://"},
+            "SLUICE_GITHUB_URL='https://' is not an http(s) URL with a host (https://github.example.com)",
+        ),
+        (
+            {"git_url": "https://x-access-token:ghs_s3cr3t@"},
+            "SLUICE_GIT_URL='https://' is not an http(s) URL with a host (https://github.example.com)",
+        ),
+        (
+            {"git_url": "notaurl"},
+            "SLUICE_GIT_URL='notaurl' is not an http(s) URL with a host (https://github.example.com)",
+        ),
+        (
+            {"allowed_upstream_hosts": "gitlab.example.com, https://gitlab.com/foo"},
+            "SLUICE_ALLOWED_UPSTREAM_HOSTS lists https://gitlab.com/foo: give host names or IP addresses "
+            "(gitlab.example.com), not URLs or paths",
+        ),
+    ],
+)
+def test_urls_and_hosts_the_service_could_never_use_are_refused_at_start_up(
+    tmp_path: Path, changes: dict[str, str], problem: str
+) -> None:
+    key = tmp_path / "key.pem"
+    key.write_text(a_private_key())
+    given = {"app_id": 1, "private_key_file": key, "webhook_secret": "s", "data_dir": tmp_path} | changes
+    assert Settings(**given).problems() == [problem]  # never echoing a credential
+
+
+def test_a_data_dir_the_workers_cannot_create_is_refused_at_start_up(tmp_path: Path) -> None:
+    key, blocker = tmp_path / "key.pem", tmp_path / "a-file"
+    key.write_text(a_private_key())
+    blocker.write_text("")
+    settings = Settings(app_id=1, private_key_file=key, webhook_secret="s", data_dir=blocker / "mirrors")
+    assert settings.problems() == [f"SLUICE_DATA_DIR={blocker / 'mirrors'}: {blocker} is not a directory"]
+    # one that does not exist yet under a writable directory is fine: the workers create it
+    assert (
+        Settings(app_id=1, private_key_file=key, webhook_secret="s", data_dir=tmp_path / "new").problems()
+        == []
+    )
+
+
+def test_a_misspelt_setting_is_refused_and_an_unknown_one_only_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """SLUICE_DB_URL would leave the service on a SQLite file where PostgreSQL was meant, without a word."""
+    for name in ("SLUICE_DATABASE_URL", "SLUICE_WORKERS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLUICE_DB_URL", "postgresql+psycopg://sluice@db/sluice")
+    monkeypatch.setenv("SLUICE_WORKER", "4")
+    monkeypatch.setenv("SLUICE_LOG_FORMAT", "json")
+    monkeypatch.setenv("SLUICE_PORT", "8080")  # compose's, not the service's: no word about it
+    key = tmp_path / "key.pem"
+    key.write_text(a_private_key())
+    problems = Settings(app_id=1, private_key_file=key, webhook_secret="s", data_dir=tmp_path).problems()
+    assert problems == [
+        "SLUICE_DB_URL is not a setting Sluice knows: did you mean SLUICE_DATABASE_URL?",
+        "SLUICE_WORKER is not a setting Sluice knows: did you mean SLUICE_WORKERS?",
+    ]
+    assert unknown_variables({"SLUICE_LOG_FORMAT": "json", "SLUICE_PORT": "8080"}) == [
+        ("SLUICE_LOG_FORMAT is not a setting Sluice knows: ignored", False)
+    ]
+    # set beside the setting it resembles, it is no typo of it
+    both = {"SLUICE_WORKER": "4", "SLUICE_WORKERS": "4"}
+    assert unknown_variables(both) == [("SLUICE_WORKER is not a setting Sluice knows: ignored", False)]
+
+
+def test_an_app_id_below_1_is_refused(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("SLUICE_APP_ID", "-7")
+    monkeypatch.setenv("SLUICE_WEBHOOK_SECRET", "hunter2")
+    code, _, err = run(capsys, "serve", "--port", "0")
+    assert code == 2 and "sluice serve: SLUICE_APP_ID: Input should be greater than 0" in err.splitlines()
+
+
+def test_serve_on_a_port_already_taken_says_so_and_exits_2(tmp_path: Path) -> None:
+    key = tmp_path / "sluice.private-key.pem"
+    key.write_text(a_private_key())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "SLUICE_APP_ID": "1",
+            "SLUICE_WEBHOOK_SECRET": "hunter2",
+            "SLUICE_PRIVATE_KEY_FILE": str(key),
+            "SLUICE_DATABASE_URL": f"sqlite:///{tmp_path / 'sluice.db'}",
+            "SLUICE_DATA_DIR": str(tmp_path / "mirrors"),
+            "SLUICE_WORKERS": "0",
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            cwd=Path(__file__).parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"starting on http://127.0.0.1:{port}; store sqlite:///{tmp_path / 'sluice.db'}" in done.stderr
+    assert f"sluice: error: cannot listen on 127.0.0.1:{port}: " in done.stderr
+    assert "Traceback" not in done.stderr and "hunter2" not in done.stderr
+
+
+def test_a_database_driver_sluice_does_not_install_is_a_clear_error(capsys) -> None:
+    code, out, err = run(capsys, "audit", "1", "--database", "postgresql+psycopg2://u:pw@127.0.0.1/x")
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        "sluice: error: cannot open the store at postgresql+psycopg2://u:***@127.0.0.1/x: its driver is not "
+        "installed (psycopg2)"
+    )
+    assert "postgresql+psycopg://" in err and "pw" not in err
 
 
 def test_serve_names_each_malformed_setting_without_echoing_its_value(

@@ -167,6 +167,7 @@ def test_the_compose_environment_makes_valid_settings(
     key = tmp_path / "key.pem"
     key.write_text(a_private_key())
     monkeypatch.setenv("SLUICE_PRIVATE_KEY_FILE", str(key))  # /run/secrets/... exists in the container only
+    monkeypatch.setenv("SLUICE_DATA_DIR", str(tmp_path / "mirrors"))  # the image's volume, writable there
     settings = Settings()
     assert settings.problems() == []
     assert (
@@ -269,7 +270,14 @@ def test_serve_default_port_is_the_exposed_one() -> None:
     assert args.port == exposed_port()
     (mapping,) = service("sluice")["ports"]
     assert int(mapping.rsplit(":", 1)[1]) == exposed_port()
-    assert REFERENCE.match(mapping), "the host port comes from SLUICE_PORT"
+    published = re.fullmatch(r"(\$\{[^}]*\}):(\$\{[^}]*\}):\d+", mapping)
+    assert published is not None and published.groups() == (
+        "${SLUICE_BIND:-127.0.0.1}",
+        "${SLUICE_PORT:-8080}",
+    ), (
+        "published on loopback unless SLUICE_BIND says otherwise: the status page and /metrics have no "
+        "authentication; the host port comes from SLUICE_PORT"
+    )
 
 
 def test_env_example_lists_every_variable_compose_reads() -> None:

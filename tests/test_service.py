@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from pydantic import SecretStr
 
-from bot.app.service import create_app
+from bot.app.service import create_app, github_session
 from bot.app.settings import Settings
 from bot.db.jobs import JobQueue
 from bot.db.store import Store
@@ -205,6 +206,27 @@ async def test_unknown_events_are_acknowledged_and_ignored(client: Any, store: S
     assert response.status == 202
     assert "not handled" in (await response.json())["ignored"]
     assert JobQueue(store).deliveries() == 0
+
+
+async def test_github_calls_go_through_the_proxy_the_environment_names(
+    aiohttp_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network that reaches GitHub through a proxy only: git honours HTTP(S)_PROXY, so must the API."""
+    asked: list[tuple[str, str | None, str]] = []
+
+    async def proxy(request: web.Request) -> web.Response:
+        asked.append((request.method, request.host, request.path))
+        return web.json_response({"slug": "sluice"})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", proxy)
+    server = await aiohttp_server(app)
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.port}")
+    async with github_session() as session, session.get("http://github.example.invalid/api/v3/app") as answer:
+        assert await answer.json() == {"slug": "sluice"}
+    assert asked == [("GET", "github.example.invalid", "/api/v3/app")]
 
 
 async def test_health_readiness_and_metrics(client: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib.metadata
 import json
 import logging
@@ -53,9 +54,13 @@ from bot.git.mirror import Mirror
 from bot.git.repo import GitRepo
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
+    from bot.app.settings import Settings
     from bot.demo import Sandbox
 
 SLOW_AFTER_S = 2.0
+log = logging.getLogger("sluice.serve")
 
 
 class ProgressReporter(AbstractContextManager["ProgressReporter"]):
@@ -136,15 +141,20 @@ def _emit(plan: Plan, config: SluiceConfig, *, as_json: bool, full: bool = False
     render.print_renderable(render.plan_renderable(plan, full=full, component_of=component_of))
 
 
-def open_store(url: str | None) -> Store:
+def open_store(url: str | None, *, given_by: str = "--database or SLUICE_DATABASE_URL") -> Store:
     """The store, or a clear error that names the database without its password."""
     try:
         return Store.open(url)
+    except ImportError as exc:  # a driver Sluice does not install, e.g. postgresql+psycopg2://
+        raise SluiceError(
+            f"cannot open the store at {database.shown_url(url)}: its driver is not installed ({exc.name})",
+            f"check {given_by}: Sluice speaks to PostgreSQL through psycopg 3 (postgresql+psycopg://USER@HOST/DB)",
+        ) from exc
     except (SQLAlchemyError, ValueError, OSError, sqlite3.Error) as exc:
         raise SluiceError(
             f"cannot open the store at {database.shown_url(url)}: "
             f"{type(exc).__name__}: {str(exc).splitlines()[0]}",
-            "check --database or SLUICE_DATABASE_URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB)",
+            f"check {given_by} (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB)",
         ) from exc
 
 
@@ -485,11 +495,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the webhook service; every missing or malformed setting is reported before anything starts."""
-    from aiohttp import web
     from pydantic import ValidationError
 
     from bot.app.service import GIL_SWITCH_INTERVAL_S, create_app
-    from bot.app.settings import Settings
+    from bot.app.settings import Settings, unknown_variables
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
@@ -514,14 +523,40 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"sluice serve: {problem}", file=sys.stderr)
         return 2
-    store = open_store(settings.database_url)
+    for said, _ in unknown_variables(os.environ):
+        log.warning("%s", said)
+    store = open_store(settings.database_url, given_by="SLUICE_DATABASE_URL")
     try:
-        web.run_app(
-            create_app(settings, store=store, background=True), host=args.host, port=args.port, print=None
-        )
+        _serve(create_app(settings, store=store, background=True), settings, args)
     finally:
         store.close()
     return 0
+
+
+def _serve(app: web.Application, settings: Settings, args: argparse.Namespace) -> None:
+    """Run the app until SIGTERM or SIGINT, saying where it listens and with what; a port it cannot take is
+    a clear error."""
+    from aiohttp import web
+
+    log.info(
+        "starting on http://%s:%d; store %s; git mirrors in %s; %d workers; tiers run %s",
+        args.host,
+        args.port,
+        database.shown_url(settings.database_url),
+        settings.data_dir.absolute(),
+        settings.workers,
+        "on this machine" if settings.tier_backend == "local" else "in the fork's GitHub Actions workflows",
+    )
+    try:
+        web.run_app(app, host=args.host, port=args.port, print=None)
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        raise SluiceError(
+            f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            "stop what listens there, or give another --port or --host",
+        ) from exc
+    log.info("stopped")
 
 
 def cmd_mirror(args: argparse.Namespace) -> int:

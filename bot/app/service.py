@@ -322,6 +322,12 @@ def _add_lanes(app: web.Application, settings: Settings, store: Store, clock: Cl
     app.cleanup_ctx.append(lanes)
 
 
+def github_session() -> aiohttp.ClientSession:
+    """The session the workers call GitHub through: it honours HTTPS_PROXY, HTTP_PROXY and NO_PROXY as git
+    does, so a network that reaches GitHub through a proxy serves both."""
+    return aiohttp.ClientSession(trust_env=True)
+
+
 async def _background(app: web.Application) -> AsyncIterator[None]:
     """Job workers, the poll loop, the sweep, the resync and trunk watch, sharing one HTTP session and GitHub
     client."""
@@ -330,7 +336,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
 
     settings, metrics = app[SETTINGS], app[METRICS]
     stop = asyncio.Event()
-    async with aiohttp.ClientSession() as session:
+    async with github_session() as session:
         github = GitHubClient(
             session,
             app_id=settings.app_id or 0,

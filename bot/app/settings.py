@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.core.errors import redact
+
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+# A host name or an IP address (IPv6 in brackets or bare), as SLUICE_ALLOWED_UPSTREAM_HOSTS lists them.
+HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?|[0-9a-f:.]+")
+# SLUICE_* variables that are read elsewhere, not settings of the service: the runners' pass-through list,
+# compose's port and key path, the tier workflows' pip spec, the tests' PostgreSQL.
+OTHER_VARIABLES = frozenset(
+    {
+        "SLUICE_TIER_PASS_ENV",
+        "SLUICE_PORT",
+        "SLUICE_BIND",
+        "SLUICE_PRIVATE_KEY_PATH",
+        "SLUICE_PIP_SPEC",
+        "SLUICE_TEST_POSTGRES_URL",
+    }
+)
 
 
 class Settings(BaseSettings):
@@ -30,7 +49,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="SLUICE_", extra="ignore", frozen=True)
 
-    app_id: int | None = None
+    app_id: int | None = Field(default=None, gt=0)
     private_key: SecretStr | None = None
     private_key_file: Path | None = None
     webhook_secret: SecretStr | None = None
@@ -112,11 +131,48 @@ class Settings(BaseSettings):
                 "conversion's JSON escapes them): save it with `jq -r .pem`"
             )
         try:
-            serialization.load_pem_private_key(pem.encode(), password=None)
+            key = serialization.load_pem_private_key(pem.encode(), password=None)
         except (ValueError, TypeError, UnsupportedAlgorithm):
             return (
                 f"{where} is not an unencrypted PEM private key: give the .pem file GitHub generated on the "
                 "App's settings page (Private keys)"
+            )
+        if not isinstance(key, rsa.RSAPrivateKey):  # GitHub signs App JWTs with RS256 only
+            return (
+                f"{where} is not an RSA key: give the .pem file GitHub generated on the App's settings page "
+                "(Private keys)"
+            )
+        return None
+
+    def _url_problems(self) -> list[str]:
+        found = []
+        for name, url in (("SLUICE_GITHUB_URL", self.github_url), ("SLUICE_GIT_URL", self.git_url)):
+            if not url:  # unset, or set empty (compose's default): derived from SLUICE_GITHUB_URL
+                continue
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("https", "http") or not parts.hostname:
+                found.append(
+                    f"{name}={redact(url)!r} is not an http(s) URL with a host (https://github.example.com)"
+                )
+        urls = [host for host in self.listed_upstream_hosts() if not HOST_NAME.fullmatch(host)]
+        if urls:
+            found.append(
+                f"SLUICE_ALLOWED_UPSTREAM_HOSTS lists {', '.join(sorted(urls))}: give host names or IP "
+                "addresses (gitlab.example.com), not URLs or paths"
+            )
+        return found
+
+    def _data_dir_problem(self) -> str | None:
+        """Why the workers could not keep their mirrors in `data_dir`, or None (it need not exist yet)."""
+        existing = next(
+            p for p in (self.data_dir.absolute(), *self.data_dir.absolute().parents) if p.exists()
+        )
+        if not existing.is_dir():
+            return f"SLUICE_DATA_DIR={self.data_dir}: {existing} is not a directory"
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return (
+                f"SLUICE_DATA_DIR={self.data_dir}: {existing} is not writable by the user the service runs "
+                f"as (uid {os.getuid()})"
             )
         return None
 
@@ -137,6 +193,23 @@ class Settings(BaseSettings):
             found.append(unusable)
         if self.webhook_secret is None or not self.webhook_secret.get_secret_value():
             found.append("SLUICE_WEBHOOK_SECRET is not set: the App's webhook secret")
-        if not self.github_url.startswith(("https://", "http://")):
-            found.append(f"SLUICE_GITHUB_URL={self.github_url!r} is not an http(s) URL")
-        return found
+        found += self._url_problems()
+        if (data_dir := self._data_dir_problem()) is not None:
+            found.append(data_dir)
+        return found + [problem for problem, typo in unknown_variables(os.environ) if typo]
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, bool]]:
+    """What to say of each `SLUICE_*` variable that is no setting, and whether it looks like a misspelt one
+    that is not set (`SLUICE_DB_URL` without `SLUICE_DATABASE_URL`): such a typo would leave the default in
+    force without a word (a SQLite file where PostgreSQL was meant), so the service refuses to start."""
+    known = {f"SLUICE_{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
+    said = []
+    for name in sorted(n for n in environ if n.upper().startswith("SLUICE_") and n.upper() not in known):
+        suffixes = sorted(n.removeprefix("SLUICE_") for n in known - OTHER_VARIABLES)
+        close = difflib.get_close_matches(name.upper().removeprefix("SLUICE_"), suffixes, n=1, cutoff=0.6)
+        if close and f"SLUICE_{close[0]}" not in environ:
+            said.append((f"{name} is not a setting Sluice knows: did you mean SLUICE_{close[0]}?", True))
+        else:
+            said.append((f"{name} is not a setting Sluice knows: ignored", False))
+    return said

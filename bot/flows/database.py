@@ -164,7 +164,7 @@ def _on_store(url: str | None, work: Callable[[Engine], T]) -> T:
 def _engine(url: str | None) -> Iterator[Engine]:
     try:
         engine = engine_for(url)
-    except (SQLAlchemyError, ValueError) as exc:
+    except (SQLAlchemyError, ValueError, ImportError) as exc:  # ImportError: a driver not installed
         raise BadInput(
             f"cannot open the store at {shown_url(url)}: {exc}",
             "give sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (--database or SLUICE_DATABASE_URL)",
