@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from bot.app.cli import main
+from bot.core.errors import GitAuthRejected, GitError, GitTransportError
 from bot.demo import MIN_SIZE, Sandbox, build_sandbox
 from bot.git.environment import GIT_ENV
-from bot.git.mirror import Mirror
+from bot.git.mirror import CredentialsNeeded, Mirror
+from bot.git.mirror import failure_of_git as mirror_failure
 
 
 @pytest.fixture
@@ -159,3 +161,35 @@ def test_a_fetch_waits_for_the_mirror_lock(tmp_path: Path) -> None:
             assert not (tmp_path / "mirror.git" / "HEAD").exists()  # not even created while held
             fcntl.flock(held, fcntl.LOCK_UN)
             assert fetching.result(timeout=30) == sha
+
+
+@pytest.mark.parametrize(
+    ("stderr", "authenticated", "kind", "remedy"),
+    [
+        (
+            "fatal: repository 'https://github.example.com/org/fork.git/' not found",
+            True,
+            GitAuthRejected,
+            "a new token is minted for the next attempt; if this repeats while the App is installed on the "
+            "repository, the git host's URL is wrong (SLUICE_GIT_URL) or the repository was renamed or moved",
+        ),
+        (
+            "fatal: could not read Username for 'https://github.com': terminal prompts disabled",
+            False,
+            CredentialsNeeded,
+            "make the repository public, or let Sluice read it with a token",
+        ),
+        (
+            "fatal: unable to access 'https://github.com/o/r/': Could not resolve host: github.com",
+            True,
+            GitTransportError,
+            "check that the remote is reachable; it is tried again later",
+        ),
+    ],
+)
+def test_what_a_failed_fetch_means_is_read_from_what_git_said(
+    stderr: str, authenticated: bool, kind: type[GitError], remedy: str
+) -> None:
+    """A git host that answers 404 to the App's token is not fixed by waiting: the remedy names the URL."""
+    failure = mirror_failure("fetch", stderr, 128, authenticated=authenticated)
+    assert type(failure) is kind and failure.remedy == remedy

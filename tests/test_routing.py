@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import traceback
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from sqlalchemy import select
 from bot.app.context import Context
 from bot.app.routing import Routes
 from bot.app.worker import Worker
+from bot.core.errors import BadInput
 from bot.core.webhooks import PushEvent
 from bot.db.jobs import Job, JobState, jobs
 from handlers import ROUTES, requests
@@ -51,17 +53,32 @@ async def test_a_failing_callback_does_not_stop_the_next_and_the_job_records_the
     async def b_records(event: PushEvent, *, ctx: Context, job: Job) -> None:
         ran.append(("b_records", event))
 
+    @router.register("push")
+    async def c_refuses(event: PushEvent, *, ctx: Context, job: Job) -> None:
+        ran.append(("c_refuses", event))
+        raise BadInput("the fork's config is broken", "fix it")
+
     worker = Worker(ctx, Routes(router, ROUTES.payloads), name="w")
     payload = push_payload(ctx, UPSTREAM, "refs/heads/main")
     job_id = ctx.queue.enqueue("push", payload, key=UPSTREAM, now=NOW)
-    with caplog.at_level(logging.ERROR, logger="sluice.routing"):
+    with caplog.at_level(logging.WARNING):
         assert await run_one(ctx, worker) == job_id
-    assert [name for name, _ in ran] == ["a_fails", "b_records"]  # the second ran after the first raised
+    assert [name for name, _ in ran] == ["a_fails", "b_records", "c_refuses"]  # each ran after one raised
     assert all(isinstance(event, PushEvent) for _, event in ran)  # each got the parsed model, not a dict
     row = job_row(ctx, job_id)
     assert row.state == JobState.QUEUED.value and row.error == "ConnectionError: GitHub went away"  # retried
-    (logged,) = [r for r in caplog.records if r.name == "sluice.routing"]
-    assert "a_fails" in logged.getMessage() and f"job {job_id} (push)" in logged.getMessage()
+    # each failure logged once: the first by the worker (unknown, so with its traceback, which names the
+    # callback), the later one by the router (a person's to act on, so by its message)
+    logged = [r for r in caplog.records if f"job {job_id} (push)" in r.getMessage()]
+    (first,) = [r for r in logged if r.name == "sluice.worker"]
+    (later,) = [r for r in logged if r.name == "sluice.routing"]
+    assert len(logged) == 2
+    assert first.exc_info is not None and first.getMessage().startswith(f"job {job_id} (push) failed")
+    assert "a_fails" in "".join(traceback.format_exception(first.exc_info[1]))
+    assert later.exc_info is None and later.getMessage() == (
+        f"job {job_id} (push) also failed in tests.test_routing.test_a_failing_callback_does_not_stop_the_"
+        "next_and_the_job_records_the_failure.<locals>.c_refuses: the fork's config is broken\n  → fix it"
+    )
 
 
 async def test_every_callback_for_the_event_runs_and_a_clean_run_completes_the_job(ctx: Context) -> None:

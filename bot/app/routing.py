@@ -11,7 +11,7 @@ from gidgethub.sansio import Event
 from pydantic import BaseModel, ValidationError
 
 from bot.app.context import Context
-from bot.app.worker import Rejected
+from bot.app.worker import Rejected, failure_of, job_label
 from bot.db.jobs import Job
 
 log = logging.getLogger("sluice.routing")
@@ -55,17 +55,24 @@ class Routes:
         for callback in sorted(found, key=_name):  # a set: sorted so every run goes in the same order
             try:
                 await callback(event, ctx=ctx, job=job)
-            except Exception as exc:  # logged here, with the delivery; the job records the first one
-                log.exception(
-                    "delivery %s: job %d (%s) failed in %s",
-                    job.delivery_id,
-                    job.id,
-                    job.kind,
-                    _name(callback),
-                )
+            except Exception as exc:
+                exc.add_note(f"in {_name(callback)}")
                 failures.append(exc)
+        for later in failures[1:]:  # the worker logs the first, which it records on the job
+            _log_failure(job, later)
         if failures:
             raise failures[0]  # the worker records it on the job and retries as its error allows
+
+
+def _log_failure(job: Job, exc: Exception) -> None:
+    """As the worker logs a job's failure: one a person can act on by its message, any other with its
+    traceback."""
+    where = f"{job_label(job)} also failed {exc.__notes__[-1]}"
+    failure = failure_of(exc)
+    if failure is None:
+        log.error("%s", where, exc_info=exc)
+    else:
+        log.warning("%s: %s", where, failure)
 
 
 def _name(callback: object) -> str:

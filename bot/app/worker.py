@@ -31,6 +31,11 @@ def job_backoff(attempts: int) -> dt.timedelta:
     return dt.timedelta(seconds=5 * 4 ** (attempts - 1))
 
 
+def job_label(job: Job) -> str:
+    """`job 12 (push, delivery 72d3…)`; a job no delivery asked for (a resync, a poll) names none."""
+    return f"job {job.id} ({job.kind}" + (f", delivery {job.delivery_id})" if job.delivery_id else ")")
+
+
 def failure_of(exc: Exception) -> SluiceError | None:
     """The typed failure `exc` stands for (GitHub's HTTP errors as their Sluice kind); None when unknown."""
     if isinstance(exc, SluiceError):
@@ -103,7 +108,7 @@ class Worker:
         if isinstance(exc, GitAuthRejected):  # the retry mints new tokens; a removed installation then fails
             self.ctx.github.forget_tokens()
         failure, permanent = failure_of(exc), is_permanent(exc)
-        where = f"job {job.id} ({job.kind}, delivery {job.delivery_id})"
+        where = job_label(job)
         if failure is None:  # unknown: logged with its traceback, never posted
             log.exception("%s failed, attempt %d of %d", where, job.attempts, MAX_ATTEMPTS)
         elif permanent:

@@ -96,7 +96,7 @@ class Mirror:
             env={**git_environ(), **(auth or {})},
         )
         if proc.returncode != 0:
-            raise _failure(args[0], proc.stderr, proc.returncode, authenticated=auth is not None)
+            raise failure_of_git(args[0], proc.stderr, proc.returncode, authenticated=auth is not None)
         return proc.stdout.strip()
 
     @contextlib.contextmanager
@@ -240,7 +240,7 @@ class Mirror:
         return True
 
 
-def _failure(command: str, stderr: str, returncode: int, *, authenticated: bool) -> GitError:
+def failure_of_git(command: str, stderr: str, returncode: int, *, authenticated: bool) -> GitError:
     """What a failed git command in the mirror means, read from what git said (it has no error codes)."""
     detail = stderr.strip().splitlines()
     message = redact(f"git {command} failed in the mirror: {detail[-1] if detail else returncode}")
@@ -254,7 +254,11 @@ def _failure(command: str, stderr: str, returncode: int, *, authenticated: bool)
             f"has); fix `fork.branch` or `upstream.branch` in {CONFIG_PATH}",
         )
     if AUTH_REFUSED.search(stderr) is not None and authenticated:
-        return GitAuthRejected(message, "nothing to do if the App is still installed: a new token is minted")
+        return GitAuthRejected(
+            message,
+            "a new token is minted for the next attempt; if this repeats while the App is installed on the "
+            "repository, the git host's URL is wrong (SLUICE_GIT_URL) or the repository was renamed or moved",
+        )
     if AUTH_REFUSED.search(stderr) is not None:
         return CredentialsNeeded(message, "make the repository public, or let Sluice read it with a token")
     return GitTransportError(message, "check that the remote is reachable; it is tried again later")
