@@ -84,6 +84,26 @@ def test_editing_a_function_the_fork_changed_starts_a_chain(
     assert reasons["patch-stack-symbol"] == f"{PASS_PATH}: mlir::triton::pipelineDepth"
 
 
+def test_a_fork_change_the_fork_reverted_is_no_overlap_with_the_patch_stack(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """A fork commit and its revert leave the file as upstream has it (Intel's fork holds hundreds of such
+    pairs, and of revert-and-reapply pairs of upstream commits): editing that function is no risk."""
+    scenario.fork(
+        "[TLX] Deeper pipelines", {PASS_PATH: CPP_PASS.replace("depth += 1;", "depth += 2; // tlx")}
+    )
+    scenario.fork('Revert "[TLX] Deeper pipelines"', {PASS_PATH: CPP_PASS})
+    change = scenario.upstream(
+        "[BACKEND] Cap the pipeline depth (#5)",
+        {PASS_PATH: CPP_PASS.replace("return depth;", "return depth % 8;")},
+    )
+    plan = plan_json(
+        scenario, tmp_path, "--config", str(_config(tmp_path, NO_RISKY_COMPONENTS)), capsys=capsys
+    )
+    assert grouping(plan) == ([[change]], [])
+    assert not {"patch-stack-file", "patch-stack-hunk", "patch-stack-symbol"} & set(reasons_of(plan, change))
+
+
 def test_later_commit_editing_chained_lines_joins_the_chain(
     scenario: Scenario, tmp_path: Path, capsys
 ) -> None:

@@ -106,7 +106,7 @@ def planned_commits(plan: Plan) -> dict[str, PlannedCommit]:
     return found | {c.sha: c for chain in plan.chains for c in chain.commits}
 
 
-PLAN_CACHE_VERSION = 2  # bump when what the planner computes per commit changes (not when features do)
+PLAN_CACHE_VERSION = 3  # bump when what the planner computes per commit changes (not when features do)
 
 
 def window_commits(repo: Repository, config: SluiceConfig, window: IngestionWindow) -> list[PlannedCommit]:

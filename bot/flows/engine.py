@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypedDict
@@ -20,10 +20,11 @@ from bot.core.models import (
     UpstreamCommit,
 )
 from bot.core.recognise import ingestion_commits, recognise
+from bot.core.refs import validate_sha
 from bot.flows.applied import find_applied
 from bot.flows.pick import Picker, StepResult
 from bot.git.facts import CommitFacts, FactKey, stack_touching
-from bot.ports import FileReader, Repository
+from bot.ports import FileReader, HistoryReader, Repository
 
 CONFIG_PATH = ".github/sluice.yml"
 Progress = Callable[[str], None]
@@ -163,13 +164,33 @@ def take_snapshot(
 def patch_stack_footprint(
     facts: CommitFacts, snapshot: Snapshot, paths: Iterable[str]
 ) -> PatchStackFootprint:
-    """What the patch stack changed in the given paths: files, the upstream lines it replaced, symbols."""
-    return footprint_of(facts, [c.sha for c in snapshot.patch_stack], paths)
+    """What the patch stack changed in the given paths: files, the upstream lines it replaced, symbols; only
+    in files where fork trunk still differs from upstream as of the ingestion tip (a fork commit and its
+    revert, or a revert and its reapplication, leave a file as upstream has it: none of it is the fork's)."""
+    differing = None
+    if snapshot.status.ingestion_tip is not None:
+        differing = differing_paths(facts.repo, snapshot.status.ingestion_tip, snapshot.fork_head)
+    return footprint_of(facts, [c.sha for c in snapshot.patch_stack], paths, differing=differing)
 
 
-def footprint_of(facts: CommitFacts, stack: Sequence[str], paths: Iterable[str]) -> PatchStackFootprint:
-    """What the given patch-stack commits changed in `paths` (see `patch_stack_footprint`)."""
-    wanted = set(paths)
+def differing_paths(repo: HistoryReader, base: str, head: str) -> frozenset[str]:
+    """The paths whose content differs between two commits (renames not followed: both names count)."""
+    names = repo.run(
+        "diff", "--name-only", "--no-renames", "-z", validate_sha(base), validate_sha(head), "--"
+    )
+    return frozenset(name for name in names.split("\0") if name)
+
+
+def footprint_of(
+    facts: CommitFacts,
+    stack: Sequence[str],
+    paths: Iterable[str],
+    *,
+    differing: Collection[str] | None = None,
+) -> PatchStackFootprint:
+    """What the given patch-stack commits changed in `paths` (see `patch_stack_footprint`), in the paths of
+    `differing` only when it is given."""
+    wanted = set(paths) if differing is None else set(paths) & set(differing)
     if not stack or not wanted:
         return PatchStackFootprint(commits=len(stack))
     patches = facts.patches(stack_touching(facts, stack, wanted), only=wanted)
