@@ -179,6 +179,29 @@ def test_prior_chain_takes_its_pending_member_and_follow_ups() -> None:
     assert (chains[0].id, chains[0].ingested) == ("chain-old", (f"{1:040x}",))
 
 
+def test_a_chain_ingested_whole_takes_a_revert_of_its_member_not_a_commit_sharing_its_files() -> None:
+    """On Intel's fork a month of merged chains touched half the tree: had they taken every later commit
+    touching their files, one plan would chain 95 of 101 commits under one old id."""
+    prior = [
+        PriorChain(
+            id="chain-old",
+            root=f"{1:040x}",
+            members=(f"{1:040x}",),
+            ingested_files=frozenset({"lib/Pipeliner.cpp"}),
+        )
+    ]
+    touching = commit(5, files=("lib/Pipeliner.cpp",))
+    revert = commit(6, after=(1,)).model_copy(
+        update={"depends_on": (Dependency(sha=f"{1:040x}", kind=DependencyKind.REVERTS, detail="r"),)}
+    )
+    bundles, chains = classify(
+        [touching, revert], symbol_keys={}, prior=prior, ingested={f"{1:040x}"}, config=parse_config("")
+    )
+    assert numbers(bundles) == [[5]]
+    assert numbers(chains) == [[6]] and chains[0].id == "chain-old"
+    assert chains[0].why == {f"{6:040x}": f"reverts {f'{1:040x}'[:10]}"}
+
+
 def test_a_merge_plans_units_have_ids_of_their_own_after_a_replan() -> None:
     """An earlier plan's chain named after a root later in the stream (it grew backwards): cut by a bundled
     commit, its first run and the run holding that root would both carry its id, and the App, which keys a
@@ -195,5 +218,6 @@ def test_a_merge_plans_units_have_ids_of_their_own_after_a_replan() -> None:
         config=parse_config("strategy: merge\n"),
     )
     assert [c.id for c in chains] == [f"chain-{one.sha[:10]}", f"chain-{four.sha[:10]}"]
+    assert [c.root for c in chains] == [one.sha, four.sha]  # never a commit another unit holds
     assert [[c.sha for c in b.commits] for b in bundles] == [[two.sha, three.sha]]
     assert all(set(c.linked_files) <= {f for m in c.commits for f in m.files} for c in chains)

@@ -132,11 +132,18 @@ class _Chain:
         deps = [d for d in commit.depends_on if d.sha in self.members]
         if deps:  # a revert or reland says most about why the commit is here
             return dependency_why(min(deps, key=lambda d: d.kind not in REVERT_PAIR))
+        if self.finished:  # ingested whole: what it touched is the fork's now, no reason to watch the rest
+            return None
         files, symbols = (self.seed_files, self.seed_symbols) if real_only else (self.files, self.symbols)
         shared = sorted(files.intersection(commit.files)) or sorted(symbols.intersection(keys))
         if shared:
             return f"touches {shared[0]} as {self.id} did"
         return (chosen or f"a member of {self.id} in an earlier plan") if commit.sha in self.members else None
+
+    @property
+    def finished(self) -> bool:
+        """Resumed with every member ingested and none joined yet."""
+        return not self.commits and set(self.ingested) >= self.members
 
     def add(self, commit: PlannedCommit, keys: frozenset[str], *, why: str) -> None:
         self.why[commit.sha] = why
@@ -173,8 +180,9 @@ class _Chain:
 
 
 def _resume(prior: Sequence[PriorChain], ingested: set[str]) -> list[_Chain]:
-    """Stored open chains. One whose members are all ingested still takes follow-ups (a fix-up after an LLVM
-    bump); when nothing joins it, it is left out of the plan and so closed.
+    """Stored open chains. One whose members are all ingested takes only a commit that depends on a member
+    (a revert, a reland, its lines), not one that merely touches its files: on a fork that ingested a month
+    of chains, those files are half the tree. When nothing joins it, it is left out of the plan and closed.
     """
     chains = []
     for chain in prior:
@@ -285,14 +293,15 @@ def _run_of(chain: RiskyChain, run: Sequence[PlannedCommit]) -> RiskyChain:
     another run holds, as one resumed from an earlier plan and grown backwards does: two units would share
     it), and linked by what its own commits touch; the first keeps what the chain carried from before."""
     first = run[0].sha == chain.commits[0].sha
-    shas = {c.sha for c in run}
+    shas, ingested = {c.sha for c in run}, set(chain.ingested)
     files = {f for c in run for f in c.files}
     symbols = {s for c in run for s in c.symbols}  # `path::name`; a C++ key is `cxx:ns::name`
     names = {s.split("::", 1)[1] for s in symbols}
     return chain.model_copy(
         update={
             "id": f"chain-{short(run[0].sha)}",
-            "root": chain.root if chain.root in shas or first else run[0].sha,
+            # its root where this run holds it or it went in before the run; never another unit's commit
+            "root": chain.root if chain.root in shas or (first and chain.root in ingested) else run[0].sha,
             "risk": max((c.risk for c in run), key=lambda level: level.rank),
             "ingested": chain.ingested if first else (),
             "commits": tuple(run),
