@@ -158,6 +158,26 @@ def test_a_revert_nets_out_its_original_and_the_reland_is_the_work(
     assert plan["status"]["pending_commits"] == 2
 
 
+def test_a_merge_fork_plans_a_revert_pair_its_merges_would_bring(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """With `strategy: merge` nothing is left out: the merge of the unit holding the bump brings it onto
+    trunk, so both are listed, each with its own risk (the bump is chained), not left out as a passed pin and
+    an applied revert (or, without the pin, as a net-zero pair)."""
+    bump = scenario.upstream("[BUILD] Bump LLVM (#20)", {"cmake/llvm-hash.txt": "b" * 40 + "\n"})
+    doc = scenario.upstream("[DOCS] Clarify a (#21)", {"docs/a.md": numbered("doc a", 30) + "more\n"})
+    revert = scenario.upstream(
+        'Revert "[BUILD] Bump LLVM (#20)" (#22)', {"cmake/llvm-hash.txt": "a" * 40 + "\n"}
+    )
+    merge = _config(tmp_path, "strategy: merge\n")
+    plan = plan_json(scenario, tmp_path, "--config", str(merge), capsys=capsys)
+    assert grouping(plan) == ([[doc]], [[bump], [revert]])
+    assert plan["chains"][0]["risk"] == "critical" and plan["status"]["pending_commits"] == 3
+    assert plan["order"] == [plan["chains"][0]["id"], plan["bundles"][0]["id"], plan["chains"][1]["id"]]
+    picking = plan_json(scenario, tmp_path, "--no-record", capsys=capsys)  # a fork that picks skips both
+    assert grouping(picking) == ([[doc]], []) and picking["status"]["pending_commits"] == 1
+
+
 @pytest.mark.parametrize("how", ["trailer", "x", "plain", "subject"])
 def test_already_ingested_commits_are_excluded(scenario: Scenario, tmp_path: Path, capsys, how: str) -> None:
     taken = scenario.upstream("[DOCS] Clarify a (#20)", {"docs/a.md": numbered("doc a", 30) + "more\n"})

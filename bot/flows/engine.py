@@ -121,15 +121,8 @@ def take_snapshot(
     progress(
         f"recognising ingested commits among {len(candidates)} upstream and {len(fork_commits)} fork commits"
     )
-    upstream_ids = facts.patch_ids([c.sha for c in candidates if len(c.parents) < 2])
-    fork_ids = facts.patch_ids([c.sha for c in fork_commits if len(c.parents) < 2])
-    recognised = recognise(
-        candidates, fork_commits, upstream_patch_ids=upstream_ids, fork_patch_ids=fork_ids, config=config
-    )
-    # Only what the explicit evidence and patch-ids left over: a pick that would change nothing.
-    rest = [c for c in candidates if c.sha not in recognised]
-    recognised |= find_applied(
-        repo, fork_head=fork_head, upstream_head=upstream_head, commits=rest, stream=stream, config=config
+    recognised = _recognised(
+        repo, facts, candidates, fork_commits, heads=(fork_head, upstream_head), stream=stream, config=config
     )
     missing = frozenset(c.sha for c in candidates)
     stack = len(patch_stack_of(fork_commits, recognised))
@@ -158,6 +151,35 @@ def take_snapshot(
         recognised=recognised,
         status=status,
         unreadable=unreadable,
+    )
+
+
+def _recognised(
+    repo: Repository,
+    facts: CommitFacts,
+    candidates: Sequence[CommitInfo],
+    fork_commits: Sequence[CommitInfo],
+    *,
+    heads: tuple[str, str],
+    stream: Sequence[tuple[str, int]],
+    config: SluiceConfig,
+) -> dict[str, Recognised]:
+    """The missing upstream commits the fork has (picks, twins) or, on a fork that picks, needs no pick of."""
+    upstream_ids = facts.patch_ids([c.sha for c in candidates if len(c.parents) < 2])
+    fork_ids = facts.patch_ids([c.sha for c in fork_commits if len(c.parents) < 2])
+    recognised = recognise(
+        candidates, fork_commits, upstream_patch_ids=upstream_ids, fork_patch_ids=fork_ids, config=config
+    )
+    if config.strategy is Strategy.MERGE:
+        # A merge brings every commit before the one merged, needed or not: a pair split between two merges
+        # (an LLVM bump and its revert) puts the first on trunk in between. Planned, each is listed in the
+        # unit whose merge brings it, with its own risk.
+        return recognised
+    # Only what the explicit evidence and patch-ids left over: a pick that would change nothing.
+    rest = [c for c in candidates if c.sha not in recognised]
+    fork_head, upstream_head = heads
+    return recognised | find_applied(
+        repo, fork_head=fork_head, upstream_head=upstream_head, commits=rest, stream=stream, config=config
     )
 
 
