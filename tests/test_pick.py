@@ -260,6 +260,30 @@ def test_a_merge_pick_stops_at_the_commit_that_needs_a_human_and_knows_what_a_me
     assert "not tried" in shown and "1 commit after" in shown  # its row (the cell wraps at 80 columns)
 
 
+def test_a_merge_pick_says_which_earlier_commits_it_brings_and_which_of_them_changed_a_conflicted_file(
+    scenario: Scenario, capsys
+) -> None:
+    """Merging a docs commit brings the earlier pending ones along: a conflict is theirs, and the report says
+    so rather than pinning it on the docs commit (Intel's fork: a docs commit's merge 'needed a human' in
+    Dialect.cpp because of 30 commits before it)."""
+    scenario.fork("[TLX] offset", {"python/triton/core.py": PY.replace("ptr + 1", "ptr + 2")})
+    clash = scenario.upstream(
+        "[FRONTEND] offset (#6)", {"python/triton/core.py": PY.replace("ptr + 1", "ptr * 4")}
+    )
+    other = scenario.upstream("[DOCS] Two (#5)", {"docs/b.md": "b\n"})
+    docs = scenario.upstream("[DOCS] Meetups (#7)", {"docs/c.md": "c\n"})
+    code, report, _ = pick(scenario, capsys, docs, extra=("--strategy", "merge", "--dry-run"))
+    assert code == 1 and statuses(report) == ["needs_human"]
+    (merged,) = report["commits"]
+    assert merged["brings"] == [clash, other]
+    assert [(f["path"], f["changed_by"]) for f in merged["files"]] == [("python/triton/core.py", [clash])]
+    argv = ["pick", "--repo", str(scenario.path), "--onto", "main", "--no-record", "--strategy", "merge"]
+    assert main([*argv, "--dry-run", docs]) == 1
+    out = capsys.readouterr().out  # at 80 columns the cells wrap: each phrase is checked on its own
+    assert "(its merge brings 2" in out and f"(changed by {clash[:10]})" in out
+    assert "A commit needs a human: resolve it, then `sluice" in out
+
+
 def test_a_resolver_named_in_the_repository_is_not_run(scenario: Scenario, tmp_path: Path, capsys) -> None:
     """Anyone who can push to fork trunk writes .github/sluice.yml: it must not pick what runs here."""
     marker = tmp_path / "ran"

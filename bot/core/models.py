@@ -331,6 +331,9 @@ class FileReport(Frozen):
     reason: str
     hunks: tuple[HunkReport, ...]
     evidence: FileEvidence
+    # `strategy: merge`: the upstream commits the merge brings (itself included) that change this file, so a
+    # conflict is told from the commit that caused it, which may be an earlier one the merge brings along
+    changed_by: tuple[str, ...] = ()
 
 
 class CommitReport(Frozen):
@@ -340,10 +343,13 @@ class CommitReport(Frozen):
     tree: str | None  # the resulting tree, unless a human is needed
     commit: str | None = None  # the commit written on the branch (not with --dry-run)
     files: tuple[FileReport, ...] = ()
+    # `strategy: merge`: the earlier upstream commits this merge brings too (upstream's first-parent stream
+    # between the head and this commit, none of them named in the pick), oldest first
+    brings: tuple[str, ...] = ()
 
 
 class PickReport(Frozen):
-    schema_version: int = 2  # 2: `untried`
+    schema_version: int = 3  # 2: `untried`; 3: `brings`, `changed_by`
     onto: str
     strategy: str
     dry_run: bool

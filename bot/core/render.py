@@ -366,12 +366,15 @@ def pick_renderable(report: PickReport) -> Group:
     table.add_column("files", min_width=20)
     for c in report.commits:
         files = "\n".join(
-            f"{f.path}: {f.cls}" + (f", resolved by {f.rule}" if f.resolved else f" — {f.reason}")
+            f"{f.path}: {f.cls}"
+            + (f", resolved by {f.rule}" if f.resolved else f" — {f.reason}")
+            + _changed_by(f.changed_by, c.upstream)
             for f in c.files
         )
+        brings = f"\n(its merge brings {plural(len(c.brings), 'earlier commit')} too)" if c.brings else ""
         table.add_row(
             Text(c.upstream[:10]),
-            Text(c.subject),
+            Text(c.subject + brings),
             Text(c.status, PICK_STYLE[c.status]),
             Text(files or "—", overflow="fold"),
         )
@@ -385,13 +388,25 @@ def pick_renderable(report: PickReport) -> Group:
             Text("not tried", "dim"),
             Text("—"),
         )
+    blocked = any(c.status == "needs_human" for c in report.commits)
     if report.head:
         summary = f"Wrote {report.branch} at {report.head[:10]}."
+    elif report.dry_run and blocked:
+        summary = "Dry run: no ref written. A commit needs a human: resolve it, then `sluice remember` it."
     elif report.dry_run:
         summary = "Dry run: no ref written."
     else:
         summary = "A commit needs a human: no ref written. Resolve it, then `sluice remember` the resolution."
     return Group(table, Text(summary, style="bold"))
+
+
+def _changed_by(shas: Sequence[str], merged: str) -> str:
+    """` (changed by 1a2b3c4d5e, 6f7a8b9c0d)`: which commits a merge brings change the file, when that is not
+    the merged commit alone."""
+    if not shas or list(shas) == [merged]:
+        return ""
+    shown = ", ".join(sha[:10] for sha in shas[:3]) + (f" and {len(shas) - 3} more" if len(shas) > 3 else "")
+    return f" (changed by {shown})"
 
 
 def pick_json(report: PickReport) -> str:

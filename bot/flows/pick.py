@@ -15,7 +15,7 @@ import json
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bot.core import conflicts, rerere
@@ -31,6 +31,7 @@ from bot.core.models import (
     PickReport,
     PickStatus,
 )
+from bot.core.refs import validate_sha
 from bot.flows.resolver_hook import ResolverOutcome, ResolverRequest, run_resolver
 from bot.flows.swapped import is_ancestor
 from bot.git.facts import VERSIONS, FactKey, FactKind
@@ -478,6 +479,7 @@ def _apply_all(picker: Picker, request: PickRequest) -> tuple[str | None, tuple[
     blocked = False
     reports: list[CommitReport] = []
     merging = request.strategy is Strategy.MERGE
+    named = {c.sha for c in request.commits}
     for commit in request.commits:
         if blocked and merging:
             break  # each later merge would bring the blocked commit, and its conflicts, along
@@ -485,6 +487,8 @@ def _apply_all(picker: Picker, request: PickRequest) -> tuple[str | None, tuple[
             reports.append(_already(commit))
             continue
         step = picker.step(head, tree, commit, strategy=request.strategy)
+        if merging:
+            step = replace(step, report=_with_brought(picker.repo, step.report, head=head, named=named))
         blocked = blocked or step.tree is None
         if step.tree is None or blocked:
             reports.append(step.report)
@@ -498,6 +502,29 @@ def _apply_all(picker: Picker, request: PickRequest) -> tuple[str | None, tuple[
         head = picker.git.commit(tree, parents, message, author=commit, at=int(request.now.timestamp()))
         reports.append(step.report.model_copy(update={"commit": None if request.dry_run else head}))
     return (None if blocked else head), tuple(reports)
+
+
+def _with_brought(repo: HistoryReader, report: CommitReport, *, head: str, named: set[str]) -> CommitReport:
+    """A merge's report with the earlier upstream commits it brings along, and for each conflicted file the
+    brought commits (itself included) that change it: its conflicts may be theirs."""
+    upstream, head = validate_sha(report.upstream), validate_sha(head)
+    stream = repo.run("rev-list", "--first-parent", "--reverse", upstream, f"^{head}").split()
+    brings = tuple(sha for sha in stream if sha != upstream and sha not in named)
+    if not brings:
+        return report
+    files = tuple(
+        f.model_copy(update={"changed_by": _changed_by(repo, f.path, upstream=upstream, head=head)})
+        for f in report.files
+    )
+    return report.model_copy(update={"brings": brings, "files": files})
+
+
+def _changed_by(repo: HistoryReader, path: str, *, upstream: str, head: str) -> tuple[str, ...]:
+    """The upstream stream commits between `head` and `upstream` that change `path`, oldest first."""
+    # literal: an upstream file named like pathspec magic (`:(glob)…`) is that file, nothing more
+    log = ("--literal-pathspecs", "log", "--first-parent", "--reverse", "--format=%H")
+    found = repo.run(*log, upstream, f"^{head}", "--", path)
+    return tuple(found.split())
 
 
 def _already(commit: CommitInfo) -> CommitReport:
