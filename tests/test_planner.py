@@ -159,6 +159,8 @@ def test_symbol_link_joins_chain() -> None:
         [commit(1, risk=H), commit(2)], symbol_keys=keys, prior=(), ingested=set(), config=parse_config("")
     )
     assert numbers(chains) == [[1, 2]]
+    # the member that touched it, by SHA: a chain's id may name no unit once a merge plan cuts the chain
+    assert chains[0].why[f"{2:040x}"] == f"touches a.cpp::ns::f as {f'{1:040x}'[:10]} did"
 
 
 def test_prior_chain_takes_its_pending_member_and_follow_ups() -> None:
@@ -200,6 +202,21 @@ def test_a_chain_ingested_whole_takes_a_revert_of_its_member_not_a_commit_sharin
     assert numbers(bundles) == [[5]]
     assert numbers(chains) == [[6]] and chains[0].id == "chain-old"
     assert chains[0].why == {f"{6:040x}": f"reverts {f'{1:040x}'[:10]}"}
+
+
+def test_a_risky_follow_up_joins_one_chain_ingested_whole_and_merges_no_other_into_it() -> None:
+    """The fix-up after an LLVM bump continues the bump's chain; two ingested chains that touched the same
+    file stay apart (one of them closes)."""
+    prior = [
+        PriorChain(id=f"chain-{n}", root=f"{n:040x}", members=(f"{n:040x}",), ingested_files=frozenset({"f"}))
+        for n in (1, 2)
+    ]
+    fixup = commit(7, risk=H, files=("f",))
+    _, chains = classify(
+        [fixup], symbol_keys={}, prior=prior, ingested={f"{1:040x}", f"{2:040x}"}, config=parse_config("")
+    )
+    assert [(c.id, c.ingested) for c in chains] == [("chain-1", (f"{1:040x}",))]
+    assert numbers(chains) == [[7]]
 
 
 def test_a_merge_plans_units_have_ids_of_their_own_after_a_replan() -> None:

@@ -121,6 +121,7 @@ class _Chain:
     files: set[str] = field(default_factory=set)
     symbols: set[str] = field(default_factory=set)
     why: dict[str, str] = field(default_factory=dict)
+    keys_of: dict[str, frozenset[str]] = field(default_factory=dict)  # each member's symbol keys
 
     def link(
         self, commit: PlannedCommit, keys: frozenset[str], *, real_only: bool, chosen: str | None
@@ -132,21 +133,34 @@ class _Chain:
         deps = [d for d in commit.depends_on if d.sha in self.members]
         if deps:  # a revert or reland says most about why the commit is here
             return dependency_why(min(deps, key=lambda d: d.kind not in REVERT_PAIR))
-        if self.finished:  # ingested whole: what it touched is the fork's now, no reason to watch the rest
-            return None
+        if self.finished and chosen is None:
+            return None  # ingested whole: a commit that merely touches its files is no reason to watch it
         files, symbols = (self.seed_files, self.seed_symbols) if real_only else (self.files, self.symbols)
         shared = sorted(files.intersection(commit.files)) or sorted(symbols.intersection(keys))
         if shared:
-            return f"touches {shared[0]} as {self.id} did"
+            return f"touches {shared[0]} as {self._toucher(shared[0], seeded=real_only)} did"
         return (chosen or f"a member of {self.id} in an earlier plan") if commit.sha in self.members else None
+
+    def _toucher(self, touched: str, *, seeded: bool) -> str:
+        """Who touched a file or symbol first: the member by its short SHA (a chain's id would say nothing
+        once a merge plan cuts the chain into units of their own), else its members already ingested."""
+        members = () if seeded else self.commits
+        first = next((c for c in members if touched in c.files or touched in self.keys_of[c.sha]), None)
+        return short(first.sha) if first is not None else f"{self.id}'s ingested members"
 
     @property
     def finished(self) -> bool:
-        """Resumed with every member ingested and none joined yet."""
+        """Resumed with every member ingested and none joined yet: it takes a commit that depends on a member,
+        and a risky one touching what it touched (the fix-up after an LLVM bump), never a low-risk one; and
+        it is never merged into another chain by what they both touched."""
         return not self.commits and set(self.ingested) >= self.members
+
+    def depends(self, commit: PlannedCommit) -> bool:
+        return any(d.sha in self.members for d in commit.depends_on)
 
     def add(self, commit: PlannedCommit, keys: frozenset[str], *, why: str) -> None:
         self.why[commit.sha] = why
+        self.keys_of[commit.sha] = keys
         self.commits.append(commit)
         self.members.add(commit.sha)
         self.files.update(commit.files)
@@ -157,6 +171,7 @@ class _Chain:
         self.ingested += [sha for sha in other.ingested if sha not in self.ingested]
         self.commits.extend(other.commits)
         self.why.update(other.why)
+        self.keys_of.update(other.keys_of)
         self.files |= other.files
         self.symbols |= other.symbols
         self.seed_files |= other.seed_files
@@ -180,9 +195,10 @@ class _Chain:
 
 
 def _resume(prior: Sequence[PriorChain], ingested: set[str]) -> list[_Chain]:
-    """Stored open chains. One whose members are all ingested takes only a commit that depends on a member
-    (a revert, a reland, its lines), not one that merely touches its files: on a fork that ingested a month
-    of chains, those files are half the tree. When nothing joins it, it is left out of the plan and closed.
+    """Stored open chains. One whose members are all ingested takes a commit that depends on a member (a
+    revert, a reland, its lines) or a risky one touching what it touched (a fix-up after an LLVM bump), not a
+    low-risk one that merely touches its files: on a fork that ingested a month of chains, those files are
+    half the tree. When nothing joins it, it is left out of the plan and so closed.
     """
     chains = []
     for chain in prior:
@@ -244,6 +260,8 @@ def classify(
         if linked:
             target = linked[0][0]
             for other, _ in linked[1:]:
+                if other.finished and not other.depends(commit):
+                    continue  # a month of ingested chains would merge into one by the files they touched
                 target.absorb(other)
                 chains.remove(other)
             target.add(commit, keys, why=linked[0][1])
