@@ -151,6 +151,25 @@ def test_swapped_refs_of_a_merging_fork_are_caught(scenario: Scenario, tmp_path:
     assert f"'main' merged '{merged[:12]}' in through a merge's second parent" in err
 
 
+def test_a_later_state_of_the_fork_given_as_its_upstream_is_refused(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """origin/main for upstream/main: it holds fork trunk, so every metric would be wrong (Intel's fork
+    against a later state of itself: 60.76 Days Behind, a patch stack of 0)."""
+    scenario.upstream("[DOCS] a (#2)", {"docs/b.md": "b\n"})
+    merge_upstream(scenario, "Merge upstream (#100)")
+    earlier = scenario.git("rev-parse", "main")
+    scenario.upstream("[DOCS] c (#3)", {"docs/c.md": "c\n"})
+    merge_upstream(scenario, "Merge upstream (#101)")
+    scenario.fork("[XPU] own", {"third_party/intel/a.cpp": "a\n"})
+    scenario.upstream("[DOCS] e (#5)", {"docs/e.md": "e\n"})
+    merge_upstream(scenario, "Merge upstream (#102)")
+    err = swapped(scenario, capsys, tmp_path / "a.db", fork=earlier, upstream="main")
+    assert "'main' holds fork trunk" in err and "merges another history as a fork does (2 of" in err
+    assert "pass --upstream the upstream branch" in err
+    assert run(capsys, "status", *repo_of(scenario), "--json")[0] == 0  # the real upstream is fine
+
+
 def test_a_fork_that_merges_its_upstream_configured_to_pick_gets_a_note(
     scenario: Scenario, tmp_path: Path, capsys
 ) -> None:

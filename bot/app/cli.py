@@ -99,12 +99,13 @@ def _open_repo(args: argparse.Namespace, *, fork_option: str = "--fork") -> tupl
         _resolve_option(repo, args, "upstream", default=f"upstream/{config.upstream.branch}")
         options = (fork_option, "--upstream")
         check_not_swapped(repo, fork=fork, upstream=args.upstream, config=config, options=options)
-        merges, picks = merge_habit(repo, fork=fork, upstream=args.upstream)
         chosen = str(getattr(args, "strategy", None))  # `pick --strategy` overrides the configuration's
         picked = chosen in {s.value for s in Strategy}  # (simulate's --strategy is another matter)
         used = config.model_copy(update={"strategy": Strategy(chosen)}) if picked else config
-        if note := strategy_note(used, merges=merges, picks=picks):
-            print(f"sluice: note: {note}", file=sys.stderr)
+        if used.strategy is Strategy.CHERRY_PICK:  # the only strategy the fork's habit can contradict
+            merges, picks = merge_habit(repo, fork=fork, upstream=args.upstream)
+            if note := strategy_note(used, merges=merges, picks=picks):
+                print(f"sluice: note: {note}", file=sys.stderr)
     return repo, config
 
 

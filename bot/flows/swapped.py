@@ -114,14 +114,24 @@ def check_not_swapped(
     looking = [c for c in upstream_side if ingestion_like(c, config)][:CHECKS]
     if not looking:
         return  # the usual case: an upstream stream has no merges or picks; nothing more to read
+    fork_option, upstream_option = options
     reason = _swap_reason(repo, looking, fork_head=fork_head, upstream_head=upstream_head, config=config)
     if reason:
-        fork_option, upstream_option = options
         why = reason.format(fork=repr(fork))
         raise SluiceError(
             f"did you swap {fork_option} and {upstream_option}? {upstream!r} {why}",
             f"pass {fork_option} {upstream} {upstream_option} {fork}, "
             f"or {fork_option} the fork trunk and {upstream_option} the upstream branch",
+        )
+    # A later state of the fork given as its upstream (origin/main for upstream/main): it holds fork trunk
+    # and merges another history. Merges only: a release branch upstream tracks has `-x` picks of its own.
+    merges = sum(1 for c in looking if len(c.parents) > 1)
+    if merges >= 2 and is_ancestor(repo, fork_head, upstream_head):
+        raise SluiceError(
+            f"{upstream!r} holds fork trunk {fork!r} and merges another history as a fork does ({merges} of "
+            "its newest commits): is it a later state of the fork itself?",
+            f"pass {upstream_option} the upstream branch (e.g. upstream/main: `git remote -v` shows which "
+            "remote is the upstream repository)",
         )
 
 
