@@ -8,10 +8,13 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
+if TYPE_CHECKING:
+    import numpy as np
+
+# numpy and scikit-learn are imported where a fit or a judgement needs them: every `sluice` command imports
+# this module (through calibrate's parser), and they cost a second of start-up.
 
 # Deterministic: lbfgs has no randomness; the rows come sorted by time and the columns by name.
 SOLVER = "lbfgs"
@@ -67,6 +70,8 @@ class Fit:
 
 
 def design(rows: Sequence[Row], names: Sequence[str]) -> np.ndarray:
+    import numpy as np
+
     column = {name: i for i, name in enumerate(names)}
     matrix = np.zeros((len(rows), len(names)))
     for i, row in enumerate(rows):
@@ -85,6 +90,9 @@ def supported(rows: Sequence[Row], minimum: int = MIN_SUPPORT) -> list[str]:
 def fit(rows: Sequence[Row], *, c: float) -> Fit:
     """Regularised (L2, strength 1/c) logistic regression over the features present in at least
     MIN_SUPPORT rows; a rarer feature (a subject tag seen twice) gets no coefficient."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
     names = supported(rows)
     outcomes = np.array([r.outcome for r in rows])
     if len(set(outcomes.tolist())) < 2:
@@ -138,6 +146,8 @@ def share_for_recall(curve: Sequence[tuple[float, float]], target: float) -> flo
 
 
 def auc(scores: Sequence[float], outcomes: Sequence[int]) -> float | None:
+    from sklearn.metrics import roc_auc_score
+
     return float(roc_auc_score(outcomes, scores)) if len(set(outcomes)) == 2 else None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.metadata
 import json
 import math
 import sys
@@ -11,8 +12,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import sklearn
 
 from bot.core import fitting, tradeoff_svg
 from bot.core.bisect_pr import Blame
@@ -390,8 +389,9 @@ def stream_levels(
 
 
 def _method(options: CalibrateOptions) -> str:
+    version = importlib.metadata.version("scikit-learn")
     return (
-        f"scikit-learn {sklearn.__version__} LogisticRegression(C={options.c}, penalty='l2', "
+        f"scikit-learn {version} LogisticRegression(C={options.c}, penalty='l2', "
         f"solver='{fitting.SOLVER}') over the features present in at least {fitting.MIN_SUPPORT} rows; "
         f"held_out: fitted on the earlier {options.train_share:.0%} of rows, "
         "judged on the later rest; shipped coefficients refitted on all rows"
