@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from bot.app.cli import parser
 from bot.app.settings import Settings
@@ -237,6 +239,25 @@ def test_the_builder_copies_what_the_wheel_needs() -> None:
     }
     assert {".git", ".venv"} <= ignored
     assert not copied & ignored
+
+
+def test_the_image_is_built_with_pinned_dependencies_that_meet_the_projects_requirements() -> None:
+    """A rebuild (the documented upgrade) gets the versions deploy/constraints.txt pins, not the newest on the
+    index; and every pin meets pyproject's own requirement, extras included."""
+    lines = [
+        line for line in (DEPLOY / "constraints.txt").read_text().splitlines() if not line.startswith("#")
+    ]
+    pins = {canonicalize_name(name): version for name, version in (line.split("==") for line in lines)}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for text in project["dependencies"]:
+        requirement = Requirement(text.split("#")[0])
+        name = canonicalize_name(requirement.name)
+        assert name in pins and requirement.specifier.contains(pins[name]), (name, pins.get(name))
+    assert "psycopg-binary" in pins  # psycopg[binary]'s extra
+    builder = " ".join(instructions("RUN", STAGES[0]))
+    assert re.search(r"pip wheel .*-c deploy/constraints\.txt \.$", builder)
+    copied = " ".join(instructions("COPY", STAGES[0]))
+    assert "deploy/constraints.txt" in copied
 
 
 def test_the_final_stage_runs_as_a_non_root_user_with_git() -> None:
