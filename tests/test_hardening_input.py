@@ -24,7 +24,8 @@ from sqlalchemy import select
 
 from bot.app.service import create_app
 from bot.app.settings import Settings
-from bot.core.refs import ref_problem
+from bot.core.errors import GitError
+from bot.core.refs import ref_problem, validate_sha
 from bot.core.webhooks import MAX_JSON_DEPTH
 from bot.db.jobs import JobQueue
 from bot.db.registry import Registry, installation_repos, installations
@@ -525,3 +526,15 @@ async def test_real_installation_events_are_recorded_and_forgotten(rig: Rig) -> 
     await rig.settle()
     assert rig.registry() == {FORK: 0, VICTIM: rig.victim_installation, OTHER: 0, "triton-fork/new": 0}
     assert JobQueue(rig.store).counts()["failed"] == 0
+
+
+@pytest.mark.parametrize(
+    "sha",
+    ["a" * 40 + "x", "a" * 40 + "\n", "a" * 39, "A" * 40, "a" * 40 + "; rm -rf /", "", "-" + "a" * 39],
+    ids=["trailing-char", "trailing-newline", "39-hex", "uppercase", "shell", "empty", "option"],
+)
+def test_only_a_full_lowercase_sha_passes_as_a_commit_sha(sha: str) -> None:
+    """`$` matches before a final newline: the check must hold to the end of the text."""
+    with pytest.raises(GitError, match="not a full commit SHA"):
+        validate_sha(sha)
+    assert validate_sha("0123456789abcdef" * 2 + "01234567") == "0123456789abcdef" * 2 + "01234567"

@@ -177,6 +177,7 @@ async def test_ping_is_answered(client: Any) -> None:
         pytest.param(push_body(ref="refs/heads/x@{1}"), "push", 422, "ref", id="reflog-branch"),
         pytest.param(push_body(ref="refs/heads/" + "b" * 300), "push", 422, "ref", id="300-characters"),
         pytest.param(push_body(after="--upload-pack=x"), "push", 422, "after", id="option-sha"),
+        pytest.param(push_body(after="a" * 40 + "\n"), "push", 422, "after", id="sha-and-a-newline"),
         pytest.param(
             push_body(repository={"full_name": "../../etc"}), "push", 422, "full_name", id="bad-repo"
         ),

@@ -578,7 +578,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     return 0
 
 
-SHA_ARG = re.compile(r"^[0-9a-fA-F]{7,40}$")
+SHA_ARG = re.compile(r"^[0-9a-fA-F]{7,40}\Z")
 
 
 def _upstream_commits(repo: GitRepo, snapshot: Snapshot, shas: Sequence[str]) -> tuple[CommitInfo, ...]:

@@ -7,7 +7,7 @@ import unicodedata
 
 from bot.core.errors import GitError
 
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+SHA_RE = re.compile(r"^[0-9a-f]{40}\Z")
 # Ancestry steps after a ref or SHA (`main~3`, `<sha>^`, `main^2~1`): the only revision syntax accepted.
 REV_STEPS = re.compile(r"(?:[~^][0-9]{0,6})*$")
 MAX_REF_LENGTH = 255

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from bot.core.config import Extension, L3Policy, SluiceConfig, SuiteConfig, TierConfig
 from bot.core.ingestion import Tier
 
-SHA40 = re.compile(r"^[0-9a-f]{40}$")
+SHA40 = re.compile(r"^[0-9a-f]{40}\Z")
 MAX_LOG_CHARS = 200_000  # the tail of a tier log Sluice reads (and triages: the patterns scan it)
 EXTENSION_PREFIX = "ext-"  # an extension's suites run as one command suite named ext-<extension>
 

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from bot.core.errors import BadInput, GitError
 from bot.core.refs import non_ascii_problem, validate_ref
 
-SHA = re.compile(r"^[0-9a-f]{40}$")
+SHA = re.compile(r"^[0-9a-f]{40}\Z")
 REPO_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
 # A push delivery lists at most 2,048 of its commits, and 3,000 changed files of each (GitHub's schema).
 PUSH_COMMITS_LISTED, PUSH_FILES_LISTED = 2048, 3000

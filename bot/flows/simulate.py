@@ -27,7 +27,7 @@ from bot.git.facts import CommitFacts
 from bot.ports import Repository
 
 Progress = Callable[[str], None]
-SHA_LINE = re.compile(r"^[0-9a-f]{40}$")
+SHA_LINE = re.compile(r"^[0-9a-f]{40}\Z")
 
 
 def _quiet(_: str) -> None:
