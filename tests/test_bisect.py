@@ -101,7 +101,7 @@ def test_prefixes_only_stops_at_the_first_culprit_and_leaves_the_rest_untried() 
     assert blamed(picks) == [(commits[2],), (commits[6],)]  # cherry-picks leave a commit out
 
 
-def test_a_clean_remainder_after_a_flaky_failure_ends_with_no_culprit() -> None:
+def test_a_bundle_whose_every_probe_passes_ends_with_no_culprit() -> None:
     state, _ = drive(start("bundle-c", shas(8), tier="L2"), contains(set()))
     assert state.phase is Phase.DONE and state.culprits == ()
 
@@ -127,6 +127,28 @@ def test_a_suspect_is_rerun_before_it_is_blamed_and_a_pass_clears_it() -> None:
     purposes = [p.purpose for r in rounds for p in r]
     assert Purpose.CONFIRM in purposes
     assert blamed(state) == [(commits[3],)]  # commits[2] was not blamed: its rerun passed
+
+
+def test_a_prefix_whose_rerun_passes_is_known_good_and_never_searched_below_again() -> None:
+    """A flaky failure of the prefix of 8, cleared by its rerun, makes those 8 commits good: the search goes
+    on above them (each probe is a GPU run), not back through them."""
+    commits = shas(16)
+    culprit = commits[10]
+    flaky = {"left": 1}
+
+    def flaky_at_8(probe: Probe) -> Outcome:
+        if probe.length == 8 and flaky["left"]:
+            flaky["left"] -= 1
+            return Outcome.FAIL
+        return contains({culprit})(probe)
+
+    state, rounds = drive(start("bundle-f", commits, tier="L2"), flaky_at_8)
+    probes = [p for r in rounds for p in r]
+    confirmed = next(i for i, p in enumerate(probes) if p.purpose is Purpose.CONFIRM and p.length == 8)
+    later = [p.length for p in probes[confirmed + 1 :] if p.purpose is Purpose.SEARCH]
+    assert later[0] == 12, [(p.purpose, p.length) for p in probes]  # halves 8..16, not 7..16
+    assert min(later) > 8
+    assert blamed(state) == [(culprit,)]
 
 
 @pytest.mark.parametrize("skip", [{8}, {7, 8, 9}, {4, 8, 12}])

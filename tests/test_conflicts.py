@@ -438,3 +438,17 @@ def test_an_insertion_beside_a_line_the_fork_rewrote_needs_a_human(tmp_path: Pat
     assert (
         "upstream inserted lines beside base line `## Usage`, which the other side replaced" in verdict.reason
     )
+
+
+def test_a_file_with_a_mechanical_and_a_semantic_block_is_semantic_and_left_to_a_person(
+    tmp_path: Path,
+) -> None:
+    """The file's class is its worst block's: resolving it as mechanical would drop the semantic block's
+    lines (both sides changed `j`) while the whitespace block resolves."""
+    base = "int f() {\n  int i = 1;\n  int j = 10;\n  return i + j;\n}\n\n\n\nint g() {\n  return 0;\n}\n"
+    ours = base.replace("int j = 10;", "int j = 11;").replace("  return 0;", "  return 0;   ")
+    theirs = base.replace("int j = 10;", "int j = 12;").replace("  return 0;", "    return 0;")
+    _, merged = merge_file(tmp_path, base, ours, theirs)
+    verdict = classify_file("lib/A.cpp", base=base, ours=ours, theirs=theirs, merged=merged)
+    assert [h.cls for h in verdict.hunks] == [ConflictClass.SEMANTIC, ConflictClass.MECHANICAL]
+    assert verdict.cls is ConflictClass.SEMANTIC and verdict.resolved is None

@@ -128,6 +128,18 @@ def test_required_tiers_and_waivers(
     assert [m.what for m in decision.missing] == missing
 
 
+@pytest.mark.parametrize("concluded", ["cancelled", "skipped", "action_required", "neutral", "stale"])
+def test_a_tier_that_concluded_neither_success_nor_failure_has_not_passed(concluded: str) -> None:
+    """Cancelled, skipped, never started or neutral: nothing ran to say the head is good, so it blocks (and
+    no waiver is asked for: nothing failed)."""
+    checks = green(Tier.L1) | run(Tier.L2, "completed", concluded)
+    decision = decide(facts(checks=checks), config=CONFIG, now=NOW)
+    assert decision.conclusion is None and not decision.passed and decision.failed == ()
+    assert [m.what for m in decision.missing] == [
+        f"sluice/L2 concluded {concluded}: it has not passed on this head"
+    ]
+
+
 def test_l1_failure_says_it_is_never_waived_and_l2_names_the_waiver() -> None:
     l1 = decide(facts(checks=green(Tier.L2) | run(Tier.L1, "completed", "failure")), config=CONFIG, now=NOW)
     l2 = decide(facts(checks=green(Tier.L1) | run(Tier.L2, "completed", "timed_out")), config=CONFIG, now=NOW)

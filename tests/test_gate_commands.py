@@ -21,7 +21,7 @@ from handlers import gatekeeping
 from handlers.commands import COMMANDS
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import fork_config
-from tests.test_gate_e2e import AUTO_L1, SECRET, Rig, start, teardown
+from tests.test_gate_e2e import AUTO_L1, CORE_PASS, OURS, SECRET, Rig, start, teardown
 from tests.test_handlers import FORK, NOW, UPSTREAM, ctx, dispatch, queued, sim_of
 from tests.test_slash_commands import a_fork, audit, reactions, say
 
@@ -465,6 +465,36 @@ async def test_hold_keeps_a_passing_gate_from_merging_until_unhold(
     assert not pull.merged and "held by @rm: release freeze" in rig.gate(head)["output"]["summary"]
     reply = await command(rig, pull.number, "/unhold", user="rm")
     assert "merged the PR" in reply and pull.merged
+
+
+@pytest.mark.parametrize("opener", ["sluice[bot]", "dan"])
+async def test_sluice_merges_an_emergency_pick_it_opened_and_leaves_one_a_person_opened_to_a_person(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig], opener: str
+) -> None:
+    """A branch named `sluice/emergency/…` proves nothing: who opened the PR does. With L1 passed and a code
+    owner's approval, Sluice merges its own pick; a person's PR from such a branch gets the same gate, and
+    the merge is left to a person."""
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig)
+    sim = rig.sim
+    for user in ("alice", "dan"):
+        sim.set_permission(FORK, user, "write")
+    sim.add_team_member("meta/compiler", "alice")
+    branch, trunk = "sluice/emergency/abcdef1234", sim.git(FORK, "rev-parse", "main")
+    message = f"[Fix] the crash (#1872)\n\nUpstream-Commit: {'ab' * 20}\nSluice-Kind: emergency"
+    head = sim.commit(FORK, branch, {CORE_PASS: OURS + "// fixed\n"}, message=message, parent=trunk)
+    number = int(sim.open_pull(FORK, head=branch, base="main", title="Emergency pick", user=opener)["number"])
+    await rig.settle()  # Sluice takes up the PR (its L1 check run)
+    sim.finish_check(FORK, head, Tier.L1.value, "success")
+    await rig.settle()
+    reply = await command(rig, number, "/approve", user="alice")
+    merged = next(p for p in sim.pulls[FORK] if p["number"] == number).get("merged") is True
+    summary = rig.gate(head)["output"]["summary"]
+    if opener == sim.bot_login:
+        assert merged and "merged the PR" in reply
+    else:
+        assert not merged and "the merge is left to a person" in reply
+        assert "@dan opened this PR, not Sluice: a person merges it." in summary
 
 
 async def test_approve_counts_for_the_head_it_was_given_on(

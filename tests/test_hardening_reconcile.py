@@ -23,12 +23,14 @@ from sqlalchemy import func, select
 
 from bot.app.service import create_app
 from bot.app.settings import Settings
-from bot.core.ingestion import CLASSIFICATION_MARKER
+from bot.core.ingestion import CLASSIFICATION_MARKER, IngestionRecord
 from bot.core.redelivery import HookAttempt, Skip, plan_redeliveries
 from bot.db.jobs import JobQueue, deliveries, jobs
 from bot.db.leases import Leases
 from bot.db.registry import Registry
 from bot.db.store import Store
+from bot.flows.ingest import pushed_by_sluice
+from bot.git.repo import GitRepo
 from tests.support.github_sim import GitHubSim
 from tests.support.net import free_port
 from tests.support.rig import (
@@ -39,6 +41,7 @@ from tests.support.rig import (
     upstream_and_fork,
     url_of,
 )
+from tests.support.scenarios import Scenario
 
 SECRET = "reconcile-secret"
 UPSTREAM = "triton-lang/triton"
@@ -509,3 +512,22 @@ async def test_the_sims_delivery_log_pages_and_redelivers_as_github_does(aiohttp
         ) as r:
             assert r.status == 401  # the App's own JWT only
     assert sim.schema_violations == [] and sim.undocumented_statuses == []
+
+
+def test_a_branch_head_a_person_made_from_sluices_commit_is_not_sluices_to_replace(tmp_path: Path) -> None:
+    """A person who resolves by `git cherry-pick -x` of Sluice's commit keeps its Sluice-Ingestion trailer
+    and gains a `(cherry picked from commit …)` line: that head is the person's, and a re-plan must not
+    force-push over the resolution."""
+    s = Scenario(tmp_path)
+    s.upstream("Initial import (#1)", {"a.txt": "a\n"})
+    s.fork_here()
+    sluices = s.fork("[DOCS] a (#2)\n\nUpstream-Commit: " + "1" * 40 + "\nSluice-Ingestion: bundle-1", {})
+    s.git("checkout", "-q", "-b", "person", "main~1")
+    s.git("cherry-pick", "-x", "--allow-empty", sluices)
+    persons = s.git("rev-parse", "HEAD")
+    repo = GitRepo(s.path)
+    assert pushed_by_sluice(repo, sluices, "bundle-1", None)
+    assert not pushed_by_sluice(repo, persons, "bundle-1", None)
+    assert not pushed_by_sluice(repo, sluices, "bundle-2", None)  # another unit's commit
+    recorded = IngestionRecord("o/f", "bundle-1", "bundle", "open", 7, persons, "1" * 40, "1" * 40, 1, None)
+    assert pushed_by_sluice(repo, persons, "bundle-1", recorded)  # the head Sluice recorded pushing

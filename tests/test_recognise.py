@@ -113,6 +113,18 @@ def test_patch_ids_pair_one_to_one_in_stream_order() -> None:
     assert found[UP[2].sha].method is RecognitionMethod.PATCH_ID
 
 
+@pytest.mark.parametrize("emergency_first", [True, False])
+def test_a_regular_pick_of_a_commit_picked_in_an_emergency_too_is_what_counts(emergency_first: bool) -> None:
+    """The emergency pick never moves the ingestion tip; the bundle that later took the same commit does,
+    whichever of the two the walk meets first."""
+    up = UP[1].sha
+    emergency = fork_commit(f"Hotfix\n\nUpstream-Commit: {up}\nSluice-Kind: emergency", 1)
+    regular = fork_commit(f"[NVIDIA] Use TMA for stores (#4313)\n\nUpstream-Commit: {up}", 2)
+    fork = [emergency, regular] if emergency_first else [regular, emergency]
+    found = recognise(UP, fork, upstream_patch_ids={}, fork_patch_ids={}, config=SluiceConfig())
+    assert (found[up].emergency, found[up].fork_sha) == (False, regular.sha)
+
+
 def test_configured_emergency_pattern() -> None:
     config = parse_config('recognition:\n  emergency_patterns: ["^\\\\[HOTFIX\\\\]"]\n')
     found = recognise(

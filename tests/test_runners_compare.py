@@ -141,6 +141,21 @@ def test_a_3_percent_slowdown_at_1_percent_noise_with_50_samples_is_regressed(se
     assert cell.measurement.interval.lo > 1
 
 
+def test_the_threshold_grows_with_the_noise_above_its_floor() -> None:
+    config = PerformanceConfig()  # floor 2 %, k 3
+    assert config.threshold_for("matmul", 0.001) == pytest.approx(0.02)
+    assert config.threshold_for("matmul", 0.05) == pytest.approx(0.15)
+
+
+def test_a_6_percent_slowdown_of_a_kernel_with_5_percent_noise_is_no_regression() -> None:
+    """On a noisy kernel the threshold is 3 × its noise (15 %), not the 2 % floor: a shift the noise explains
+    must not fail L3, ask for signoffs and start a bisection."""
+    base = side(benchmark(even(200, noise=0.05)))
+    cand = side(benchmark(even(200, shift=0.06, noise=0.05)))
+    cell = median_cell(cmp.compare(base, cand, PerformanceConfig(), seed=0))
+    assert cell.verdict is not Verdict.REGRESSED, cell.decision.reason
+
+
 @pytest.mark.parametrize(
     "config", [PerformanceConfig(), STATISTICS_ONLY], ids=["configured-thresholds", "statistics-only"]
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -18,18 +19,21 @@ from gidgethub import BadRequest, GitHubBroken
 from bot.app.context import Context
 from bot.app.worker import MAX_ATTEMPTS
 from bot.core.audit import AuditState
+from bot.core.command_args import Usage
 from bot.core.commands import MAX_LINE
 from bot.core.dashboard import MARKER as DASHBOARD
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.errors import BadInput
 from bot.core.ingestion import Tier
 from bot.core.models import Disposition
+from bot.core.permissions import Permission
 from bot.db.audit import LINE_CHARS, CommandAudit
 from bot.db.gates import GateStore
 from bot.db.lag import LagHistory
 from bot.flows.patch_stack import PATCH_STACK_MARKER
 from handlers import ROUTES
 from handlers.commands import COMMANDS
+from handlers.commands.call import Call, Outcome
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import fork_config
 from tests.test_commands import as_job, comment, replies
@@ -763,3 +767,27 @@ async def test_the_forge_reads_files_as_github_serves_them(ctx: Context) -> None
     with pytest.raises(BadInput, match=r"big.bin at release#2\+xpu is 1048577 bytes") as refused:
         await forge.file("big.bin", ref="release#2+xpu")
     assert refused.value.remedy == "keep big.bin under 1 MB"
+
+
+async def test_a_code_owner_command_that_never_checked_ownership_is_a_failure_not_an_answer(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every real command that needs a code owner checks; one that forgot (a bug) must not look done: the
+    job fails, the audit says so, and no thumbs-up or answer is given."""
+    sim, number = a_fork(ctx)
+    acted: list[str] = []
+
+    async def handle(call: Call, *, ctx: Context) -> Outcome:
+        acted.append(call.actor)
+        return Outcome(done="owned", reply="done")
+
+    careless = SimpleNamespace(
+        NAME="owned", HELP="", WHO=Permission.CODE_OWNER, USAGE=Usage("owned"), handle=handle
+    )
+    # a command module of its own: no real command is careless, and the registry is a plain dict
+    monkeypatch.setitem(COMMANDS, "owned", careless)
+    with pytest.raises(RuntimeError, match="needs a code owner but did not check ownership"):
+        await say(ctx, number, "/owned")
+    assert acted == ["alice"] and audit(ctx) == [("alice", "/owned", "failed")]
+    assert reactions(sim, number) == []
+    assert not any(r == "done" for r in replies(sim, number))

@@ -497,6 +497,7 @@ async def test_a_missing_report_is_a_failure_not_a_pass(actions: Rig) -> None:
 async def test_an_artifact_over_the_size_limit_is_refused_on_the_check_run(
     actions: Rig, monkeypatch: Any, listed: str
 ) -> None:
+    # The limit lowered to 4 KiB: an artifact over the real 128 MiB one would take the simulator minutes
     monkeypatch.setattr("bot.flows.tiers.MAX_ARTIFACT_BYTES", 4096)
     _, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
     (l1,) = actions.sim.workflow_runs[FORK]

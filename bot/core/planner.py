@@ -48,10 +48,6 @@ from bot.core.risk_cost import BundleCaps, Candidate, fill
 RISKY_FROM = RiskLevel.HIGH
 
 
-def is_risky(commit: PlannedCommit) -> bool:
-    return commit.risk.rank >= RISKY_FROM.rank
-
-
 @dataclass(frozen=True)
 class PriorChain:
     """A chain from an earlier plan: its members, and what its already-ingested members touched."""
