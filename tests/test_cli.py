@@ -64,6 +64,8 @@ def test_later_plan_extends_a_stored_chain(scenario: Scenario, tmp_path: Path, c
     assert chain["id"] == f"chain-{bump[:10]}"
     assert chain["ingested"] == [bump]
     assert [c["sha"] for c in chain["commits"]] == [fixup]
+    text = run(capsys, "plan", *scenario.repo_args(), "--database", db)[1]
+    assert f"{bump[:10]} (ingested)" in text  # its root, which is no pending commit with a subject
 
 
 def test_chain_carries_its_ingested_members_across_plans(scenario: Scenario, tmp_path: Path, capsys) -> None:

@@ -258,7 +258,10 @@ def _line(text: str, *, style: str = "") -> Text:
 def _chains_summary(chains: Sequence[RiskyChain], component_of: ComponentOf | None) -> _Summary:
     rows = []
     for chain in chains[:SUMMARY_ROWS]:
-        root = next((c.subject for c in chain.commits if c.sha == chain.root), chain.root[:10])
+        root = next(
+            (c.subject for c in chain.commits if c.sha == chain.root),
+            f"{chain.root[:10]} (ingested)",  # a resumed chain's root went in with an earlier unit
+        )
         done = f" +{len(chain.ingested)} in" if chain.ingested else ""
         facts = (_components(chain.commits, component_of), _top_reasons(chain.commits), _linked_by(chain))
         risk = Text(chain.risk, RISK_STYLE[chain.risk])
