@@ -309,6 +309,28 @@ def test_a_real_private_key_passes_the_start_up_check(tmp_path: Path) -> None:
     assert Settings(app_id=1, private_key_file=key, webhook_secret="s").problems() == []
 
 
+def serve_in_a_process(
+    tmp_path: Path, key: Path, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`sluice serve ARGV` in a process of its own, with only the settings given (the key, a SQLite store)."""
+    settings = {
+        "PATH": os.environ["PATH"],
+        "SLUICE_APP_ID": "1",
+        "SLUICE_WEBHOOK_SECRET": "hunter2",
+        "SLUICE_PRIVATE_KEY_FILE": str(key),
+        "SLUICE_DATABASE_URL": f"sqlite:///{tmp_path / 'sluice.db'}",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "bot.app.cli", "serve", *argv],
+        env=settings | (env or {}),
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 NOT_A_KEY = "is not an unencrypted PEM private key"
 BROKEN_KEYS = [
     pytest.param("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n", NOT_A_KEY, id="cut"),
@@ -323,22 +345,7 @@ def test_serve_refuses_a_private_key_it_cannot_sign_with(tmp_path: Path, content
     key."""
     key = tmp_path / "sluice.private-key.pem"
     key.write_text(a_private_key().replace("\n", "\\n") if content == "escaped" else content)
-    env = {
-        "PATH": os.environ["PATH"],
-        "SLUICE_APP_ID": "1",
-        "SLUICE_WEBHOOK_SECRET": "hunter2",
-        "SLUICE_PRIVATE_KEY_FILE": str(key),
-        "SLUICE_DATABASE_URL": f"sqlite:///{tmp_path / 'sluice.db'}",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "bot.app.cli", "serve", "--port", "0"],
-        env=env,
-        cwd=Path(__file__).parent.parent,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = serve_in_a_process(tmp_path, key, "--port", "0")
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"sluice serve: SLUICE_PRIVATE_KEY_FILE={key} ") and why in line
@@ -466,25 +473,8 @@ def test_serve_on_a_port_already_taken_says_so_and_exits_2(tmp_path: Path) -> No
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = {
-            "PATH": os.environ["PATH"],
-            "HOME": str(tmp_path),
-            "SLUICE_APP_ID": "1",
-            "SLUICE_WEBHOOK_SECRET": "hunter2",
-            "SLUICE_PRIVATE_KEY_FILE": str(key),
-            "SLUICE_DATABASE_URL": f"sqlite:///{tmp_path / 'sluice.db'}",
-            "SLUICE_DATA_DIR": str(tmp_path / "mirrors"),
-            "SLUICE_WORKERS": "0",
-        }
-        done = subprocess.run(
-            [sys.executable, "-m", "bot.app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            cwd=Path(__file__).parent.parent,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        more = {"HOME": str(tmp_path), "SLUICE_DATA_DIR": str(tmp_path / "mirrors"), "SLUICE_WORKERS": "0"}
+        done = serve_in_a_process(tmp_path, key, "--host", "127.0.0.1", "--port", str(port), env=more)
     assert done.returncode == 2, done.stderr
     assert f"starting on http://127.0.0.1:{port}; store sqlite:///{tmp_path / 'sluice.db'}" in done.stderr
     assert f"sluice: error: cannot listen on 127.0.0.1:{port}: " in done.stderr

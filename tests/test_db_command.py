@@ -4,82 +4,43 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, create_engine, inspect, text
-from sqlalchemy.pool import NullPool
+from sqlalchemy import inspect, text
 
-import bot.db.audit
-import bot.db.bisections
-import bot.db.jobs
-import bot.db.lag
-import bot.db.leases
-import bot.db.registry
-import bot.db.signoffs
-import bot.db.tier_runs
-import bot.db.trunk_watch
 from bot.app.cli import main
-from bot.core.audit import AuditCommit, AuditRecord, AuditState, AuditTier, AuditWaiver
+from bot.core.audit import AuditRecord, AuditState, AuditTier, AuditWaiver
 from bot.core.errors import BadInput
 from bot.db.gates import GateStore
 from bot.db.revisions import HEAD_REVISION, known_revisions, undone_by
-from bot.db.store import Store, metadata, normalise_url
+from bot.db.store import Store, metadata
+from tests.test_gate_store import FORK, H1, record
+from tests.test_store import TABLE_MODULES, raw_connection
+
+__all__ = ["TABLE_MODULES"]  # imported for its import of every table module: all tables on the metadata
 
 AT = dt.datetime(2026, 5, 1, 12, tzinfo=dt.UTC)
 FIRST = "0001_plans_chains_dispositions"
-H1 = "1" * 40
-# Every table module registers its tables on the store's metadata when imported (as the service imports them).
-TABLE_MODULES = (
-    bot.db.audit,
-    bot.db.bisections,
-    bot.db.jobs,
-    bot.db.lag,
-    bot.db.leases,
-    bot.db.registry,
-    bot.db.signoffs,
-    bot.db.tier_runs,
-    bot.db.trunk_watch,
-)
-
-
-@contextmanager
-def connected(url: str) -> Iterator[Connection]:
-    engine = create_engine(normalise_url(url), poolclass=NullPool)
-    try:
-        with engine.connect() as conn:
-            yield conn
-    finally:
-        engine.dispose()
 
 
 def revision_of(url: str) -> str | None:
-    with connected(url) as conn:
+    with raw_connection(url) as conn:
         if not inspect(conn).has_table("alembic_version"):
             return None
         return conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
 
 
 def stored_record(url: str) -> dict[str, object]:
-    with connected(url) as conn:
+    with raw_connection(url) as conn:
         loaded: dict[str, object] = json.loads(conn.execute(text("SELECT record FROM audits")).scalar_one())
         return loaded
 
 
 def closed_audit() -> AuditRecord:
     """A merged bundle: its L2 failed and was waived; its L3 failed with no waiver (a person merged)."""
-    return AuditRecord(
-        fork="org/fork",
-        ingestion_id="bundle-aaaaaaaaaa",
-        kind="bundle",
-        pr_number=7,
-        head=H1,
-        upstream_base="a" * 40,
-        upstream_target="b" * 40,
-        commits=(AuditCommit(upstream="b" * 40, subject="s", status="picked", commit=H1),),
+    return record(
         tiers=(
             AuditTier(name="sluice/L1", head_sha=H1, status="completed", conclusion="success"),
             AuditTier(name="sluice/L2", head_sha=H1, status="completed", conclusion="failure"),
@@ -119,7 +80,7 @@ def test_every_migration_undoes_down_to_the_first_and_redoes_to_the_tables_the_s
 
     assert code == 0 and f"The store is at {FIRST}" in out
     assert revision_of(database_url) == FIRST
-    with connected(database_url) as conn:
+    with raw_connection(database_url) as conn:
         assert sorted(inspect(conn).get_table_names()) == [
             "alembic_version",
             "chain_members",
@@ -129,7 +90,7 @@ def test_every_migration_undoes_down_to_the_first_and_redoes_to_the_tables_the_s
         ]
     Store.open(database_url).close()  # the next release's start upgrades it again
     assert revision_of(database_url) == HEAD_REVISION
-    with connected(database_url) as conn:
+    with raw_connection(database_url) as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
         assert compare_metadata(context, metadata) == []
 
@@ -147,7 +108,7 @@ def test_undoing_0021_gives_audit_records_back_the_failing_tier_the_older_releas
     assert code == 0 and older["failing_tier"] == "sluice/L2" and "waived_tiers" not in older
     store = Store.open(database_url)
     try:
-        again = GateStore(store).audit("org/fork", 7)
+        again = GateStore(store).audit(FORK, 7)
     finally:
         store.close()
     assert again is not None and again.waived_tiers == ("sluice/L2",)
@@ -219,7 +180,7 @@ def test_db_status_says_where_the_store_stands_and_whether_this_sluice_can_use_i
     )
     assert "* 0018_ingestion_heads " in out
 
-    with connected(sqlite_url) as conn:
+    with raw_connection(sqlite_url) as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
         conn.commit()
     code, out, _ = sluice(capsys, "db", "status", "--database", sqlite_url, "--json")
@@ -231,7 +192,7 @@ def test_db_status_says_where_the_store_stands_and_whether_this_sluice_can_use_i
 def test_db_status_of_someone_elses_database_exits_1(
     sqlite_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with connected(sqlite_url) as conn:
+    with raw_connection(sqlite_url) as conn:
         conn.execute(text("CREATE TABLE invoices (id INTEGER PRIMARY KEY)"))
         conn.commit()
 
@@ -242,7 +203,7 @@ def test_db_status_of_someone_elses_database_exits_1(
 
 def test_a_newer_stores_refusal_says_how_to_roll_back(sqlite_url: str) -> None:
     Store.open(sqlite_url).close()
-    with connected(sqlite_url) as conn:
+    with raw_connection(sqlite_url) as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
         conn.commit()
     with pytest.raises(BadInput) as refused:
