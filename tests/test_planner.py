@@ -172,12 +172,15 @@ def test_prior_chain_takes_its_pending_member_and_follow_ups() -> None:
             ingested_files=frozenset({"cmake/llvm-hash.txt"}),
         )
     ]
-    commits = [commit(2), commit(3), commit(4, files=("cmake/llvm-hash.txt",))]
+    pin = ("cmake/llvm-hash.txt",)
+    commits = [commit(2), commit(3), commit(4, files=pin), commit(5, risk=H, files=pin)]
     bundles, chains = classify(
         commits, symbol_keys={}, prior=prior, ingested={f"{1:040x}"}, config=parse_config("")
     )
-    assert numbers(bundles) == [[2]]
-    assert numbers(chains) == [[3, 4]]
+    # the risky follow-up joins by what the ingested member touched; a low-risk commit touching only that
+    # does not (no pending member touches the pin before it)
+    assert numbers(bundles) == [[2, 4]]
+    assert numbers(chains) == [[3, 5]]
     assert (chains[0].id, chains[0].ingested) == ("chain-old", (f"{1:040x}",))
 
 

@@ -118,6 +118,7 @@ class _Chain:
     symbols: set[str] = field(default_factory=set)
     why: dict[str, str] = field(default_factory=dict)
     keys_of: dict[str, frozenset[str]] = field(default_factory=dict)  # each member's symbol keys
+    was_finished: bool = False  # resumed with every member ingested
 
     def link(
         self, commit: PlannedCommit, keys: frozenset[str], *, real_only: bool, chosen: str | None
@@ -129,9 +130,11 @@ class _Chain:
         deps = [d for d in commit.depends_on if d.sha in self.members]
         if deps:  # a revert or reland says most about why the commit is here
             return dependency_why(min(deps, key=lambda d: d.kind not in REVERT_PAIR))
-        if self.finished and chosen is None:
-            return None  # ingested whole: a commit that merely touches its files is no reason to watch it
         files, symbols = (self.seed_files, self.seed_symbols) if real_only else (self.files, self.symbols)
+        if chosen is None:  # not risky itself: never joins by what ingested members touched (see `_resume`)
+            joined = () if real_only else self.commits
+            files = {f for c in joined for f in c.files}
+            symbols = set().union(*(self.keys_of[c.sha] for c in joined))
         shared = sorted(files.intersection(commit.files)) or sorted(symbols.intersection(keys))
         if shared:
             return f"touches {shared[0]} as {self._toucher(shared[0], seeded=real_only)} did"
@@ -139,17 +142,17 @@ class _Chain:
 
     def _toucher(self, touched: str, *, seeded: bool) -> str:
         """Who touched a file or symbol first: the member by its short SHA (a chain's id would say nothing
-        once a merge plan cuts the chain into units of their own), else its members already ingested."""
+        once a merge plan cuts the chain into units of their own, or a replan renames it), else a member
+        ingested before (what those touched is kept as a whole, not per commit)."""
         members = () if seeded else self.commits
         first = next((c for c in members if touched in c.files or touched in self.keys_of[c.sha]), None)
-        return short(first.sha) if first is not None else f"{self.id}'s ingested members"
+        return short(first.sha) if first is not None else "a member ingested before"
 
     @property
     def finished(self) -> bool:
-        """Resumed with every member ingested and none joined yet: it takes a commit that depends on a member,
-        and a risky one touching what it touched (the fix-up after an LLVM bump), never a low-risk one; and
-        it is never merged into another chain by what they both touched."""
-        return not self.commits and set(self.ingested) >= self.members
+        """Resumed with every member ingested, and none joined yet: never merged into another chain by what
+        they both touched."""
+        return self.was_finished and not self.commits
 
     def depends(self, commit: PlannedCommit) -> bool:
         return any(d.sha in self.members for d in commit.depends_on)
@@ -191,10 +194,12 @@ class _Chain:
 
 
 def _resume(prior: Sequence[PriorChain], ingested: set[str]) -> list[_Chain]:
-    """Stored open chains. One whose members are all ingested takes a commit that depends on a member (a
-    revert, a reland, its lines) or a risky one touching what it touched (a fix-up after an LLVM bump), not a
-    low-risk one that merely touches its files: on a fork that ingested a month of chains, those files are
-    half the tree. When nothing joins it, it is left out of the plan and so closed.
+    """Stored open chains. Such a chain takes a commit that depends on a member (a revert, a reland, its
+    lines) or a risky one touching what its ingested members touched (a fix-up after an LLVM bump); a
+    commit that is not risky itself joins it only through what its pending members touch, never through
+    what the ingested ones did: on a fork that ingested a month of chains, that is half the tree (and the
+    same plan, recorded and made again, would then sweep in more). When nothing joins it, it is left out
+    of the plan and so closed.
     """
     chains = []
     for chain in prior:
@@ -208,6 +213,7 @@ def _resume(prior: Sequence[PriorChain], ingested: set[str]) -> list[_Chain]:
                 symbols=set(chain.ingested_symbols),
                 seed_files=chain.ingested_files,
                 seed_symbols=chain.ingested_symbols,
+                was_finished=set(chain.members) <= ingested,
             )
         )
     return chains
@@ -307,15 +313,16 @@ def _run_of(chain: RiskyChain, run: Sequence[PlannedCommit]) -> RiskyChain:
     another run holds, as one resumed from an earlier plan and grown backwards does: two units would share
     it), and linked by what its own commits touch; the first keeps what the chain carried from before."""
     first = run[0].sha == chain.commits[0].sha
-    shas, ingested = {c.sha for c in run}, set(chain.ingested)
+    shas = {c.sha for c in run}
     files = {f for c in run for f in c.files}
     symbols = {s for c in run for s in c.symbols}  # `path::name`; a C++ key is `cxx:ns::name`
     names = {s.split("::", 1)[1] for s in symbols}
     return chain.model_copy(
         update={
             "id": f"chain-{short(run[0].sha)}",
-            # its root where this run holds it or it went in before the run; never another unit's commit
-            "root": chain.root if chain.root in shas or (first and chain.root in ingested) else run[0].sha,
+            # its root where this run holds it, else its first commit: never another unit's commit, nor one
+            # ingested before (a replan would then name the root differently once the plan is recorded)
+            "root": chain.root if chain.root in shas else run[0].sha,
             "risk": max((c.risk for c in run), key=lambda level: level.rank),
             "ingested": chain.ingested if first else (),
             "commits": tuple(run),
