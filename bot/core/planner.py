@@ -116,6 +116,9 @@ class _Chain:
     # depend on how many times the same state was planned before).
     files: set[str] = field(default_factory=set)
     symbols: set[str] = field(default_factory=set)
+    # What only the commits that joined in this plan touched (no seeds): a low-risk commit links by these.
+    joined_files: set[str] = field(default_factory=set)
+    joined_symbols: set[str] = field(default_factory=set)
     why: dict[str, str] = field(default_factory=dict)
     keys_of: dict[str, frozenset[str]] = field(default_factory=dict)  # each member's symbol keys
     was_finished: bool = False  # resumed with every member ingested
@@ -132,9 +135,7 @@ class _Chain:
             return dependency_why(min(deps, key=lambda d: d.kind not in REVERT_PAIR))
         files, symbols = (self.seed_files, self.seed_symbols) if real_only else (self.files, self.symbols)
         if chosen is None:  # not risky itself: never joins by what ingested members touched (see `_resume`)
-            joined = () if real_only else self.commits
-            files = {f for c in joined for f in c.files}
-            symbols = set().union(*(self.keys_of[c.sha] for c in joined))
+            files, symbols = (set(), set()) if real_only else (self.joined_files, self.joined_symbols)
         shared = sorted(files.intersection(commit.files)) or sorted(symbols.intersection(keys))
         if shared:
             return f"touches {shared[0]} as {self._toucher(shared[0], seeded=real_only)} did"
@@ -164,6 +165,8 @@ class _Chain:
         self.members.add(commit.sha)
         self.files.update(commit.files)
         self.symbols.update(keys)
+        self.joined_files.update(commit.files)
+        self.joined_symbols.update(keys)
 
     def absorb(self, other: _Chain) -> None:
         self.members |= other.members
@@ -173,6 +176,8 @@ class _Chain:
         self.keys_of.update(other.keys_of)
         self.files |= other.files
         self.symbols |= other.symbols
+        self.joined_files |= other.joined_files
+        self.joined_symbols |= other.joined_symbols
         self.seed_files |= other.seed_files
         self.seed_symbols |= other.seed_symbols
 
