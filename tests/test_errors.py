@@ -45,6 +45,7 @@ from bot.core.errors import (
     SluiceError,
     TooLarge,
     Unavailable,
+    first_line,
 )
 from bot.core.upstream_access import UpstreamRefused
 from bot.core.webhooks import MalformedBody, RejectedPayload
@@ -253,6 +254,13 @@ def test_github_answers_become_sluice_failures_that_say_whether_to_retry(
 def test_an_unknown_failure_is_retried() -> None:
     assert not is_permanent(ConnectionResetError("peer went away"))
     assert is_permanent(Rejected("no handler", "deploy a Sluice that knows it"))
+
+
+def test_a_log_line_gets_the_first_line_of_an_error_redacted_and_cut() -> None:
+    said = OSError("connection to https://sluice:ghs_abc123@db.example failed\nDETAIL: the rest")
+    assert first_line(said) == "connection to https://db.example failed"
+    assert first_line(TimeoutError()) == "TimeoutError"  # it said nothing: its name
+    assert first_line(ValueError("x" * 500)) == "x" * 300
 
 
 # ---------------------------------------------------------------- the worker, against the simulator

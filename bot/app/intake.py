@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from bot.core.errors import Unavailable
+from bot.core.errors import Unavailable, first_line
 from bot.db.jobs import Delivery, DeliveryOutcome, JobQueue
 
 log = logging.getLogger("sluice.intake")
@@ -126,8 +126,8 @@ class Intake:
                 self._executor, lambda: self._queue.accept_deliveries(deliveries, now=self._clock())
             )
         except UNAVAILABLE as exc:  # a lock or statement timeout, a lost connection: each caller gets a 503
-            log.warning("could not record %d deliveries: %s", len(batch), _first_line(exc))
-            _refuse(batch, f"the database refused it: {_first_line(exc)}")
+            log.warning("could not record %d deliveries: %s", len(batch), first_line(exc))
+            _refuse(batch, f"the database refused it: {first_line(exc)}")
         except Exception as exc:
             if len(batch) > 1:  # one delivery the store cannot take must not fail the others with it
                 for waiting in batch:
@@ -176,7 +176,3 @@ class Lane:
         self._running -= 1
         if not future.cancelled():
             future.exception()  # retrieved: a late failure after its caller gave up is not worth a warning
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

@@ -23,6 +23,7 @@ from bot.app.intake import RETRY_AFTER_S, DatabaseBusy, Intake, Lane
 from bot.app.settings import MAX_WEBHOOK_BYTES, Settings
 from bot.app.status import BisectGauges, LagGauges, TierGauges, fork_views, registered_figures
 from bot.core import webhooks
+from bot.core.errors import first_line
 from bot.core.status_page import status_page
 from bot.db.jobs import Delivery, JobQueue, JobState
 from bot.db.registry import Registry
@@ -212,14 +213,10 @@ async def status(request: web.Request) -> web.Response:
     except DatabaseBusy as exc:
         return web.Response(status=503, text=f"The database did not answer: {exc.message}. Reload later.\n")
     except SQLAlchemyError as exc:  # unreachable, locked past its timeout: what it said is for the log only
-        log.warning("GET /: the database failed: %s", _first_line(exc))
+        log.warning("GET /: the database failed: %s", first_line(exc))
         return web.Response(status=503, text="The database did not answer. Reload later.\n")
     page = status_page(views, web_url=app[SETTINGS].web_url(), now=app[CLOCK]())
     return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-cache"})
-
-
-def _first_line(exc: Exception) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -251,7 +248,7 @@ async def metrics(request: web.Request) -> web.Response:
             lambda: (app[HEALTH_QUEUE].counts(), registered_figures(store))
         )
     except (DatabaseBusy, SQLAlchemyError) as exc:  # the gauges keep their last values; the rest matter
-        log.warning("/metrics: job, lag and tier gauges not refreshed: %s", _first_line(exc))
+        log.warning("/metrics: job, lag and tier gauges not refreshed: %s", first_line(exc))
     else:
         for state in JobState:
             app[METRICS].jobs.labels(state=state.value).set(counts.get(state.value, 0))

@@ -21,6 +21,12 @@ def redact(text: str) -> str:
     return SECRETS.sub("[redacted]", URL_CREDENTIALS.sub("//", text))
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of what an exception says (its type's name when it says nothing), redacted and at most
+    300 characters: for a log line or a refusal that must stay one line."""
+    return (redact(str(exc)).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
 class SluiceError(Exception):
     """A failure with a remedy; the CLI prints both and exits 2, a job records both.
 

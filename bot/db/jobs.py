@@ -35,6 +35,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql import Select
 
+from bot.core.errors import first_line
 from bot.db.store import Store, UTCDateTime, _utc, metadata
 from bot.ports import Job
 
@@ -235,8 +236,7 @@ class JobQueue:
             with self._engine.connect() as conn:
                 conn.execute(select(deliveries.c.id).limit(1)).all()
         except SQLAlchemyError as exc:
-            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
-            return f"unreachable or locked: {reason[0][:300]}"
+            return f"unreachable or locked: {first_line(getattr(exc, 'orig', None) or exc)}"
         return None
 
     def deliveries(self) -> int:
