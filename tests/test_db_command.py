@@ -162,6 +162,21 @@ def test_a_store_that_is_not_there_or_not_sluices_is_not_downgraded(
     assert revision_of(sqlite_url) is None
 
 
+@pytest.mark.parametrize("command", [("status",), ("downgrade", "--to", FIRST, "--yes")])
+def test_db_names_a_store_it_cannot_open_as_the_other_commands_do(
+    capsys: pytest.CaptureFixture[str], command: tuple[str, ...]
+) -> None:
+    """The same words as `sluice audit` (tests/test_cli.py): one helper says it for both."""
+    url = "postgresql+psycopg2://u:pw@127.0.0.1/x"
+    code, out, err = sluice(capsys, "db", *command, "--database", url)
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        "sluice: error: cannot open the store at postgresql+psycopg2://u:***@127.0.0.1/x: its driver is not "
+        "installed (psycopg2)"
+    )
+    assert "postgresql+psycopg://" in err and "pw" not in err
+
+
 def test_db_status_says_where_the_store_stands_and_whether_this_sluice_can_use_it(
     sqlite_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

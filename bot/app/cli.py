@@ -142,21 +142,12 @@ def _emit(plan: Plan, config: SluiceConfig, *, as_json: bool, full: bool = False
     render.print_renderable(render.plan_renderable(plan, full=full, component_of=component_of))
 
 
-def open_store(url: str | None, *, given_by: str = "--database or SLUICE_DATABASE_URL") -> Store:
+def open_store(url: str | None, *, given_by: str = database.GIVEN_BY) -> Store:
     """The store, or a clear error that names the database without its password."""
     try:
         return Store.open(url)
-    except ImportError as exc:  # a driver Sluice does not install, e.g. postgresql+psycopg2://
-        raise SluiceError(
-            f"cannot open the store at {database.shown_url(url)}: its driver is not installed ({exc.name})",
-            f"check {given_by}: Sluice speaks to PostgreSQL through psycopg 3 (postgresql+psycopg://USER@HOST/DB)",
-        ) from exc
-    except (SQLAlchemyError, ValueError, OSError, sqlite3.Error) as exc:
-        raise SluiceError(
-            f"cannot open the store at {database.shown_url(url)}: "
-            f"{type(exc).__name__}: {str(exc).splitlines()[0]}",
-            f"check {given_by} (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB)",
-        ) from exc
+    except (ImportError, SQLAlchemyError, ValueError, OSError, sqlite3.Error) as exc:
+        raise database.store_failure(url, exc, given_by=given_by) from exc
 
 
 def _with_store(args: argparse.Namespace, run: Callable[[Store | None], Plan]) -> Plan:

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.core.errors import BadInput, SluiceError
+from bot.core.errors import BadInput, SluiceError, first_line
 from bot.db.revisions import (
     HEAD_REVISION,
     Revision,
@@ -29,6 +29,8 @@ from bot.db.store import default_database_url, engine_for
 
 T = TypeVar("T")
 DOC_WIDTH = 76  # of a migration's first sentence in a listing: an id and that fit in 110 columns
+GIVEN_BY = "--database or SLUICE_DATABASE_URL"
+STORE_URLS = "sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
 DATABASE_HELP = "the store (default: $SLUICE_DATABASE_URL, else the SQLite file)"
 STOP_FIRST = (
     "back up the store first (deploy/README.md, Backups) and stop every Sluice service that uses it, then "
@@ -42,6 +44,22 @@ def shown_url(url: str | None) -> str:
         return make_url(url or default_database_url()).render_as_string(hide_password=True)
     except (SQLAlchemyError, ValueError):
         return "the given database URL"
+
+
+def store_failure(
+    url: str | None, exc: BaseException, *, doing: str = "open", given_by: str = GIVEN_BY
+) -> SluiceError:
+    """The error for a store that cannot be opened or used: which store (without its password), what failed,
+    and what to check."""
+    where = f"cannot {doing} the store at {shown_url(url)}"
+    if isinstance(exc, ImportError):  # a driver Sluice does not install, e.g. postgresql+psycopg2://
+        return BadInput(
+            f"{where}: its driver is not installed ({exc.name})",
+            f"check {given_by}: Sluice speaks to PostgreSQL through psycopg 3 (postgresql+psycopg://USER@HOST/DB)",
+        )
+    return SluiceError(
+        f"{where}: {type(exc).__name__}: {first_line(exc)}", f"check {given_by} ({STORE_URLS})"
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -154,21 +172,15 @@ def _on_store(url: str | None, work: Callable[[Engine], T]) -> T:
         try:
             return work(engine)
         except (SQLAlchemyError, OSError, sqlite3.Error) as exc:
-            raise SluiceError(
-                f"cannot use the store at {shown_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}",
-                "check --database or SLUICE_DATABASE_URL (sqlite:///PATH or postgresql+psycopg://USER@HOST/DB)",
-            ) from exc
+            raise store_failure(url, exc, doing="use") from exc
 
 
 @contextmanager
 def _engine(url: str | None) -> Iterator[Engine]:
     try:
         engine = engine_for(url)
-    except (SQLAlchemyError, ValueError, ImportError) as exc:  # ImportError: a driver not installed
-        raise BadInput(
-            f"cannot open the store at {shown_url(url)}: {exc}",
-            "give sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (--database or SLUICE_DATABASE_URL)",
-        ) from exc
+    except (SQLAlchemyError, ValueError, ImportError) as exc:
+        raise store_failure(url, exc) from exc
     try:
         yield engine
     finally:
