@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,6 +45,7 @@ class SchemaState:
         return self.revision is None or self.revision in {r.id for r in known_revisions()}
 
 
+@functools.cache  # the migration scripts ship with this Sluice: read once per process
 def known_revisions() -> tuple[Revision, ...]:
     """Every migration this Sluice has, oldest first."""
     from alembic.script import ScriptDirectory
@@ -87,7 +89,8 @@ def state_of(engine: Engine) -> SchemaState:
 def undone_by(current: str, target: str) -> tuple[Revision, ...]:
     """The migrations that going from `current` back to `target` undoes, newest first; a clear error when
     `target` is not a revision this Sluice knows or is not older than `current`."""
-    ids = [r.id for r in known_revisions()]
+    known = known_revisions()
+    ids = [r.id for r in known]
     target = resolved(target)
     if current not in ids:
         raise BadInput(
@@ -99,7 +102,7 @@ def undone_by(current: str, target: str) -> tuple[Revision, ...]:
             f"the store is at {current!r}, not newer than {target!r}: nothing to undo",
             "give an older revision, or none: opening the store upgrades it",
         )
-    return tuple(reversed(known_revisions()[ids.index(target) + 1 : ids.index(current) + 1]))
+    return tuple(reversed(known[ids.index(target) + 1 : ids.index(current) + 1]))
 
 
 def resolved(target: str) -> str:
