@@ -203,10 +203,10 @@ def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, bool]]:
     """What to say of each `SLUICE_*` variable that is no setting, and whether it looks like a misspelt one
     that is not set (`SLUICE_DB_URL` without `SLUICE_DATABASE_URL`): such a typo would leave the default in
     force without a word (a SQLite file where PostgreSQL was meant), so the service refuses to start."""
-    known = {f"SLUICE_{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
+    suffixes = sorted(name.upper() for name in Settings.model_fields)
+    known = {f"SLUICE_{suffix}" for suffix in suffixes} | OTHER_VARIABLES
     said = []
     for name in sorted(n for n in environ if n.upper().startswith("SLUICE_") and n.upper() not in known):
-        suffixes = sorted(n.removeprefix("SLUICE_") for n in known - OTHER_VARIABLES)
         close = difflib.get_close_matches(name.upper().removeprefix("SLUICE_"), suffixes, n=1, cutoff=0.6)
         if close and f"SLUICE_{close[0]}" not in environ:
             said.append((f"{name} is not a setting Sluice knows: did you mean SLUICE_{close[0]}?", True))
