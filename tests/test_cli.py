@@ -66,6 +66,7 @@ def test_later_plan_extends_a_stored_chain(scenario: Scenario, tmp_path: Path, c
     assert [c["sha"] for c in chain["commits"]] == [fixup]
     text = run(capsys, "plan", *scenario.repo_args(), "--database", db)[1]
     assert f"{bump[:10]} (ingested)" in text  # its root, which is no pending commit with a subject
+    assert "1 commit, 1 line, 1 ingested before" in text  # what is left of it, and what went in
 
 
 def test_chain_carries_its_ingested_members_across_plans(scenario: Scenario, tmp_path: Path, capsys) -> None:

@@ -262,7 +262,7 @@ def _chains_summary(chains: Sequence[RiskyChain], component_of: ComponentOf | No
             (c.subject for c in chain.commits if c.sha == chain.root),
             f"{chain.root[:10]} (ingested)",  # a resumed chain's root went in with an earlier unit
         )
-        done = f" +{len(chain.ingested)} in" if chain.ingested else ""
+        done = f", {len(chain.ingested)} ingested before" if chain.ingested else ""
         facts = (_components(chain.commits, component_of), _top_reasons(chain.commits), _linked_by(chain))
         risk = Text(chain.risk, RISK_STYLE[chain.risk])
         rows.append((chain.id, root, _size(chain.commits) + done, risk, facts))
