@@ -284,6 +284,23 @@ def test_a_merge_pick_says_which_earlier_commits_it_brings_and_which_of_them_cha
     assert "A commit needs a human: resolve it, then `sluice" in out
 
 
+def test_the_text_report_gives_each_conflicted_path_whole_on_a_line_of_its_own(
+    scenario: Scenario, capsys
+) -> None:
+    """Triton's paths are long: in an 80-column table cell one was folded mid-word across three lines."""
+    path = "third_party/nvidia/backend/lib/TritonNVIDIAGPUToLLVM/LoadStoreOpToLLVM.py"
+    scenario.pick(scenario.upstream("[BACKEND] Add the lowering (#8)", {path: PY}), how="trailer")
+    scenario.fork("[TLX] offset", {path: PY.replace("ptr + 1", "ptr + 2")})
+    clash = scenario.upstream("[BACKEND] offset (#9)", {path: PY.replace("ptr + 1", "ptr * 4")})
+    argv = ["pick", "--repo", str(scenario.path), "--onto", "main", "--no-record", "--dry-run", clash]
+    assert main(argv) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.rstrip().endswith("needs_human │ semantic         │") for line in lines)
+    at = lines.index(f"{clash[:10]} [BACKEND] offset (#9)")
+    assert lines[at + 1].startswith(f"  {path}:")  # whole; what follows wraps at its spaces
+    assert "semantic — block 1" in " ".join(lines[at + 1 : at + 3])
+
+
 def test_a_resolver_named_in_the_repository_is_not_run(scenario: Scenario, tmp_path: Path, capsys) -> None:
     """Anyone who can push to fork trunk writes .github/sluice.yml: it must not pick what runs here."""
     marker = tmp_path / "ran"

@@ -361,25 +361,21 @@ PICK_STYLE = {
 
 
 def pick_renderable(report: PickReport) -> Group:
-    """One row per upstream commit, then each conflicted file with its class, rule or reason."""
+    """One row per upstream commit with the classes of its conflicted files; then each conflicted file on a
+    line of its own, its path whole, with its class and the rule that resolved it or why a person must."""
     table = Table(title=f"sluice pick onto {report.onto[:10]} ({report.strategy})", title_justify="left")
     table.add_column("commit", no_wrap=True)
     table.add_column("subject", min_width=12, max_width=SUBJECT_WIDTH)
     table.add_column("status", no_wrap=True)
-    table.add_column("files", min_width=20)
+    table.add_column("conflicted files", min_width=10)
     for c in report.commits:
-        files = "\n".join(
-            f"{f.path}: {f.cls}"
-            + (f", resolved by {f.rule}" if f.resolved else f" — {f.reason}")
-            + _changed_by(f.changed_by, c.upstream)
-            for f in c.files
-        )
         brings = f"\n(its merge brings {plural(len(c.brings), 'earlier commit')} too)" if c.brings else ""
+        classes = Counter(f"{f.cls}, resolved" if f.resolved else str(f.cls) for f in c.files)
         table.add_row(
             Text(c.upstream[:10]),
             Text(c.subject + brings),
             Text(c.status, PICK_STYLE[c.status]),
-            Text(files or "—", overflow="fold"),
+            Text(_counted(classes, limit=len(classes)) if classes else "—"),
         )
     if report.untried:
         table.add_row(
@@ -391,16 +387,31 @@ def pick_renderable(report: PickReport) -> Group:
             Text("not tried", "dim"),
             Text("—"),
         )
+    return Group(table, *_conflicted_files(report), Text(_pick_summary(report), style="bold"))
+
+
+def _conflicted_files(report: PickReport) -> list[Text]:
+    """Each commit with conflicts, then a line per conflicted file (a path is never folded inside a table
+    cell): its class, the rule that resolved it or why a person must, the commits a merge brought that
+    changed it."""
+    lines = []
+    for c in (c for c in report.commits if c.files):
+        lines.append(Text(f"{c.upstream[:10]} {c.subject}", style="bold", no_wrap=True, overflow="ellipsis"))
+        for f in c.files:
+            how = f", resolved by {f.rule}" if f.resolved else f" — {f.reason}"
+            lines.append(Text(f"  {f.path}: {f.cls}{how}{_changed_by(f.changed_by, c.upstream)}"))
+    return lines
+
+
+def _pick_summary(report: PickReport) -> str:
     blocked = any(c.status == "needs_human" for c in report.commits)
     if report.head:
-        summary = f"Wrote {report.branch} at {report.head[:10]}."
-    elif report.dry_run and blocked:
-        summary = "Dry run: no ref written. A commit needs a human: resolve it, then `sluice remember` it."
-    elif report.dry_run:
-        summary = "Dry run: no ref written."
-    else:
-        summary = "A commit needs a human: no ref written. Resolve it, then `sluice remember` the resolution."
-    return Group(table, Text(summary, style="bold"))
+        return f"Wrote {report.branch} at {report.head[:10]}."
+    if report.dry_run and blocked:
+        return "Dry run: no ref written. A commit needs a human: resolve it, then `sluice remember` it."
+    if report.dry_run:
+        return "Dry run: no ref written."
+    return "A commit needs a human: no ref written. Resolve it, then `sluice remember` the resolution."
 
 
 def _changed_by(shas: Sequence[str], merged: str) -> str:
