@@ -11,6 +11,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jwt
 import pytest
@@ -452,6 +453,31 @@ async def test_workflow_dispatch_is_recorded(api: Any, sim: GitHubSim) -> None:
         api, "POST", url, json={"ref": "main", "inputs": inputs, "return_run_details": True}
     )
     assert status == 200 and details["workflow_run_id"] == sim.workflow_runs[FORK][-1]["id"]
+
+
+async def test_workflow_runs_filter_by_when_they_were_created(api: Any, sim: GitHubSim) -> None:
+    """The `created` filter, in GitHub's search syntax for dates: Sluice finds the run it dispatched by it."""
+    with_workflow(sim)
+    url = f"/repos/{FORK}/actions/workflows/tier-l1.yml/dispatches"
+    for day, request in ((1, "5"), (2, "6"), (3, "7")):
+        sim.now = lambda day=day: dt.datetime(2026, 3, day, 12, 0, tzinfo=dt.UTC)
+        body = {"ref": "main", "inputs": {"tier": "1", "request": request}}
+        assert (await api.post(url, headers=api.headers, json=body)).status == 204
+
+    async def requests(created: str) -> list[str]:
+        _, runs = await call(api, "GET", f"/repos/{FORK}/actions/runs?created={quote(created)}")
+        return sorted(r["display_title"].rsplit(" ", 1)[1] for r in runs["workflow_runs"])
+
+    assert await requests(">=2026-03-02T12:00:00Z") == ["6", "7"]
+    assert await requests(">2026-03-02T12:00:00Z") == ["7"]
+    assert await requests("<2026-03-02") == ["5"]  # a bare date: the day starts at 00:00 UTC
+    assert await requests("<=2026-03-02") == ["5", "6"]  # … and ends at 24:00
+    assert await requests(">2026-03-01") == ["6", "7"]
+    assert await requests("2026-03-02") == ["6"]
+    assert await requests("2026-03-02..*") == ["6", "7"]
+    assert await requests("*..2026-03-01T12:00:00+00:00") == ["5"]
+    status, _ = await call(api, "GET", f"/repos/{FORK}/actions/runs?created=last-week")
+    assert status == 422
 
 
 @pytest.mark.parametrize(

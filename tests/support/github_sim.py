@@ -244,6 +244,40 @@ def _iso(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _parse_iso(text: str) -> dt.datetime:
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+def _created_range(query: str) -> Callable[[dt.datetime], bool]:
+    """GitHub's `created` filter (its search syntax for dates): `>=T`, `>T`, `<=T`, `<T`, `A..B` (either end
+    `*`), or one date, which stands for that whole day (UTC); T a date or an ISO 8601 time. A value it
+    cannot read is GitHub's 422."""
+
+    def bound(text: str, *, end: bool) -> dt.datetime:
+        moment = _parse_iso(text)
+        if end and len(text) == 10:  # a bare date as an upper bound: the whole day counts
+            moment += dt.timedelta(days=1) - dt.timedelta(microseconds=1)
+        return moment
+
+    try:
+        for op, test in ((">=", lambda t, b: t >= b), ("<=", lambda t, b: t <= b)):
+            if query.startswith(op):
+                at = bound(query[2:], end=op == "<=")
+                return lambda t: test(t, at)
+        if query and query[0] in "<>":
+            at = bound(query[1:], end=query[0] == ">")
+            return (lambda t: t > at) if query[0] == ">" else (lambda t: t < at)
+        low, dots, high = query.partition("..")
+        if not dots:
+            low = high = query
+        first = None if low == "*" else bound(low, end=False)
+        last = None if high == "*" else bound(high, end=True)
+    except ValueError:
+        raise SimError(422, f"Invalid value for created: {query}") from None
+    return lambda t: (first is None or t >= first) and (last is None or t <= last)
+
+
 def _git_token(authorization: str) -> str | None:
     """The token a git client sent: Basic with any user and the token as password, Bearer or token.
 
@@ -2367,6 +2401,9 @@ class GitHubSim:
             if key in request.query:
                 field_name = "head_branch" if key == "branch" else key
                 runs = [r for r in runs if r[field_name] == request.query[key]]
+        if "created" in request.query:
+            within = _created_range(request.query["created"])
+            runs = [r for r in runs if within(_parse_iso(r["created_at"]))]
         return self._paginate(request, runs, wrap="workflow_runs")
 
     async def _get_run(self, request: web.Request) -> web.Response:
