@@ -381,11 +381,18 @@ async def test_a_get_carries_an_etag_and_an_unchanged_one_is_answered_304_uncoun
     assert int(changed.headers["x-ratelimit-used"]) == used + 2  # the PATCH and this GET; the 304 is free
 
 
-async def test_permission_defaults_to_none(api: Any, sim: GitHubSim) -> None:
+async def test_a_user_with_no_grant_may_read_a_public_repository_and_not_a_private_one(
+    api: Any, sim: GitHubSim
+) -> None:
     sim.set_permission(FORK, "alice", "admin")
     _, alice = await call(api, "GET", f"/repos/{FORK}/collaborators/alice/permission")
     _, bob = await call(api, "GET", f"/repos/{FORK}/collaborators/bob/permission")
-    assert (alice["permission"], alice["user"]["login"], bob["permission"]) == ("admin", "alice", "none")
+    assert (alice["permission"], alice["user"]["login"], bob["permission"]) == ("admin", "alice", "read")
+    secret = f"{FORK.split('/')[0]}/secret"
+    sim.create_repo(secret, private=True)
+    sim.install(secret)
+    _, carol = await call(api, "GET", f"/repos/{secret}/collaborators/carol/permission")
+    assert (carol["permission"], carol["role_name"]) == ("none", "none")
 
 
 # ------------------------------------------------------------------ check runs and actions

@@ -2225,7 +2225,8 @@ class GitHubSim:
     async def _permission(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
         user = request.match_info["user"]
-        permission = self.permissions.get((repo.full_name, user), "none")
+        # As GitHub: anyone may read a public repository, so a user with no grant there has "read".
+        permission = self.permissions.get((repo.full_name, user), "none" if repo.private else "read")
         legacy = {"maintain": "write", "triage": "read"}.get(permission, permission)
         body = {"permission": legacy, "role_name": permission, "user": _user(user)}
         return web.json_response(body)
