@@ -395,6 +395,7 @@ def _demo_in(root: Path, args: argparse.Namespace) -> int:
             "(ci/validate.sh l1 in a clone of the fork runs L1)",
             file=sys.stderr,
         )
+    args.store_kept = bool(args.dir or args.database)  # else the store is in the directory removed at exit
     args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
     if not args.plan_only:
         from bot.app import demo_loop
@@ -420,7 +421,7 @@ def _demo_loop(sandbox: Sandbox, root: Path, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_json(), indent=2, sort_keys=True))
     else:
-        sys.stdout.write(demo_loop.summary_text(result))
+        sys.stdout.write(demo_loop.summary_text(result, kept=bool(args.dir), store_kept=args.store_kept))
     return 1 if result.pending else 0
 
 

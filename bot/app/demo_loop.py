@@ -683,8 +683,9 @@ STATE_WORDS = {
 }
 
 
-def summary_text(result: DemoResult) -> str:
-    """What happened, in words: each ingestion, the culprit, the bisections, Days Behind before and after."""
+def summary_text(result: DemoResult, *, kept: bool = True, store_kept: bool = True) -> str:
+    """What happened, in words: each ingestion, the culprit, the bisections, Days Behind before and after;
+    then where to look, unless the run's directory (`kept`) or its store (`store_kept`) is gone at exit."""
     merged = [i for i in result.ingestions if i.state == "merged"]
     prs = len([i for i in result.ingestions if i.pr])
     ran = (
@@ -707,14 +708,22 @@ def summary_text(result: DemoResult) -> str:
         lines.append(f"The demo approved {approved} as @{MAINTAINER}, a code owner (@{MAINTAINERS}).")
     if result.pending:
         lines += ["", "Timed out with this still in flight:", *(f"  {p}" for p in result.pending)]
-    return "\n".join([*lines, "", *_where_lines(result)]) + "\n"
+    return "\n".join([*lines, "", *_where_lines(result, kept=kept, store_kept=store_kept)]) + "\n"
 
 
-def _where_lines(result: DemoResult) -> list[str]:
+def _where_lines(result: DemoResult, *, kept: bool, store_kept: bool) -> list[str]:
     where = result.where
-    lines = [f"The simulator's repositories: {where['repositories']} (fork trunk: {FORK}.git, branch main)."]
+    if kept:
+        lines = [
+            f"The simulator's repositories: {where['repositories']} (fork trunk: {FORK}.git, branch main)."
+        ]
+    else:
+        lines = [
+            "The sandbox and the simulator's repositories were in a temporary directory, removed at exit:",
+            "`sluice demo --dir DIR` keeps them, and the store, to look at.",
+        ]
     example = next((i for i in result.ingestions if i.audit), None)
-    if example is not None:
+    if example is not None and store_kept:
         lines.append(f"An audit record: sluice audit {example.id} --database {where.get('database')}")
     return lines
 
