@@ -16,6 +16,7 @@ from bot.core.errors import BadInput
 from bot.db.gates import GateStore
 from bot.db.revisions import HEAD_REVISION, known_revisions, undone_by
 from bot.db.store import Store, metadata
+from bot.flows.database import store_failure
 from tests.test_gate_store import FORK, H1, record
 from tests.test_store import TABLE_MODULES, raw_connection
 
@@ -175,6 +176,15 @@ def test_db_names_a_store_it_cannot_open_as_the_other_commands_do(
         "installed (psycopg2)"
     )
     assert "postgresql+psycopg://" in err and "pw" not in err
+
+
+def test_a_store_failure_says_which_store_without_its_password_and_what_failed() -> None:
+    used = store_failure("postgresql+psycopg://u:pw@127.0.0.1/x", OSError("refused\nmore"), doing="use")
+    assert used.message == "cannot use the store at postgresql+psycopg://u:***@127.0.0.1/x: OSError: refused"
+    assert used.remedy.startswith("check --database or SLUICE_DATABASE_URL (sqlite:///PATH")
+    broken = store_failure("sqlite:///x.db", ImportError("cannot import name 'c' from 'm'"))
+    assert isinstance(broken, BadInput)
+    assert broken.message.endswith("its driver is not installed (cannot import name 'c' from 'm')")
 
 
 def test_db_status_says_where_the_store_stands_and_whether_this_sluice_can_use_it(

@@ -54,7 +54,7 @@ def store_failure(
     where = f"cannot {doing} the store at {shown_url(url)}"
     if isinstance(exc, ImportError):  # a driver Sluice does not install, e.g. postgresql+psycopg2://
         return BadInput(
-            f"{where}: its driver is not installed ({exc.name})",
+            f"{where}: its driver is not installed ({exc.name or first_line(exc)})",
             f"check {given_by}: Sluice speaks to PostgreSQL through psycopg 3 (postgresql+psycopg://USER@HOST/DB)",
         )
     return SluiceError(
