@@ -252,7 +252,7 @@ def _parse_iso(text: str) -> dt.datetime:
 def _created_range(query: str) -> Callable[[dt.datetime], bool]:
     """GitHub's `created` filter (its search syntax for dates): `>=T`, `>T`, `<=T`, `<T`, `A..B` (either end
     `*`), or one date, which stands for that whole day (UTC); T a date or an ISO 8601 time. A value it
-    cannot read is GitHub's 422."""
+    cannot read gets a 422 here (Sluice never sends one; GitHub documents no answer for it)."""
 
     def bound(text: str, *, end: bool) -> dt.datetime:
         moment = _parse_iso(text)
