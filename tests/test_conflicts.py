@@ -16,6 +16,7 @@ from bot.core.conflicts import (
     Hunk3,
     Rule,
     Use,
+    _places,
     api_symbols,
     check_resolution,
     classify_file,
@@ -131,7 +132,19 @@ def test_api_evidence_names_the_symbol_and_the_fork_uses(case: ConflictCase, tmp
     assert api and api[0].symbol is not None
     assert f"`{api[0].symbol}`" in api[0].evidence
     use_path = next(iter(case.api_uses))
-    assert re.search(rf"{re.escape(use_path)}:\d+", api[0].evidence), api[0].evidence
+    place = r"lines? \d+(, \d+)* of this file" if use_path == case.path else rf"{re.escape(use_path)}:\d+"
+    assert re.search(place, api[0].evidence), api[0].evidence
+
+
+def test_fork_uses_in_the_conflicted_file_are_named_by_line_and_others_by_path() -> None:
+    """Intel's ConcurrencySanitizer.cpp: its 64-character path was repeated for each of seven uses."""
+    here = "lib/Dialect/TritonInstrument/Transforms/ConcurrencySanitizer.cpp"
+    lines = [(here, 394), (here, 395), ("lib/Other.cpp", 12), (here, 403), (here, 404), (here, 410)]
+    uses = [Use(path, line, "") for path, line in lines]
+    assert _places(uses[:3], here) == "lines 394, 395 of this file, lib/Other.cpp:12"
+    assert _places(uses[:1], here) == "line 394 of this file"
+    assert _places(uses, here) == "lines 394, 395, 403, 404 of this file, lib/Other.cpp:12 and 1 more"
+    assert _places(uses[2:3], here) == "lib/Other.cpp:12"
 
 
 @by_name([c for c in CONFLICTS if c.expected is ConflictClass.SEMANTIC])

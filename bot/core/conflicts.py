@@ -1158,7 +1158,7 @@ def _api_hit(site: _Site, file: _File, *, early: bool) -> tuple[str, str] | None
             continue
         pattern = _word(symbol)
         if any(pattern.search(line) for line in involved) or (not early and _inside(site, file, symbol)):
-            return symbol, f"{change.describe()}; fork uses it at {_places(uses)}"
+            return symbol, f"{change.describe()}; fork uses it at {_places(uses, file.path)}"
     return None
 
 
@@ -1169,9 +1169,13 @@ def _inside(site: _Site, file: _File, symbol: str) -> bool:
     )
 
 
-def _places(uses: Sequence[Use], limit: int = 5) -> str:
-    shown = ", ".join(f"{use.path}:{use.line}" for use in uses[:limit])
-    return shown + (f" and {len(uses) - limit} more" if len(uses) > limit else "")
+def _places(uses: Sequence[Use], here: str, limit: int = 5) -> str:
+    """`lines 394, 395 of this file, lib/Other.cpp:12 and 2 more`: the path only for a use in another file."""
+    local = [str(use.line) for use in uses[:limit] if use.path == here]
+    shown = [f"{use.path}:{use.line}" for use in uses[:limit] if use.path != here]
+    if local:
+        shown.insert(0, f"{'line' if len(local) == 1 else 'lines'} {', '.join(local)} of this file")
+    return ", ".join(shown) + (f" and {len(uses) - limit} more" if len(uses) > limit else "")
 
 
 # --- semantic and unknown ---------------------------------------------------------------------------------
@@ -1268,7 +1272,7 @@ def _api_note(file: _File, verdicts: Sequence[HunkVerdict]) -> str:
     """API changes the fork uses that merged cleanly: not conflicts here, but worth a line in the reason."""
     reported = {v.symbol for v in verdicts if v.cls is ConflictClass.API}
     notes = [
-        f"{change.describe()} (fork uses it at {_places(uses)})"
+        f"{change.describe()} (fork uses it at {_places(uses, file.path)})"
         for symbol, change in sorted(file.api.items())
         if symbol not in reported and (uses := file.fork_uses(symbol))
     ]
