@@ -375,7 +375,7 @@ def pick_renderable(report: PickReport) -> Group:
             Text(c.upstream[:10]),
             Text(c.subject + brings),
             Text(c.status, PICK_STYLE[c.status]),
-            Text(_counted(classes, limit=len(classes)) if classes else "—"),
+            Text(_counted(classes, limit=len(classes))),
         )
     if report.untried:
         table.add_row(
