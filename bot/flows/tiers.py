@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from bot.core.config import L3Policy, SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
-from bot.core.errors import DispatchRefused, TooLarge, redact
+from bot.core.errors import DispatchRefused, TooLarge, first_line
 from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
 from bot.core.l3_metrics import MetricRegression, Regression
 from bot.core.tier_checks import (
@@ -196,8 +196,8 @@ async def _start(
         return
     except BaseException as exc:  # not started, as far as Sluice knows: never left waiting for a result
         assert added.id is not None
-        first = (redact(str(exc)).splitlines() or [""])[0][:300]
-        why = f"the dispatch failed ({type(exc).__name__}: {first})"
+        name, said = type(exc).__name__, first_line(exc)
+        why = f"the dispatch failed ({name if said == name else f'{name}: {said}'})"
         await asyncio.shield(t.db(t.runs.mark_undispatched, added.id, detail=why))
         raise
     if run_id is not None:
