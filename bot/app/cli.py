@@ -395,21 +395,22 @@ def _demo_in(root: Path, args: argparse.Namespace) -> int:
             "(ci/validate.sh l1 in a clone of the fork runs L1)",
             file=sys.stderr,
         )
-    args.store_kept = bool(args.dir or args.database)  # else the store is in the directory removed at exit
+    store_kept = bool(args.dir or args.database)  # else the store is in the directory removed at exit
     args.database = args.database or f"sqlite:///{root / 'sluice.db'}"
     if not args.plan_only:
         from bot.app import demo_loop
 
         try:
-            return _demo_loop(sandbox, root, args)
+            return _demo_loop(sandbox, root, args, store_kept=store_kept)
         except demo_loop.NeedsCheckout as exc:
             print(f"sluice demo: the full loop needs a checkout: {exc}; planning only", file=sys.stderr)
     args.repo, args.fork, args.upstream = str(sandbox.fork), sandbox.fork_ref, sandbox.upstream_ref
     return _demo_run(args)
 
 
-def _demo_loop(sandbox: Sandbox, root: Path, args: argparse.Namespace) -> int:
-    """Sandbox → simulator → the App with real workers → PRs, tiers, gate, merges; then the summary."""
+def _demo_loop(sandbox: Sandbox, root: Path, args: argparse.Namespace, *, store_kept: bool) -> int:
+    """Sandbox → simulator → the App with real workers → PRs, tiers, gate, merges; then the summary, which
+    points at the store only when it outlives the run (`store_kept`)."""
     from bot.app import demo_loop
 
     def say(line: str) -> None:
@@ -421,7 +422,7 @@ def _demo_loop(sandbox: Sandbox, root: Path, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_json(), indent=2, sort_keys=True))
     else:
-        sys.stdout.write(demo_loop.summary_text(result, kept=bool(args.dir), store_kept=args.store_kept))
+        sys.stdout.write(demo_loop.summary_text(result, kept=bool(args.dir), store_kept=store_kept))
     return 1 if result.pending else 0
 
 
