@@ -179,6 +179,11 @@ def print_figures(
         print(f"  {o.replay.pr_merge[:10]} {o.replay.upstream[:10]} {o.path}: {o.detail}")
     for o in (o for o in outcomes if o.verdict == "identical"):
         print(f"  identical: {o.replay.pr_merge[:10]} {o.path} ({o.detail})")
+    humans = [o for o in outcomes if o.verdict == "human"]
+    if humans and show:
+        print("real merges: left to a human (class: why):")
+    for o in humans[:show]:
+        print(f"  {o.replay.pr_merge[:10]} {o.path} ({o.cls}: {o.detail})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -189,7 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fork", default="main", help="fork trunk (default: main)")
     parser.add_argument("--upstream", default="upstream", help="unused: each merge names its upstream commit")
     parser.add_argument("--merges", type=int, default=40, help="how many of the newest merges (default: 40)")
-    parser.add_argument("--show", type=int, default=20, help="how many different files to list (default: 20)")
+    parser.add_argument(
+        "--show",
+        type=int,
+        default=20,
+        help="how many different files, and files left to a human, to list (default: 20)",
+    )
     args = parser.parse_args(argv)
     if args.path is None:
         print("skipped: no repository given")
