@@ -20,6 +20,7 @@ from bot.core.conflicts import (
     api_symbols,
     check_resolution,
     classify_file,
+    code_use,
     key_of,
     split_diff3,
     unmergeable,
@@ -54,7 +55,9 @@ def merge_file(tmp_path: Path, base: str, ours: str, theirs: str) -> tuple[int, 
 
 
 def grep_uses(case: ConflictCase, tmp_path: Path) -> dict[str, list[Use]]:
-    """The adapter's search for fork uses: `git grep -w` over the fork's files for each changed API symbol."""
+    """The adapter's search for fork uses: `git grep -w` over the fork's files for each changed API symbol,
+    keeping the lines that use it as code (`code_use`). The case's shared files are upstream's own lines,
+    which the adapter leaves out, so they are not written."""
     fork = tmp_path / "fork"
     for path, text in {case.path: case.ours, **case.api_uses}.items():
         (fork / path).parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +73,8 @@ def grep_uses(case: ConflictCase, tmp_path: Path) -> dict[str, list[Use]]:
         )
         for hit in done.stdout.splitlines():
             path, line, text = hit.split(":", 2)
-            uses.setdefault(symbol, []).append(Use(path, int(line), text))
+            if code_use(path, text, symbol, defined_in=case.path):
+                uses.setdefault(symbol, []).append(Use(path, int(line), text))
     return uses
 
 
@@ -96,8 +100,10 @@ def test_every_class_has_at_least_twenty_distinct_cases() -> None:
     assert {cls: counts[cls] >= 20 for cls in ConflictClass} == dict.fromkeys(ConflictClass, True)
     assert counts[None] >= 20
     assert len({c.name for c in CASES}) == len(CASES)
-    # One triple appears twice on purpose: with fork uses it is API, without them mechanical.
-    assert len({(c.base, c.ours, c.theirs, tuple(c.api_uses)) for c in CASES}) == len(CASES)
+    # One triple appears several times on purpose: with fork uses it is API; without them, or with only
+    # mentions and upstream's own callers, mechanical.
+    distinct = {(c.base, c.ours, c.theirs, tuple(c.api_uses.items()), tuple(c.shared.items())) for c in CASES}
+    assert len(distinct) == len(CASES)
     assert {c.kind for c in CASES} == set(KINDS)
     assert cases() == CASES  # deterministic
 
@@ -394,6 +400,53 @@ PY_TWO = "def f(a):\n    pass\n\n\nclass C:\n    pass\n"
 )
 def test_api_symbols(path: str, base: str, theirs: str, symbols: tuple[str, ...]) -> None:
     assert api_symbols(path, base=base, theirs=theirs) == symbols
+
+
+def test_a_python_functions_own_local_function_is_no_api() -> None:
+    base = "def test_x(device):\n    def kernel(X):\n        pass\n\n\n"
+    base += "class C:\n    def m(self):\n        pass\n"
+    theirs = base.replace("kernel(X)", "kernel(X, Y)").replace("m(self)", "m(self, y)")
+    assert api_symbols("t.py", base=base, theirs=theirs) == ("m",)  # a method is API; `kernel` is a local
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "used"),
+    [
+        ("lib/A.cpp", "  auto order = getOrder(layout);", True),
+        ("lib/A.cpp", "  auto order = ttg::getOrder(layout); // getOrder", True),
+        ("lib/A.cpp", "*ptr = getOrder(layout);", True),  # a dereference, not a comment line
+        ("lib/A.cpp", "  // getOrder gives the fastest-varying dimension first", False),
+        ("lib/A.cpp", "  int x = 1; // was getOrder", False),
+        ("lib/A.cpp", " * Like getOrder, for TLX.", False),
+        ("lib/A.cpp", "/* getOrder */ int x = 1;", False),
+        ("lib/A.cpp", '  llvm::errs() << "getOrder failed";', False),
+        ("lib/A.cpp", "  auto order = getOrderForMemory(layout);", False),  # another name
+        ("include/A.td", "  let extraClassDeclaration = [{ auto o = getOrder(); }];", True),
+        ("python/a.py", "order = getOrder(layout)", False),  # Python cannot call a C++ function
+        ("docs/a.md", "Call `getOrder` first.", False),
+        ("test/a.mlir", "// CHECK: getOrder", False),
+        ("CMakeLists.txt", "add_triton_library(getOrder)", False),
+    ],
+)
+def test_code_use_of_a_cpp_name(path: str, text: str, used: bool) -> None:
+    assert code_use(path, text, "getOrder", defined_in="lib/Dialect/TritonGPU/IR/Dialect.cpp") is used
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "used"),
+    [
+        ("python/a.py", "    return tl.load(ptr)  # load it", True),
+        ("python/a.py", "from triton.language import load", True),
+        ("python/a.py", "    # load the tile first", False),
+        ("python/a.py", "def load(ptr):", False),  # a definition of its own, not a use
+        ("python/a.py", "class load:", False),
+        ("python/a.py", '    name = "load"', False),
+        ("lib/A.cpp", "  auto v = load(ptr);", False),  # C++ cannot call a Python function
+        ("test/a.mlir", "  %0 = tt.load %arg0", False),  # an op, not the function
+    ],
+)
+def test_code_use_of_a_python_name(path: str, text: str, used: bool) -> None:
+    assert code_use(path, text, "load", defined_in="python/triton/language/core.py") is used
 
 
 def test_fork_uses_in_the_conflicted_file_itself_count_only_for_fork_lines(tmp_path: Path) -> None:

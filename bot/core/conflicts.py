@@ -152,6 +152,36 @@ def api_symbols(path: str, *, base: str, theirs: str) -> tuple[str, ...]:
     return tuple(sorted(_api_changes(path, base=base, theirs=theirs)))
 
 
+_BLOCK_COMMENT = re.compile(r"/\*.*?(?:\*/|$)")
+_USED_FROM = {"cpp": ("cpp", "tablegen"), "tablegen": ("cpp", "tablegen"), "python": ("python",)}
+
+
+def code_use(path: str, text: str, name: str, *, defined_in: str) -> bool:
+    """Whether a fork line (`git grep`'s one line of `path`) uses `name`, defined in the file `defined_in`,
+    as code: in a file of a language that can call it (C++ and TableGen for a C++ or TableGen name, Python
+    for a Python one), outside comments and string literals, and not as a Python `def`/`class` of its own.
+    A line of a multi-line comment is known by its leading `*` (`* getOrder returns…`); a line of a Python
+    docstring is not known."""
+    lang = _language(path)
+    if lang not in _USED_FROM.get(_language(defined_in) or "", ()):
+        return False  # docs, build files, lit tests (`tt.load` is an op, not the function `load`): mentions
+    marker = _COMMENT_MARKER[lang]
+    if marker == "//":
+        stripped = text.strip()
+        if stripped == "*" or stripped.startswith(("* ", "*/")):
+            return False
+        text = _BLOCK_COMMENT.sub(" ", text)
+    tokens = [
+        m.group()
+        for m in _TOKEN[marker].finditer(text)
+        if m.group("comment") is None and m.group("string") is None
+    ]
+    return any(
+        token == name and not (lang == "python" and tokens[i - 1 : i] in (["def"], ["class"]))
+        for i, token in enumerate(tokens)
+    )
+
+
 def key_of(hunk: Hunk3) -> str:
     """The rerere key of a conflict block: `bot.core.rerere.conflict_key` of its three sides.
 
@@ -1083,11 +1113,14 @@ def _plain_name(qualified: str) -> str:
 def _signatures(path: str, source: str, lang: str) -> _Signatures:
     lines = diff3.split_lines(source)
     found: _Signatures = {}
-    for d in definitions(path, source.encode()):
+    defined = definitions(path, source.encode())
+    functions = {d.name for d in defined if d.kind in _FUNCTION_KINDS}
+    for d in defined:
         name = _plain_name(d.name)
         # Dunder methods are called through syntax, not by name: grepping for `__init__` finds noise.
         dunder = name.startswith("__") and name.endswith("__")
-        if d.kind in _API_KINDS[lang] and _IDENTIFIER.fullmatch(name) and not dunder:
+        local = lang == "python" and d.name.rpartition(".")[0] in functions  # a function's own `def kernel`
+        if d.kind in _API_KINDS[lang] and _IDENTIFIER.fullmatch(name) and not dunder and not local:
             tokens, text = _signature(lines[d.start_line - 1 : d.end_line], lang)
             found.setdefault(name, {})[tokens] = text
     return found

@@ -39,6 +39,7 @@ from bot.ports import CommitWriter, HistoryReader, MergeResult, Repository, Stag
 
 Recall = Callable[[Iterable[str]], Mapping[str, tuple[str, ...]]]
 SUBMODULE_OR_LINK = ("160000", "120000")
+GREP_HITS = 500  # lines `git grep` may give for a changed API name, before the ones that are no fork use go
 
 
 def _nothing_remembered(keys: Iterable[str]) -> Mapping[str, tuple[str, ...]]:
@@ -220,7 +221,10 @@ class Picker:
         if problem is not None:
             outcome = _FileOutcome(verdict=conflicts.unmergeable(path, problem), stage=None)
         else:
-            outcome = self._classify(path, stages, texts, head, tmp, upstream_sha=commit.sha)
+            parent = commit.parents[0] if commit.parents else None
+            outcome = self._classify(
+                path, stages, texts, head, tmp, upstream_sha=commit.sha, upstream_base=parent
+            )
         if self.with_evidence:
             outcome.hunk_blame = tuple(self._blame(path, h.hunk, head) for h in outcome.verdict.hunks)
             outcome.evidence = self._evidence(path, outcome.verdict, commit, outcome)
@@ -237,11 +241,12 @@ class Picker:
         tmp: Path,
         *,
         upstream_sha: str,
+        upstream_base: str | None,
     ) -> _FileOutcome:
         base, ours, theirs = (t.decode("utf-8", "surrogateescape") for t in texts)
         merged, _ = self.git.merge_file(texts[0], texts[1], texts[2], workdir=tmp)
         symbols = conflicts.api_symbols(path, base=base, theirs=theirs) if self.with_evidence else ()
-        uses = {symbol: self._uses(head, symbol) for symbol in symbols}
+        uses = {symbol: self._uses(head, path, symbol, upstream_base=upstream_base) for symbol in symbols}
         verdict = conflicts.classify_file(
             path,
             base=base,
@@ -271,10 +276,29 @@ class Picker:
                 outcome.text, outcome.how = outcome.hook.text, "proposed"
         return outcome
 
-    def _uses(self, head: str, symbol: str) -> list[conflicts.Use]:
-        """Fork lines that use a symbol, found by its last name component (`ns::Cls::f`, `mod.f` -> `f`)."""
+    def _uses(self, head: str, path: str, symbol: str, *, upstream_base: str | None) -> list[conflicts.Use]:
+        """Fork lines that use a symbol defined in `path`, found by its last name component (`ns::Cls::f`,
+        `mod.f` -> `f`): as code (`conflicts.code_use`), on lines of the fork's own. A line that upstream's
+        file has too, as of the commit's parent `upstream_base`, is upstream's: the commit changes it, or
+        it merges cleanly."""
         word = symbol.split("::")[-1].split(".")[-1]
-        return [conflicts.Use(path=p, line=n, text=t) for p, n, t in self.git.grep_word(head, word)]
+        upstream: dict[str, frozenset[str]] = {}
+
+        def upstreams(file: str, text: str) -> bool:
+            if upstream_base is None:
+                return False
+            if file not in upstream:
+                data = self.repo.read_file(upstream_base, file) or b""
+                lines = data.decode("utf-8", "surrogateescape").splitlines()
+                upstream[file] = frozenset(line.strip() for line in lines)
+            return text.strip() in upstream[file]
+
+        hits = self.git.grep_word(head, word, limit=GREP_HITS)
+        return [
+            conflicts.Use(path=file, line=n, text=text)
+            for file, n, text in hits
+            if conflicts.code_use(file, text, word, defined_in=path) and not upstreams(file, text)
+        ]
 
     def _ask_resolver(
         self,

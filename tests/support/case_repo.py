@@ -74,6 +74,8 @@ def build_case_repo(root: Path, case: ConflictCase) -> CaseRepo:
     stream.commit("refs/heads/upstream/main", 1, "Initial import (#1)", None)
     if _present(case, case.base):
         stream.put(case.path, case.base)
+    for shared_path, text in case.shared.items():
+        stream.put(shared_path, text)
     stream.commit("refs/heads/main", 2, "[FORK] The fork's side", 1)
     stream.set(case.path, case.ours, present=_present(case, case.ours))
     for use_path, text in case.api_uses.items():

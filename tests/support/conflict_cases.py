@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.core.conflicts import ConflictClass
 
@@ -31,6 +32,8 @@ class ConflictCase:
     expected_text: str | None = None  # the right merged file, for MECHANICAL and clean cases
     # API cases: other fork files {path: content} that use the changed symbol (the adapter's grep finds them)
     api_uses: dict[str, str] = field(default_factory=dict)
+    # files upstream had before the fork split off, unchanged by either side unless `api_uses` changes one
+    shared: dict[str, str] = field(default_factory=dict)
     kind: str = "content"  # content | binary | modify-delete | rename-delete
     note: str = ""  # why a tricky case has the label it has
 
@@ -104,11 +107,14 @@ def _case(
     merged: Sequence[str] | None = None,
     *,
     api_uses: dict[str, str] | None = None,
+    shared: dict[str, str] | None = None,
     note: str = "",
 ) -> ConflictCase:
     text = None if merged is None else _text(merged)
     uses = api_uses or {}
-    return ConflictCase(name, path, _text(base), _text(ours), _text(theirs), expected, text, uses, note=note)
+    return ConflictCase(
+        name, path, _text(base), _text(ours), _text(theirs), expected, text, uses, shared or {}, note=note
+    )
 
 
 # --- C++ passes -------------------------------------------------------------------------------------------
@@ -1063,6 +1069,83 @@ def _adjacent_edits() -> list[ConflictCase]:
     return out
 
 
+def _mentions() -> list[ConflictCase]:
+    """Upstream renames a helper next to a fork edit (the adjacent-edits shape) and the fork only mentions
+    it: in a comment, a doc, a lit test, or upstream's own caller that the fork left as it was. None of them
+    is a fork use, so the conflict stays mechanical; a caller the fork changed is one (an api case)."""
+    helper = _HELPERS[1]
+    base = _utility_source(_neighbours(1))
+    at = _find(base, f"{helper.ret} {helper.name}(")
+    ours = _edit(base, (at + 1, at + 2, [f"  {helper.fork_first}"]))
+    theirs = _edit(base, (at, at + 1, helper.lines(name=_RENAMES[1])[:1]))
+    merged = _edit(ours, (at, at + 1, theirs[at : at + 1]))
+
+    def case(name: str, expected: ConflictClass, **more: Any) -> ConflictCase:
+        resolved = merged if expected is MECHANICAL else None
+        return _case(name, _UTILITY_PATH, base, ours, theirs, expected, resolved, **more)
+
+    mentions = {
+        "comment": {
+            "third_party/tlx/lib/Notes.cpp": f"// {helper.name} decides it upstream.\nint tlx = 1;\n"
+        },
+        "block-comment": {"third_party/tlx/lib/Doc.h": f"/**\n * Like {helper.name}, for TLX.\n */\n"},
+        "string": {"third_party/tlx/lib/Names.cpp": f'const char *name = "{helper.name}";\n'},
+        "docs": {"docs/tlx.md": f"TLX calls `{helper.name}` for its warps.\n"},
+        "lit": {"test/TLX/warps.mlir": f"// CHECK: {helper.name}\ntt.func @{helper.name}() {{\n}}\n"},
+    }
+    note = "a mention of the renamed helper is no fork use"
+    name = "mechanical/adjacent/rename-mentioned-by-fork"
+    out = [case(f"{name}/{how}", MECHANICAL, api_uses=uses, note=note) for how, uses in mentions.items()]
+    (calling,) = _fork_use_file(helper.name, helper.call, 60).values()
+    caller = {"lib/Conversion/TritonGPUToLLVM/Warps.cpp": calling}
+    note = "upstream's own caller, which the fork did not change: the upstream commit updates it"
+    out.append(case(f"{name}/upstream-caller", MECHANICAL, shared=caller, note=note))
+    changed = {path: text.replace("auto value =", "auto value = 2 *") for path, text in caller.items()}
+    name = f"api/cpp-rename-used-by-a-changed-upstream-caller/{helper.name}"
+    out.append(case(name, API, shared=caller, api_uses=changed))
+    return out
+
+
+def _python_local_kernel() -> list[ConflictCase]:
+    """A test's own `@triton.jit def kernel` is no API: upstream changes its signature beside a fork edit
+    and the fork's other tests launch kernels of that name, and the conflict stays mechanical."""
+    path = "python/test/unit/language/test_empty.py"
+    base = [
+        "import triton",
+        "import triton.language as tl",
+        "",
+        "",
+        "def test_empty_kernel(device):",
+        "    SIZE = 128",
+        "",
+        "    @triton.jit",
+        "    def kernel(X, SIZE: tl.constexpr):",
+        "        pass",
+        "",
+        "    x = torch.empty(SIZE, device=device)",
+        "    kernel[(1,)](x, SIZE=SIZE, num_warps=4)",
+    ]
+    at = _find(base, "def kernel(")
+    ours = _edit(base, (at + 1, at + 2, ["        tl.debug_barrier()"]))
+    theirs = _edit(base, (at, at + 1, ["    def kernel(X, SIZE: tl.constexpr, BLOCK: tl.constexpr = 16):"]))
+    merged = _edit(ours, (at, at + 1, theirs[at : at + 1]))
+    use = ["def test_xpu_empty(device):", "    kernel = compile_empty(device)", "    kernel[(1,)](None)"]
+    uses = {"python/test/unit/intel/test_xpu_empty.py": _text(use)}
+    return [
+        _case(
+            "mechanical/adjacent/python-local-kernel",
+            path,
+            base,
+            ours,
+            theirs,
+            MECHANICAL,
+            merged,
+            api_uses=uses,
+            note="the fork's `kernel` words are its own locals",
+        )
+    ]
+
+
 # --- api --------------------------------------------------------------------------------------------------
 
 
@@ -1982,6 +2065,8 @@ _FAMILIES: tuple[Callable[[], list[ConflictCase]], ...] = (
     _file_and_block_ends,
     _whitespace,
     _adjacent_edits,
+    _mentions,
+    _python_local_kernel,
     _cpp_api,
     _header_api,
     _python_api,
