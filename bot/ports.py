@@ -120,7 +120,9 @@ class CommitWriter(Protocol):
 
     def blame(self, rev: str, path: str, start: int, end: int) -> list[str]: ...
 
-    def grep_word(self, rev: str, word: str, *, limit: int = 20) -> list[tuple[str, int, str]]: ...
+    def grep_word(
+        self, rev: str, word: str, *, limit: int = 20, suffixes: Sequence[str] = ()
+    ) -> list[tuple[str, int, str]]: ...
 
 
 class Repository(HistoryReader, Protocol):

@@ -249,6 +249,7 @@ def test_replacing_a_line_the_fork_replaced_is_a_hunk_overlap(
     )
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     reasons = reasons_of(plan, change)
+    print(reasons)
     assert reasons["patch-stack-hunk"] == "docs/a.md"
     assert reasons["predicted-conflict"] == "needs a human against fork trunk in docs/a.md"
     assert reasons["patch-stack-file"] == "docs/a.md"
@@ -324,6 +325,38 @@ def test_a_conflict_a_rule_resolves_is_not_risky(scenario: Scenario, tmp_path: P
         reasons_of(plan, change)["mechanical-conflict"]
         == f"resolved by a mechanical rule: {path} (include-union)"
     )
+
+
+HELPER = "int scale(int x) {\n  return x;\n}\n\nint other() { return 1; }\n"
+
+
+@pytest.mark.parametrize("fork_calls_it", [True, False])
+def test_a_conflict_over_an_api_the_fork_calls_is_predicted_for_a_human(
+    scenario: Scenario, tmp_path: Path, capsys, fork_calls_it: bool
+) -> None:
+    """Upstream renames a function beside the fork's edit of its body: the adjacent-edits rule could merge
+    it, but where fork code calls the old name the pick leaves it to a human, and the plan says so."""
+    path = "python/src/scale.cc"
+    config = _config(tmp_path, NO_RISKY_COMPONENTS)
+    scenario.upstream("[BUILD] Add scale (#52)", {path: HELPER})
+    scenario.pick(scenario.git("rev-parse", "upstream/main"), how="trailer")
+    calls = {"third_party/tlx/use.cc": "int tlx_scale(int y) { return scale(y) * 2; }\n"}
+    scenario.fork("[TLX] offset", {path: HELPER.replace("return x;", "return x + 1;"), **calls})
+    if not fork_calls_it:
+        scenario.fork(
+            "[TLX] own scaling", {"third_party/tlx/use.cc": "int tlx_scale(int y) { return y * 2; }\n"}
+        )
+    change = scenario.upstream(
+        "[BUILD] Rename scale (#53)", {path: HELPER.replace("int scale(", "int rescale(")}
+    )
+    plan = plan_json(scenario, tmp_path, "--config", str(config), capsys=capsys)
+    reasons = reasons_of(plan, change)
+    if fork_calls_it:
+        assert reasons["predicted-conflict"] == f"needs a human against fork trunk in {path}"
+        assert "mechanical-conflict" not in reasons
+    else:
+        assert reasons["mechanical-conflict"] == f"resolved by a mechanical rule: {path} (adjacent-edits)"
+        assert "predicted-conflict" not in reasons
 
 
 def test_unusual_paths_are_planned(scenario: Scenario, tmp_path: Path, capsys) -> None:

@@ -67,7 +67,15 @@ from types import MappingProxyType
 from bot.core import diff3
 from bot.core.diff3 import Block, Diff3Error
 from bot.core.rerere import conflict_key
-from bot.core.symbols import GRAMMARS, Definition, definitions, innermost_names, language_of, parse_tree
+from bot.core.symbols import (
+    GRAMMARS,
+    Definition,
+    definitions,
+    innermost_names,
+    language_of,
+    parse_tree,
+    suffixes_of,
+)
 
 # --- the API ----------------------------------------------------------------------------------------------
 
@@ -154,6 +162,12 @@ def api_symbols(path: str, *, base: str, theirs: str) -> tuple[str, ...]:
 
 _BLOCK_COMMENT = re.compile(r"/\*.*?(?:\*/|$)")
 _USED_FROM = {"cpp": ("cpp", "tablegen"), "tablegen": ("cpp", "tablegen"), "python": ("python",)}
+
+
+def use_suffixes(defined_in: str) -> tuple[str, ...]:
+    """The suffixes of the files that can use a name defined in the file `defined_in` (see `code_use`):
+    where the adapter searches for fork uses."""
+    return suffixes_of(_USED_FROM.get(_language(defined_in) or "", ()))
 
 
 def code_use(path: str, text: str, name: str, *, defined_in: str) -> bool:

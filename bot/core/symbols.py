@@ -6,7 +6,7 @@ import bisect
 import heapq
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -34,6 +34,11 @@ _LANGUAGE_BY_SUFFIX = {
 
 def language_of(path: str) -> str | None:
     return _LANGUAGE_BY_SUFFIX.get(PurePosixPath(path).suffix.lower())
+
+
+def suffixes_of(languages: Collection[str]) -> tuple[str, ...]:
+    """The file suffixes (`.cpp`, `.py`, …) of files in these languages, as `language_of` reads them."""
+    return tuple(suffix for suffix, language in _LANGUAGE_BY_SUFFIX.items() if language in languages)
 
 
 def definitions(path: str, source: bytes) -> tuple[Definition, ...]:

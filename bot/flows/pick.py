@@ -85,7 +85,8 @@ class Picker:
         self.config = config
         self.recall = recall
         self.use_resolver = use_resolver and bool(config.resolver.command)
-        # Planning only needs to know whether a human is needed: no blame, no search for API users.
+        # Planning only needs to know whether a human is needed: no blame. It still searches the fork for
+        # users of an API upstream changed, which decide whether a conflict is mechanical or api.
         self.with_evidence = evidence
         # Planning's outcomes of conflicted merges, kept by content (see `step`): a re-plan classifies
         # only conflicts it has not met.
@@ -111,12 +112,13 @@ class Picker:
                 ),
                 result.tree,
             )
-        key = self._verdict_key(commit, result)
+        ours = head if strategy is Strategy.MERGE else tree  # what the fork's side of the merge holds
+        key = self._verdict_key(commit, result, ours)
         with tempfile.TemporaryDirectory(prefix="sluice-pick-") as tmp:
             if key is not None and self.verdicts is not None and key in self.verdicts:
                 return self._replay(commit, result, self.verdicts[key], Path(tmp))
             outcomes = [
-                self._file(path, stages, commit, head, Path(tmp))
+                self._file(path, stages, commit, head, Path(tmp), ours=ours)
                 for path, stages in sorted(result.stages.items())
             ]
             step = self._finish(commit, result, outcomes, Path(tmp))
@@ -124,9 +126,10 @@ class Picker:
             self.verdicts[key] = _remembered(step, outcomes)
         return step
 
-    def _verdict_key(self, commit: CommitInfo, result: MergeResult) -> FactKey | None:
+    def _verdict_key(self, commit: CommitInfo, result: MergeResult, ours: str) -> FactKey | None:
         """What determines a conflicted merge's outcome in planning: the commit, the merged tree and its
-        index stages (so all three sides), the configuration and the code that classifies."""
+        index stages (so all three sides), the fork's side `ours` (where API users are searched), the
+        configuration and the code that classifies."""
         if (
             self.verdicts is None
             or self.with_evidence
@@ -141,6 +144,7 @@ class Picker:
             VERSIONS[FactKind.VERDICT],
             self._git_version,
             result.tree,
+            ours,
             stages,
             self.config.model_dump_json(),
         ]
@@ -210,8 +214,17 @@ class Picker:
         return StepResult(report, tree, rules)
 
     def _file(
-        self, path: str, stages: Mapping[int, Stage], commit: CommitInfo, head: str, tmp: Path
+        self,
+        path: str,
+        stages: Mapping[int, Stage],
+        commit: CommitInfo,
+        head: str,
+        tmp: Path,
+        *,
+        ours: str | None = None,
     ) -> _FileOutcome:
+        """One conflicted file classified (and resolved where it can be): `head` is the commit whose history
+        blame reads, `ours` the tree or commit of the fork's side (`head` when not given)."""
         problem = _unmergeable_reason(stages)
         if problem is None:
             blobs = self.repo.blobs(stages[i].oid for i in (1, 2, 3))
@@ -223,7 +236,7 @@ class Picker:
         else:
             parent = commit.parents[0] if commit.parents else None
             outcome = self._classify(
-                path, stages, texts, head, tmp, upstream_sha=commit.sha, upstream_base=parent
+                path, stages, texts, ours or head, tmp, upstream_sha=commit.sha, upstream_base=parent
             )
         if self.with_evidence:
             outcome.hunk_blame = tuple(self._blame(path, h.hunk, head) for h in outcome.verdict.hunks)
@@ -237,16 +250,17 @@ class Picker:
         path: str,
         stages: Mapping[int, Stage],
         texts: list[bytes],
-        head: str,
+        fork_side: str,
         tmp: Path,
         *,
         upstream_sha: str,
         upstream_base: str | None,
     ) -> _FileOutcome:
+        """`fork_side`: the tree or commit whose files are the fork's side (searched for API users)."""
         base, ours, theirs = (t.decode("utf-8", "surrogateescape") for t in texts)
         merged, _ = self.git.merge_file(texts[0], texts[1], texts[2], workdir=tmp)
-        symbols = conflicts.api_symbols(path, base=base, theirs=theirs) if self.with_evidence else ()
-        uses = {symbol: self._uses(head, path, symbol, upstream_base=upstream_base) for symbol in symbols}
+        symbols = conflicts.api_symbols(path, base=base, theirs=theirs)
+        uses = {s: self._uses(fork_side, path, s, upstream_base=upstream_base) for s in symbols}
         verdict = conflicts.classify_file(
             path,
             base=base,
@@ -276,11 +290,13 @@ class Picker:
                 outcome.text, outcome.how = outcome.hook.text, "proposed"
         return outcome
 
-    def _uses(self, head: str, path: str, symbol: str, *, upstream_base: str | None) -> list[conflicts.Use]:
-        """Fork lines that use a symbol defined in `path`, found by its last name component (`ns::Cls::f`,
-        `mod.f` -> `f`): as code (`conflicts.code_use`), on lines of the fork's own. A line that upstream's
-        file has too, as of the commit's parent `upstream_base`, is upstream's: the commit changes it, or
-        it merges cleanly."""
+    def _uses(
+        self, fork_side: str, path: str, symbol: str, *, upstream_base: str | None
+    ) -> list[conflicts.Use]:
+        """Lines of `fork_side` (a tree or commit) that use a symbol defined in `path`, found by its last
+        name component (`ns::Cls::f`, `mod.f` -> `f`): as code (`conflicts.code_use`), on lines of the
+        fork's own. A line that upstream's file has too, as of the commit's parent `upstream_base`, is
+        upstream's: the commit changes it, or it merges cleanly."""
         word = symbol.split("::")[-1].split(".")[-1]
         upstream: dict[str, frozenset[str]] = {}
 
@@ -293,7 +309,10 @@ class Picker:
                 upstream[file] = frozenset(line.strip() for line in lines)
             return text.strip() in upstream[file]
 
-        hits = self.git.grep_word(head, word, limit=GREP_HITS)
+        suffixes = conflicts.use_suffixes(path)
+        if not suffixes:
+            return []  # no file can call it (api_symbols finds none in such a file)
+        hits = self.git.grep_word(fork_side, word, limit=GREP_HITS, suffixes=suffixes)
         return [
             conflicts.Use(path=file, line=n, text=text)
             for file, n, text in hits

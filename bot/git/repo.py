@@ -32,6 +32,7 @@ META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%ad", "%ct", "%B"])  # with
 COMMITTER = "Sluice <sluice@users.noreply.github.com>"
 
 
+SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,8}")  # a file suffix for grep_word's pathspecs: nothing a glob reads
 SHA_PREFIX = re.compile(r"[0-9a-f]{7,40}")  # what reads as a commit's SHA rather than a ref's name
 # How git names an object it cannot read (a partial clone, a snapshot without large blobs).
 MISSING_OBJECT = re.compile(
@@ -145,8 +146,13 @@ class GitRepo:
     def run(self, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> str:
         return self.run_bytes(*args, stdin=stdin, ok=ok).decode("utf-8", "replace")
 
-    def run_bytes(self, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> bytes:
-        proc = subprocess.run(["git", *args], cwd=self.path, input=stdin, capture_output=True, env=self.env)
+    def run_bytes(
+        self, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,), globs: bool = False
+    ) -> bytes:
+        """git's output. Pathspecs are literal (`GIT_LITERAL_PATHSPECS`) unless `globs`, for the pathspecs
+        Sluice writes itself (never a path or pattern from outside)."""
+        env = {**self.env, "GIT_LITERAL_PATHSPECS": "0"} if globs else self.env
+        proc = subprocess.run(["git", *args], cwd=self.path, input=stdin, capture_output=True, env=env)
         if proc.returncode not in ok:
             raise command_failure(args[0], proc.stderr, proc.returncode)
         return proc.stdout
@@ -531,12 +537,17 @@ class Plumbing:
                 seen.append(head)
         return seen
 
-    def grep_word(self, rev: str, word: str, *, limit: int = 20) -> list[tuple[str, int, str]]:
-        """Lines of the tree at `rev` that use `word` as a whole word: (path, line, text)."""
+    def grep_word(
+        self, rev: str, word: str, *, limit: int = 20, suffixes: Sequence[str] = ()
+    ) -> list[tuple[str, int, str]]:
+        """Lines of the tree `rev` (or a commit's) that use `word` as a whole word: (path, line, text), at
+        most `limit` of them; only in files whose names end in one of `suffixes` (any case), when given."""
         rev = validate_sha(rev)
-        out = self.repo.run(
-            "grep", "-n", "-z", "-w", "-F", "-I", "--no-color", "-e", word, rev, "--", ok=(0, 1)
-        )
+        paths = [f":(icase)*{suffix}" for suffix in suffixes if SUFFIX.fullmatch(suffix)]
+        if len(paths) != len(suffixes):
+            raise ValueError(f"not a file suffix: {suffixes!r}")
+        args = ("grep", "-n", "-z", "-w", "-F", "-I", "--no-color", "-e", word, rev, "--", *paths)
+        out = self.repo.run_bytes(*args, ok=(0, 1), globs=True).decode("utf-8", "replace")
         hits = []
         for line in out.split("\n")[:limit]:
             fields = line.split("\0", 2)  # `rev:path\0line\0text`: paths may hold ':' but never NUL
