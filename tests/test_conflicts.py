@@ -308,6 +308,24 @@ def test_an_api_change_that_merged_cleanly_is_noted_in_the_reason(tmp_path: Path
     assert "note: upstream renamed `isExpensiveLoadOrStore` to `isExpensiveMemoryOp`" in verdict.reason
 
 
+def test_a_module_wide_api_change_is_noted_briefly(tmp_path: Path) -> None:
+    """Upstream gives every function of a module a new first parameter (Triton's move of `semantic.py`'s
+    functions into a class); the fork calls them all. Three are described, the rest named."""
+    names = [f"op{i:02d}" for i in range(20)]
+    base = "".join(f"def {n}(x, builder):\n    return x\n\n\n" for n in names) + "def main():\n    return 0\n"
+    theirs = base.replace("(x, builder)", "(self, x)").replace("return 0", "return 1")
+    ours = base.replace("return 0", "return 2")
+    uses = {n: [Use("third_party/intel/ops.py", i + 1, f"y = {n}(x, b)")] for i, n in enumerate(names)}
+    _, merged = merge_file(tmp_path, base, ours, theirs)
+    verdict = classify_file("python/m.py", base=base, ours=ours, theirs=theirs, merged=merged, uses=uses)
+    assert verdict.cls is ConflictClass.SEMANTIC
+    note = verdict.reason.split("; note: ", 1)[1]
+    assert note.count("changed the signature of") == 3 and "`op00`" in note and "ops.py:3)" in note
+    assert note.endswith(
+        "and 17 more changed API(s) the fork uses: " + ", ".join(f"`{n}`" for n in names[3:13]) + ", …"
+    )
+
+
 @pytest.mark.parametrize(
     ("path", "text", "reference", "problem"),
     [

@@ -1315,14 +1315,26 @@ def _file_verdict(
     return FileVerdict(file.path, cls, shown, text, rules, reason + note)
 
 
+NOTED_CHANGES, NOTED_NAMES = 3, 10  # a refactor of a whole module changes dozens: a reason stays readable
+
+
 def _api_note(file: _File, verdicts: Sequence[HunkVerdict]) -> str:
-    """API changes the fork uses that merged cleanly: not conflicts here, but worth a line in the reason."""
+    """API changes the fork uses that merged cleanly: not conflicts here, but worth a line in the reason.
+    The first few are described; the rest are named."""
     reported = {v.symbol for v in verdicts if v.cls is ConflictClass.API}
-    notes = [
-        f"{change.describe()} (fork uses it at {_places(uses, file.path)})"
+    used = [
+        (change, uses)
         for symbol, change in sorted(file.api.items())
         if symbol not in reported and (uses := file.fork_uses(symbol))
     ]
+    notes = [
+        f"{change.describe()} (fork uses it at {_places(uses, file.path)})"
+        for change, uses in used[:NOTED_CHANGES]
+    ]
+    rest = [f"`{change.symbol}`" for change, _ in used[NOTED_CHANGES:]]
+    if rest:
+        names = ", ".join(rest[:NOTED_NAMES]) + (", …" if len(rest) > NOTED_NAMES else "")
+        notes.append(f"and {len(rest)} more changed API(s) the fork uses: {names}")
     return "; note: " + "; ".join(notes) if notes else ""
 
 
