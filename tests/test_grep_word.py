@@ -1,5 +1,6 @@
-"""`Plumbing.grep_word`, the search for fork uses of a changed API, in a real repository: by file suffix
-(any case), in a commit or a tree, and only with suffixes Sluice writes itself."""
+"""The search for fork uses of a changed API, in a real repository: `Plumbing.grep_word` by file suffix
+(any case), in a commit or a tree, and only with suffixes Sluice writes itself; `GitRepo.read_files`, the
+upstream files the hits are compared with, in one read."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ FILES = {
     "python/order.py": "order = getOrder(x)\n",
     "docs/order.md": "Call getOrder first.\n",
     "lib/getOrderForMemory.cpp": "int b = getOrderForMemory(x);\n",  # another word
+    "docs/with space missing.md": "a name that ends like cat-file's answer for a missing one\n",
 }
 
 
@@ -60,3 +62,14 @@ def test_a_suffix_that_is_no_plain_suffix_is_refused(repo: tuple[GitRepo, str], 
     git, commit = repo
     with pytest.raises(ValueError, match="not a file suffix"):
         git.plumbing().grep_word(commit, "getOrder", suffixes=(".cpp", suffix))
+
+
+def test_read_files_reads_those_there_in_one_go(repo: tuple[GitRepo, str]) -> None:
+    git, commit = repo
+    asked = ["lib/Order.cpp", "docs/with space missing.md", "lib", "nothing/here.cpp", "odd\nname.cpp"]
+    found = git.read_files(commit, asked)
+    assert found == {p: FILES[p].encode() for p in ("lib/Order.cpp", "docs/with space missing.md")}
+    assert git.read_files(git.tree_of(commit), ["include/ORDER.H"]) == {
+        "include/ORDER.H": FILES["include/ORDER.H"].encode()
+    }
+    assert git.read_files(commit, []) == {}

@@ -298,25 +298,23 @@ class Picker:
         fork's own. A line that upstream's file has too, as of the commit's parent `upstream_base`, is
         upstream's: the commit changes it, or it merges cleanly."""
         word = symbol.split("::")[-1].split(".")[-1]
-        upstream: dict[str, frozenset[str]] = {}
-
-        def upstreams(file: str, text: str) -> bool:
-            if upstream_base is None:
-                return False
-            if file not in upstream:
-                data = self.repo.read_file(upstream_base, file) or b""
-                lines = data.decode("utf-8", "surrogateescape").splitlines()
-                upstream[file] = frozenset(line.strip() for line in lines)
-            return text.strip() in upstream[file]
-
         suffixes = conflicts.use_suffixes(path)
         if not suffixes:
             return []  # no file can call it (api_symbols finds none in such a file)
-        hits = self.git.grep_word(fork_side, word, limit=GREP_HITS, suffixes=suffixes)
+        hits = [
+            hit
+            for hit in self.git.grep_word(fork_side, word, limit=GREP_HITS, suffixes=suffixes)
+            if conflicts.code_use(hit[0], hit[2], word, defined_in=path)
+        ]
+        files = self.repo.read_files(upstream_base, {f for f, _, _ in hits}) if upstream_base else {}
+        upstream = {
+            file: {line.strip() for line in data.decode("utf-8", "surrogateescape").splitlines()}
+            for file, data in files.items()
+        }
         return [
             conflicts.Use(path=file, line=n, text=text)
             for file, n, text in hits
-            if conflicts.code_use(file, text, word, defined_in=path) and not upstreams(file, text)
+            if text.strip() not in upstream.get(file, ())
         ]
 
     def _ask_resolver(

@@ -380,23 +380,36 @@ class GitRepo:
         data = self.read_file(tree, path)
         return None if data is None else data.decode("utf-8", "surrogateescape")
 
+    def read_files(self, rev: str, paths: Iterable[str]) -> dict[str, bytes]:
+        """Many files as the commit or tree `rev` has them, through one `git cat-file --batch`: those that
+        are there (and are blobs). A path holding a line break cannot be asked for and is left out."""
+        rev = validate_sha(rev)
+        wanted = sorted({p for p in paths if "\n" not in p and "\r" not in p})
+        found = self._batch([f"{rev}:{path}" for path in wanted], kind=b"blob")
+        return {path: found[f"{rev}:{path}"] for path in wanted if f"{rev}:{path}" in found}
+
     def blobs(self, shas: Iterable[str]) -> dict[str, bytes]:
         """Read many blobs through one `git cat-file --batch`."""
-        wanted = sorted({validate_sha(s) for s in shas})
+        return self._batch(sorted({validate_sha(s) for s in shas}))
+
+    def _batch(self, wanted: Sequence[str], *, kind: bytes | None = None) -> dict[str, bytes]:
+        """What `git cat-file --batch` gives for each object name in `wanted` that it finds (of type `kind`,
+        when given): `<oid> <type> <size>` and the content, or `<name> missing` (a name may hold spaces)."""
         if not wanted:
             return {}
         out = self.run_bytes("cat-file", "--batch", stdin=("\n".join(wanted) + "\n").encode())
         result: dict[str, bytes] = {}
         pos = 0
-        for sha in wanted:
+        for name in wanted:
             header_end = out.index(b"\n", pos)
-            header = out[pos:header_end].split()
-            if len(header) < 3 or header[1] == b"missing":
+            header = out[pos:header_end]
+            if header.endswith((b" missing", b" ambiguous")):
                 pos = header_end + 1
                 continue
-            size = int(header[2])
-            result[sha] = out[header_end + 1 : header_end + 1 + size]
-            pos = header_end + 1 + size + 1
+            _, found, size = header.split()
+            if kind is None or found == kind:
+                result[name] = out[header_end + 1 : header_end + 1 + int(size)]
+            pos = header_end + 1 + int(size) + 1
         return result
 
     # -- merges without a work tree ----------------------------------------------------------------
