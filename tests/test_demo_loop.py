@@ -248,13 +248,15 @@ def test_read_bisections_reads_the_forks_bisections_from_the_store(tmp_path: Pat
 def test_the_summary_points_only_at_what_outlives_the_run(result: dict[str, Any]) -> None:
     """`make demo` builds in a temporary directory: its last lines named repositories and a store already
     removed, and an audit command that could only fail."""
+    assert result["kept"] == {"directory": True, "store": True}  # --dir
     found = demo_loop.DemoResult.from_json(result)
-    kept = demo_loop.summary_text(found)  # --dir
+    kept = demo_loop.summary_text(found)
     assert result["simulator"]["repositories"] in kept and "An audit record: sluice audit " in kept
-    gone = demo_loop.summary_text(found, kept=False, store_kept=False)
+    without_dir = result | {"kept": {"directory": False, "store": False}}  # as --json says it then
+    gone = demo_loop.summary_text(demo_loop.DemoResult.from_json(without_dir))
     assert result["simulator"]["repositories"] not in gone and "sluice audit" not in gone
     assert "removed at exit:\n`sluice demo --dir DIR` keeps them, and the store, to look at." in gone
-    own_store = demo_loop.summary_text(found, kept=False, store_kept=True)  # --database given
+    own_store = demo_loop.summary_text(dataclasses.replace(found, kept=False))  # --database given
     assert "An audit record: sluice audit " in own_store
 
 

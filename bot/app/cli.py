@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
 import importlib.metadata
 import json
@@ -419,10 +420,11 @@ def _demo_loop(sandbox: Sandbox, root: Path, args: argparse.Namespace, *, store_
     result = demo_loop.run_demo(
         sandbox, root=root, database_url=args.database, timeout_s=args.timeout, say=say
     )
+    result = dataclasses.replace(result, kept=bool(args.dir), store_kept=store_kept)
     if args.json:
         print(json.dumps(result.as_json(), indent=2, sort_keys=True))
     else:
-        sys.stdout.write(demo_loop.summary_text(result, kept=bool(args.dir), store_kept=store_kept))
+        sys.stdout.write(demo_loop.summary_text(result))
     return 1 if result.pending else 0
 
 

@@ -175,6 +175,8 @@ class DemoResult:
     pending: list[str]
     seconds: float
     where: dict[str, str]
+    kept: bool = True  # the run's directory (sandbox, the simulator's repositories) outlives the run
+    store_kept: bool = True  # so does the store (`--dir`, or `--database` naming one's own)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -186,6 +188,7 @@ class DemoResult:
             "pending": self.pending,
             "seconds": round(self.seconds, 1),
             "simulator": self.where,
+            "kept": {"directory": self.kept, "store": self.store_kept},  # else removed at exit
         }
 
     @classmethod
@@ -200,6 +203,8 @@ class DemoResult:
             pending=list(data["pending"]),
             seconds=float(data["seconds"]),
             where=dict(data["simulator"]),
+            kept=bool(data.get("kept", {}).get("directory", True)),
+            store_kept=bool(data.get("kept", {}).get("store", True)),
         )
 
 
@@ -683,9 +688,9 @@ STATE_WORDS = {
 }
 
 
-def summary_text(result: DemoResult, *, kept: bool = True, store_kept: bool = True) -> str:
+def summary_text(result: DemoResult) -> str:
     """What happened, in words: each ingestion, the culprit, the bisections, Days Behind before and after;
-    then where to look, unless the run's directory (`kept`) or its store (`store_kept`) is gone at exit."""
+    then where to look, unless the run's directory or its store is gone at exit (`result.kept`)."""
     merged = [i for i in result.ingestions if i.state == "merged"]
     prs = len([i for i in result.ingestions if i.pr])
     ran = (
@@ -708,12 +713,12 @@ def summary_text(result: DemoResult, *, kept: bool = True, store_kept: bool = Tr
         lines.append(f"The demo approved {approved} as @{MAINTAINER}, a code owner (@{MAINTAINERS}).")
     if result.pending:
         lines += ["", "Timed out with this still in flight:", *(f"  {p}" for p in result.pending)]
-    return "\n".join([*lines, "", *_where_lines(result, kept=kept, store_kept=store_kept)]) + "\n"
+    return "\n".join([*lines, "", *_where_lines(result)]) + "\n"
 
 
-def _where_lines(result: DemoResult, *, kept: bool, store_kept: bool) -> list[str]:
+def _where_lines(result: DemoResult) -> list[str]:
     where = result.where
-    if kept:
+    if result.kept:
         lines = [
             f"The simulator's repositories: {where['repositories']} (fork trunk: {FORK}.git, branch main)."
         ]
@@ -723,7 +728,7 @@ def _where_lines(result: DemoResult, *, kept: bool, store_kept: bool) -> list[st
             "`sluice demo --dir DIR` keeps them, and the store, to look at.",
         ]
     example = next((i for i in result.ingestions if i.audit), None)
-    if example is not None and store_kept:
+    if example is not None and result.store_kept:
         lines.append(f"An audit record: sluice audit {example.id} --database {where.get('database')}")
     return lines
 
