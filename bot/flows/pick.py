@@ -302,9 +302,9 @@ class Picker:
         if not suffixes:
             return []  # no file can call it (api_symbols finds none in such a file)
         hits = [
-            hit
-            for hit in self.git.grep_word(fork_side, word, limit=GREP_HITS, suffixes=suffixes)
-            if conflicts.code_use(hit[0], hit[2], word, defined_in=path)
+            (file, n, text)
+            for file, n, text in self.git.grep_word(fork_side, word, limit=GREP_HITS, suffixes=suffixes)
+            if conflicts.code_use(file, text, word, defined_in=path)
         ]
         files = self.repo.read_files(upstream_base, {f for f, _, _ in hits}) if upstream_base else {}
         upstream = {

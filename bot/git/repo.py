@@ -406,10 +406,11 @@ class GitRepo:
             if header.endswith((b" missing", b" ambiguous")):
                 pos = header_end + 1
                 continue
-            _, found, size = header.split()
+            _, found, length = header.split()
+            size = int(length)
             if kind is None or found == kind:
-                result[name] = out[header_end + 1 : header_end + 1 + int(size)]
-            pos = header_end + 1 + int(size) + 1
+                result[name] = out[header_end + 1 : header_end + 1 + size]
+            pos = header_end + 1 + size + 1
         return result
 
     # -- merges without a work tree ----------------------------------------------------------------
