@@ -249,7 +249,6 @@ def test_replacing_a_line_the_fork_replaced_is_a_hunk_overlap(
     )
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     reasons = reasons_of(plan, change)
-    print(reasons)
     assert reasons["patch-stack-hunk"] == "docs/a.md"
     assert reasons["predicted-conflict"] == "needs a human against fork trunk in docs/a.md"
     assert reasons["patch-stack-file"] == "docs/a.md"
