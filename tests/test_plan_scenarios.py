@@ -250,7 +250,7 @@ def test_replacing_a_line_the_fork_replaced_is_a_hunk_overlap(
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     reasons = reasons_of(plan, change)
     assert reasons["patch-stack-hunk"] == "docs/a.md"
-    assert reasons["predicted-conflict"] == "needs a human against fork trunk in docs/a.md"
+    assert reasons["predicted-conflict"] == "needs a human against fork trunk in docs/a.md (unknown)"
     assert reasons["patch-stack-file"] == "docs/a.md"
 
 
@@ -351,7 +351,7 @@ def test_a_conflict_over_an_api_the_fork_calls_is_predicted_for_a_human(
     plan = plan_json(scenario, tmp_path, "--config", str(config), capsys=capsys)
     reasons = reasons_of(plan, change)
     if fork_calls_it:
-        assert reasons["predicted-conflict"] == f"needs a human against fork trunk in {path}"
+        assert reasons["predicted-conflict"] == f"needs a human against fork trunk in {path} (api)"
         assert "mechanical-conflict" not in reasons
     else:
         assert reasons["mechanical-conflict"] == f"resolved by a mechanical rule: {path} (adjacent-edits)"
@@ -417,7 +417,10 @@ def test_binary_empty_and_deleting_commits(scenario: Scenario, tmp_path: Path, c
     delete = scenario.upstream("[DOCS] drop a.md (#82)", {"docs/a.md": None})
     plan = plan_json(scenario, tmp_path, capsys=capsys)
     assert reasons_of(plan, binary)["binary"] == "docs/logo.png"
-    assert reasons_of(plan, delete)["predicted-conflict"] == "needs a human against fork trunk in docs/a.md"
+    assert (
+        reasons_of(plan, delete)["predicted-conflict"]
+        == "needs a human against fork trunk in docs/a.md (unknown)"
+    )
     bundles, chains = grouping(plan)
     assert bundles == [[binary]] and chains == [[delete]]
     assert plan["status"]["recognised_by"]["already-applied"] == 1  # the empty one: its pick changes nothing

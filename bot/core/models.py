@@ -101,8 +101,8 @@ class UpstreamCommit(Frozen):
     info: CommitInfo
     position: int  # index in the upstream stream, oldest = 0
     files: tuple[FileChange, ...] = ()
-    # Predicted against fork trunk plus the earlier pending commits that applied: files a human must resolve,
-    # and files a mechanical rule resolves ("path (rule)").
+    # Predicted against fork trunk plus the earlier pending commits that applied: files a human must resolve
+    # ("path (class)": api, semantic or unknown), and files a mechanical rule resolves ("path (rule)").
     conflict_files: tuple[str, ...] = ()
     resolved_files: tuple[str, ...] = ()
     conflict_checked: bool = False

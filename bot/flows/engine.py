@@ -338,7 +338,7 @@ def predict_conflicts(
         tree = step.tree or tree
         files = step.report.files
         result[commit.sha] = PredictedConflicts(
-            conflict_files=tuple(f.path for f in files if not f.resolved),
+            conflict_files=tuple(f"{f.path} ({f.cls})" for f in files if not f.resolved),
             resolved_files=tuple(f"{f.path} ({f.rule})" for f in files if f.resolved),
             conflict_checked=True,
         )
