@@ -164,10 +164,15 @@ _BLOCK_COMMENT = re.compile(r"/\*.*?(?:\*/|$)")
 _USED_FROM = {"cpp": ("cpp", "tablegen"), "tablegen": ("cpp", "tablegen"), "python": ("python",)}
 
 
+def _calling_languages(defined_in: str) -> tuple[str, ...]:
+    """The languages whose files can use a name defined in the file `defined_in`."""
+    return _USED_FROM.get(_language(defined_in) or "", ())
+
+
 def use_suffixes(defined_in: str) -> tuple[str, ...]:
     """The suffixes of the files that can use a name defined in the file `defined_in` (see `code_use`):
     where the adapter searches for fork uses."""
-    return suffixes_of(_USED_FROM.get(_language(defined_in) or "", ()))
+    return suffixes_of(_calling_languages(defined_in))
 
 
 def code_use(path: str, text: str, name: str, *, defined_in: str) -> bool:
@@ -177,7 +182,7 @@ def code_use(path: str, text: str, name: str, *, defined_in: str) -> bool:
     A line of a multi-line comment is known by its leading `*` (`* getOrder returns…`); a line of a Python
     docstring is not known."""
     lang = _language(path)
-    if lang not in _USED_FROM.get(_language(defined_in) or "", ()):
+    if lang not in _calling_languages(defined_in):
         return False  # docs, build files, lit tests (`tt.load` is an op, not the function `load`): mentions
     marker = _COMMENT_MARKER[lang]
     if marker == "//":

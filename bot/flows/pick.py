@@ -260,7 +260,7 @@ class Picker:
         base, ours, theirs = (t.decode("utf-8", "surrogateescape") for t in texts)
         merged, _ = self.git.merge_file(texts[0], texts[1], texts[2], workdir=tmp)
         symbols = conflicts.api_symbols(path, base=base, theirs=theirs)
-        uses = {s: self._uses(fork_side, path, s, upstream_base=upstream_base) for s in symbols}
+        uses = self._uses(fork_side, path, symbols, upstream_base=upstream_base)
         verdict = conflicts.classify_file(
             path,
             base=base,
@@ -291,31 +291,38 @@ class Picker:
         return outcome
 
     def _uses(
-        self, fork_side: str, path: str, symbol: str, *, upstream_base: str | None
-    ) -> list[conflicts.Use]:
-        """Lines of `fork_side` (a tree or commit) that use a symbol defined in `path`, found by its last
-        name component (`ns::Cls::f`, `mod.f` -> `f`): as code (`conflicts.code_use`), on lines of the
-        fork's own. A line that upstream's file has too, as of the commit's parent `upstream_base`, is
-        upstream's: the commit changes it, or it merges cleanly."""
-        word = symbol.split("::")[-1].split(".")[-1]
+        self, fork_side: str, path: str, symbols: Sequence[str], *, upstream_base: str | None
+    ) -> dict[str, list[conflicts.Use]]:
+        """For each symbol defined in `path`, the lines of `fork_side` (a tree or commit) that use it, found
+        by its last name component (`ns::Cls::f`, `mod.f` -> `f`): as code (`conflicts.code_use`), on lines
+        of the fork's own. A line that upstream's file has too, as of the commit's parent `upstream_base`, is
+        upstream's: the commit changes it, or it merges cleanly. Upstream's files are read once for all."""
         suffixes = conflicts.use_suffixes(path)
         if not suffixes:
-            return []  # no file can call it (api_symbols finds none in such a file)
-        hits = [
-            (file, n, text)
-            for file, n, text in self.git.grep_word(fork_side, word, limit=GREP_HITS, suffixes=suffixes)
-            if conflicts.code_use(file, text, word, defined_in=path)
-        ]
-        files = self.repo.read_files(upstream_base, {f for f, _, _ in hits}) if upstream_base else {}
+            return {}  # no file can call them (api_symbols finds none in such a file)
+        hits: dict[str, list[tuple[str, int, str]]] = {}
+        for symbol in symbols:
+            word = symbol.split("::")[-1].split(".")[-1]
+            found = self.git.grep_word(fork_side, word, limit=GREP_HITS, suffixes=suffixes)
+            hits[symbol] = [
+                (file, n, text)
+                for file, n, text in found
+                if conflicts.code_use(file, text, word, defined_in=path)
+            ]
+        wanted = {file for lines in hits.values() for file, _, _ in lines}
+        files = self.repo.read_files(upstream_base, wanted) if upstream_base else {}
         upstream = {
             file: {line.strip() for line in data.decode("utf-8", "surrogateescape").splitlines()}
             for file, data in files.items()
         }
-        return [
-            conflicts.Use(path=file, line=n, text=text)
-            for file, n, text in hits
-            if text.strip() not in upstream.get(file, ())
-        ]
+        return {
+            symbol: [
+                conflicts.Use(path=file, line=n, text=text)
+                for file, n, text in lines
+                if text.strip() not in upstream.get(file, ())
+            ]
+            for symbol, lines in hits.items()
+        }
 
     def _ask_resolver(
         self,
