@@ -52,6 +52,19 @@ def add_upstream_commit(upstream: Path) -> str:
     return commit
 
 
+def commit_graph(repo: Path) -> list[bytes]:
+    """The layers of the split commit-graph git keeps in `repo`, each file's bytes."""
+    graphs = repo / "objects" / "info" / "commit-graphs"
+    chain = (graphs / "commit-graph-chain").read_text().split()
+    return [(graphs / f"graph-{layer}.graph").read_bytes() for layer in chain]
+
+
+def in_commit_graph(repo: Path, sha: str) -> bool:
+    """Whether `repo`'s commit-graph lists `sha` (graphs store raw ids) in a layer with changed-path filters
+    (its Bloom filter index chunk, `BIDX`)."""
+    return any(bytes.fromhex(sha) in layer and b"BIDX" in layer for layer in commit_graph(repo))
+
+
 def test_mirror_then_plan_and_sync_incrementally(sandbox: Sandbox, tmp_path: Path, capsys) -> None:
     mirror = tmp_path / "mirror.git"
     argv = [
@@ -72,6 +85,8 @@ def test_mirror_then_plan_and_sync_incrementally(sandbox: Sandbox, tmp_path: Pat
         == 0
     )
     assert f'"ingestion_tip": "{sandbox.manifest.ingestion_tip}"' in capsys.readouterr().out
+    assert in_commit_graph(mirror, sandbox.manifest.fork_head)
+    assert in_commit_graph(mirror, sandbox.manifest.upstream_head)
 
     objects = in_pack(mirror)
     assert main(argv) == 0
@@ -80,6 +95,7 @@ def test_mirror_then_plan_and_sync_incrementally(sandbox: Sandbox, tmp_path: Pat
     assert main(argv) == 0
     assert f"upstream/main: {new[:10]}\n" in capsys.readouterr().out
     assert 0 < in_pack(mirror) - objects <= 3  # the commit, its tree, its blob: nothing fetched twice
+    assert in_commit_graph(mirror, new)
 
 
 @pytest.mark.parametrize(

@@ -105,6 +105,21 @@ def test_a_commit_that_needs_a_human_writes_no_ref_at_all(scenario: Scenario, ca
     assert scenario.git("branch", "--list", "ingest/2") == ""
 
 
+def test_the_evidence_names_the_fork_commits_not_the_upstream_lines_in_the_same_block(
+    scenario: Scenario, capsys
+) -> None:
+    """Upstream rewrote two lines, the fork one of them: the block's fork side holds both, and blame names
+    the fork's commit, not upstream's import of the other line (upstream's history is no one to ask)."""
+    scenario.fork("[TLX] offset", {"python/triton/core.py": PY.replace("ptr + 1", "ptr + 2")})
+    changed = PY.replace("ptr + 1", "ptr * 4").replace("return x", "return x * 2")
+    clash = scenario.upstream("[FRONTEND] offset (#5)", {"python/triton/core.py": changed})
+    code, report, _ = pick(scenario, capsys, clash)
+    assert code == 1
+    (file,) = report["commits"][0]["files"]
+    (hunk,) = file["hunks"]
+    assert file["evidence"]["blame"] == hunk["blame"] == [scenario.git("rev-parse", "main")]
+
+
 def test_dry_run_writes_nothing(scenario: Scenario, capsys) -> None:
     up = scenario.upstream("[DOCS] More (#6)", {"docs/a.md": "a\nb\n"})
     before = scenario.git("for-each-ref")

@@ -239,7 +239,8 @@ class Picker:
                 path, stages, texts, ours or head, tmp, upstream_sha=commit.sha, upstream_base=parent
             )
         if self.with_evidence:
-            outcome.hunk_blame = tuple(self._blame(path, h.hunk, head) for h in outcome.verdict.hunks)
+            since = commit.parents[0] if commit.parents else None
+            outcome.hunk_blame = tuple(self._blame(path, h.hunk, head, since) for h in outcome.verdict.hunks)
             outcome.evidence = self._evidence(path, outcome.verdict, commit, outcome)
         else:
             outcome.evidence = FileEvidence(upstream=commit.sha, blame=(), component=None, symbol=None)
@@ -354,10 +355,11 @@ class Picker:
             check=lambda p, text: conflicts.check_resolution(p, text, reference=ours),
         )
 
-    def _blame(self, path: str, hunk: conflicts.Hunk3, head: str) -> tuple[str, ...]:
-        """Fork commits that last touched our side of one conflict block (or the line it sits at)."""
+    def _blame(self, path: str, hunk: conflicts.Hunk3, head: str, since: str | None) -> tuple[str, ...]:
+        """Fork commits that last touched our side of one conflict block (or the line it sits at): the commits
+        `head` has and `since` (the upstream commit's parent) lacks, so the walk ends at what upstream had."""
         start = max(hunk.line, 1)
-        return tuple(self.git.blame(head, path, start, start + max(len(hunk.ours), 1) - 1))
+        return tuple(self.git.blame(head, path, start, start + max(len(hunk.ours), 1) - 1, since=since))
 
     def _evidence(
         self, path: str, verdict: FileVerdict, commit: CommitInfo, outcome: _FileOutcome

@@ -122,6 +122,10 @@ class Mirror:
         self._git(
             "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote, refspec, auth=auth
         )
+        # What the fetch brought joins the mirror's commit-graph (a split one: only new commits are written),
+        # with changed-path filters: the history walks of plans and picks, blame's and path-limited logs'
+        # above all, read it rather than parse every commit and diff every tree.
+        self._git("commit-graph", "write", "--reachable", "--split", "--changed-paths", "--no-progress")
 
     def sync(
         self,

@@ -539,17 +539,27 @@ class Plumbing:
         ref = f"refs/heads/{validate_ref(branch)}"
         self.repo.run("update-ref", "-m", "sluice pick", ref, validate_sha(new), old or "0" * 40)
 
-    def blame(self, rev: str, path: str, start: int, end: int) -> list[str]:
-        """Commits that last touched lines start..end of `path` at `rev`, in line order, unique."""
+    def blame(self, rev: str, path: str, start: int, end: int, *, since: str | None = None) -> list[str]:
+        """Commits that last touched lines start..end of `path` at `rev`, in line order, unique; with `since`,
+        only commits `since` lacks (the walk stops there, and lines older than it name no commit)."""
+        revs = f"{validate_sha(since)}..{validate_sha(rev)}" if since else validate_sha(rev)
         out = self.repo.run(
-            "blame", "--porcelain", "-L", f"{start},{end}", validate_sha(rev), "--", path, ok=(0, 128)
+            "blame", "--root", "--porcelain", "-L", f"{start},{end}", revs, "--", path, ok=(0, 128)
         )
         seen: list[str] = []
+        boundary: set[str] = set()
+        current = ""
         for line in out.splitlines():
             head = line.split(" ", 1)[0]
-            if SHA_RE.match(head) and head not in seen:
-                seen.append(head)
-        return seen
+            if SHA_RE.match(head):
+                current = head
+                if head not in seen:
+                    seen.append(head)
+            elif (
+                line == "boundary"
+            ):  # (with --root) the commit a range stops at, standing for every older one
+                boundary.add(current)
+        return [sha for sha in seen if sha not in boundary]
 
     def grep_word(
         self, rev: str, word: str, *, limit: int = 20, suffixes: Sequence[str] = ()
