@@ -327,6 +327,37 @@ def test_a_module_wide_api_change_is_noted_briefly(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("found", "cut", "places"),
+    [
+        (7, False, "ops.py:1, ops.py:2, ops.py:3, ops.py:4, ops.py:5 and 2 more)"),
+        (7, True, "ops.py:1, ops.py:2, ops.py:3, ops.py:4, ops.py:5 and at least 2 more)"),
+        (2, True, "ops.py:1, ops.py:2 and perhaps more)"),
+        (2, False, "ops.py:1, ops.py:2)"),
+    ],
+)
+def test_uses_from_a_search_cut_at_its_limit_are_counted_as_a_lower_bound(
+    tmp_path: Path, found: int, cut: bool, places: str
+) -> None:
+    """The search for a common name stops at its limit: the uses it found are some, not all, and the
+    reason says so rather than give their count as the whole."""
+    base = "def op(x, builder):\n    return x\n\n\ndef main():\n    return 0\n"
+    theirs = base.replace("(x, builder)", "(self, x)").replace("return 0", "return 1")
+    ours = base.replace("return 0", "return 2")
+    uses = {"op": [Use("ops.py", i + 1, "y = op(x, b)") for i in range(found)]}
+    _, merged = merge_file(tmp_path, base, ours, theirs)
+    verdict = classify_file(
+        "python/m.py",
+        base=base,
+        ours=ours,
+        theirs=theirs,
+        merged=merged,
+        uses=uses,
+        cut={"op"} if cut else (),
+    )
+    assert verdict.reason.endswith(f"(fork uses it at {places}")
+
+
+@pytest.mark.parametrize(
     ("path", "text", "reference", "problem"),
     [
         ("a.cpp", "int x;\n<<<<<<< ours\n", None, "conflict marker left at line 2"),

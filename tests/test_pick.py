@@ -120,6 +120,25 @@ def test_the_evidence_names_the_fork_commits_not_the_upstream_lines_in_the_same_
     assert file["evidence"]["blame"] == hunk["blame"] == [scenario.git("rev-parse", "main")]
 
 
+def test_fork_uses_beyond_the_search_limit_are_not_counted_as_all(
+    scenario: Scenario, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upstream changes `load`'s signature inside a block the fork changed too; the fork calls `load` in
+    three files but the search stops at two lines: the reason shows the uses among them and says there may
+    be more."""
+    monkeypatch.setattr("bot.flows.pick.GREP_HITS", 2)
+    calls = {f"third_party/intel/use{i}.py": f"y{i} = load(p)\n" for i in range(3)}
+    scenario.fork("[TLX] offset", {"python/triton/core.py": PY.replace("ptr + 1", "ptr + 2"), **calls})
+    changed = PY.replace("load(ptr)", "load(ptr, mask)").replace("ptr + 1", "ptr * 4")
+    clash = scenario.upstream("[FRONTEND] masked load (#5)", {"python/triton/core.py": changed})
+    code, report, _ = pick(scenario, capsys, clash)
+    assert code == 1
+    (file,) = report["commits"][0]["files"]
+    assert file["class"] == "api"
+    # the two lines are `load`'s own definition, which is no use, and use0.py's call
+    assert file["reason"].endswith("fork uses it at third_party/intel/use0.py:1 and perhaps more")
+
+
 def test_dry_run_writes_nothing(scenario: Scenario, capsys) -> None:
     up = scenario.upstream("[DOCS] More (#6)", {"docs/a.md": "a\nb\n"})
     before = scenario.git("for-each-ref")

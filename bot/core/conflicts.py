@@ -58,7 +58,7 @@ import difflib
 import itertools
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePosixPath
@@ -218,13 +218,15 @@ def classify_file(
     theirs: str,
     merged: str,
     uses: Mapping[str, Sequence[Use]] = _NO_USES,
+    cut: Collection[str] = (),
     auto_resolve: bool = True,
 ) -> FileVerdict:
     """Classify every conflict block of `merged` and resolve the file when all are mechanical.
 
     `merged` is `git merge-file -p --diff3 -L ours -L base -L theirs` output for these three texts;
     `uses` maps names from `api_symbols` to the fork lines using them (hits in this very file on
-    upstream's own lines or on the definition are ignored); `auto_resolve=False` classifies only.
+    upstream's own lines or on the definition are ignored), `cut` the names whose search stopped at its
+    limit (their uses are the first ones found, not all); `auto_resolve=False` classifies only.
     """
     refusal = _refusal(base, ours, theirs)
     if refusal is not None:
@@ -233,7 +235,7 @@ def classify_file(
         parts = split_diff3(merged, ours=ours)
     except Diff3Error as err:
         return unmergeable(path, f"cannot split the merge into conflict blocks: {err}")
-    file = _File.build(path, base=base, ours=ours, theirs=theirs, parts=parts, uses=uses)
+    file = _File.build(path, base=base, ours=ours, theirs=theirs, parts=parts, uses=uses, cut=cut)
     verdicts = tuple(_classify_hunk(site, file) for site in file.sites)
     return _file_verdict(file, verdicts, parts, merged=merged, auto_resolve=auto_resolve)
 
@@ -359,6 +361,7 @@ class _File:
     ours_defs: tuple[Definition, ...]
     api: Mapping[str, _ApiChange]
     uses: Mapping[str, Sequence[Use]]
+    cut: frozenset[str]  # names whose uses are the first the search found, not all
     newlines: tuple[bool, bool, bool]  # whether base, ours and theirs end with a newline
 
     @classmethod
@@ -371,6 +374,7 @@ class _File:
         theirs: str,
         parts: Sequence[str | Hunk3],
         uses: Mapping[str, Sequence[Use]],
+        cut: Collection[str],
     ) -> _File:
         view: list[str] = []
         sites: list[_Site] = []
@@ -393,6 +397,7 @@ class _File:
             definitions(path, ours.encode()),
             _api_changes(path, base=base, theirs=theirs) if uses else {},
             uses,
+            frozenset(cut),
             (base.endswith("\n"), ours.endswith("\n"), theirs.endswith("\n")),
         )
 
@@ -1210,7 +1215,10 @@ def _api_hit(site: _Site, file: _File, *, early: bool) -> tuple[str, str] | None
             continue
         pattern = _word(symbol)
         if any(pattern.search(line) for line in involved) or (not early and _inside(site, file, symbol)):
-            return symbol, f"{change.describe()}; fork uses it at {_places(uses, file.path)}"
+            return (
+                symbol,
+                f"{change.describe()}; fork uses it at {_places(uses, file.path, cut=symbol in file.cut)}",
+            )
     return None
 
 
@@ -1221,13 +1229,17 @@ def _inside(site: _Site, file: _File, symbol: str) -> bool:
     )
 
 
-def _places(uses: Sequence[Use], here: str, limit: int = 5) -> str:
-    """`lines 394, 395 of this file, lib/Other.cpp:12 and 2 more`: the path only for a use in another file."""
+def _places(uses: Sequence[Use], here: str, *, cut: bool = False, limit: int = 5) -> str:
+    """`lines 394, 395 of this file, lib/Other.cpp:12 and 2 more`: the path only for a use in another file;
+    `and at least 2 more` where the search was `cut` at its limit."""
     local = [str(use.line) for use in uses[:limit] if use.path == here]
     shown = [f"{use.path}:{use.line}" for use in uses[:limit] if use.path != here]
     if local:
         shown.insert(0, f"{'line' if len(local) == 1 else 'lines'} {', '.join(local)} of this file")
-    return ", ".join(shown) + (f" and {len(uses) - limit} more" if len(uses) > limit else "")
+    more = len(uses) - limit
+    if cut:
+        return ", ".join(shown) + (f" and at least {more} more" if more > 0 else " and perhaps more")
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 # --- semantic and unknown ---------------------------------------------------------------------------------
@@ -1328,15 +1340,15 @@ def _api_note(file: _File, verdicts: Sequence[HunkVerdict]) -> str:
     The first few are described; the rest are named."""
     reported = {v.symbol for v in verdicts if v.cls is ConflictClass.API}
     used = [
-        (change, uses)
+        (symbol, change, uses)
         for symbol, change in sorted(file.api.items())
         if symbol not in reported and (uses := file.fork_uses(symbol))
     ]
     notes = [
-        f"{change.describe()} (fork uses it at {_places(uses, file.path)})"
-        for change, uses in used[:NOTED_CHANGES]
+        f"{change.describe()} (fork uses it at {_places(uses, file.path, cut=symbol in file.cut)})"
+        for symbol, change, uses in used[:NOTED_CHANGES]
     ]
-    rest = [f"`{change.symbol}`" for change, _ in used[NOTED_CHANGES:]]
+    rest = [f"`{change.symbol}`" for _, change, _ in used[NOTED_CHANGES:]]
     if rest:
         names = ", ".join(rest[:NOTED_NAMES]) + (", …" if len(rest) > NOTED_NAMES else "")
         notes.append(f"and {len(rest)} more changed API(s) the fork uses: {names}")

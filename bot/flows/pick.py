@@ -261,7 +261,7 @@ class Picker:
         base, ours, theirs = (t.decode("utf-8", "surrogateescape") for t in texts)
         merged, _ = self.git.merge_file(texts[0], texts[1], texts[2], workdir=tmp)
         symbols = conflicts.api_symbols(path, base=base, theirs=theirs)
-        uses = self._uses(fork_side, path, symbols, upstream_base=upstream_base)
+        uses, cut = self._uses(fork_side, path, symbols, upstream_base=upstream_base)
         verdict = conflicts.classify_file(
             path,
             base=base,
@@ -269,6 +269,7 @@ class Picker:
             theirs=theirs,
             merged=merged,
             uses={s: u for s, u in uses.items() if u},
+            cut=cut,
             auto_resolve=self.config.auto_resolve_allowed(path),
         )
         outcome = _FileOutcome(verdict=verdict, stage=stages[2])
@@ -293,18 +294,23 @@ class Picker:
 
     def _uses(
         self, fork_side: str, path: str, symbols: Sequence[str], *, upstream_base: str | None
-    ) -> dict[str, list[conflicts.Use]]:
+    ) -> tuple[dict[str, list[conflicts.Use]], set[str]]:
         """For each symbol defined in `path`, the lines of `fork_side` (a tree or commit) that use it, found
         by its last name component (`ns::Cls::f`, `mod.f` -> `f`): as code (`conflicts.code_use`), on lines
         of the fork's own. A line that upstream's file has too, as of the commit's parent `upstream_base`, is
-        upstream's: the commit changes it, or it merges cleanly. Upstream's files are read once for all."""
+        upstream's: the commit changes it, or it merges cleanly. Upstream's files are read once for all.
+        Also the symbols whose search stopped at `GREP_HITS` lines: their uses are only the first found."""
         suffixes = conflicts.use_suffixes(path)
         if not suffixes:
-            return {}  # no file can call them (api_symbols finds none in such a file)
+            return {}, set()  # no file can call them (api_symbols finds none in such a file)
         hits: dict[str, list[tuple[str, int, str]]] = {}
+        cut: set[str] = set()
         for symbol in symbols:
             word = symbol.split("::")[-1].split(".")[-1]
-            found = self.git.grep_word(fork_side, word, limit=GREP_HITS, suffixes=suffixes)
+            found = self.git.grep_word(fork_side, word, limit=GREP_HITS + 1, suffixes=suffixes)
+            if len(found) > GREP_HITS:
+                cut.add(symbol)
+                found = found[:GREP_HITS]
             hits[symbol] = [
                 (file, n, text)
                 for file, n, text in found
@@ -323,7 +329,7 @@ class Picker:
                 if text.strip() not in upstream.get(file, ())
             ]
             for symbol, lines in hits.items()
-        }
+        }, cut
 
     def _ask_resolver(
         self,
