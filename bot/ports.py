@@ -120,7 +120,9 @@ class CommitWriter(Protocol):
 
     def update_branch(self, branch: str, new: str, *, old: str | None) -> None: ...
 
-    def blame(self, rev: str, path: str, start: int, end: int, *, since: str | None = None) -> list[str]: ...
+    def blame(
+        self, rev: str, path: str, ranges: Sequence[tuple[int, int]], *, since: str | None = None
+    ) -> list[tuple[str, ...]]: ...
 
     def grep_word(
         self, rev: str, word: str, *, limit: int = 20, suffixes: Sequence[str] = ()

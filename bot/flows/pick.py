@@ -240,7 +240,7 @@ class Picker:
             )
         if self.with_evidence:
             since = commit.parents[0] if commit.parents else None
-            outcome.hunk_blame = tuple(self._blame(path, h.hunk, head, since) for h in outcome.verdict.hunks)
+            outcome.hunk_blame = self._blame(path, [h.hunk for h in outcome.verdict.hunks], head, since)
             outcome.evidence = self._evidence(path, outcome.verdict, commit, outcome)
         else:
             outcome.evidence = FileEvidence(upstream=commit.sha, blame=(), component=None, symbol=None)
@@ -361,11 +361,16 @@ class Picker:
             check=lambda p, text: conflicts.check_resolution(p, text, reference=ours),
         )
 
-    def _blame(self, path: str, hunk: conflicts.Hunk3, head: str, since: str | None) -> tuple[str, ...]:
-        """Fork commits that last touched our side of one conflict block (or the line it sits at): the commits
-        `head` has and `since` (the upstream commit's parent) lacks, so the walk ends at what upstream had."""
-        start = max(hunk.line, 1)
-        return tuple(self.git.blame(head, path, start, start + max(len(hunk.ours), 1) - 1, since=since))
+    def _blame(
+        self, path: str, hunks: Sequence[conflicts.Hunk3], head: str, since: str | None
+    ) -> tuple[tuple[str, ...], ...]:
+        """For each conflict block, the fork commits that last touched our side of it (or the line it sits
+        at): the commits `head` has and `since` (the upstream commit's parent) lacks, so the walk ends at
+        what upstream had. One walk for the file's blocks."""
+        if not hunks:
+            return ()
+        ranges = [(max(h.line, 1), max(h.line, 1) + max(len(h.ours), 1) - 1) for h in hunks]
+        return tuple(self.git.blame(head, path, ranges, since=since))
 
     def _evidence(
         self, path: str, verdict: FileVerdict, commit: CommitInfo, outcome: _FileOutcome

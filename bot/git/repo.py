@@ -466,6 +466,16 @@ class GitRepo:
         return sha
 
 
+def _line_ranges(ranges: Sequence[tuple[int, int]]) -> list[str]:
+    """`git blame`'s `-L` options for `ranges` (git takes them overlapping too, and in any order)."""
+    options: list[str] = []
+    for a, b in ranges:
+        if a < 1 or b < a:
+            raise ValueError(f"not a range of lines: {a}..{b}")
+        options += ["-L", f"{a},{b}"]
+    return options
+
+
 class Plumbing:
     """Object-level writes and three-way merges for `sluice pick`; never touches a work tree or HEAD."""
 
@@ -539,27 +549,33 @@ class Plumbing:
         ref = f"refs/heads/{validate_ref(branch)}"
         self.repo.run("update-ref", "-m", "sluice pick", ref, validate_sha(new), old or "0" * 40)
 
-    def blame(self, rev: str, path: str, start: int, end: int, *, since: str | None = None) -> list[str]:
-        """Commits that last touched lines start..end of `path` at `rev`, in line order, unique; with `since`,
-        only commits `since` lacks (the walk stops there, and lines older than it name no commit)."""
+    def blame(
+        self, rev: str, path: str, ranges: Sequence[tuple[int, int]], *, since: str | None = None
+    ) -> list[tuple[str, ...]]:
+        """For each range `(start, end)` of lines of `path` at `rev`, the commits that last touched them, in
+        line order, unique; with `since`, only commits `since` lacks (the walk stops there, and lines older
+        than it name no commit). One walk for all ranges; a range that starts past the file's end (which git
+        refuses, and with it the others) names no commit."""
         revs = f"{validate_sha(since)}..{validate_sha(rev)}" if since else validate_sha(rev)
         out = self.repo.run(
-            "blame", "--root", "--porcelain", "-L", f"{start},{end}", revs, "--", path, ok=(0, 128)
+            "blame", "--root", "--porcelain", *_line_ranges(ranges), revs, "--", path, ok=(0, 128)
         )
-        seen: list[str] = []
+        if not out and len(ranges) > 1:
+            return [found for one in ranges for found in self.blame(rev, path, [one], since=since)]
+        by_line: dict[int, str] = {}
         boundary: set[str] = set()
         current = ""
         for line in out.splitlines():
-            head = line.split(" ", 1)[0]
-            if SHA_RE.match(head):
-                current = head
-                if head not in seen:
-                    seen.append(head)
+            fields = line.split(" ")
+            if SHA_RE.match(fields[0]) and len(fields) >= 3:  # `sha orig final [count]`, one per line
+                current = fields[0]
+                by_line[int(fields[2])] = current
             elif (
                 line == "boundary"
             ):  # (with --root) the commit a range stops at, standing for every older one
                 boundary.add(current)
-        return [sha for sha in seen if sha not in boundary]
+        named = {n: sha for n, sha in by_line.items() if sha not in boundary}
+        return [tuple(dict.fromkeys(named[n] for n in range(a, b + 1) if n in named)) for a, b in ranges]
 
     def grep_word(
         self, rev: str, word: str, *, limit: int = 20, suffixes: Sequence[str] = ()
