@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._history import shared_clone
 from bot.core.config import SluiceConfig
-from bot.core.conflicts import Hunk3
 from bot.core.errors import SluiceError
 from bot.core.models import CommitInfo
 from bot.flows.pick import Picker
@@ -86,13 +85,6 @@ def _replay_of(repo: GitRepo, pr_merge: str, parents: Sequence[str]) -> Replay |
     return None
 
 
-class _ReplayPicker(Picker):
-    """`pick`'s own engine; blame only feeds the evidence people read, and costs seconds per file here."""
-
-    def _blame(self, path: str, hunk: Hunk3, head: str) -> tuple[str, ...]:
-        return ()
-
-
 def replay_merge(picker: Picker, replay: Replay, info: CommitInfo) -> list[FileOutcome]:
     """Sluice's merge of the upstream commit onto the engineer's base, compared file by file."""
     repo = picker.repo
@@ -135,7 +127,7 @@ def run(repo: Path, *, fork: str, upstream: str, merges: int = 40, show: int = 2
     with shared_clone(repo, prefix="sluice-real-merges-") as clone:
         started = time.perf_counter()
         replays = find_replays(clone, clone.resolve(fork), merges)
-        picker = _ReplayPicker(clone, SluiceConfig())
+        picker = Picker(clone, SluiceConfig(), evidence=False)  # no blame: the evidence is for people
         outcomes: list[FileOutcome] = []
         failed: list[str] = []
         for replay in replays:
