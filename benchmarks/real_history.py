@@ -146,7 +146,7 @@ def merge_windows(repo: GitRepo, fork: str, picks: Sequence[tuple[int, int]]) ->
         took = repo.resolve_optional(found.group(1)) if found else None
         if took is not None:
             merges.append((sha, took, subject))
-    windows = []
+    windows: list[Window] = []
     for older, newer in picks:
         if older < len(merges):
             fork_sha, _, subject = merges[older]

@@ -73,7 +73,7 @@ def window_commits(repo: GitRepo, fork: str, until: int, limit: int) -> tuple[li
         )
         brought = [Titled(*line.split("\0", 1)) for line in out.splitlines()]
         fixes = real_risk.messages(repo, w.branch, "--not", w.fork, w.upstream)
-        culprits |= real_risk.culprits(brought, fixes)  # type: ignore[arg-type]
+        culprits |= real_risk.culprits(brought, fixes)
         shas.update(dict.fromkeys(c.sha for c in brought))
     return list(shas), culprits, len(windows)
 
