@@ -180,7 +180,7 @@ def test_a_tracking_issue_says_nothing_applied_and_has_no_revert_section() -> No
 
 
 def test_a_conflict_row_names_its_blocks_lines_and_the_evidence_of_each_resolution() -> None:
-    def block(line: int, evidence: str, *, reused: bool = False) -> HunkReport:
+    def block(line: int, evidence: str, *, reused: bool = False, blame: tuple[str, ...] = ()) -> HunkReport:
         return HunkReport(
             line=line,
             cls="mechanical",
@@ -189,6 +189,7 @@ def test_a_conflict_row_names_its_blocks_lines_and_the_evidence_of_each_resoluti
             evidence=evidence,
             key="k",
             reused=reused,
+            blame=blame,
         )
 
     resolved = FileReport(
@@ -198,8 +199,10 @@ def test_a_conflict_row_names_its_blocks_lines_and_the_evidence_of_each_resoluti
         rule="adjacent",
         reason="resolved 4 conflict block(s) mechanically (adjacent)",
         hunks=(
-            block(120, "the sides changed different lines that merely touch: applied both"),
-            block(340, "same", reused=True),
+            block(
+                120, "the sides changed different lines that merely touch: applied both", blame=("e" * 40,)
+            ),
+            block(340, "same", reused=True, blame=("f" * 40, "a" * 40)),
             block(400, "same"),
             block(512, "same"),
         ),
@@ -217,7 +220,8 @@ def test_a_conflict_row_names_its_blocks_lines_and_the_evidence_of_each_resoluti
     assert "`lib/a.cpp` (120, 340, 400 and 1 more) (amd)" in row
     assert "resolved (adjacent): line 120: the sides changed different lines that merely touch" in row
     assert "line 340: same, a resolution a person made before" in row and "line 512" not in row
-    assert row.count(" | ") == 5 and f"| {'f' * 12} |" in row  # the fork's commit bare: GitHub links it
+    # the fork's commits bare (GitHub links them), in the order of the blocks
+    assert row.count(" | ") == 5 and f"| {'e' * 12}, {'f' * 12}, {'a' * 12} |" in row
 
 
 def test_an_emergency_picks_reason_and_status_line_are_inert() -> None:
