@@ -570,10 +570,8 @@ class Plumbing:
             if SHA_RE.match(fields[0]) and len(fields) >= 3:  # `sha orig final [count]`, one per line
                 current = fields[0]
                 by_line[int(fields[2])] = current
-            elif (
-                line == "boundary"
-            ):  # (with --root) the commit a range stops at, standing for every older one
-                boundary.add(current)
+            elif line == "boundary":
+                boundary.add(current)  # (with --root) the commit a range stops at, for every older one
         named = {n: sha for n, sha in by_line.items() if sha not in boundary}
         return [tuple(dict.fromkeys(named[n] for n in range(a, b + 1) if n in named)) for a, b in ranges]
 
