@@ -126,6 +126,7 @@ def test_fork_uses_beyond_the_search_limit_are_not_counted_as_all(
     """Upstream changes `load`'s signature inside a block the fork changed too; the fork calls `load` in
     three files but the search stops at two lines: the reason shows the uses among them and says there may
     be more."""
+    # the limit itself is under test: a fork with 501 uses would say the same, only slower to build
     monkeypatch.setattr("bot.flows.pick.GREP_HITS", 2)
     calls = {f"third_party/intel/use{i}.py": f"y{i} = load(p)\n" for i in range(3)}
     scenario.fork("[TLX] offset", {"python/triton/core.py": PY.replace("ptr + 1", "ptr + 2"), **calls})
