@@ -117,7 +117,13 @@ def test_the_evidence_names_the_fork_commits_not_the_upstream_lines_in_the_same_
     assert code == 1
     (file,) = report["commits"][0]["files"]
     (hunk,) = file["hunks"]
-    assert file["evidence"]["blame"] == hunk["blame"] == [scenario.git("rev-parse", "main")]
+    fork = scenario.git("rev-parse", "main")
+    assert file["evidence"]["blame"] == hunk["blame"] == [fork]
+    argv = ["pick", "--repo", str(scenario.path), "--onto", "main", "--upstream", "upstream/main"]
+    assert main([*argv, "--no-record", clash]) == 1
+    assert (
+        f"    fork commits on the other side: {fork[:10]}\n" in capsys.readouterr().out
+    )  # the text says it too
 
 
 def test_fork_uses_beyond_the_search_limit_are_not_counted_as_all(

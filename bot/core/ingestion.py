@@ -357,14 +357,13 @@ def _conflict_row(report: CommitReport, file: FileReport, *, links: Links) -> st
     """A conflicting file: where (its blocks' lines on fork trunk), its class, the symbol, the fork commits
     on the other side, and what became of it with the evidence (a resolved block's rule, a human's why)."""
     symbol = file.evidence.symbol or next((h.symbol for h in file.hunks if h.symbol), None)
-    blame = dict.fromkeys([*(sha for h in file.hunks for sha in h.blame), *file.evidence.blame])  # in order
     lines = f" ({', '.join(str(h.line) for h in file.hunks[:_HUNKS_SHOWN])}{_and_more(file.hunks)})"
     outcome = f"resolved ({file.rule})" if file.resolved else f"needs a human: {file.reason}"
     if file.resolved and file.hunks:
         evidence = "; ".join(_hunk_evidence(h) for h in file.hunks[:_HUNKS_SHOWN]) + _and_more(file.hunks)
         outcome += f": {evidence}"
     component = f" ({file.evidence.component})" if file.evidence.component else ""
-    others = ", ".join(sha[:12] for sha in blame) or "—"  # bare: GitHub links the fork's own commits
+    others = ", ".join(sha[:12] for sha in file.fork_commits()) or "—"  # bare: GitHub links them
     return (
         f"| {links.commit(report.upstream)} | `{file.path}`{lines if file.hunks else ''}{component} | "
         f"{file.cls} | {f'`{symbol}`' if symbol else '—'} | {others} | {_cell(outcome)} |"

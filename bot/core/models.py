@@ -335,6 +335,10 @@ class FileReport(Frozen):
     # conflict is told from the commit that caused it, which may be an earlier one the merge brings along
     changed_by: tuple[str, ...] = ()
 
+    def fork_commits(self) -> tuple[str, ...]:
+        """The fork commits on the other side of the conflict, in the order of its blocks: whom to ask."""
+        return tuple(dict.fromkeys([*(sha for h in self.hunks for sha in h.blame), *self.evidence.blame]))
+
 
 class CommitReport(Frozen):
     upstream: str

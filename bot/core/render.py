@@ -393,13 +393,17 @@ def pick_renderable(report: PickReport) -> Group:
 def _conflicted_files(report: PickReport) -> list[Text]:
     """Each commit with conflicts, then a line per conflicted file (a path is never folded inside a table
     cell): its class, the rule that resolved it or why a person must, the commits a merge brought that
-    changed it."""
+    changed it, and for a file left to a person the fork commits on the other side (whom to ask)."""
     lines = []
     for c in (c for c in report.commits if c.files):
         lines.append(Text(f"{c.upstream[:10]} {c.subject}", style="bold", no_wrap=True, overflow="ellipsis"))
         for f in c.files:
             how = f", resolved by {f.rule}" if f.resolved else f" — {f.reason}"
             lines.append(Text(f"  {f.path}: {f.cls}{how}{_changed_by(f.changed_by, c.upstream)}"))
+            if not f.resolved and f.fork_commits():
+                lines.append(
+                    Text(f"    fork commits on the other side: {_shas(f.fork_commits())}", style="dim")
+                )
     return lines
 
 
@@ -419,8 +423,13 @@ def _changed_by(shas: Sequence[str], merged: str) -> str:
     the merged commit alone."""
     if not shas or list(shas) == [merged]:
         return ""
-    shown = ", ".join(sha[:10] for sha in shas[:3]) + (f" and {len(shas) - 3} more" if len(shas) > 3 else "")
-    return f" (changed by {shown})"
+    return f" (changed by {_shas(shas)})"
+
+
+def _shas(shas: Sequence[str], limit: int = 3) -> str:
+    """`1a2b3c4d5e, 6f7a8b9c0d and 2 more`."""
+    more = f" and {len(shas) - limit} more" if len(shas) > limit else ""
+    return ", ".join(sha[:10] for sha in shas[:limit]) + more
 
 
 def pick_json(report: PickReport) -> str:
