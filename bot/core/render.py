@@ -400,10 +400,8 @@ def _conflicted_files(report: PickReport) -> list[Text]:
         for f in c.files:
             how = f", resolved by {f.rule}" if f.resolved else f" — {f.reason}"
             lines.append(Text(f"  {f.path}: {f.cls}{how}{_changed_by(f.changed_by, c.upstream)}"))
-            if not f.resolved and f.fork_commits():
-                lines.append(
-                    Text(f"    fork commits on the other side: {_shas(f.fork_commits())}", style="dim")
-                )
+            if not f.resolved and (others := f.fork_commits()):
+                lines.append(Text(f"    fork commits on the other side: {_shas(others)}", style="dim"))
     return lines
 
 

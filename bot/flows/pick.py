@@ -369,7 +369,8 @@ class Picker:
         what upstream had. One walk for the file's blocks."""
         if not hunks:
             return ()
-        ranges = [(max(h.line, 1), max(h.line, 1) + max(len(h.ours), 1) - 1) for h in hunks]
+        starts = [max(h.line, 1) for h in hunks]
+        ranges = [(start, start + max(len(h.ours), 1) - 1) for start, h in zip(starts, hunks, strict=True)]
         return tuple(self.git.blame(head, path, ranges, since=since))
 
     def _evidence(

@@ -117,14 +117,28 @@ class Mirror:
             self.path.mkdir(parents=True, exist_ok=True)
             self._git("init", "--quiet", "--bare")
 
-    def _fetch(self, remote: str, url: str, refspec: str, *, auth: Mapping[str, str] | None = None) -> None:
+    def _fetch(
+        self,
+        remote: str,
+        url: str,
+        refspec: str,
+        *,
+        auth: Mapping[str, str] | None = None,
+        graph: bool = True,
+    ) -> None:
+        """Fetch `refspec` from `url`; with `graph`, what it brought joins the commit-graph (`sync` writes the
+        graph once, after both of its fetches)."""
         self._git("config", f"remote.{remote}.url", validate_url(url))
         self._git(
             "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote, refspec, auth=auth
         )
-        # What the fetch brought joins the mirror's commit-graph (a split one: only new commits are written),
-        # with changed-path filters: the history walks of plans and picks, blame's and path-limited logs'
-        # above all, read it rather than parse every commit and diff every tree.
+        if graph:
+            self._write_graph()
+
+    def _write_graph(self) -> None:
+        # A split commit-graph (only new commits are written) with changed-path filters: the history walks of
+        # plans and picks, blame's and path-limited logs' above all, read it rather than parse every commit
+        # and diff every tree.
         self._git("commit-graph", "write", "--reachable", "--split", "--changed-paths", "--no-progress")
 
     def sync(
@@ -147,10 +161,11 @@ class Mirror:
             self._ensure()
             repo = GitRepo(self.path)
             before = (repo.resolve_optional(fork_ref), repo.resolve_optional(upstream_ref))
-            self._fetch("fork", fork_url, f"+refs/heads/{fork_branch}:{fork_ref}", auth=fork_auth)
-            self._fetch(
-                "upstream", upstream_url, f"+refs/heads/{upstream_branch}:{upstream_ref}", auth=upstream_auth
-            )
+            fork_spec = f"+refs/heads/{fork_branch}:{fork_ref}"
+            self._fetch("fork", fork_url, fork_spec, auth=fork_auth, graph=False)
+            upstream_spec = f"+refs/heads/{upstream_branch}:{upstream_ref}"
+            self._fetch("upstream", upstream_url, upstream_spec, auth=upstream_auth, graph=False)
+            self._write_graph()
             fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
         return SyncResult(
             fork_ref=fork_branch,
