@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 import hmac
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from pydantic import SecretStr
@@ -16,7 +18,10 @@ from pydantic import SecretStr
 from bot.app.service import create_app, github_session
 from bot.app.settings import Settings
 from bot.db.jobs import JobQueue
+from bot.db.registry import Registry
 from bot.db.store import Store
+from bot.github.client import GitHubClient
+from tests.support.rig import installation_created, serve_settings, serve_sim, url_of
 from tests.support.webhooks import signature, signed_headers
 
 SECRET = "it's a secret to everybody"
@@ -228,6 +233,36 @@ async def test_github_calls_go_through_the_proxy_the_environment_names(
     async with github_session() as session, session.get("http://github.example.invalid/api/v3/app") as answer:
         assert await answer.json() == {"slug": "sluice"}
     assert asked == [("GET", "github.example.invalid", "/api/v3/app")]
+
+
+async def test_the_workers_call_github_through_the_client_they_are_given(
+    aiohttp_server: Any, tmp_path: Path, store: Store
+) -> None:
+    """`create_app(..., github=)`: the workers log in and work through that client, not one of their own
+    on `settings.github_url`, which here reaches nothing."""
+    sim, sim_url = await serve_sim(aiohttp_server, tmp_path / "sim")
+    sim.create_repo("triton-fork/triton")
+    sim.commit("triton-fork/triton", "main", {"README.md": "triton\n"}, message="initial")
+    nowhere = serve_settings(sim, "http://127.0.0.1:9", secret=SECRET, data_dir=tmp_path / "data")
+    installation = sim.install("triton-fork/triton")
+    async with aiohttp.ClientSession() as session:
+        github = GitHubClient(
+            session,
+            app_id=sim.app_id,
+            private_key=sim.private_key_pem or "",
+            base_url=sim_url,
+            clock=lambda: dt.datetime.now(dt.UTC),
+        )
+        bot = await aiohttp_server(create_app(nowhere, store=store, background=True, github=github))
+        payload = installation_created(sim, "triton-fork/triton", installation)
+        await sim.deliver(f"{url_of(bot)}/webhook", "installation", payload, secret=SECRET)
+        for _ in range(600):
+            if JobQueue(store).counts()["done"]:
+                break
+            await asyncio.sleep(0.05)
+        await bot.close()
+    assert JobQueue(store).counts()["done"] >= 1  # the installation; what it queued clones from github_url
+    assert Registry(store).installation_of("triton-fork/triton") == installation
 
 
 async def test_health_readiness_and_metrics(client: Any) -> None:

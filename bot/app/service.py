@@ -42,6 +42,7 @@ HEALTH = web.AppKey("health", Lane)  # /readyz and /metrics: their own threads a
 HEALTH_QUEUE = web.AppKey("health_queue", JobQueue)
 HEALTH_STORE = web.AppKey("health_store", Store)  # the health lane's connections (GET / reads through them)
 HEALTH_DEADLINE_S = 2.0
+GITHUB: web.AppKey[GitHubClient | None] = web.AppKey("github")  # given to create_app, else made per run
 SAID_UNREADY: web.AppKey[dict[str, str]] = web.AppKey("said_unready")  # the problem /readyz last logged
 # The event loop answering webhooks and the threads doing database work hand the GIL back and forth many
 # times per delivery; at Python's default 5 ms a thread busy in Python (a worker claiming jobs) makes each
@@ -264,18 +265,24 @@ SHUTDOWN_GRACE_S = 20.0  # under the usual container stop grace (Kubernetes: 30 
 
 
 def create_app(
-    settings: Settings, *, store: Store, clock: Clock = utc_now, background: bool = False
+    settings: Settings,
+    *,
+    store: Store,
+    clock: Clock = utc_now,
+    background: bool = False,
+    github: GitHubClient | None = None,
 ) -> web.Application:
     """The aiohttp application; dependencies are passed in, nothing is read from the environment here.
 
     With `background`, the app also runs `settings.workers` job workers, the upstream poll loop, the
-    redelivery sweep, the periodic resync and the trunk-watch loop.
+    redelivery sweep, the periodic resync and the trunk-watch loop. They reach GitHub through `github`, or
+    through a client of their own on `settings.github_url`; the caller who passes `github` owns its session.
     """
     if settings.webhook_secret is None or not settings.webhook_secret.get_secret_value():
         raise ValueError("a webhook secret is required")  # an empty one would accept anyone's signature
     app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
     app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
-    app[METRICS], app[SAID_UNREADY] = Metrics(), {}
+    app[METRICS], app[SAID_UNREADY], app[GITHUB] = Metrics(), {}, github
     _add_lanes(app, settings, store, clock)
     periodic = (
         settings.poll_interval,
@@ -333,16 +340,10 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
 
     settings, metrics = app[SETTINGS], app[METRICS]
     stop = asyncio.Event()
-    async with github_session() as session:
-        github = GitHubClient(
-            session,
-            app_id=settings.app_id or 0,
-            private_key=settings.private_key_pem(),
-            base_url=settings.github_url,
-            clock=app[CLOCK],
-            on_call=metrics.count_call,
-            on_wait=metrics.count_wait,
-        )
+    async with contextlib.AsyncExitStack() as owned:
+        github = app[GITHUB]
+        if github is None:
+            github = _github_client(app, await owned.enter_async_context(github_session()))
 
         async def start() -> None:
             login = await _bot_login(github, stop)
@@ -366,6 +367,19 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
         stop.set()  # workers finish the job in hand; one still running after the grace is handed back
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(task, timeout=SHUTDOWN_GRACE_S)
+
+
+def _github_client(app: web.Application, session: aiohttp.ClientSession) -> GitHubClient:
+    settings, metrics = app[SETTINGS], app[METRICS]
+    return GitHubClient(
+        session,
+        app_id=settings.app_id or 0,
+        private_key=settings.private_key_pem(),
+        base_url=settings.github_url,
+        clock=app[CLOCK],
+        on_call=metrics.count_call,
+        on_wait=metrics.count_wait,
+    )
 
 
 async def _bot_login(github: GitHubClient, stop: asyncio.Event) -> str:
