@@ -23,6 +23,7 @@ from bot.core.lag import LagPoint
 from bot.core.models import CommitInfo, Disposition, FileChange, Plan
 from bot.core.tiers import Level, Subject, TierRun
 from bot.core.trunk_watch import Tracked
+from bot.core.webhooks import Pull
 
 # The one time type: an injected clock returning an aware UTC datetime (tests freeze it). Durations measured
 # with `time.monotonic()` (deadlines, timeouts) are not times of day and stay as they are.
@@ -178,7 +179,7 @@ class Forge(Protocol):
 
     repo: str
 
-    async def open_pulls(self) -> list[dict[str, Any]]: ...
+    async def open_pulls(self) -> list[Pull]: ...
 
     async def find_comment(self, number: int, *, marker: str) -> dict[str, Any] | None: ...
 
@@ -186,7 +187,7 @@ class Forge(Protocol):
 
     async def open_issues(self, *, label: str) -> list[dict[str, Any]]: ...  # the App's own issues only
 
-    async def create_pull(self, *, title: str, body: str, head: str, base: str) -> dict[str, Any]: ...
+    async def create_pull(self, *, title: str, body: str, head: str, base: str) -> Pull: ...
 
     async def edit_pull(self, number: int, changes: Mapping[str, str]) -> None: ...
 
@@ -364,7 +365,7 @@ class GateForge(Protocol):
 
     repo: str
 
-    async def get_pull(self, number: int) -> dict[str, Any]: ...
+    async def get_pull(self, number: int) -> Pull: ...
 
     async def pull_reviews(self, number: int) -> list[dict[str, Any]]: ...
 
@@ -454,7 +455,7 @@ class TierForge(Protocol):
 
     repo: str
 
-    async def pull(self, number: int) -> dict[str, Any]: ...
+    async def get_pull(self, number: int) -> Pull: ...
 
     async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]: ...
 

@@ -47,6 +47,4 @@ async def _emergency_pulls(ctx: Context, repo: str, head_sha: str) -> list[int]:
     if fork is None:
         return []
     pulls = await ctx.forge(fork.installation_id, repo).open_pulls()
-    return [
-        int(p["number"]) for p in pulls if p["head"]["sha"] == head_sha and is_emergency_pull(p, fork=repo)
-    ]
+    return [p.number for p in pulls if p.head.sha == head_sha and is_emergency_pull(p, fork=repo)]

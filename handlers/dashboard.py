@@ -130,12 +130,10 @@ async def _emergency_picks(forge: ForkGitHub) -> list[OpenIngestion]:
     found = []
     for pull in await forge.open_pulls():
         if is_emergency_pull(pull, fork=forge.repo):
-            head = pull["head"]
-            runs = await forge.check_runs(str(head["sha"]))
+            head = pull.head
+            runs = await forge.check_runs(head.sha)
             found.append(
-                OpenIngestion(
-                    emergency_id(head["ref"]), int(pull["number"]), False, 1, _states(runs), head["sha"]
-                )
+                OpenIngestion(emergency_id(head.ref), pull.number, False, 1, _states(runs), head.sha)
             )
     return found
 

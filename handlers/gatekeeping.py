@@ -62,7 +62,7 @@ async def approve(ctx: Context, repo: str, number: int, *, login: str, head: str
     head); it stops counting at the next push."""
     fork = await _registered(ctx, repo)
     if head is None:
-        head = str((await ctx.forge(fork.installation_id, repo).get_pull(number))["head"]["sha"])
+        head = (await ctx.forge(fork.installation_id, repo).get_pull(number)).head.sha
     await ctx.db(ctx.gates.record_approval, repo, number, login=login, head_sha=head, at=ctx.clock())
     return await reevaluate(ctx, repo, number)
 

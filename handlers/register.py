@@ -79,14 +79,14 @@ async def _tiers_never_started(ctx: Context, forge: ForkGitHub, fork: Fork) -> N
     pushed) while the config was broken got none, and would otherwise wait for its next push. Ingestion PRs
     are the ingestion run's to bring forward."""
     for pull in await forge.open_pulls():
-        head, number = pull["head"], int(pull["number"])
-        if pull["base"]["ref"] != fork.branch or str(head["ref"]).startswith(BRANCH_PREFIX):
+        head, number = pull.head, pull.number
+        if pull.base.ref != fork.branch or head.ref.startswith(BRANCH_PREFIX):
             continue
-        head_repo = (head.get("repo") or {}).get("full_name")
+        head_repo = head.repo.full_name if head.repo is not None else None
         if not_run_locally(ctx, fork.repo, head_repo, pull=f"#{number}") is not None:
             continue  # its L1 check run said so when it was opened
         runs = await ctx.db(ctx.tier_runs.for_pull, fork.repo, number)
-        if not any(run.head_sha == head["sha"] for run in runs):
+        if not any(run.head_sha == head.sha for run in runs):
             await requests.tiers(ctx, fork.repo, number)
 
 

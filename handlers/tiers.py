@@ -145,7 +145,7 @@ async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) ->
     if fork is None or run is None or run.state is not RunState.DISPATCHED or run.pull == TRUNK_PULL:
         return  # a trunk run is handlers.trunk_watch's
     t = await tiering(ctx, fork)
-    pull = await t.forge.pull(run.pull)
+    pull = await t.forge.get_pull(run.pull)
     auth = await ctx.git_auth(fork.installation_id)
     mirror = ctx.mirror(fork.repo)
     ref = f"refs/pull/{run.pull}/head"
@@ -153,7 +153,7 @@ async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) ->
         ref = f"refs/heads/{candidate_branch(run.ingestion, run.bisection, run.probe)}"
     await asyncio.to_thread(mirror.fetch_ref, ctx.clone_url(fork.repo), ref, auth=auth)
     timeout_s = tier_config(t.config, run.level).timeout_minutes * 60
-    baseline = str(pull["base"]["sha"])
+    baseline = pull.base.sha
     finished = await asyncio.to_thread(
         run_local, Path(mirror.path), run, config=t.config, baseline_sha=baseline, timeout_s=timeout_s
     )
@@ -276,7 +276,7 @@ async def _asked(ctx: Context, event: CheckRunEvent, level: Level, *, l3: bool) 
         return
     want = Want(l3=True) if l3 else Want(rerun=level)
     t = await tiering(ctx, fork)
-    subject = subject_of(await forge.pull(pull), fork=fork.repo)
+    subject = subject_of(await forge.get_pull(pull), fork=fork.repo)
     runs = await ctx.db(ctx.tier_runs.for_pull, fork.repo, pull)
     blocked = why_not(subject, runs, t.config, now=ctx.clock(), want=want)
     if blocked is not None:  # it would start nothing now: the PR says why, rather than nothing happening

@@ -18,6 +18,7 @@ from bot.core.config import BisectConfig, PerformanceConfig, SluiceConfig, Strat
 from bot.core.errors import BadInput
 from bot.core.l3_metrics import Regression
 from bot.core.tiers import Level, RunState, Subject, TierRun, Verdict
+from bot.core.webhooks import Pull
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.store import Store
@@ -64,8 +65,8 @@ class Forge:
     async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]:
         return self.checks.get(sha, {})
 
-    async def pull(self, number: int) -> dict[str, Any]:
-        return self.pulls[number]
+    async def get_pull(self, number: int) -> Pull:
+        return Pull.model_validate(self.pulls[number])
 
     async def upsert_comment(self, number: int, *, marker: str, body: str) -> int:
         assert body.startswith(marker)
@@ -476,11 +477,11 @@ class RacedForge(Forge):
         self.sweep: Callable[[], Any] | None = None
         self.shown: list[dict[str, Any]] = []
 
-    async def pull(self, number: int) -> dict[str, Any]:
+    async def get_pull(self, number: int) -> Pull:
         if self.sweep is not None:
             sweep, self.sweep = self.sweep, None
             await sweep()
-        return await super().pull(number)
+        return await super().get_pull(number)
 
     async def new_check_run(self, sha: str, name: str, body: dict[str, Any]) -> int:
         self.shown.append(body)

@@ -28,6 +28,7 @@ from bot.core.gate import (
 )
 from bot.core.ingestion import Tier, stacked
 from bot.core.models import RiskLevel
+from bot.core.webhooks import Pull
 
 HEAD, OLD = "a" * 40, "b" * 40
 UP = "c" * 40
@@ -398,8 +399,10 @@ def test_emergency_required_tiers() -> None:
         ({"ref": "main", "sha": "b" * 40}, False),
         ({"ref": "sluice/ingest/bundle-0a1b2c3d4e", "sha": "b" * 40}, True),  # on another ingestion PR
         ({"ref": "feature/sluice/ingest/x", "sha": "b" * 40}, False),  # the prefix, not a substring
-        ({}, False),  # a payload without its base: not stacked, never a KeyError
     ],
 )
 def test_a_pr_is_stacked_when_its_base_is_an_ingestion_branch(base: dict[str, str], expected: bool) -> None:
-    assert stacked({"number": 7, "base": base}) is expected
+    head = {"ref": "sluice/ingest/chain-1", "sha": "c" * 40}
+    assert (
+        stacked(Pull.model_validate({"number": 7, "state": "open", "base": base, "head": head})) is expected
+    )

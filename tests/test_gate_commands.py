@@ -184,7 +184,7 @@ async def test_a_tier_command_is_refused_on_an_issue_a_pr_into_another_branch_an
     assert f"{where}; #{other} is into `release`" in on_other and "comment it on a PR into `main`" in on_other
     sim.commit(FORK, "fix", {"c.txt": "c\n"}, message="c", parent=sim.git(FORK, "rev-parse", "main"))
     closed = int(sim.open_pull(FORK, head="fix", base="main", title="C", user="dev")["number"])
-    sim.issues[FORK][closed].state = "closed"
+    sim.close_issue(FORK, closed, user="dev")  # GitHub keeps a closed PR's head and base SHAs
     assert f"{where}; #{closed} is closed" in await say(ctx, closed, body)
     assert queued(ctx) == [] and [outcome for _, _, outcome in audit(ctx)] == ["refused"] * 3
 

@@ -24,6 +24,7 @@ from bot.core.models import (
     RiskLevel,
     RiskReason,
 )
+from bot.core.webhooks import Pull
 from tests.test_dashboard import planned
 
 SUBJECT = "[AMD] Fix mfma layout | for gfx942 (cc @antiagainst) <b>x</b> (#4567)"
@@ -257,5 +258,8 @@ def test_an_emergency_picks_reason_and_status_line_are_inert() -> None:
 def test_an_emergency_pick_is_a_pull_from_sluices_branch_in_the_fork_itself(
     ref: str, head_repo: str | None, emergency_pick: bool
 ) -> None:
-    pull = {"head": {"ref": ref, "repo": {"full_name": head_repo} if head_repo else None}}
+    head = {"ref": ref, "sha": "a" * 40, "repo": {"full_name": head_repo} if head_repo else None}
+    pull = Pull.model_validate(
+        {"number": 7, "state": "open", "head": head, "base": {"ref": "main", "sha": "b" * 40}}
+    )
     assert emergency.is_emergency_pull(pull, fork="meta/triton") is emergency_pick

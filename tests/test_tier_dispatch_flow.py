@@ -12,6 +12,7 @@ import pytest
 
 from bot.core.config import SluiceConfig
 from bot.core.tiers import Level, RunState, Subject, TierRun
+from bot.core.webhooks import Pull
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 from bot.flows import tiers
@@ -30,9 +31,10 @@ class Forge:
     def __init__(self) -> None:
         self.checks: dict[str, dict[str, Any]] = {}
 
-    async def pull(self, number: int) -> dict[str, Any]:
+    async def get_pull(self, number: int) -> Pull:
         head = {"ref": "sluice/ingest/bundle-1", "sha": HEAD, "repo": {"full_name": FORK}}
-        return {"number": number, "state": "open", "head": head, "base": {"ref": "main", "sha": BASE}}
+        base = {"ref": "main", "sha": BASE}
+        return Pull.model_validate({"number": number, "state": "open", "head": head, "base": base})
 
     async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]:
         return self.checks

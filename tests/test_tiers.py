@@ -46,6 +46,7 @@ from bot.core.tiers import (
     why_not,
     workflow_inputs,
 )
+from bot.core.webhooks import Pull
 from bot.flows.tiers import MAX_ZIP_MEMBERS, Finished, read_report, subject_of, unpack
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
@@ -308,8 +309,10 @@ def test_a_pr_is_from_outside_unless_its_head_is_a_branch_of_the_fork(
     head_repo: str | None, ref: str, kind: SubjectKind
 ) -> None:
     repo = {"full_name": head_repo} if head_repo is not None else None
-    pull = {"number": 7, "head": {"ref": ref, "sha": HEAD, "repo": repo}, "base": {"sha": OLD}}
-    assert subject_of(pull, fork="o/f").kind is kind
+    pull = {"number": 7, "state": "open", "head": {"ref": ref, "sha": HEAD, "repo": repo}}
+    assert (
+        subject_of(Pull.model_validate(pull | {"base": {"ref": "main", "sha": OLD}}), fork="o/f").kind is kind
+    )
 
 
 def test_fork_prs_run_the_critical_subset_and_ingestions_the_extensions() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ from pydantic import SecretStr
 from bot.app.service import create_app
 from bot.app.settings import Settings
 from bot.core import webhooks
+from bot.core.errors import Unavailable
 from bot.db.jobs import JobQueue
 from bot.db.store import Store
+from bot.github.forge import parse_pull
 from tests.support.webhooks import signed_headers
 
 FIXTURES = Path(__file__).parent / "fixtures" / "octokit"
@@ -35,6 +38,40 @@ def examples() -> list[Any]:
 def as_app_delivery(payload: dict[str, Any]) -> dict[str, Any]:
     """Repository webhooks in the examples lack `installation`; an App's deliveries always carry it."""
     return {"installation": {"id": 2311213, "node_id": "MDIz"}, **payload}
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_githubs_pull_object_parses_as_the_pull_rest_answers_become(index: int) -> None:
+    """The `pull_request` of GitHub's examples is the object `GET /pulls/N` answers."""
+    pull = json.loads((FIXTURES / "pull_request.json").read_text())[index]["pull_request"]
+    parsed = parse_pull(pull)
+    assert (parsed.number, parsed.state, parsed.title) == (pull["number"], pull["state"], pull["title"])
+    assert (parsed.head.ref, parsed.head.sha, parsed.base.sha) == (
+        pull["head"]["ref"],
+        pull["head"]["sha"],
+        pull["base"]["sha"],
+    )
+    assert parsed.from_branch_of(pull["head"]["repo"]["full_name"])
+    assert parsed.author == pull["user"]["login"] and parsed.commits == pull["commits"]
+    assert parsed.merged is pull["merged"] and parsed.label_names == tuple(x["name"] for x in pull["labels"])
+
+
+@pytest.mark.parametrize(
+    ("broken", "named"),
+    [
+        (lambda p: p["head"].pop("sha"), "head.sha"),
+        (lambda p: p["base"].update(sha="HEAD~1"), "base.sha"),
+        (lambda p: p.update(number="7"), "number"),
+    ],
+)
+def test_a_pull_github_did_not_shape_so_is_retried_naming_the_field(
+    broken: Callable[[dict[str, Any]], object], named: str
+) -> None:
+    pull = json.loads((FIXTURES / "pull_request.json").read_text())[0]["pull_request"]
+    broken(pull)
+    with pytest.raises(Unavailable) as refused:
+        parse_pull(pull)
+    assert refused.value.retryable and f"unusable {named}:" in refused.value.message
 
 
 def test_every_subscribed_event_has_fixtures() -> None:

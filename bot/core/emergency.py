@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from bot.core.ingestion import Links
 from bot.core.markdown import plain
 from bot.core.models import CommitInfo, CommitReport, PickStatus
+from bot.core.webhooks import Pull
 
 EMERGENCY_PREFIX = "sluice/emergency/"
 KIND_TRAILER = ("Sluice-Kind", "emergency")  # recognised as an emergency pick: never moves the ingestion tip
@@ -19,12 +18,9 @@ def emergency_id(branch: str) -> str:
     return "emergency-" + branch.removeprefix(EMERGENCY_PREFIX)
 
 
-def is_emergency_pull(pull: Mapping[str, Any], *, fork: str) -> bool:
-    """Whether a PR is an emergency pick's: its head is a `sluice/emergency/` branch of the fork itself (the
-    same branch name in another repository is someone else's PR)."""
-    head = pull["head"]
-    own = (head.get("repo") or {}).get("full_name") == fork
-    return own and str(head["ref"]).startswith(EMERGENCY_PREFIX)
+def is_emergency_pull(pull: Pull, *, fork: str) -> bool:
+    """Whether a PR is an emergency pick's: its head is a `sluice/emergency/` branch of the fork itself."""
+    return pull.from_branch_of(fork) and pull.head.ref.startswith(EMERGENCY_PREFIX)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from bot.core.config import SluiceConfig, Strategy
 from bot.core.limits import GITHUB_TEXT_MAX_CHARS, rows_that_fit
@@ -21,6 +20,7 @@ from bot.core.models import (
     RiskyChain,
 )
 from bot.core.render import plural
+from bot.core.webhooks import Pull
 
 BRANCH_PREFIX = "sluice/ingest/"
 CLASSIFICATION_MARKER = "<!-- sluice:classification -->"
@@ -130,10 +130,9 @@ class Links:
         )
 
 
-def stacked(pull: Mapping[str, Any]) -> bool:
-    """Whether a PR (GitHub's pull object) builds on another of Sluice's ingestion PRs (its base is one's
-    branch), not on trunk."""
-    return str((pull.get("base") or {}).get("ref") or "").startswith(BRANCH_PREFIX)
+def stacked(pull: Pull) -> bool:
+    """Whether a PR builds on another of Sluice's ingestion PRs (its base is one's branch), not on trunk."""
+    return pull.base.ref.startswith(BRANCH_PREFIX)
 
 
 def units_of(plan: Plan) -> list[Unit]:

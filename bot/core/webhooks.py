@@ -1,4 +1,5 @@
-"""Webhook payloads parsed once at the edge: only the fields Sluice uses, refs and SHAs validated."""
+"""GitHub's payloads parsed once at the edge, webhook deliveries and the REST answers Sluice reads: only the
+fields Sluice uses, refs and SHAs validated."""
 
 from __future__ import annotations
 
@@ -372,3 +373,53 @@ def job_key(payload: Payload) -> str | None:
         return repository.full_name
     installation = getattr(payload, "installation", None)
     return f"installation:{installation.id}" if isinstance(installation, Installation) else None
+
+
+class PullEnd(Payload):
+    """One end of a pull request as the REST API answers it. The branch is kept as GitHub names it (another
+    repository's PR may come from any branch name GitHub allows): Sluice validates a ref where it uses one."""
+
+    ref: str
+    sha: str
+    repo: Repository | None = None  # None when the head's repository was deleted
+
+    @field_validator("sha")
+    @classmethod
+    def _sha(cls, value: str) -> str:
+        if not SHA.match(value):
+            raise ValueError(f"not a commit SHA: {value!r}")
+        return value
+
+
+class Pull(Payload):
+    """A pull request as GitHub's REST API answers it (`GET /pulls/N`, the open list, the create)."""
+
+    number: GitHubId
+    state: str  # open, closed
+    title: str = ""
+    body: str | None = None
+    user: Account | None = None
+    head: PullEnd
+    base: PullEnd
+    draft: bool = False
+    merged: bool = False  # `GET /pulls/N` says; the list leaves it out
+    merge_commit_sha: str | None = None
+    commits: int | None = None  # `GET /pulls/N` only
+    labels: tuple[Label, ...] = ()
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == "open"
+
+    @property
+    def author(self) -> str | None:
+        return self.user.login if self.user is not None else None
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return tuple(label.name for label in self.labels)
+
+    def from_branch_of(self, repo: str) -> bool:
+        """Whether the head is a branch of `repo` itself (the same branch name in another repository is
+        someone else's PR)."""
+        return self.head.repo is not None and self.head.repo.full_name == repo

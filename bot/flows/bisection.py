@@ -54,6 +54,7 @@ from bot.core.tiers import (
     latest_runs,
     tier_config,
 )
+from bot.core.webhooks import Pull
 from bot.flows.pick import Picker, pick_in_order
 from bot.flows.tiers import Tiering, baseline, metric_regressions, parse_report, subject_of, time_out
 from bot.git.mirror import BranchUpdate
@@ -129,7 +130,7 @@ async def start(
     with `regressed`, of L3's performance regression instead of a failure. Raises BadInput, saying why, on a
     PR that is no ingestion, a head no tier failed on, or while one runs."""
     t = b.tiering
-    pull = await t.forge.pull(number)
+    pull = await t.forge.get_pull(number)
     subject = subject_of(pull, fork=t.forge.repo)
     if not _ingestion(b, pull, subject):
         raise BadInput(
@@ -155,12 +156,13 @@ async def start(
         await _supersede(b, running)
     failed = latest.get(level)
     if regressed is None and failed is not None and not failed.failed:  # `/bisect l3` on a regressed L3
-        regressed = await _regressed(b, failed, base_sha=str(pull["base"]["sha"]))
+        regressed = await _regressed(b, failed, base_sha=pull.base.sha)
     reason = failed.detail if failed is not None and failed.failed else f"{level.name} bisected on request"
     if regressed is not None:
         reason = regression_reason(regressed.regressions)
-    base = str(pull["base"]["sha"])
-    record = await _new_record(b, subject, base=base, level=level, by=by, reason=reason, regressed=regressed)
+    record = await _new_record(
+        b, subject, base=pull.base.sha, level=level, by=by, reason=reason, regressed=regressed
+    )
     record = _probing(b, record, failed if failed is not None and failed.failed else None, regressed)
     saved = await _db(b, b.records.start, record, at=t.clock())
     if saved is None:
@@ -220,13 +222,12 @@ async def _new_record(
     )
 
 
-def _ingestion(b: Bisecting, pull: Mapping[str, Any], subject: Subject) -> bool:
+def _ingestion(b: Bisecting, pull: Pull, subject: Subject) -> bool:
     """An open bundle or chain PR Sluice opened: its branch in the fork itself (`subject_of`) and the App its
     author. Another fork's PR, or a person's PR from a branch named like Sluice's, is never bisected: its
     commits' trailers would otherwise blame upstream commits for the planner."""
-    author = str((pull.get("user") or {}).get("login") or "")
-    ours = subject.kind in (SubjectKind.BUNDLE, SubjectKind.CHAIN) and author == b.bot_login
-    return pull.get("state") == "open" and ours
+    ours = subject.kind in (SubjectKind.BUNDLE, SubjectKind.CHAIN) and pull.author == b.bot_login
+    return pull.is_open and ours
 
 
 def _probing(
@@ -254,13 +255,13 @@ async def tier_failed(b: Bisecting, run: TierRun) -> BisectionRecord | None:
     it calls for no bisection."""
     if not b.tiering.config.bisect.auto or run.bisection is not None:
         return None
-    pull = await b.tiering.forge.pull(run.pull)
+    pull = await b.tiering.forge.get_pull(run.pull)
     subject = subject_of(pull, fork=b.tiering.forge.repo)
     if not _ingestion(b, pull, subject) or subject.head_sha != run.head_sha:
         return None
     regressed = None
     if not should_bisect(run, commits=2):  # the commit count is checked once the commits are read
-        regressed = await _regressed(b, run, base_sha=str(pull["base"]["sha"]))
+        regressed = await _regressed(b, run, base_sha=pull.base.sha)
         if regressed is None:
             return None
     if stacked(pull) and not await _base_passed(b, pull, run.level):
@@ -310,8 +311,8 @@ async def _probe_regressions(
     return metric_regressions(before, after, b.tiering.config)
 
 
-async def _base_passed(b: Bisecting, pull: Mapping[str, Any], level: Level) -> bool:
-    check = (await b.tiering.forge.check_runs(str(pull["base"]["sha"]))).get(level.check.value)
+async def _base_passed(b: Bisecting, pull: Pull, level: Level) -> bool:
+    check = (await b.tiering.forge.check_runs(pull.base.sha)).get(level.check.value)
     return check is not None and check.get("conclusion") == "success"
 
 
@@ -333,8 +334,8 @@ async def probe_finished(b: Bisecting, run: TierRun) -> None:
     if record is None or not record.active:
         log.info("probe %s of bisection %s: its bisection no longer runs; ignored", run.probe, run.bisection)
         return
-    pull = await b.tiering.forge.pull(record.pull)
-    if pull.get("state") != "open" or pull["head"]["sha"] != record.head_sha:
+    pull = await b.tiering.forge.get_pull(record.pull)
+    if not pull.is_open or pull.head.sha != record.head_sha:
         await _supersede(b, record)
         return
     shown = record.probe_run(run.probe)

@@ -40,6 +40,7 @@ from bot.core.reconcile import (
     UpsertComment,
     continued_note,
 )
+from bot.core.webhooks import Pull
 from bot.flows.pick import Picker, pick_in_order
 from bot.git.mirror import BranchUpdate
 from bot.ports import Forge, HistoryReader
@@ -130,20 +131,19 @@ async def observe(forge: Forge, desired: Desired, *, seen: ObservedState) -> Obs
     return dataclasses.replace(seen, pulls=pulls, classification=comments, checks=checks, issues=issues)
 
 
-def _is_ingestion(pull: Mapping[str, Any], repo: str) -> bool:
+def _is_ingestion(pull: Pull, repo: str) -> bool:
     """A PR from one of the fork's own ingestion branches (not from a branch of that name in another fork)."""
-    head = pull["head"]
-    return str(head["ref"]).startswith(BRANCH_PREFIX) and (head.get("repo") or {}).get("full_name") == repo
+    return pull.head.ref.startswith(BRANCH_PREFIX) and pull.from_branch_of(repo)
 
 
-def _pull(pull: Mapping[str, Any]) -> ObservedPull:
+def _pull(pull: Pull) -> ObservedPull:
     return ObservedPull(
-        number=int(pull["number"]),
-        branch=pull["head"]["ref"],
-        base=pull["base"]["ref"],
-        title=pull.get("title") or "",
-        body=pull.get("body") or "",
-        labels=tuple(label["name"] for label in pull.get("labels") or ()),
+        number=pull.number,
+        branch=pull.head.ref,
+        base=pull.base.ref,
+        title=pull.title,
+        body=pull.body or "",
+        labels=pull.label_names,
     )
 
 
@@ -208,8 +208,8 @@ class _Performer:
                 pull = await forge.create_pull(
                     title=action.title, body=action.body, head=branch, base=action.base
                 )
-                self.opened[branch] = int(pull["number"])
-                log.info("%s: opened #%s for %s", forge.repo, pull["number"], branch)
+                self.opened[branch] = pull.number
+                log.info("%s: opened #%d for %s", forge.repo, pull.number, branch)
             case UpdatePull(number=number):
                 wanted = {"title": action.title, "body": action.body, "base": action.base}
                 await forge.edit_pull(number, {k: v for k, v in wanted.items() if v is not None})

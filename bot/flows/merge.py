@@ -17,11 +17,12 @@ from bot.core import audit, gate
 from bot.core.codeowners import CODEOWNERS_PATHS, CodeOwners, parse_codeowners
 from bot.core.config import SluiceConfig, Strategy
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id, is_emergency_pull
-from bot.core.errors import MergeRefused
+from bot.core.errors import MergeRefused, Unavailable
 from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, Pause, Review, Waiver
 from bot.core.ingestion import BRANCH_PREFIX, Tier, stacked
 from bot.core.l3_metrics import L3Metrics, Signoff
 from bot.core.permissions import WRITE_ACCESS
+from bot.core.webhooks import Pull
 from bot.ports import Clock, GateForge, GateRecords, SignoffRecords
 
 Db = Callable[..., Awaitable[Any]]  # Context.db: a store call in a worker thread
@@ -71,7 +72,7 @@ class Stored:
 
 @dataclass(frozen=True)
 class Facts:
-    pull: Mapping[str, Any]
+    pull: Pull
     head: str
     checks: Mapping[str, CheckResult]
     runs: Mapping[str, Mapping[str, Any]]
@@ -105,25 +106,33 @@ async def evaluate(keeper: Gatekeeper, number: int) -> Outcome:
     return await _merge(keeper, found, decision)
 
 
-def _is_open_ingestion(pull: Mapping[str, Any], repo: str) -> bool:
-    return pull.get("state") == "open" and _ours(pull, repo)
+def _is_open_ingestion(pull: Pull, repo: str) -> bool:
+    return pull.is_open and _ours(pull, repo)
 
 
-def _ours(pull: Mapping[str, Any], repo: str) -> bool:
+def _ours(pull: Pull, repo: str) -> bool:
     """Sluice's own PR: an ingestion's or an emergency pick's branch in the fork itself."""
-    head = pull["head"]
-    own = (head.get("repo") or {}).get("full_name") == repo
-    return own and str(head["ref"]).startswith((BRANCH_PREFIX, EMERGENCY_PREFIX))
+    return pull.from_branch_of(repo) and pull.head.ref.startswith((BRANCH_PREFIX, EMERGENCY_PREFIX))
 
 
-def ingestion_id(pull: Mapping[str, Any], *, fork: str) -> str:
+def ingestion_id(pull: Pull, *, fork: str) -> str:
     """The id in the PR's branch: `bundle-…`/`chain-…`, or `emergency-<sha10>` for an emergency pick."""
-    ref = str(pull["head"]["ref"])
+    ref = pull.head.ref
     return emergency_id(ref) if is_emergency_pull(pull, fork=fork) else ref.removeprefix(BRANCH_PREFIX)
 
 
-async def _gather(keeper: Gatekeeper, pull: Mapping[str, Any]) -> Facts:
-    number, head = int(pull["number"]), str(pull["head"]["sha"])
+def _commit_count(pull: Pull) -> int:
+    """How many commits the PR has (GitHub lists at most 250 of them; `GET /pulls/N` counts them all)."""
+    if pull.commits is None:
+        raise Unavailable(
+            f"GitHub's answer for #{pull.number} does not count its commits",
+            "nothing to do: the job is retried",
+        )
+    return pull.commits
+
+
+async def _gather(keeper: Gatekeeper, pull: Pull) -> Facts:
+    number, head = pull.number, pull.head.sha
     runs = await keeper.forge.check_runs(head)
     checks = {name: _check(run) for name, run in runs.items()}
     reviews = [_review(r) for r in await keeper.forge.pull_reviews(number) if r.get("submitted_at")]
@@ -249,7 +258,7 @@ def paused_note(reason: str) -> str:
 def _merge_blocker(keeper: Gatekeeper, found: Facts, paused: Pause | None) -> str | None:
     """Why Sluice leaves an open gate's merge to a person, or None when it merges."""
     pull = found.pull
-    author = str((pull.get("user") or {}).get("login", ""))
+    author = pull.author or ""
     if author != keeper.bot_login:  # a branch named like Sluice's proves nothing: who opened the PR does
         return f"@{author} opened this PR, not Sluice: a person merges it."
     pushed = found.stored.record.head if found.stored.record is not None else None
@@ -257,12 +266,12 @@ def _merge_blocker(keeper: Gatekeeper, found: Facts, paused: Pause | None) -> st
         return "Its head is not the commit Sluice pushed (someone pushed to the branch): a person merges it."
     if paused is not None:
         return f"Automatic ingestion is paused ({paused.reason}); `/resume` lifts it."
-    if pull.get("draft"):  # GitHub refuses to merge a draft (405)
+    if pull.draft:  # GitHub refuses to merge a draft (405)
         return "It is a draft: Sluice merges it once someone marks it ready for review."
     if not keeper.config.gate.auto_merge:
         return "`gate.auto_merge` is off: a person merges this PR."
-    if pull["base"]["ref"] != keeper.trunk:
-        return f"This PR builds on `{pull['base']['ref']}`: it merges after that one, onto `{keeper.trunk}`."
+    if pull.base.ref != keeper.trunk:
+        return f"This PR builds on `{pull.base.ref}`: it merges after that one, onto `{keeper.trunk}`."
     return None
 
 
@@ -301,14 +310,14 @@ def _shows(run: Mapping[str, Any], status: str, conclusion: str | None, summary:
 
 async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Outcome:
     """Merge at the head the gate judged; then the rollback tag, the closed audit record, the success."""
-    number = int(found.pull["number"])
+    number = found.pull.number
     rebase = keeper.config.strategy is Strategy.CHERRY_PICK or is_emergency_pull(
         found.pull, fork=keeper.forge.repo
     )
     method = "rebase" if rebase else "merge"  # an emergency pick keeps its commit: `Sluice-Kind: emergency`
     pulled = await keeper.forge.get_pull(number)
-    commits = int(pulled["commits"])  # all of them: GitHub lists at most 250 of a PR's commits
-    title = f"{found.pull.get('title') or 'Sluice ingestion'} (#{number})"
+    commits = _commit_count(pulled)
+    title = f"{found.pull.title or 'Sluice ingestion'} (#{number})"
     try:
         merged = await keeper.forge.merge_pull(number, sha=found.head, method=method, title=title)
     except MergeRefused as exc:
@@ -327,13 +336,13 @@ async def record_merge(keeper: Gatekeeper, number: int) -> Outcome:
     """A PR a person merged (Sluice's own merges close their record as they merge): the rollback tag on the
     trunk it was merged onto, and the audit record closed with what the gate found on its head."""
     pull = await keeper.forge.get_pull(number)
-    if not (pull.get("merged") and pull.get("merge_commit_sha") and _ours(pull, keeper.fork)):
+    if not (pull.merged and pull.merge_commit_sha and _ours(pull, keeper.fork)):
         return Outcome.SKIPPED
     found = await _gather(keeper, pull)
     if found.stored.record is not None and found.stored.record.state is audit.AuditState.CLOSED:
         return Outcome.SKIPPED
     decision = gate.decide(found.facts, config=keeper.config, now=keeper.clock())
-    merged = str(pull["merge_commit_sha"])
+    merged = pull.merge_commit_sha
     before = await _pre_merge_trunk(keeper, merged, pull)
     tag = await _tag(keeper, ingestion_id(pull, fork=keeper.fork), number, before)
     await keeper.db(_close, keeper, found, decision, merged=merged, rollback=(tag, before))
@@ -341,16 +350,16 @@ async def record_merge(keeper: Gatekeeper, number: int) -> Outcome:
     return Outcome.MERGED
 
 
-async def _pre_merge_trunk(keeper: Gatekeeper, merged: str, pull: Mapping[str, Any]) -> str:
+async def _pre_merge_trunk(keeper: Gatekeeper, merged: str, pull: Pull) -> str:
     """Trunk before a merge made by any method: a merge commit's first parent; for a rebase (its last commit
     carries the message of the PR's head) as many first parents back as the PR had commits; for a squash,
     one. The count is the PR's own (`commits`): GitHub lists at most 250 of a PR's commits."""
     commit = await keeper.forge.get_commit(merged)
     parents = [str(p["sha"]) for p in commit["parents"]]
-    count = int(pull["commits"])
+    count = _commit_count(pull)
     if len(parents) > 1 or count < 2:
         return parents[0]
-    last = await keeper.forge.get_commit(str(pull["head"]["sha"]))
+    last = await keeper.forge.get_commit(pull.head.sha)
     if commit["commit"]["message"] != last["commit"]["message"]:
         return parents[0]
     before = merged
@@ -363,7 +372,7 @@ async def _refused(keeper: Gatekeeper, found: Facts, exc: MergeRefused) -> None:
     """The refusal on the gate's check run, with what it was judged on (a later event that changes none of
     it does not try the merge again), and in one comment per head and reason (a refusal repeated after a
     change, for the same reason, adds none)."""
-    number = int(found.pull["number"])
+    number = found.pull.number
     what = "the head moved after the gate judged it" if exc.status == 409 else "GitHub cannot merge it"
     text = (
         f"Sluice did not merge #{number}: {what}. {exc.message}. It tries again when something changes "
@@ -418,7 +427,7 @@ def _close(
 ) -> None:
     """Close the audit record (made now from the PR if ingestion never wrote one) and end the failure run."""
     now = keeper.clock()
-    number = int(found.pull["number"])
+    number = found.pull.number
     record = found.stored.record or _bare_record(keeper.fork, found.pull)
     closed = audit.closed(
         record,
@@ -438,14 +447,14 @@ def _close(
     log.debug("%s: audit record of #%d closed", keeper.fork, number)
 
 
-def _bare_record(fork: str, pull: Mapping[str, Any]) -> audit.AuditRecord:
+def _bare_record(fork: str, pull: Pull) -> audit.AuditRecord:
     ref = ingestion_id(pull, fork=fork)
     return audit.AuditRecord(
         fork=fork,
         ingestion_id=ref,
         kind=ref.split("-", 1)[0],
-        pr_number=int(pull["number"]),
-        head=str(pull["head"]["sha"]),
+        pr_number=pull.number,
+        head=pull.head.sha,
         upstream_base=None,
         upstream_target="",
     )

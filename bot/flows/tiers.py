@@ -8,7 +8,7 @@ import io
 import logging
 import re
 import zipfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -57,6 +57,7 @@ from bot.core.tiers import (
     triage,
     workflow_inputs,
 )
+from bot.core.webhooks import Pull
 from bot.ports import Clock, TierBackend, TierForge, TierRunRecords
 from runners.report import Outcome, Report
 
@@ -99,26 +100,25 @@ class Finished:
     problem: str | None = None  # why there is no report, when known
 
 
-def subject_of(pull: Mapping[str, Any], *, fork: str) -> Subject:
+def subject_of(pull: Pull, *, fork: str) -> Subject:
     """The PR as a tier subject: an ingestion (bundle or chain) or an emergency pick from Sluice's branch,
     a fork PR from another branch of the fork, or a PR from outside it (another repository's branch)."""
-    head = pull["head"]
-    ref, own = str(head["ref"]), (head.get("repo") or {}).get("full_name") == fork
-    ingestion = f"pull-{pull['number']}"
+    ref, own = pull.head.ref, pull.from_branch_of(fork)
+    ingestion = f"pull-{pull.number}"
     kind = SubjectKind.FORK_PR if own else SubjectKind.OUTSIDE_PR
     if own and ref.startswith(BRANCH_PREFIX):
         ingestion = ref.removeprefix(BRANCH_PREFIX)
         kind = SubjectKind.CHAIN if ingestion.startswith("chain-") else SubjectKind.BUNDLE
     elif own and ref.startswith(EMERGENCY_PREFIX):
         ingestion, kind = emergency_id(ref), SubjectKind.EMERGENCY
-    return Subject(fork, int(pull["number"]), head["sha"], pull["base"]["sha"], kind, ingestion)
+    return Subject(fork, pull.number, pull.head.sha, pull.base.sha, kind, ingestion)
 
 
 async def advance(t: Tiering, number: int, *, want: Want | None = None) -> None:
     """Bring PR `number`'s tiers forward: discard results for old heads, then perform what the core decides
     (a dispatch, a time-out, the tiers a failure blocks) until nothing more changes now."""
-    pull = await t.forge.pull(number)
-    if pull.get("state") != "open":
+    pull = await t.forge.get_pull(number)
+    if not pull.is_open:
         return
     subject, want = subject_of(pull, fork=t.forge.repo), want or Want()
     for _ in (*LEVELS, None):  # a time-out or a refused dispatch blocks the tiers above: one more pass
@@ -344,11 +344,11 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
             "tier run %s: a result for a run that no longer waits (%s) is ignored", run_key, run and run.state
         )
         return
-    pull = await t.forge.pull(run.pull)
+    pull = await t.forge.get_pull(run.pull)
     if run.bisection is not None:
-        await _probe_finished(t, run, finished, baseline_sha=str(pull["base"]["sha"]))
+        await _probe_finished(t, run, finished, baseline_sha=pull.base.sha)
         return
-    if pull.get("state") != "open" or pull["head"]["sha"] != run.head_sha:
+    if not pull.is_open or pull.head.sha != run.head_sha:
         await _discard(t, run, why=f"the result is for {run.head_sha[:10]}, no longer the PR's head")
         return
     subject = subject_of(pull, fork=t.forge.repo)

@@ -9,13 +9,30 @@ from typing import Any
 from urllib.parse import quote
 
 from gidgethub import BadRequest
+from pydantic import ValidationError
 
-from bot.core.errors import BadInput, DispatchRefused, MergeRefused, TooLarge
+from bot.core.errors import BadInput, DispatchRefused, MergeRefused, TooLarge, Unavailable
 from bot.core.limits import fit_for_github
+from bot.core.webhooks import Pull
 from bot.github.client import InstallationAPI
 
 BASE_MOVED = "Base branch was modified"  # GitHub's 405 while it recomputes a PR whose base just moved
 BASE_MOVED_WAITS_S = (1.0, 2.0, 4.0)
+
+
+def parse_pull(answer: object) -> Pull:
+    """A REST answer about a pull request, parsed once here; one GitHub did not shape so is `Unavailable`
+    (retried: GitHub's answer, not anyone's input, was wrong), naming the field."""
+    try:
+        return Pull.model_validate(answer)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the answer"
+        number = answer.get("number") if isinstance(answer, Mapping) else None
+        raise Unavailable(
+            f"GitHub answered pull request #{number} with an unusable {where}: {first['msg']}",
+            "nothing to do: the job is retried; if it persists, GitHub's API is not answering as documented",
+        ) from exc
 
 
 class ForkGitHub:
@@ -32,13 +49,15 @@ class ForkGitHub:
     def _url(self, path: str) -> str:
         return f"/repos/{self.repo}{path}"
 
-    async def open_pulls(self) -> list[dict[str, Any]]:
-        return [dict(p) async for p in self.api.getiter(self._url("/pulls") + "?state=open&per_page=100")]
+    async def open_pulls(self) -> list[Pull]:
+        return [
+            parse_pull(p) async for p in self.api.getiter(self._url("/pulls") + "?state=open&per_page=100")
+        ]
 
-    async def create_pull(self, *, title: str, body: str, head: str, base: str) -> dict[str, Any]:
+    async def create_pull(self, *, title: str, body: str, head: str, base: str) -> Pull:
         # no maintainer_can_modify: it is for a PR from another repository, and Sluice's come from the fork
         data = {"title": title, "body": body, "head": head, "base": base}
-        return dict(await self.api.post(self._url("/pulls"), data=data))
+        return parse_pull(await self.api.post(self._url("/pulls"), data=data))
 
     async def edit_pull(self, number: int, changes: Mapping[str, str]) -> None:
         await self.api.patch(self._url(f"/pulls/{number}"), data=dict(changes))
@@ -161,8 +180,8 @@ class ForkGitHub:
 
     # --- the gate and the merge
 
-    async def get_pull(self, number: int) -> dict[str, Any]:
-        return dict(await self.api.get(self._url(f"/pulls/{number}")))
+    async def get_pull(self, number: int) -> Pull:
+        return parse_pull(await self.api.get(self._url(f"/pulls/{number}")))
 
     async def pull_reviews(self, number: int) -> list[dict[str, Any]]:
         """Every review of the PR, oldest first (GitHub's order), across pages."""
@@ -309,9 +328,6 @@ class ForkGitHub:
                 f"keep {path} under 1 MB",
             )
         return base64.b64decode(str(found.get("content", "")))
-
-    async def pull(self, number: int) -> dict[str, Any]:
-        return dict(await self.api.get(self._url(f"/pulls/{number}")))
 
     async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int:
         """A check run named `name` on `sha` with `body`'s fields; its id."""

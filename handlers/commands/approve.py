@@ -22,7 +22,7 @@ HELP = f"`{USAGE.line}` — approve this PR's api/semantic/proposed resolutions 
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
     pull = await gated_pull(call, ctx=ctx)
-    number, head = int(pull["number"]), str(pull["head"]["sha"])
+    number, head = pull.number, pull.head.sha
     keeper = await gate_of(call, ctx=ctx)
     if is_emergency_pull(pull, fork=call.fork.repo):
         paths = sorted(await keeper.forge.pull_files(number))

@@ -22,7 +22,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     named = call.args.get("tier")
     level = level_of(named) if named is not None else None
     pull = await ingestion_pull(call, ctx=ctx)
-    number = int(pull["number"])
+    number = pull.number
     b = await bisecting(ctx, call.fork)
     try:
         started = await bisection.start(b, number, level=level, by=call.actor)

@@ -5,9 +5,7 @@ on upstream's first-parent stream before any other git call."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from gidgethub import BadRequest
 
@@ -21,6 +19,7 @@ from bot.core.models import CommitReport, Disposition
 from bot.core.permissions import Permission
 from bot.core.refs import SHA_RE
 from bot.core.upstream_access import UpstreamRefused
+from bot.core.webhooks import Pull
 from bot.flows.pick import Picker, pick_in_order
 from bot.git.mirror import BranchUpdate
 from bot.github.client import InstallationAPI
@@ -59,7 +58,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     if opened is None:
         number, head = await _publish(ctx, call.fork, picked), picked.head
     else:  # the same command again, or its job retried after a step failed: what is left is finished
-        number, head = int(opened["number"]), str(opened["head"]["sha"])
+        number, head = opened.number, opened.head.sha
     await _complete(ctx, call, picked, number=number, head=head)
     if opened is not None:
         done = f"the emergency pick of {picked.pick.named} is already open as #{number}"
@@ -172,12 +171,10 @@ def _pick(ctx: Context, fork: Synced, call: Call, sha: str, pull: int | None, re
     return Picked(pick, head, reports[-1])
 
 
-async def _open_pull_for(ctx: Context, fork: Fork, branch: str) -> Mapping[str, Any] | None:
+async def _open_pull_for(ctx: Context, fork: Fork, branch: str) -> Pull | None:
     """The pick's open PR: from Sluice's branch in the fork itself (not a same-named one from elsewhere)."""
     pulls = await ctx.forge(fork.installation_id, fork.repo).open_pulls()
-    return next(
-        (p for p in pulls if is_emergency_pull(p, fork=fork.repo) and p["head"]["ref"] == branch), None
-    )
+    return next((p for p in pulls if is_emergency_pull(p, fork=fork.repo) and p.head.ref == branch), None)
 
 
 async def _publish(ctx: Context, fork: Fork, picked: Picked) -> int:
@@ -194,7 +191,7 @@ async def _publish(ctx: Context, fork: Fork, picked: Picked) -> int:
     pull = await forge.create_pull(
         title=emergency.title(picked.pick), body=body, head=picked.pick.branch, base=fork.branch
     )
-    return int(pull["number"])
+    return pull.number
 
 
 async def _complete(ctx: Context, call: Call, picked: Picked, *, number: int, head: str) -> None:

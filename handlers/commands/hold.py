@@ -19,7 +19,7 @@ HELP = f"`{USAGE.line}` — keep this ingestion PR or emergency pick from mergin
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
     pull = await gated_pull(call, ctx=ctx)
-    number = int(pull["number"])
+    number = pull.number
     given = call.args.get("reason")
     reason = given if isinstance(given, str) else "no reason given"
     await gatekeeping.hold(ctx, call.fork.repo, number, by=call.actor, reason=reason)

@@ -20,7 +20,7 @@ HELP = f"`{USAGE.line}` — run L3 on this PR's head now (only the L3 suite name
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
     pull = await validated_pull(call, ctx=ctx)
-    number, head = int(pull["number"]), str(pull["head"]["sha"])
+    number, head = pull.number, pull.head.sha
     keeper = await gate_of(call, ctx=ctx)
     suites = [suite.name for suite in keeper.config.tiers.l3.suites]
     named = call.args.get("suite")

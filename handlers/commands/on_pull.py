@@ -4,15 +4,13 @@ configures it, tier names, the gate's word, and a tier asked for that cannot sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from bot.app.context import Context
 from bot.core.command_args import CommandRefused
 from bot.core.config import SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.tiers import Level, Want, why_not
+from bot.core.webhooks import Pull
 from bot.flows.merge import Gatekeeper, Outcome
 from bot.flows.tiers import subject_of
 from handlers import gatekeeping
@@ -28,13 +26,13 @@ GATE_SAYS = {
 }
 
 
-async def ingestion_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
+async def ingestion_pull(call: Call, *, ctx: Context) -> Pull:
     """The open ingestion PR the command was commented on; refused on an issue or any other PR."""
     where = f"`/{call.cmd.name}` acts on an open ingestion PR (branch `{BRANCH_PREFIX}…`)"
     return await _own_pull(call, (BRANCH_PREFIX,), where=where, other="not one", ctx=ctx)
 
 
-async def gated_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
+async def gated_pull(call: Call, *, ctx: Context) -> Pull:
     """The open PR the gate judges that the command was commented on: an ingestion PR or an emergency pick
     (`/cherry-pick`'s, which goes through the same gate); refused on an issue or any other PR."""
     where = (
@@ -44,41 +42,37 @@ async def gated_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
     return await _own_pull(call, (BRANCH_PREFIX, EMERGENCY_PREFIX), where=where, other="neither", ctx=ctx)
 
 
-async def _own_pull(
-    call: Call, prefixes: tuple[str, ...], *, where: str, other: str, ctx: Context
-) -> dict[str, Any]:
+async def _own_pull(call: Call, prefixes: tuple[str, ...], *, where: str, other: str, ctx: Context) -> Pull:
     """The open PR from one of Sluice's branches (`prefixes`, in the fork itself) that the command was
     commented on; refused, saying `where` the command works, on an issue, another PR or a closed one."""
     on = call.cmd.on
     pull = await _pull_on(call, ctx=ctx, where=where, remedy="comment it on that PR")
-    head = pull["head"]
-    own = (head.get("repo") or {}).get("full_name") == call.fork.repo
-    if not own or not str(head["ref"]).startswith(prefixes):
+    if not pull.from_branch_of(call.fork.repo) or not pull.head.ref.startswith(prefixes):
         raise CommandRefused(f"{where}; #{on.number} is {other}", "comment it on that PR")
-    if pull.get("state") != "open":
-        raise CommandRefused(f"{where}; #{on.number} is {pull.get('state')}", "nothing to do on it")
+    if not pull.is_open:
+        raise CommandRefused(f"{where}; #{on.number} is {pull.state}", "nothing to do on it")
     return pull
 
 
-async def validated_pull(call: Call, *, ctx: Context) -> dict[str, Any]:
+async def validated_pull(call: Call, *, ctx: Context) -> Pull:
     """The open PR into fork trunk the command was commented on: any PR whose tiers Sluice runs (an ingestion
     PR, an emergency pick, a branch of the fork's, and with the GitHub backend a PR from outside the fork).
     An issue, a PR into another branch or a closed one is refused, saying where the command works."""
     on, trunk = call.cmd.on, call.fork.branch
     where = f"`/{call.cmd.name}` acts on an open PR into `{trunk}`, whose tiers Sluice runs"
     pull = await _pull_on(call, ctx=ctx, where=where, remedy="comment it on the PR")
-    if pull["base"]["ref"] != trunk:
-        base = str(pull["base"]["ref"])[:60].replace("`", "'")
+    if pull.base.ref != trunk:
+        base = pull.base.ref[:60].replace("`", "'")
         raise CommandRefused(f"{where}; #{on.number} is into `{base}`", f"comment it on a PR into `{trunk}`")
-    if pull.get("state") != "open":
-        raise CommandRefused(f"{where}; #{on.number} is {pull.get('state')}", "nothing to do on it")
-    head_repo = (pull["head"].get("repo") or {}).get("full_name")
+    if not pull.is_open:
+        raise CommandRefused(f"{where}; #{on.number} is {pull.state}", "nothing to do on it")
+    head_repo = pull.head.repo.full_name if pull.head.repo is not None else None
     if (refused := not_run_locally(ctx, call.fork.repo, head_repo, pull=f"#{on.number}")) is not None:
         raise CommandRefused(*refused)
     return pull
 
 
-async def _pull_on(call: Call, *, ctx: Context, where: str, remedy: str) -> dict[str, Any]:
+async def _pull_on(call: Call, *, ctx: Context, where: str, remedy: str) -> Pull:
     """The PR the command was commented on; refused on an issue, saying `where` the command works."""
     on = call.cmd.on
     if not on.is_pull:
@@ -115,7 +109,7 @@ async def teams_of(keeper: Gatekeeper, teams: set[str], login: str) -> list[str]
 
 
 async def refuse_unless_it_starts(
-    call: Call, pull: Mapping[str, Any], want: Want, *, config: SluiceConfig, again: str, ctx: Context
+    call: Call, pull: Pull, want: Want, *, config: SluiceConfig, again: str, ctx: Context
 ) -> None:
     """Refused, saying why and what to do (`again`: the command to comment later), when the tiers job would
     start nothing for `want` on the PR's head now: a tier below has not passed, or the tier still runs."""

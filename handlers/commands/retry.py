@@ -23,7 +23,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     named = call.args.get("tier")
     wanted = level_of(named) if named is not None else None
     pull = await validated_pull(call, ctx=ctx)
-    number, head = int(pull["number"]), str(pull["head"]["sha"])
+    number, head = pull.number, pull.head.sha
     if wanted is not None:
         config = (await gate_of(call, ctx=ctx)).config
         again = f"/{NAME} {wanted.value}"

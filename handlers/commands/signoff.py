@@ -27,7 +27,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
         shown = tier[:20].replace("`", "'")
         raise CommandRefused(f"`{shown}` cannot be signed off: only L3's metrics are", "write `/signoff l3`")
     pull = await gated_pull(call, ctx=ctx)
-    number, head = int(pull["number"]), str(pull["head"]["sha"])
+    number, head = pull.number, pull.head.sha
     metrics = await ctx.db(ctx.signoffs.l3_metrics, call.fork.repo, number, head_sha=head)
     if metrics is None or not metrics.regressions:
         why = "L3 has no result on it" if metrics is None else "no L3 metric regressed on it"

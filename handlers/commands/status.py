@@ -22,6 +22,6 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
         r for state in ("open", "blocked") for r in await ctx.db(ctx.registry.ingestions, repo, state=state)
     ]
     pulls = await ctx.forge(call.fork.installation_id, repo).open_pulls()
-    emergency = sorted((int(p["number"]), str(p["title"])) for p in pulls if is_emergency_pull(p, fork=repo))
+    emergency = sorted((p.number, p.title) for p in pulls if is_emergency_pull(p, fork=repo))
     body = status_reply(repo, history[-1] if history else None, records, emergency)
     return Outcome("answered /status", reply=body)

@@ -19,7 +19,7 @@ HELP = f"`{USAGE.line}` — release the hold on this PR; the gate is judged agai
 
 async def handle(call: Call, *, ctx: Context) -> Outcome:
     pull = await gated_pull(call, ctx=ctx)
-    number = int(pull["number"])
+    number = pull.number
     held = await ctx.db(ctx.gates.hold, call.fork.repo, number)
     if held is None:
         raise CommandRefused(f"#{number} is not held", "`/hold` it first; there is nothing to release")

@@ -55,7 +55,7 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
     )
     expires = dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
     reason, plan = str(call.args.get("reason")), str(call.args.get("plan"))
-    number, head = int(pull["number"]), str(pull["head"]["sha"])
+    number, head = pull.number, pull.head.sha
     waiver = Waiver(level.check, owner, reason, plan, expires, call.actor, head)
     outcome = await gatekeeping.waive(ctx, call.fork.repo, number, waiver)
     done = (
