@@ -33,9 +33,8 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
     if await ctx.db(ctx.registry.installation_of, repo) != installation_id:
         log.info("%s is no longer in installation %d; not registering it", repo, installation_id)
         return
-    api = ctx.github.for_installation(installation_id)
-    default_branch = str((await api.get(f"/repos/{repo}"))["default_branch"])
     forge, reader = ctx.forge(installation_id, repo), _Reader(ctx, repo, installation_id)
+    default_branch = await forge.default_branch()
     head, text = await reader.read(default_branch)
     if text is None:
         log.info("%s has no %s on %s: not a fork Sluice keeps in sync", repo, CONFIG_PATH, default_branch)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.upstream_access import UpstreamRefused
@@ -26,8 +24,6 @@ async def fork_auth(ctx: Context, fork: Fork) -> tuple[dict[str, str], dict[str,
     try:
         return await ctx.fork_auth(fork)
     except UpstreamRefused as exc:
-        api = ctx.github.for_installation(fork.installation_id)
-        branch = await api.get(f"/repos/{fork.repo}/branches/{quote(fork.branch)}")
-        head = str(branch["commit"]["sha"])
+        head = await ctx.forge(fork.installation_id, fork.repo).branch_head(fork.branch)
         await report_refused(ctx, exc, repo=fork.repo, installation_id=fork.installation_id, head=head)
         raise Rejected(exc.message, exc.remedy) from exc

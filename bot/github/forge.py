@@ -178,6 +178,13 @@ class ForkGitHub:
         await self.post_comment(number, comment)
         await self.api.patch(self._url(f"/issues/{number}"), data={"state": "closed"})
 
+    async def default_branch(self) -> str:
+        return str((await self.api.get(self._url("")))["default_branch"])
+
+    async def branch_head(self, branch: str) -> str:
+        """The commit `branch` points at."""
+        return str((await self.api.get(self._url(f"/branches/{quote(branch)}")))["commit"]["sha"])
+
     # --- the gate and the merge
 
     async def get_pull(self, number: int) -> Pull:

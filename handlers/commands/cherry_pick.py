@@ -22,7 +22,7 @@ from bot.core.upstream_access import UpstreamRefused
 from bot.core.webhooks import Pull
 from bot.flows.pick import Picker, pick_in_order
 from bot.git.mirror import BranchUpdate
-from bot.github.client import InstallationAPI
+from bot.github.forge import ForkGitHub
 from bot.ports import Fork
 from handlers import ingest, requests
 from handlers.commands.call import Call, Outcome
@@ -115,9 +115,9 @@ async def merge_commit(ctx: Context, fork: Fork, number: int) -> str:
             "the fork's upstream is not a repository on this GitHub, so PR numbers mean nothing here",
             "give the upstream commit's SHA instead",
         )
-    api = await _upstream_api(ctx, fork)
+    upstream = await _upstream(ctx, fork)
     try:
-        pull = await api.get(f"/repos/{fork.upstream_repo}/pulls/{number}")
+        pull = await upstream.get_pull(number)
     except BadRequest as exc:
         if exc.status_code in (404, 410):
             raise NoSuchPull(
@@ -125,31 +125,31 @@ async def merge_commit(ctx: Context, fork: Fork, number: int) -> str:
                 "give a merged upstream PR, or the upstream commit's SHA",
             ) from None
         raise
-    sha = pull.get("merge_commit_sha")
-    if pull.get("merged") is not True or not isinstance(sha, str) or not SHA_RE.match(sha):
+    sha = pull.merge_commit_sha
+    if not pull.merged or sha is None or not SHA_RE.match(sha):
         raise Unmerged(
-            f"upstream PR #{number} is not merged ({pull.get('state', 'unknown')})",
+            f"upstream PR #{number} is not merged ({pull.state})",
             "wait until it is merged upstream, or give the SHA of an upstream commit",
         )
     return sha
 
 
-async def _upstream_api(ctx: Context, fork: Fork) -> InstallationAPI:
-    """Upstream's API as the fork may read it: with the upstream installation's token where the upstream
-    access rule grants it to this fork, else anonymously (a public upstream shows anyone its PRs). Without
-    an upstream installation nothing is decided by git, so a refused PR never reaches git."""
+async def _upstream(ctx: Context, fork: Fork) -> ForkGitHub:
+    """Upstream as the fork may read it through the API: with the upstream installation's token where the
+    upstream access rule grants it to this fork, else anonymously (a public upstream shows anyone its PRs).
+    Without an upstream installation nothing is decided by git, so a refused PR never reaches git."""
     assert fork.upstream_repo is not None
-    if await ctx.db(ctx.registry.installation_of, fork.upstream_repo) is None:
-        return ctx.github.anonymous()
-    try:
-        access = await ctx.upstream_access(
-            fork.repo, installation_id=fork.installation_id, upstream_url=fork.upstream_url
-        )
-    except UpstreamRefused as exc:
-        raise CommandRefused(exc.message, exc.remedy) from None
-    if access.installation_id is None:
-        return ctx.github.anonymous()
-    return ctx.github.for_installation(access.installation_id)
+    api = ctx.github.anonymous()
+    if await ctx.db(ctx.registry.installation_of, fork.upstream_repo) is not None:
+        try:
+            access = await ctx.upstream_access(
+                fork.repo, installation_id=fork.installation_id, upstream_url=fork.upstream_url
+            )
+        except UpstreamRefused as exc:
+            raise CommandRefused(exc.message, exc.remedy) from None
+        if access.installation_id is not None:
+            api = ctx.github.for_installation(access.installation_id)
+    return ForkGitHub(api, fork.upstream_repo, bot_login=ctx.bot_login)
 
 
 def _pick(ctx: Context, fork: Synced, call: Call, sha: str, pull: int | None, reason: str | None) -> Picked:
