@@ -29,8 +29,9 @@ def parse_pull(answer: object) -> Pull:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the answer"
         number = answer.get("number") if isinstance(answer, Mapping) else None
+        which = f"pull request #{number}" if isinstance(number, int) else "a pull request"
         raise Unavailable(
-            f"GitHub answered pull request #{number} with an unusable {where}: {first['msg']}",
+            f"GitHub answered {which} with an unusable {where}: {first['msg']}",
             "nothing to do: the job is retried; if it persists, GitHub's API is not answering as documented",
         ) from exc
 
