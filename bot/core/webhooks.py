@@ -21,6 +21,15 @@ MAX_JSON_DEPTH = 64  # GitHub's payloads nest 7 deep (tests/fixtures/octokit); j
 GitHubId = Annotated[int, Field(strict=True, gt=0, le=2**63 - 1)]
 
 
+def _sha(value: str) -> str:
+    if not SHA.match(value):
+        raise ValueError(f"not a commit SHA: {value!r}")
+    return value
+
+
+CommitSha = Annotated[str, AfterValidator(_sha)]
+
+
 class Payload(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -62,7 +71,7 @@ class PushCommit(Payload):
 
 class PushEvent(Payload):
     ref: str
-    after: str
+    after: CommitSha
     deleted: bool = False
     forced: bool = False
     commits: tuple[PushCommit, ...] = ()
@@ -90,25 +99,11 @@ class PushEvent(Payload):
             raise ValueError(exc.message) from exc
         return value
 
-    @field_validator("after")
-    @classmethod
-    def _sha(cls, value: str) -> str:
-        if not SHA.match(value):
-            raise ValueError(f"not a commit SHA: {value!r}")
-        return value
-
 
 class PullRequestEnd(Payload):
-    sha: str
+    sha: CommitSha
     ref: str
     repo: Repository | None = None  # None when the head's fork was deleted
-
-    @field_validator("sha")
-    @classmethod
-    def _sha(cls, value: str) -> str:
-        if not SHA.match(value):
-            raise ValueError(f"not a commit SHA: {value!r}")
-        return value
 
     @field_validator("ref")
     @classmethod
@@ -225,15 +220,6 @@ class IssuesEvent(Payload):
     @property
     def body_before(self) -> str | None:
         return self.changes.body.from_ if self.changes.body is not None else None
-
-
-def _sha(value: str) -> str:
-    if not SHA.match(value):
-        raise ValueError(f"not a commit SHA: {value!r}")
-    return value
-
-
-CommitSha = Annotated[str, AfterValidator(_sha)]
 
 
 class WorkflowRun(Payload):
@@ -380,15 +366,8 @@ class PullEnd(Payload):
     repository's PR may come from any branch name GitHub allows): Sluice validates a ref where it uses one."""
 
     ref: str
-    sha: str
+    sha: CommitSha
     repo: Repository | None = None  # None when the head's repository was deleted
-
-    @field_validator("sha")
-    @classmethod
-    def _sha(cls, value: str) -> str:
-        if not SHA.match(value):
-            raise ValueError(f"not a commit SHA: {value!r}")
-        return value
 
 
 class Pull(Payload):
