@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from bot.app.context import Context
-from bot.core.config import CONFIG_PATH, ConfigError, parse_config
+from bot.core.config import CONFIG_PATH, ConfigError
 from bot.core.errors import BadInput, NotFound
 from bot.core.gate import Waiver
 from bot.flows.merge import Gatekeeper, Outcome, evaluate, record_merge
@@ -38,16 +38,14 @@ async def merged(ctx: Context, repo: str, number: int) -> Outcome:
 async def gatekeeper(ctx: Context, fork: Fork) -> Gatekeeper | None:
     """The fork's gate, with `.github/sluice.yml` as trunk has it; None while that file is broken (its
     `sluice/config` check run says why)."""
-    forge = ctx.forge(fork.installation_id, fork.repo)
     try:
-        text = await forge.read_text(CONFIG_PATH, ref=fork.branch)
-        config = parse_config(text or "", trusted_url_prefixes=ctx.trusted_url_prefixes, machine_paths=False)
+        config = await ctx.trunk_config(fork)
     except (ConfigError, BadInput) as exc:
         log.warning(
             "%s: %s is invalid; the gate waits for a valid one:\n%s", fork.repo, CONFIG_PATH, exc.message
         )
         return None
-    gates = ctx.gates
+    forge, gates = ctx.forge(fork.installation_id, fork.repo), ctx.gates
     return Gatekeeper(
         forge, gates, ctx.db, fork.branch, config, ctx.clock, ctx.bot_login, signoffs=ctx.signoffs
     )

@@ -14,7 +14,7 @@ from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core import tier_checks
 from bot.core.bisect_pr import candidate_branch
-from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
+from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig
 from bot.core.errors import BadInput
 from bot.core.gate import FAILED
 from bot.core.permissions import WRITE_ACCESS
@@ -72,7 +72,7 @@ class LocalBackend:
 async def tiering(ctx: Context, fork: Fork) -> Tiering:
     """The fork's tier settings (its `.github/sluice.yml` on trunk) and where its tiers run."""
     forge = ctx.forge(fork.installation_id, fork.repo)
-    config = await repo_config(ctx, forge, fork)
+    config = await repo_config(ctx, fork)
     backend: TierBackend = (
         LocalBackend(ctx, fork.repo)
         if ctx.settings.tier_backend == "local"
@@ -95,21 +95,12 @@ async def regressed_l3(ctx: Context, run: TierRun) -> bool:
     return any(r.critical for r in await ctx.db(ctx.tier_runs.regressions, run.id))
 
 
-async def repo_config(ctx: Context, forge: ForkGitHub, fork: Fork) -> SluiceConfig:
-    name = f"{fork.repo}:{fork.branch}:{CONFIG_PATH}"
+async def repo_config(ctx: Context, fork: Fork) -> SluiceConfig:
     try:
-        text = await forge.read_text(CONFIG_PATH, ref=fork.branch)
-        if text is None:
-            return SluiceConfig()
-        return parse_config(
-            text,
-            filename=name,
-            trusted_url_prefixes=ctx.trusted_url_prefixes,
-            machine_paths=False,
-        )
+        return await ctx.trunk_config(fork)
     except (ConfigError, BadInput) as exc:
         raise Rejected(
-            f"{name} is invalid:\n{exc.message}",
+            f"{fork.repo}:{fork.branch}:{CONFIG_PATH} is invalid:\n{exc.message}",
             "fix it and push: the tiers of the ingestion PRs, and of the PRs whose head has no tier run, "
             "go on then; a tier run whose result came meanwhile is read from GitHub at its timeout",
         ) from exc

@@ -246,6 +246,21 @@ async def test_the_upstream_installation_lets_a_listed_downstream_read_it(make_r
     assert not has_object(rig.mirror(), withdrawn)
 
 
+async def test_an_upstream_config_that_cannot_be_parsed_grants_nothing(make_sqlite_rig: MakeRig) -> None:
+    """A grant is read or it is not there: broken YAML that names the fork lets no one in."""
+    rig = await make_sqlite_rig(**LOOPBACK_ALLOWED)
+    secret = seed_upstream(rig.sim, PRIVATE, private=True)
+    rig.sim.commit(PRIVATE, "main", {CONFIG: f"downstreams: [{FORK}\n"}, message="a broken grant")
+    seed_fork(rig.sim, f"{rig.web_url}/{PRIVATE}.git", from_repo=PRIVATE)
+    await rig.install(PRIVATE, FORK)
+
+    run = rig.config_run(FORK)
+    assert run["conclusion"] == "failure"
+    assert f"add `downstreams: [{FORK}]` to {PRIVATE}'s {CONFIG}" in run["output"]["summary"]
+    assert Registry(rig.store).fork(FORK) is None and rig.pulls() == []
+    assert not has_object(rig.mirror(), secret[1])
+
+
 async def test_an_upstream_in_the_forks_own_installation_is_read_with_the_forks_token(
     make_sqlite_rig: MakeRig,
 ) -> None:

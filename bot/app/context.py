@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
 import logging
 import socket
@@ -12,11 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from gidgethub import BadRequest
-
 from bot.app.settings import Settings
-from bot.core.config import CONFIG_PATH, ConfigError, parse_config
-from bot.core.errors import GitTransportError, redact
+from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
+from bot.core.errors import BadInput, GitTransportError, redact
 from bot.core.ingestion import owner_repo
 from bot.core.upstream_access import (
     UpstreamAccess,
@@ -210,17 +207,10 @@ class Context:
 
     async def _downstreams(self, upstream: str, installation_id: int) -> tuple[str, ...]:
         """`downstreams` of the upstream's own config, read with its installation's token for that alone."""
-        api = self.github.for_installation(installation_id)
         try:
-            content = await api.get(f"/repos/{upstream}/contents/{CONFIG_PATH}")
-        except BadRequest as exc:
-            if exc.status_code == 404:
-                return ()
-            raise
-        try:
-            text = base64.b64decode(str(content.get("content", ""))).decode("utf-8")
-            return parse_config(text, filename=f"{upstream}:{CONFIG_PATH}").downstreams
-        except (ValueError, ConfigError) as exc:  # an unreadable grant grants nothing
+            text = await self.forge(installation_id, upstream).read_text(CONFIG_PATH, ref=None)
+            return parse_config(text or "", filename=f"{upstream}:{CONFIG_PATH}").downstreams
+        except (BadInput, ConfigError, ValueError) as exc:  # an unreadable grant grants nothing
             log.warning("%s: its %s is unusable, so it grants no downstream: %s", upstream, CONFIG_PATH, exc)
             return ()
 
@@ -236,6 +226,17 @@ class Context:
             upstream_branch=fork.upstream_branch,
             fork_auth=auth,
             upstream_auth=upstream_auth,
+        )
+
+    async def trunk_config(self, fork: Fork) -> SluiceConfig:
+        """`.github/sluice.yml` as fork trunk has it on GitHub (the defaults where there is none), parsed as
+        the App parses a repository's file; ConfigError when it is invalid, BadInput when it is unreadable."""
+        text = await self.forge(fork.installation_id, fork.repo).read_text(CONFIG_PATH, ref=fork.branch)
+        return parse_config(
+            text or "",
+            filename=f"{fork.repo}:{fork.branch}:{CONFIG_PATH}",
+            trusted_url_prefixes=self.trusted_url_prefixes,
+            machine_paths=False,  # a repository's file: no path on this machine (`risk.model`)
         )
 
     def forge(self, installation_id: int, repo: str) -> ForkGitHub:

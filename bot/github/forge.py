@@ -207,9 +207,10 @@ class ForkGitHub:
             ]
         return list(dict.fromkeys(paths))
 
-    async def read_text(self, path: str, *, ref: str) -> str | None:
-        """A file's text at `ref`, or None when there is none. A byte that is not UTF-8 reads as U+FFFD, as
-        every reader of `.github/sluice.yml` reads it (the gate once took such a file for an absent one)."""
+    async def read_text(self, path: str, *, ref: str | None) -> str | None:
+        """A file's text at `ref` (None: the default branch), or None when there is none. A byte that is not
+        UTF-8 reads as U+FFFD, as every reader of `.github/sluice.yml` reads it (the gate once took such a
+        file for an absent one)."""
         raw = await self.file(path, ref=ref)
         return None if raw is None else raw.decode("utf-8", "replace")
 
@@ -318,11 +319,12 @@ class ForkGitHub:
                 return await self.api.download(zipped, max_bytes=max_bytes, what=what)
         return None
 
-    async def file(self, path: str, *, ref: str) -> bytes | None:
-        """A file's bytes at `ref`; None when there is no file there (nothing, a directory, a submodule).
-        Over 1 MB GitHub's contents API sends no content: BadInput, never an empty file."""
+    async def file(self, path: str, *, ref: str | None) -> bytes | None:
+        """A file's bytes at `ref` (None: the default branch); None when there is no file there (nothing, a
+        directory, a submodule). Over 1 MB GitHub's contents API sends no content: BadInput, never empty."""
+        at = "" if ref is None else f"?ref={quote(ref, safe='')}"
         try:
-            found = await self.api.get(self._url(f"/contents/{quote(path)}?ref={quote(ref, safe='')}"))
+            found = await self.api.get(self._url(f"/contents/{quote(path)}{at}"))
         except BadRequest as exc:
             if exc.status_code == 404:
                 return None
@@ -331,8 +333,8 @@ class ForkGitHub:
             return None
         if found.get("encoding") != "base64":
             raise BadInput(
-                f"{path} at {ref} is {found.get('size', 'over 1,000,000')} bytes: GitHub's contents API "
-                "serves no file over 1 MB",
+                f"{path} at {ref or 'the default branch'} is {found.get('size', 'over 1,000,000')} bytes: "
+                "GitHub's contents API serves no file over 1 MB",
                 f"keep {path} under 1 MB",
             )
         return base64.b64decode(str(found.get("content", "")))
