@@ -81,8 +81,7 @@ async def _tiers_never_started(ctx: Context, forge: ForkGitHub, fork: Fork) -> N
         head, number = pull.head, pull.number
         if pull.base.ref != fork.branch or head.ref.startswith(BRANCH_PREFIX):
             continue
-        head_repo = head.repo.full_name if head.repo is not None else None
-        if not_run_locally(ctx, fork.repo, head_repo, pull=f"#{number}") is not None:
+        if not_run_locally(ctx, fork.repo, head.repo_name, pull=f"#{number}") is not None:
             continue  # its L1 check run said so when it was opened
         runs = await ctx.db(ctx.tier_runs.for_pull, fork.repo, number)
         if not any(run.head_sha == head.sha for run in runs):

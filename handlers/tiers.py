@@ -164,7 +164,7 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
     fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
     if fork is None or event.pull_request.base.ref != fork.branch:
         return
-    head_repo = event.pull_request.head.repo.full_name if event.pull_request.head.repo else None
+    head_repo = event.pull_request.head.repo_name
     if (refused := not_run_locally(ctx, fork.repo, head_repo, pull="this PR")) is not None:
         log.warning(
             "%s#%d: from %s; the local backend runs only the fork's own branches",

@@ -14,7 +14,9 @@ from pydantic import SecretStr
 from bot.app.service import create_app
 from bot.app.settings import Settings
 from bot.core import webhooks
+from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.errors import Unavailable
+from bot.core.ingestion import BRANCH_PREFIX
 from bot.db.jobs import JobQueue
 from bot.db.store import Store
 from bot.github.forge import parse_pull
@@ -54,6 +56,29 @@ def test_githubs_pull_object_parses_as_the_pull_rest_answers_become(index: int) 
     assert parsed.from_branch_of(pull["head"]["repo"]["full_name"])
     assert parsed.author == pull["user"]["login"] and parsed.commits == pull["commits"]
     assert parsed.merged is pull["merged"] and parsed.label_names == tuple(x["name"] for x in pull["labels"])
+
+
+@pytest.mark.parametrize(
+    ("head_repo", "ref", "ours"),
+    [
+        ("Codertocat/Hello-World", f"{BRANCH_PREFIX}bundle-1", True),
+        ("Codertocat/Hello-World", f"{EMERGENCY_PREFIX}1872", True),
+        ("Codertocat/Hello-World", "changes", False),  # a branch of the fork's, not Sluice's
+        ("someone/Hello-World", f"{BRANCH_PREFIX}bundle-1", False),  # the same name in another repository
+        (None, f"{BRANCH_PREFIX}bundle-1", False),  # the head's repository was deleted
+    ],
+)
+def test_a_pull_is_sluices_only_from_its_own_branch_of_the_fork(
+    head_repo: str | None, ref: str, ours: bool
+) -> None:
+    pull = json.loads((FIXTURES / "pull_request.json").read_text())[0]["pull_request"]
+    pull["head"].update(
+        ref=ref, repo=None if head_repo is None else {**pull["head"]["repo"], "full_name": head_repo}
+    )
+    parsed = parse_pull(pull)
+    assert parsed.head.repo_name == head_repo
+    assert parsed.on_branch_of("Codertocat/Hello-World", (BRANCH_PREFIX, EMERGENCY_PREFIX)) is ours
+    assert parsed.from_branch_of("Codertocat/Hello-World") is (head_repo == "Codertocat/Hello-World")
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ def emergency_id(branch: str) -> str:
 
 def is_emergency_pull(pull: Pull, *, fork: str) -> bool:
     """Whether a PR is an emergency pick's: its head is a `sluice/emergency/` branch of the fork itself."""
-    return pull.from_branch_of(fork) and pull.head.ref.startswith(EMERGENCY_PREFIX)
+    return pull.on_branch_of(fork, EMERGENCY_PREFIX)
 
 
 @dataclass(frozen=True)

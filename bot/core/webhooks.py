@@ -100,10 +100,20 @@ class PushEvent(Payload):
         return value
 
 
-class PullRequestEnd(Payload):
+class BranchEnd(Payload):
+    """A branch at one end of a pull request, and the repository that holds it."""
+
+    repo: Repository | None = None  # None when the head's repository was deleted
+
+    @property
+    def repo_name(self) -> str | None:
+        """The repository's `owner/name`; None when it was deleted."""
+        return self.repo.full_name if self.repo is not None else None
+
+
+class PullRequestEnd(BranchEnd):
     sha: CommitSha
     ref: str
-    repo: Repository | None = None  # None when the head's fork was deleted
 
     @field_validator("ref")
     @classmethod
@@ -361,13 +371,12 @@ def job_key(payload: Payload) -> str | None:
     return f"installation:{installation.id}" if isinstance(installation, Installation) else None
 
 
-class PullEnd(Payload):
+class PullEnd(BranchEnd):
     """One end of a pull request as the REST API answers it. The branch is kept as GitHub names it (another
     repository's PR may come from any branch name GitHub allows): Sluice validates a ref where it uses one."""
 
     ref: str
     sha: CommitSha
-    repo: Repository | None = None  # None when the head's repository was deleted
 
 
 class Pull(Payload):
@@ -401,4 +410,9 @@ class Pull(Payload):
     def from_branch_of(self, repo: str) -> bool:
         """Whether the head is a branch of `repo` itself (the same branch name in another repository is
         someone else's PR)."""
-        return self.head.repo is not None and self.head.repo.full_name == repo
+        return self.head.repo_name == repo
+
+    def on_branch_of(self, repo: str, prefixes: str | tuple[str, ...]) -> bool:
+        """Whether the head is a branch of `repo` itself named with one of `prefixes` (Sluice's own
+        branches: the same name in another repository is someone else's PR)."""
+        return self.from_branch_of(repo) and self.head.ref.startswith(prefixes)

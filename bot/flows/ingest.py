@@ -133,7 +133,7 @@ async def observe(forge: Forge, desired: Desired, *, seen: ObservedState) -> Obs
 
 def _is_ingestion(pull: Pull, repo: str) -> bool:
     """A PR from one of the fork's own ingestion branches (not from a branch of that name in another fork)."""
-    return pull.head.ref.startswith(BRANCH_PREFIX) and pull.from_branch_of(repo)
+    return pull.on_branch_of(repo, BRANCH_PREFIX)
 
 
 def _pull(pull: Pull) -> ObservedPull:

@@ -112,7 +112,7 @@ def _is_open_ingestion(pull: Pull, repo: str) -> bool:
 
 def _ours(pull: Pull, repo: str) -> bool:
     """Sluice's own PR: an ingestion's or an emergency pick's branch in the fork itself."""
-    return pull.from_branch_of(repo) and pull.head.ref.startswith((BRANCH_PREFIX, EMERGENCY_PREFIX))
+    return pull.on_branch_of(repo, (BRANCH_PREFIX, EMERGENCY_PREFIX))
 
 
 def ingestion_id(pull: Pull, *, fork: str) -> str:

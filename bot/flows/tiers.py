@@ -103,14 +103,13 @@ class Finished:
 def subject_of(pull: Pull, *, fork: str) -> Subject:
     """The PR as a tier subject: an ingestion (bundle or chain) or an emergency pick from Sluice's branch,
     a fork PR from another branch of the fork, or a PR from outside it (another repository's branch)."""
-    ref, own = pull.head.ref, pull.from_branch_of(fork)
     ingestion = f"pull-{pull.number}"
-    kind = SubjectKind.FORK_PR if own else SubjectKind.OUTSIDE_PR
-    if own and ref.startswith(BRANCH_PREFIX):
-        ingestion = ref.removeprefix(BRANCH_PREFIX)
+    kind = SubjectKind.FORK_PR if pull.from_branch_of(fork) else SubjectKind.OUTSIDE_PR
+    if pull.on_branch_of(fork, BRANCH_PREFIX):
+        ingestion = pull.head.ref.removeprefix(BRANCH_PREFIX)
         kind = SubjectKind.CHAIN if ingestion.startswith("chain-") else SubjectKind.BUNDLE
-    elif own and ref.startswith(EMERGENCY_PREFIX):
-        ingestion, kind = emergency_id(ref), SubjectKind.EMERGENCY
+    elif pull.on_branch_of(fork, EMERGENCY_PREFIX):
+        ingestion, kind = emergency_id(pull.head.ref), SubjectKind.EMERGENCY
     return Subject(fork, pull.number, pull.head.sha, pull.base.sha, kind, ingestion)
 
 

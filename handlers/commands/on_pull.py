@@ -47,7 +47,7 @@ async def _own_pull(call: Call, prefixes: tuple[str, ...], *, where: str, other:
     commented on; refused, saying `where` the command works, on an issue, another PR or a closed one."""
     on = call.cmd.on
     pull = await _pull_on(call, ctx=ctx, where=where, remedy="comment it on that PR")
-    if not pull.from_branch_of(call.fork.repo) or not pull.head.ref.startswith(prefixes):
+    if not pull.on_branch_of(call.fork.repo, prefixes):
         raise CommandRefused(f"{where}; #{on.number} is {other}", "comment it on that PR")
     if not pull.is_open:
         raise CommandRefused(f"{where}; #{on.number} is {pull.state}", "nothing to do on it")
@@ -66,8 +66,9 @@ async def validated_pull(call: Call, *, ctx: Context) -> Pull:
         raise CommandRefused(f"{where}; #{on.number} is into `{base}`", f"comment it on a PR into `{trunk}`")
     if not pull.is_open:
         raise CommandRefused(f"{where}; #{on.number} is {pull.state}", "nothing to do on it")
-    head_repo = pull.head.repo.full_name if pull.head.repo is not None else None
-    if (refused := not_run_locally(ctx, call.fork.repo, head_repo, pull=f"#{on.number}")) is not None:
+    if (
+        refused := not_run_locally(ctx, call.fork.repo, pull.head.repo_name, pull=f"#{on.number}")
+    ) is not None:
         raise CommandRefused(*refused)
     return pull
 
