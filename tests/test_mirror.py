@@ -165,6 +165,24 @@ def test_fetches_into_one_mirror_take_turns_so_each_gets_its_own_remote(tmp_path
         assert {sha: set(f.result()) for sha, f in got.items()} == {sha: {sha} for sha in heads}
 
 
+def test_each_fetch_of_a_fork_ref_joins_the_commit_graph(tmp_path: Path) -> None:
+    """Picks and tier runs walk what `fetch_branch`, `fetch_branches` and `fetch_ref` brought: each one
+    writes it into the commit-graph, as `sync` does."""
+    mirror = Mirror(tmp_path / "mirror.git")
+    fetches = {
+        "branch": lambda url: mirror.fetch_branch(url, "main"),
+        "branches": lambda url: mirror.fetch_branches(url, "sluice/ingest/")["sluice/ingest/bundle-1"],
+        "ref": lambda url: mirror.fetch_ref(url, "refs/pull/7/head"),
+    }
+    for name, fetch in fetches.items():
+        repo = tmp_path / f"{name}.git"
+        sha = one_commit_repo(repo, f"fetched by {name}")
+        git(repo, "update-ref", "refs/heads/sluice/ingest/bundle-1", sha)
+        git(repo, "update-ref", "refs/pull/7/head", sha)
+        assert fetch(str(repo)) == sha
+        assert in_commit_graph(mirror.path, sha), name
+
+
 def test_a_fetch_waits_for_the_mirror_lock(tmp_path: Path) -> None:
     sha = one_commit_repo(tmp_path / "r.git", "repo")
     mirror = Mirror(tmp_path / "mirror.git")

@@ -124,16 +124,13 @@ class Mirror:
         refspec: str,
         *,
         auth: Mapping[str, str] | None = None,
-        graph: bool = True,
     ) -> None:
-        """Fetch `refspec` from `url`; with `graph`, what it brought joins the commit-graph (`sync` writes the
-        graph once, after both of its fetches)."""
+        """Fetch `refspec` from `url`. What it brought joins the commit-graph when the caller writes it
+        (`sync` writes it once, after both of its fetches)."""
         self._git("config", f"remote.{remote}.url", validate_url(url))
         self._git(
             "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote, refspec, auth=auth
         )
-        if graph:
-            self._write_graph()
 
     def _write_graph(self) -> None:
         # A split commit-graph (only new commits are written) with changed-path filters: the history walks of
@@ -162,9 +159,9 @@ class Mirror:
             repo = GitRepo(self.path)
             before = (repo.resolve_optional(fork_ref), repo.resolve_optional(upstream_ref))
             fork_spec = f"+refs/heads/{fork_branch}:{fork_ref}"
-            self._fetch("fork", fork_url, fork_spec, auth=fork_auth, graph=False)
+            self._fetch("fork", fork_url, fork_spec, auth=fork_auth)
             upstream_spec = f"+refs/heads/{upstream_branch}:{upstream_ref}"
-            self._fetch("upstream", upstream_url, upstream_spec, auth=upstream_auth, graph=False)
+            self._fetch("upstream", upstream_url, upstream_spec, auth=upstream_auth)
             self._write_graph()
             fork_head, upstream_head = repo.resolve(fork_ref), repo.resolve(upstream_ref)
         return SyncResult(
@@ -183,6 +180,7 @@ class Mirror:
         with self._locked():
             self._ensure()
             self._fetch("fork", url, f"+refs/heads/{branch}:{local}", auth=auth)
+            self._write_graph()
             return GitRepo(self.path).resolve(local)
 
     def fetch_branches(
@@ -196,6 +194,7 @@ class Mirror:
         with self._locked():
             self._ensure()
             self._fetch("fork", url, f"+refs/heads/{prefix}*:{local}*", auth=auth)
+            self._write_graph()
             listed = self._git("for-each-ref", "--format=%(objectname) %(refname)", local)
         return {
             ref.removeprefix("refs/remotes/fork/"): sha
@@ -211,6 +210,7 @@ class Mirror:
         with self._locked():
             self._ensure()
             self._fetch("fork", url, f"+{ref}:{local}", auth=auth)
+            self._write_graph()
             return GitRepo(self.path).resolve(local)
 
     def push(self, updates: Sequence[BranchUpdate], *, auth: Mapping[str, str] | None = None) -> None:
