@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from bot.app.context import Context
 from bot.core.config import SluiceConfig
@@ -24,6 +23,7 @@ from bot.core.emergency import emergency_id, is_emergency_pull
 from bot.core.ingestion import IngestionRecord, Links, Tier
 from bot.core.l3_metrics import by_area
 from bot.core.models import Plan
+from bot.core.webhooks import CheckRun
 from bot.flows.dashboard import Published, publish
 from bot.github.forge import ForkGitHub
 from bot.ports import GateRecords, SignoffRecords
@@ -151,5 +151,5 @@ async def _ingestion(forge: ForkGitHub, record: IngestionRecord) -> OpenIngestio
     )
 
 
-def _states(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    return {name: str(run.get("conclusion") or run["status"]) for name, run in runs.items() if name in TIERS}
+def _states(runs: Mapping[str, CheckRun]) -> dict[str, str]:
+    return {name: run.state for name, run in runs.items() if name in TIERS}

@@ -28,10 +28,13 @@ async def on_edited(event: IssuesEvent, *, ctx: Context, job: Job) -> None:
     sender, issue = event.sender, event.issue
     if sender.login == ctx.bot_login or sender.type == "Bot":
         return  # Sluice's own edits (each dashboard update) and other bots' never retry anything
-    labels = [label.name for label in issue.labels]
-    if not is_dashboard(issue.body, labels) or issue.user.login != ctx.bot_login or event.body_before is None:
+    if (
+        not is_dashboard(issue.body, issue.label_names)
+        or issue.author != ctx.bot_login
+        or event.body_before is None
+    ):
         return
-    ticked = newly_ticked(event.body_before, issue.body or "")
+    ticked = newly_ticked(event.body_before, issue.text)
     repo = event.repository.full_name
     fork = await ctx.db(ctx.registry.fork, repo) if ticked else None
     if fork is None:
@@ -68,12 +71,12 @@ async def untick(forge: ForkGitHub, number: int, shas: Collection[str]) -> bool:
 
     Jobs of one fork run one at a time, so no dashboard update of Sluice's can interleave; a person's edit
     in the moment between the read and the write loses only its boxes' looks, not its event."""
-    dashboard = next((i for i in await forge.open_issues(label=LABEL) if i["number"] == number), None)
+    dashboard = next((i for i in await forge.open_issues(label=LABEL) if i.number == number), None)
     if dashboard is None:
         return False
-    body = dashboard.get("body") or ""
+    body = dashboard.text
     if any(ticks(body).get(sha) for sha in shas):
-        await forge.edit_issue(number, title=dashboard["title"], body=unticked(body, shas))
+        await forge.edit_issue(number, title=dashboard.title, body=unticked(body, shas))
     return True
 
 

@@ -231,7 +231,9 @@ async def on_suite_rerequested(event: CheckSuiteEvent, *, ctx: Context, job: Job
     if pull is None or not await _may_press(forge, fork, pull, sender, asked, marker=marker):
         return
     checks = await forge.check_runs(head)
-    failed = [lv for lv in LEVELS if (checks.get(lv.check.value) or {}).get("conclusion") in FAILED]
+    failed = [
+        lv for lv in LEVELS if (run := checks.get(lv.check.value)) is not None and run.conclusion in FAILED
+    ]
     for level in failed:
         await requests.tiers(ctx, fork.repo, pull, rerun=level)
     if not failed:

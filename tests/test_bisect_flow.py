@@ -18,7 +18,7 @@ from bot.core.config import BisectConfig, PerformanceConfig, SluiceConfig, Strat
 from bot.core.errors import BadInput
 from bot.core.l3_metrics import Regression
 from bot.core.tiers import Level, RunState, Subject, TierRun, Verdict
-from bot.core.webhooks import Pull
+from bot.core.webhooks import CheckRun, Pull
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.store import Store
@@ -62,8 +62,12 @@ class Forge:
         self.deleted: list[str] = []
         self.checks: dict[str, dict[str, dict[str, Any]]] = {}  # sha -> check run name -> the run
 
-    async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]:
-        return self.checks.get(sha, {})
+    async def check_runs(self, sha: str) -> dict[str, CheckRun]:
+        found = self.checks.get(sha, {})
+        return {
+            name: CheckRun.model_validate({"id": 1, "name": name, "head_sha": sha, **run})
+            for name, run in found.items()
+        }
 
     async def get_pull(self, number: int) -> Pull:
         return Pull.model_validate(self.pulls[number])

@@ -12,7 +12,7 @@ import pytest
 
 from bot.core.config import SluiceConfig
 from bot.core.tiers import Level, RunState, Subject, TierRun
-from bot.core.webhooks import Pull
+from bot.core.webhooks import CheckRun, Pull
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
 from bot.flows import tiers
@@ -36,11 +36,11 @@ class Forge:
         base = {"ref": "main", "sha": BASE}
         return Pull.model_validate({"number": number, "state": "open", "head": head, "base": base})
 
-    async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]:
-        return self.checks
+    async def check_runs(self, sha: str) -> dict[str, CheckRun]:
+        return {name: CheckRun.model_validate(check) for name, check in self.checks.items()}
 
     async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int:
-        self.checks[name] = {"id": len(self.checks) + 1, "name": name, **body}
+        self.checks[name] = {"id": len(self.checks) + 1, "name": name, "head_sha": sha, **body}
         return len(self.checks)
 
     async def update_check_run(self, check_run_id: int, body: Mapping[str, Any]) -> None:

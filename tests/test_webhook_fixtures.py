@@ -19,6 +19,8 @@ from bot.core.errors import Unavailable
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.db.jobs import JobQueue
 from bot.db.store import Store
+from bot.flows import merge
+from bot.github import forge
 from bot.github.forge import parse_pull
 from tests.support.webhooks import signed_headers
 
@@ -97,6 +99,88 @@ def test_a_pull_github_did_not_shape_so_is_retried_naming_the_field(
     with pytest.raises(Unavailable) as refused:
         parse_pull(pull)
     assert refused.value.retryable and f"unusable {named}:" in refused.value.message
+
+
+def objects(event: str, key: str) -> list[Any]:
+    """The `key` objects of GitHub's `event` examples: the same objects its REST API answers."""
+    return [payload[key] for payload in json.loads((FIXTURES / f"{event}.json").read_text())]
+
+
+@pytest.mark.parametrize("run", objects("check_run", "check_run"))
+def test_githubs_check_runs_parse_as_the_check_runs_rest_answers_become(run: dict[str, Any]) -> None:
+    parsed = forge.parsed(webhooks.CheckRun, run, what="a check run")
+    assert (parsed.id, parsed.name, parsed.head_sha) == (run["id"], run["name"], run["head_sha"])
+    assert parsed.completed is (run["status"] == "completed")
+    assert parsed.state == (run["conclusion"] or run["status"])
+    assert parsed.url == (run.get("details_url") or run.get("html_url"))
+    assert parsed.completed_at == run["completed_at"]
+    assert (parsed.output.title, parsed.output.summary) == (run["output"]["title"], run["output"]["summary"])
+
+
+@pytest.mark.parametrize("issue", objects("issues", "issue"))
+def test_githubs_issues_parse_as_the_issue_lists_become(issue: dict[str, Any]) -> None:
+    parsed = forge.parsed(webhooks.FullIssue, issue, what="an issue")
+    assert (parsed.number, parsed.title, parsed.text) == (
+        issue["number"],
+        issue["title"],
+        issue["body"] or "",
+    )
+    assert parsed.author == issue["user"]["login"] and (parsed.pull_request is None) is (
+        "pull_request" not in issue
+    )
+    assert parsed.label_names == tuple(label["name"] for label in issue.get("labels", ()))
+
+
+@pytest.mark.parametrize("run", objects("workflow_run", "workflow_run"))
+def test_githubs_workflow_runs_parse_as_the_runs_rest_answers_become(run: dict[str, Any]) -> None:
+    parsed = forge.parsed(webhooks.WorkflowRun, run, what="a workflow run")
+    assert (parsed.id, parsed.status, parsed.conclusion) == (run["id"], run["status"], run["conclusion"])
+    assert parsed.display_title == run.get("display_title", "")
+
+
+@pytest.mark.parametrize("review", objects("pull_request_review", "review"))
+def test_githubs_reviews_parse_and_only_submitted_ones_by_an_account_count(review: dict[str, Any]) -> None:
+    parsed = forge.parsed(webhooks.PullReview, review, what="a review")
+    counted = merge._review(parsed)
+    assert counted is not None and counted.login == review["user"]["login"]
+    assert counted.commit_id == review["commit_id"] and counted.state == review["state"]
+    assert counted.submitted_at == dt.datetime(2019, 5, 15, 15, 20, 38, tzinfo=dt.UTC)
+    pending = forge.parsed(webhooks.PullReview, {**review, "submitted_at": None}, what="a review")
+    deleted = forge.parsed(webhooks.PullReview, {**review, "user": None}, what="a review")
+    assert merge._review(pending) is None and merge._review(deleted) is None
+
+
+@pytest.mark.parametrize(
+    ("model", "answer", "named"),
+    [
+        (webhooks.CheckRun, {"id": 4, "name": "sluice/L1", "head_sha": "main"}, "head_sha"),
+        (webhooks.CheckRun, {"id": "4", "name": "sluice/L1", "head_sha": "a" * 40}, "id"),
+        (
+            webhooks.PullReview,
+            {"user": {"login": "x"}, "state": "APPROVED", "submitted_at": "yesterday"},
+            "submitted_at",
+        ),
+        (webhooks.CollaboratorPermission, {"role_name": "write"}, "permission"),
+        (
+            webhooks.RepoCommit,
+            {"sha": "a" * 40, "parents": [{"sha": "HEAD"}], "commit": {"message": ""}},
+            "parents.0.sha",
+        ),
+    ],
+)
+def test_a_rest_answer_github_did_not_shape_so_is_retried_naming_the_field(
+    model: type[webhooks.Payload], answer: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(Unavailable) as refused:
+        forge.parsed(model, answer, what="the thing asked for")
+    assert refused.value.retryable
+    assert refused.value.message.startswith(f"GitHub answered the thing asked for with an unusable {named}:")
+
+
+def test_a_root_commit_has_no_first_parent_to_walk_to() -> None:
+    root = webhooks.RepoCommit.model_validate({"sha": "a" * 40, "parents": [], "commit": {"message": "x"}})
+    with pytest.raises(Unavailable, match="aaaaaaaaaa has no parent"):
+        root.first_parent()
 
 
 def test_every_subscribed_event_has_fixtures() -> None:

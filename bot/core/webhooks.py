@@ -3,13 +3,14 @@ fields Sluice uses, refs and SHAs validated."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot.core.errors import BadInput, GitError
+from bot.core.errors import BadInput, GitError, Unavailable
 from bot.core.refs import non_ascii_problem, validate_ref
 
 SHA = re.compile(r"^[0-9a-f]{40}\Z")
@@ -198,10 +199,25 @@ class Label(Payload):
     name: str
 
 
-class EditedIssue(Issue):
+class FullIssue(Issue):
+    """An issue with its text, author and labels: an `issues` event's, and the REST API's issue lists."""
+
+    title: str = ""
     body: str | None = None
-    user: User
+    user: User | None = None  # None when GitHub answers an issue of a deleted account without one
     labels: tuple[Label, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return self.body or ""
+
+    @property
+    def author(self) -> str | None:
+        return self.user.login if self.user is not None else None
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        return tuple(label.name for label in self.labels)
 
 
 class Change(Payload):
@@ -221,7 +237,7 @@ class IssuesEvent(Payload):
     """An issue opened, edited, closed…: Sluice reads the edits of its dashboard issue (ticked boxes)."""
 
     action: str
-    issue: EditedIssue
+    issue: FullIssue
     changes: IssueChanges = IssueChanges()  # on `edited` only
     repository: Repository
     installation: Installation  # every App delivery about a repository names its installation
@@ -252,13 +268,37 @@ class WorkflowRunEvent(Payload):
     installation: Installation  # every App delivery about a repository names its installation
 
 
+class CheckOutput(Payload):
+    title: str | None = None
+    summary: str | None = None
+
+
 class CheckRun(Payload):
+    """A check run, as a `check_run` event carries it and as the REST API lists a commit's."""
+
     id: GitHubId
     name: str
     head_sha: CommitSha
-    status: str | None = None
-    conclusion: str | None = None
+    status: str | None = None  # queued, in_progress, completed
+    conclusion: str | None = None  # success, failure, timed_out, ... once completed
     pull_requests: tuple[CheckRunPull, ...] = ()  # the open PRs of this repository whose head it ran on
+    details_url: str | None = None
+    html_url: str | None = None
+    completed_at: str | None = None
+    output: CheckOutput = CheckOutput()
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def state(self) -> str:
+        """Its conclusion once completed, else its status (what a table of tiers shows)."""
+        return self.conclusion or self.status or "queued"
+
+    @property
+    def url(self) -> str | None:
+        return self.details_url or self.html_url
 
 
 class RequestedAction(Payload):
@@ -416,3 +456,44 @@ class Pull(Payload):
         """Whether the head is a branch of `repo` itself named with one of `prefixes` (Sluice's own
         branches: the same name in another repository is someone else's PR)."""
         return self.from_branch_of(repo) and self.head.ref.startswith(prefixes)
+
+
+class PullReview(Payload):
+    """A review of a pull request as `GET /pulls/N/reviews` lists it."""
+
+    user: Account | None = None  # None for a deleted account
+    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED, PENDING
+    commit_id: str | None = None  # the head it reviewed
+    submitted_at: dt.datetime | None = None  # None while pending
+
+
+class CollaboratorPermission(Payload):
+    """An account's access to a repository (`GET /collaborators/{user}/permission`)."""
+
+    permission: str  # admin, write, read, none (maintain reads as write, triage as read)
+    role_name: str | None = None  # admin, maintain, write, triage, read, or a custom role's name
+
+
+class ParentLink(Payload):
+    sha: CommitSha
+
+
+class CommitMessage(Payload):
+    message: str
+
+
+class RepoCommit(Payload):
+    """A commit as `GET /commits/{sha}` answers it: only its parents and message are read."""
+
+    sha: CommitSha
+    parents: tuple[ParentLink, ...]
+    commit: CommitMessage
+
+    def first_parent(self) -> str:
+        """A trunk commit's first parent; a root commit (none) is no commit a merge left on trunk."""
+        if not self.parents:
+            raise Unavailable(
+                f"commit {self.sha[:10]} has no parent, as GitHub answers it: no merge leaves a root commit",
+                "nothing to do: the job is retried; if it persists, trunk's history is not what GitHub says",
+            )
+        return self.parents[0].sha

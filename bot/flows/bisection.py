@@ -313,7 +313,7 @@ async def _probe_regressions(
 
 async def _base_passed(b: Bisecting, pull: Pull, level: Level) -> bool:
     check = (await b.tiering.forge.check_runs(pull.base.sha)).get(level.check.value)
-    return check is not None and check.get("conclusion") == "success"
+    return check is not None and check.conclusion == "success"
 
 
 async def latest(b: Bisecting, fork: str, pull: int) -> BisectionRecord | None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from bot.core.dashboard import LABEL, MARKER, TITLE
+from bot.core.webhooks import FullIssue
 from bot.ports import Forge
 
 log = logging.getLogger("sluice.dashboard")
@@ -21,10 +21,10 @@ class Published(enum.StrEnum):
     REOPENED = "reopened"
 
 
-def _dashboards(issues: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def _dashboards(issues: Sequence[FullIssue]) -> list[FullIssue]:
     """Sluice's dashboard issues among `issues` (label and marker), oldest first."""
-    found = [i for i in issues if MARKER in (i.get("body") or "")]
-    return sorted(found, key=lambda issue: int(issue["number"]))
+    found = [i for i in issues if MARKER in i.text]
+    return sorted(found, key=lambda issue: issue.number)
 
 
 async def publish(forge: Forge, body: str) -> tuple[Published, int]:
@@ -34,15 +34,15 @@ async def publish(forge: Forge, body: str) -> tuple[Published, int]:
     if open_now:
         keep, *extra = open_now
         for issue in extra:  # from before Sluice kept one: point them at the one kept
-            await forge.close_issue(int(issue["number"]), comment=SUPERSEDED.format(number=keep["number"]))
-        number = int(keep["number"])
-        if (keep.get("body") or "") == body and keep.get("title") == TITLE:
+            await forge.close_issue(issue.number, comment=SUPERSEDED.format(number=keep.number))
+        number = keep.number
+        if keep.text == body and keep.title == TITLE:
             return Published.UNCHANGED, number
         await forge.edit_issue(number, title=TITLE, body=body)
         return Published.EDITED, number
     closed = _dashboards(await forge.closed_issues(label=LABEL))
     if closed:
-        number = int(closed[0]["number"])
+        number = closed[0].number
         await forge.reopen_issue(number, title=TITLE, body=body)
         log.info("%s: the dashboard #%d was closed; reopened it", forge.repo, number)
         return Published.REOPENED, number

@@ -6,7 +6,6 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bot.core.config import Strategy
 from bot.core.ingestion import (
@@ -40,7 +39,7 @@ from bot.core.reconcile import (
     UpsertComment,
     continued_note,
 )
-from bot.core.webhooks import Pull
+from bot.core.webhooks import CheckRun, Pull
 from bot.flows.pick import Picker, pick_in_order
 from bot.git.mirror import BranchUpdate
 from bot.ports import Forge, HistoryReader
@@ -123,7 +122,7 @@ async def observe(forge: Forge, desired: Desired, *, seen: ObservedState) -> Obs
         if pull.branch in published:
             found = await forge.find_comment(pull.number, marker=CLASSIFICATION_MARKER)
             if found is not None:
-                comments[pull.number] = ObservedComment(int(found["id"]), found.get("body") or "")
+                comments[pull.number] = ObservedComment(found.id, found.body or "")
     # Only heads already on the fork have check runs (GitHub answers 422 for a commit it does not have).
     heads = {u.head for u in ours if u.head is not None and seen.branches.get(u.branch) == u.head}
     checks = {head: _states(await forge.check_runs(head)) for head in sorted(heads)}
@@ -147,8 +146,8 @@ def _pull(pull: Pull) -> ObservedPull:
     )
 
 
-def _states(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    return {name: str(run.get("conclusion") or run["status"]) for name, run in runs.items()}
+def _states(runs: Mapping[str, CheckRun]) -> dict[str, str]:
+    return {name: run.state for name, run in runs.items()}
 
 
 async def _tracking_issues(forge: Forge, units: Sequence[DesiredUnit]) -> tuple[ObservedIssue, ...]:
@@ -158,11 +157,8 @@ async def _tracking_issues(forge: Forge, units: Sequence[DesiredUnit]) -> tuple[
     found: dict[int, ObservedIssue] = {}
     for label in sorted(labels):
         for issue in await forge.open_issues(label=label):
-            found[int(issue["number"])] = ObservedIssue(
-                number=int(issue["number"]),
-                title=issue.get("title") or "",
-                body=issue.get("body") or "",
-                labels=tuple(lab["name"] for lab in issue.get("labels") or ()),
+            found[issue.number] = ObservedIssue(
+                number=issue.number, title=issue.title, body=issue.text, labels=issue.label_names
             )
     return tuple(sorted(found.values(), key=lambda issue: -issue.number))
 

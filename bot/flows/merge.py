@@ -3,7 +3,6 @@ on the PR's head, count a failure for the safety throttle, and merge with the he
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
 import hashlib
 import json
@@ -22,7 +21,7 @@ from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, 
 from bot.core.ingestion import BRANCH_PREFIX, Tier, stacked
 from bot.core.l3_metrics import L3Metrics, Signoff
 from bot.core.permissions import WRITE_ACCESS
-from bot.core.webhooks import Pull
+from bot.core.webhooks import CheckRun, Pull, PullReview
 from bot.ports import Clock, GateForge, GateRecords, SignoffRecords
 
 Db = Callable[..., Awaitable[Any]]  # Context.db: a store call in a worker thread
@@ -75,7 +74,7 @@ class Facts:
     pull: Pull
     head: str
     checks: Mapping[str, CheckResult]
-    runs: Mapping[str, Mapping[str, Any]]
+    runs: Mapping[str, CheckRun]
     stored: Stored
     facts: GateInput
 
@@ -135,7 +134,7 @@ async def _gather(keeper: Gatekeeper, pull: Pull) -> Facts:
     number, head = pull.number, pull.head.sha
     runs = await keeper.forge.check_runs(head)
     checks = {name: _check(run) for name, run in runs.items()}
-    reviews = [_review(r) for r in await keeper.forge.pull_reviews(number) if r.get("submitted_at")]
+    reviews = [r for r in map(_review, await keeper.forge.pull_reviews(number)) if r is not None]
     stored: Stored = await keeper.db(_load, keeper, number, head)
     given = (*gate.review_approvals(reviews, bot_login=keeper.bot_login), *stored.approvals)
     approvals, no_access = await _with_write_access(keeper, given, head)
@@ -190,14 +189,15 @@ def _load(keeper: Gatekeeper, number: int, head: str) -> Stored:
     )
 
 
-def _check(run: Mapping[str, Any]) -> CheckResult:
-    url = run.get("details_url") or run.get("html_url")
-    return CheckResult(str(run["name"]), str(run["head_sha"]), str(run["status"]), run.get("conclusion"), url)
+def _check(run: CheckRun) -> CheckResult:
+    return CheckResult(run.name, run.head_sha, run.status or "queued", run.conclusion, run.url)
 
 
-def _review(review: Mapping[str, Any]) -> Review:
-    at = dt.datetime.fromisoformat(str(review["submitted_at"]).replace("Z", "+00:00"))
-    return Review(str(review["user"]["login"]), str(review["state"]), str(review.get("commit_id") or ""), at)
+def _review(review: PullReview) -> Review | None:
+    """A submitted review, as the gate reads it; None for a pending one or a deleted account's."""
+    if review.submitted_at is None or review.user is None:
+        return None
+    return Review(review.user.login, review.state, review.commit_id or "", review.submitted_at)
 
 
 async def read_codeowners(keeper: Gatekeeper) -> CodeOwners:
@@ -290,8 +290,8 @@ async def _set_gate(
         return
     # GitHub never takes a completed run back to in progress (it would keep its old conclusion): a gate
     # that waits again gets a new run, as a re-run of a tier does
-    reopened = run is not None and run.get("status") == "completed" and status != "completed"
-    run_id = int(run["id"]) if run is not None and not reopened else None
+    reopened = run is not None and run.completed and status != "completed"
+    run_id = run.id if run is not None and not reopened else None
     await keeper.forge.set_check_run(
         found.head,
         Tier.GATE.value,
@@ -303,9 +303,8 @@ async def _set_gate(
     )
 
 
-def _shows(run: Mapping[str, Any], status: str, conclusion: str | None, summary: str) -> bool:
-    output = run.get("output") or {}
-    return (run.get("status"), run.get("conclusion"), output.get("summary")) == (status, conclusion, summary)
+def _shows(run: CheckRun, status: str, conclusion: str | None, summary: str) -> bool:
+    return (run.status, run.conclusion, run.output.summary) == (status, conclusion, summary)
 
 
 async def _merge(keeper: Gatekeeper, found: Facts, decision: GateDecision) -> Outcome:
@@ -355,13 +354,12 @@ async def _pre_merge_trunk(keeper: Gatekeeper, merged: str, pull: Pull) -> str:
     carries the message of the PR's head) as many first parents back as the PR had commits; for a squash,
     one. The count is the PR's own (`commits`): GitHub lists at most 250 of a PR's commits."""
     commit = await keeper.forge.get_commit(merged)
-    parents = [str(p["sha"]) for p in commit["parents"]]
-    count = _commit_count(pull)
-    if len(parents) > 1 or count < 2:
-        return parents[0]
+    first, count = commit.first_parent(), _commit_count(pull)
+    if len(commit.parents) > 1 or count < 2:
+        return first
     last = await keeper.forge.get_commit(pull.head.sha)
-    if commit["commit"]["message"] != last["commit"]["message"]:
-        return parents[0]
+    if commit.commit.message != last.commit.message:
+        return first
     before = merged
     for _ in range(count):
         before = await keeper.forge.first_parent(before)
@@ -394,7 +392,7 @@ def _judged_on(found: Facts) -> str:
     """A digest of what a refused merge was judged on besides its head (the gate's check run is the head's
     own): the approvals, the waivers, and each tier's check run (a re-run's completion changes it)."""
     checks = sorted(
-        (name, run.get("id"), run.get("status"), run.get("conclusion"), run.get("completed_at"))
+        (name, run.id, run.status, run.conclusion, run.completed_at)
         for name, run in found.runs.items()
         if name != Tier.GATE.value
     )
@@ -404,9 +402,8 @@ def _judged_on(found: Facts) -> str:
 
 def _refused_as_is(found: Facts) -> bool:
     """Whether GitHub refused the merge of this head already, judged on the same facts as now."""
-    gate_run = found.runs.get(Tier.GATE.value) or {}
-    summary = str((gate_run.get("output") or {}).get("summary") or "")
-    seen = REFUSED_SEEN.search(summary)
+    gate_run = found.runs.get(Tier.GATE.value)
+    seen = REFUSED_SEEN.search(gate_run.output.summary or "") if gate_run is not None else None
     return seen is not None and seen[1] == _judged_on(found)
 
 

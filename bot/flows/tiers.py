@@ -140,7 +140,7 @@ async def _perform(t: Tiering, subject: Subject, actions: Sequence[TierAction]) 
                 await time_out(t, run)
             case Blocked(level=level, reason=reason, waiting=waiting):
                 check = (await t.forge.check_runs(subject.head_sha)).get(level.check.value)
-                if check is None or check.get("status") != "completed":
+                if check is None or not check.completed:
                     output = awaiting(level, reason=reason) if waiting else blocked(level, reason=reason)
                     await show(t, subject.head_sha, level, output)
 
@@ -240,9 +240,9 @@ async def ended_meanwhile(t: Tiering, run: TierRun) -> Finished | None:
     if run.run_id is None or run.pull == TRUNK_PULL:
         return None
     found = await t.forge.workflow_run(run.run_id)
-    if found.get("status") != "completed":
+    if found.status != "completed":
         return None
-    return await result_of(t, run.run_id, str(found.get("conclusion") or "failure"))
+    return await result_of(t, run.run_id, found.conclusion or "failure")
 
 
 async def result_of(t: Tiering, run_id: int, conclusion: str) -> Finished:
@@ -292,12 +292,12 @@ async def show(t: Tiering, sha: str, level: Level, output: CheckOutput) -> None:
     """Update the tier's check run on `sha`; a new one where there is none (a fork PR) or where a new attempt
     starts after a completed one (as Actions re-runs do: the completed one keeps its result)."""
     check = (await t.forge.check_runs(sha)).get(level.check.value)
-    if check is None or (check.get("status") == "completed" and output.status != "completed"):
+    if check is None or (check.completed and output.status != "completed"):
         title = TIER_TITLES[level.check]
         body = {"status": "queued", "output": {"title": title, "summary": f"{title}: queued by Sluice."}}
         check_id = await t.forge.new_check_run(sha, level.check.value, body)
     else:
-        check_id = int(check["id"])
+        check_id = check.id
     for body in output.requests():
         await t.forge.update_check_run(check_id, body)
 
@@ -319,8 +319,7 @@ async def rerun_not_counted(
     check = (await t.forge.check_runs(run.head_sha)).get(run.level.check.value)
     if check is None:
         return
-    output = check.get("output") or {}
-    summary = str(output.get("summary") or "")
+    summary = check.output.summary or ""
     marker = f"<!-- sluice:actions-attempt:{run.run_id}:{attempt} -->"
     if marker in summary:
         return
@@ -330,8 +329,8 @@ async def rerun_not_counted(
         f"count it: each of its attempts is a dispatch of its own, reported on a check run of its own. To "
         f"run {run.level.name} again, press **Re-run** above or comment `/retry {run.level.value}`.\n"
     )
-    body = {"output": {"title": str(output.get("title") or run.level.name), "summary": summary + note}}
-    await t.forge.update_check_run(int(check["id"]), body)
+    body = {"output": {"title": check.output.title or run.level.name, "summary": summary + note}}
+    await t.forge.update_check_run(check.id, body)
 
 
 async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
@@ -624,6 +623,6 @@ class ActionsBackend:
         """The workflow run dispatched for `run` (its id is in the run's name) since about `since`."""
         created = (since - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
         for found in await self.forge.dispatched_runs(created_since=created):
-            if request_of(str(found.get("display_title") or "")) == run.id:
-                return int(found["id"])
+            if request_of(found.display_title) == run.id:
+                return found.id
         return None

@@ -410,25 +410,24 @@ async def publish(w: Watch, tracked: Tracked) -> int | None:
     when it is fixed, created only when there is none. The issue's number, or None when none was needed."""
     body, heading, mark = render(tracked), title(tracked), marker(tracked.key)
     opened = sorted(
-        (i for i in await w.issues.open_issues(label=LABEL) if mark in (i.get("body") or "")),
-        key=lambda i: int(i["number"]),
+        (i for i in await w.issues.open_issues(label=LABEL) if mark in i.text), key=lambda i: i.number
     )
     if opened:
         keep, *extra = opened
-        number = int(keep["number"])
+        number = keep.number
         for issue in extra:
-            await w.issues.close_issue(int(issue["number"]), comment=SUPERSEDED.format(number=number))
-        if (keep.get("body") or "") != body or keep.get("title") != heading:
+            await w.issues.close_issue(issue.number, comment=SUPERSEDED.format(number=number))
+        if keep.text != body or keep.title != heading:
             await w.issues.edit_issue(number, title=heading, body=body)
         if tracked.phase is Phase.FIXED:
             last = tracked.sightings[-1]
             await w.issues.close_issue(number, comment=FIXED_COMMENT.format(sha=last.sha[:10], run=last.run))
         return number
-    closed = [i for i in await w.issues.closed_issues(label=LABEL) if mark in (i.get("body") or "")]
+    closed = [i for i in await w.issues.closed_issues(label=LABEL) if mark in i.text]
     if tracked.phase is Phase.FIXED:
-        return int(closed[0]["number"]) if closed else None
+        return closed[0].number if closed else None
     if closed:
-        number = int(min(closed, key=lambda i: int(i["number"]))["number"])
+        number = min(i.number for i in closed)
         await w.issues.reopen_issue(number, title=heading, body=body)
         return number
     number = await w.issues.create_issue(title=heading, body=body, labels=[LABEL])

@@ -5,35 +5,51 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from gidgethub import BadRequest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from bot.core.errors import BadInput, DispatchRefused, MergeRefused, TooLarge, Unavailable
 from bot.core.limits import fit_for_github
-from bot.core.webhooks import Pull
+from bot.core.webhooks import (
+    CheckRun,
+    CollaboratorPermission,
+    Comment,
+    FullIssue,
+    Pull,
+    PullReview,
+    RepoCommit,
+    WorkflowRun,
+)
 from bot.github.client import InstallationAPI
+
+M = TypeVar("M", bound=BaseModel)
 
 BASE_MOVED = "Base branch was modified"  # GitHub's 405 while it recomputes a PR whose base just moved
 BASE_MOVED_WAITS_S = (1.0, 2.0, 4.0)
 
 
-def parse_pull(answer: object) -> Pull:
-    """A REST answer about a pull request, parsed once here; one GitHub did not shape so is `Unavailable`
-    (retried: GitHub's answer, not anyone's input, was wrong), naming the field."""
+def parsed(model: type[M], answer: object, *, what: str) -> M:
+    """A REST answer parsed once here, into `model`; one GitHub did not shape so is `Unavailable` (retried:
+    GitHub's answer, not anyone's input, was wrong), naming `what` it was about and the field."""
     try:
-        return Pull.model_validate(answer)
+        return model.model_validate(answer)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the answer"
-        number = answer.get("number") if isinstance(answer, Mapping) else None
-        which = f"pull request #{number}" if isinstance(number, int) else "a pull request"
         raise Unavailable(
-            f"GitHub answered {which} with an unusable {where}: {first['msg']}",
+            f"GitHub answered {what} with an unusable {where}: {first['msg']}",
             "nothing to do: the job is retried; if it persists, GitHub's API is not answering as documented",
         ) from exc
+
+
+def parse_pull(answer: object) -> Pull:
+    number = answer.get("number") if isinstance(answer, Mapping) else None
+    return parsed(
+        Pull, answer, what=f"pull request #{number}" if isinstance(number, int) else "a pull request"
+    )
 
 
 class ForkGitHub:
@@ -70,12 +86,13 @@ class ForkGitHub:
     async def replace_labels(self, number: int, labels: Sequence[str]) -> None:
         await self.api.put(self._url(f"/issues/{number}/labels"), data={"labels": list(labels)})
 
-    async def find_comment(self, number: int, *, marker: str) -> dict[str, Any] | None:
+    async def find_comment(self, number: int, *, marker: str) -> Comment | None:
         """The bot's first comment on the issue/PR that starts with `marker`, as each of Sluice's sticky
         comments does (a marker a person wrote in a command, which Sluice's reply quotes, does not count)."""
-        async for comment in self.api.getiter(self._url(f"/issues/{number}/comments?per_page=100")):
-            if comment["user"]["login"] == self.bot_login and (comment.get("body") or "").startswith(marker):
-                return dict(comment)
+        async for answer in self.api.getiter(self._url(f"/issues/{number}/comments?per_page=100")):
+            user = answer.get("user") or {}
+            if user.get("login") == self.bot_login and (answer.get("body") or "").startswith(marker):
+                return parsed(Comment, answer, what=f"a comment on #{number}")
         return None
 
     async def post_comment(self, number: int, body: str) -> int:
@@ -90,9 +107,9 @@ class ForkGitHub:
         comment = await self.find_comment(number, marker=marker)
         if comment is None:
             return await self.post_comment(number, body)
-        if comment["body"] != body:
-            await self.edit_comment(int(comment["id"]), body)
-        return int(comment["id"])
+        if comment.body != body:
+            await self.edit_comment(comment.id, body)
+        return comment.id
 
     async def delete_branch(self, branch: str) -> None:
         """Delete one of Sluice's branches (a bisection's candidate); one already gone is fine."""
@@ -106,16 +123,33 @@ class ForkGitHub:
         """A reaction of the App's on a comment (`+1`, `eyes`…): GitHub keeps one per content and user."""
         await self.api.post(self._url(f"/issues/comments/{comment_id}/reactions"), data={"content": content})
 
-    async def permission(self, login: str) -> dict[str, Any]:
-        """`login`'s collaborator permission on the repository, as GitHub answers it (404: no such user)."""
-        return dict(await self.api.get(self._url("/collaborators/{user}/permission"), {"user": login}))
+    async def permission(self, login: str) -> CollaboratorPermission | None:
+        """`login`'s access to the repository, as GitHub's collaborator-permission API answers it; None for
+        an account that is gone (or never was): GitHub's 404."""
+        try:
+            answer = await self.api.get(self._url("/collaborators/{login}/permission"), {"login": login})
+        except BadRequest as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+        return parsed(CollaboratorPermission, answer, what=f"@{login}'s permission")
 
-    async def check_runs(self, sha: str) -> dict[str, dict[str, Any]]:
+    async def permission_level(self, login: str) -> str:
+        """`login`'s permission on the repository as GitHub reports it: admin, write, read or none (a
+        maintainer reads as write, triage as read)."""
+        answer = await self.permission(login)
+        return answer.permission if answer is not None else "none"
+
+    async def check_runs(self, sha: str) -> dict[str, CheckRun]:
         """The latest check run per name on `sha`, of Sluice's App only: a workflow (or another App) can
         create a check run called `sluice/L1` too, and it must not count."""
         only = f"&app_id={self.app_id}" if self.app_id else ""
         url = self._url(f"/commits/{sha}/check-runs?filter=latest&per_page=100{only}")
-        return {run["name"]: dict(run) async for run in self.api.getiter(url, iterable_key="check_runs")}
+        runs = [
+            parsed(CheckRun, run, what=f"a check run on {sha[:10]}")
+            async for run in self.api.getiter(url, iterable_key="check_runs")
+        ]
+        return {run.name: run for run in runs}
 
     async def create_check_run(self, sha: str, name: str, *, title: str) -> None:
         """A queued check run named `name` on `sha`."""
@@ -134,23 +168,20 @@ class ForkGitHub:
         }
         await self.api.post(self._url("/check-runs"), data=data)
 
-    async def open_issues(self, *, label: str) -> list[dict[str, Any]]:
+    async def open_issues(self, *, label: str) -> list[FullIssue]:
         """Sluice's open issues (not PRs) labelled `label`, newest first."""
         return await self._own_issues("open", label)
 
-    async def closed_issues(self, *, label: str) -> list[dict[str, Any]]:
+    async def closed_issues(self, *, label: str) -> list[FullIssue]:
         """Sluice's closed issues (not PRs) labelled `label`, newest first."""
         return await self._own_issues("closed", label)
 
-    async def _own_issues(self, state: str, label: str) -> list[dict[str, Any]]:
+    async def _own_issues(self, state: str, label: str) -> list[FullIssue]:
         """Only the ones the App opened: anyone who may label an issue could give a label of Sluice's to
         theirs, and Sluice edits, closes and reopens the issues it finds by label."""
         url = self._url(f"/issues?state={state}&labels={label}&per_page=100")
-        return [
-            dict(issue)
-            async for issue in self.api.getiter(url)
-            if "pull_request" not in issue and (issue.get("user") or {}).get("login") == self.bot_login
-        ]
+        issues = [parsed(FullIssue, issue, what=f"a {label} issue") async for issue in self.api.getiter(url)]
+        return [i for i in issues if i.pull_request is None and i.author == self.bot_login]
 
     async def create_issue(self, *, title: str, body: str, labels: Sequence[str]) -> int:
         data = {"title": title, "body": body, "labels": list(labels)}
@@ -163,17 +194,6 @@ class ForkGitHub:
         await self.api.patch(
             self._url(f"/issues/{number}"), data={"state": "open", "title": title, "body": body}
         )
-
-    async def permission_level(self, login: str) -> str:
-        """`login`'s permission on the repository as GitHub reports it: admin, write, read or none (a
-        maintainer reads as write, triage as read)."""
-        try:
-            answer = await self.api.get(self._url("/collaborators/{login}/permission"), {"login": login})
-        except BadRequest as exc:
-            if exc.status_code == 404:  # GitHub's answer for an account that is gone (or never was)
-                return "none"
-            raise
-        return str(answer["permission"])
 
     async def close_issue(self, number: int, *, comment: str) -> None:
         await self.post_comment(number, comment)
@@ -191,10 +211,13 @@ class ForkGitHub:
     async def get_pull(self, number: int) -> Pull:
         return parse_pull(await self.api.get(self._url(f"/pulls/{number}")))
 
-    async def pull_reviews(self, number: int) -> list[dict[str, Any]]:
+    async def pull_reviews(self, number: int) -> list[PullReview]:
         """Every review of the PR, oldest first (GitHub's order), across pages."""
         url = self._url(f"/pulls/{number}/reviews?per_page=100")
-        return [dict(review) async for review in self.api.getiter(url)]
+        return [
+            parsed(PullReview, review, what=f"a review of #{number}")
+            async for review in self.api.getiter(url)
+        ]
 
     async def pull_files(self, number: int) -> list[str]:
         """The paths the PR changes (a rename names its old path too), across pages."""
@@ -244,11 +267,11 @@ class ForkGitHub:
             return str(merged["sha"])
         raise AssertionError("unreachable: the last try returns or raises")
 
-    async def get_commit(self, sha: str) -> dict[str, Any]:
-        return dict(await self.api.get(self._url(f"/commits/{sha}")))
+    async def get_commit(self, sha: str) -> RepoCommit:
+        return parsed(RepoCommit, await self.api.get(self._url(f"/commits/{sha}")), what=f"commit {sha[:10]}")
 
     async def first_parent(self, sha: str) -> str:
-        return str((await self.get_commit(sha))["parents"][0]["sha"])
+        return (await self.get_commit(sha)).first_parent()
 
     async def create_tag(self, name: str, sha: str) -> bool:
         """A lightweight tag `name` on `sha`; False when the tag exists already."""
@@ -296,13 +319,17 @@ class ForkGitHub:
         run_id = answer.get("workflow_run_id") if isinstance(answer, dict) else None
         return int(run_id) if run_id is not None else None
 
-    async def dispatched_runs(self, *, created_since: str) -> list[dict[str, Any]]:
+    async def dispatched_runs(self, *, created_since: str) -> list[WorkflowRun]:
         """The repository's `workflow_dispatch` runs created since then (ISO time), newest first."""
         url = self._url(f"/actions/runs?event=workflow_dispatch&created=>={created_since}&per_page=100")
-        return [dict(run) async for run in self.api.getiter(url, iterable_key="workflow_runs")]
+        return [
+            parsed(WorkflowRun, run, what="a dispatched workflow run")
+            async for run in self.api.getiter(url, iterable_key="workflow_runs")
+        ]
 
-    async def workflow_run(self, run_id: int) -> dict[str, Any]:
-        return dict(await self.api.get(self._url(f"/actions/runs/{run_id}")))
+    async def workflow_run(self, run_id: int) -> WorkflowRun:
+        answer = await self.api.get(self._url(f"/actions/runs/{run_id}"))
+        return parsed(WorkflowRun, answer, what=f"workflow run {run_id}")
 
     async def run_artifact(self, run_id: int, name: str, *, max_bytes: int) -> bytes | None:
         """The zip of the run's artifact called `name`, or None when the run uploaded none; TooLarge when

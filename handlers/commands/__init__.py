@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from gidgethub import BadRequest
-
 from bot.app.context import Context
 from bot.app.worker import failure_of, is_permanent
 from bot.core.command_args import CommandRefused, Usage, parse_arguments
@@ -145,13 +143,10 @@ async def _checked(command: Command, cmd: SlashCommand, *, fork: Fork, ctx: Cont
 async def role_on(ctx: Context, cmd: SlashCommand) -> Permission:
     """The commenter's role on the repository, as GitHub's collaborator-permission API says."""
     forge = ctx.forge(cmd.on.installation_id, cmd.on.repo)
-    try:
-        answer = await forge.permission(cmd.actor)
-    except BadRequest as exc:
-        if exc.status_code == 404:  # no such user, as GitHub says: no role
-            return Permission.ANYONE
-        raise
-    return role_of(answer.get("role_name"), answer.get("permission"))
+    answer = await forge.permission(cmd.actor)
+    if answer is None:  # no such user, as GitHub says: no role
+        return Permission.ANYONE
+    return role_of(answer.role_name, answer.permission)
 
 
 async def _refuse(cmd: SlashCommand, refused: CommandRefused, *, usage: Usage | None, ctx: Context) -> None:

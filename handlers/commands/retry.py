@@ -41,4 +41,4 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
 async def _failed(call: Call, head: str, *, ctx: Context) -> list[Level]:
     """The tiers whose check run on `head` concluded failed or timed out."""
     runs = await ctx.forge(call.fork.installation_id, call.fork.repo).check_runs(head)
-    return [lv for lv in LEVELS if (runs.get(lv.check.value) or {}).get("conclusion") in FAILED]
+    return [lv for lv in LEVELS if (run := runs.get(lv.check.value)) is not None and run.conclusion in FAILED]
