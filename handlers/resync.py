@@ -16,7 +16,6 @@ from bot.app.context import Context
 from bot.core.errors import SluiceError
 from bot.core.redelivery import (
     REDELIVERY_WINDOW,
-    HookAttempt,
     Redelivery,
     SweepPlan,
     plan_redeliveries,
@@ -24,12 +23,11 @@ from bot.core.redelivery import (
 )
 from bot.core.tiers import RunState
 from bot.db.leases import Leases, periodically
-from bot.github.client import InstallationAPI
+from bot.github.deliveries import AppDeliveries
 from handlers import requests
 
 REDELIVERY, RESYNC, TIER_SWEEP = "redelivery", "resync", "tier-sweep"  # the leases' names
 SHORTEST_TIMEOUT = dt.timedelta(minutes=1)  # no tier's timeout_minutes is shorter
-DELIVERIES_URL = "/app/hook/deliveries?per_page=100"
 log = logging.getLogger("sluice.resync")
 
 
@@ -56,26 +54,14 @@ class ReconcileMetrics:
         )
 
 
-async def recent_attempts(api: InstallationAPI, ctx: Context) -> list[HookAttempt]:
-    """The App's delivery log back to GitHub's redelivery window (the log lists the newest first)."""
-    since = ctx.clock() - REDELIVERY_WINDOW
-    attempts = []
-    async for item in api.getiter(DELIVERIES_URL):
-        attempt = HookAttempt.model_validate(item)
-        if attempt.delivered_at < since:
-            break  # everything after it is older still
-        attempts.append(attempt)
-    return attempts
-
-
 async def sweep_once(ctx: Context, metrics: ReconcileMetrics) -> SweepPlan:
     """Ask GitHub to redeliver, once each, the events it failed to deliver and Sluice never recorded."""
-    api = ctx.github.app_api()
-    attempts = await recent_attempts(api, ctx)
+    deliveries = AppDeliveries(ctx.github.app_api())
+    attempts = await deliveries.since(ctx.clock() - REDELIVERY_WINDOW)  # GitHub redelivers no older one
     recorded = await ctx.db(ctx.job_requests.recorded, undelivered(attempts))
     plan = plan_redeliveries(attempts, recorded=recorded, now=ctx.clock())
     for redelivery in plan.redeliver:
-        await _ask(api, redelivery, metrics)
+        await _ask(deliveries, redelivery, metrics)
     for reason, count in plan.skipped.items():
         metrics.skipped.labels(reason=reason.value).inc(count)
     metrics.sweeps.inc()
@@ -88,10 +74,10 @@ async def sweep_once(ctx: Context, metrics: ReconcileMetrics) -> SweepPlan:
     return plan
 
 
-async def _ask(api: InstallationAPI, redelivery: Redelivery, metrics: ReconcileMetrics) -> None:
+async def _ask(deliveries: AppDeliveries, redelivery: Redelivery, metrics: ReconcileMetrics) -> None:
     what = f"{redelivery.guid} ({redelivery.event}{f'.{redelivery.action}' if redelivery.action else ''})"
     try:
-        await api.post(f"/app/hook/deliveries/{redelivery.attempt_id}/attempts", data=b"")
+        await deliveries.redeliver(redelivery.attempt_id)
     except (HTTPException, SluiceError) as exc:  # one refusal must not stop the others
         log.warning("GitHub refused to redeliver %s: %s", what, exc)
         metrics.redeliveries.labels(outcome="failed").inc()
