@@ -161,6 +161,10 @@ def test_githubs_reviews_parse_and_only_submitted_ones_by_an_account_count(revie
             "submitted_at",
         ),
         (webhooks.CollaboratorPermission, {"role_name": "write"}, "permission"),
+        (webhooks.Merged, {"sha": None, "merged": True}, "sha"),
+        (webhooks.Artifact, {"name": "sluice-report", "size_in_bytes": 12}, "id"),
+        (webhooks.Created, {"id": 0}, "id"),
+        (webhooks.RepoDefaults, {"full_name": "octo/fork"}, "default_branch"),
         (
             webhooks.RepoCommit,
             {"sha": "a" * 40, "parents": [{"sha": "HEAD"}], "commit": {"message": ""}},
@@ -175,6 +179,14 @@ def test_a_rest_answer_github_did_not_shape_so_is_retried_naming_the_field(
         forge.parsed(model, answer, what="the thing asked for")
     assert refused.value.retryable
     assert refused.value.message.startswith(f"GitHub answered the thing asked for with an unusable {named}:")
+
+
+def test_a_renamed_file_of_a_pull_names_both_its_paths() -> None:
+    renamed = webhooks.PullFile.model_validate(
+        {"filename": "b.py", "previous_filename": "a.py", "status": "renamed"}
+    )
+    edited = webhooks.PullFile.model_validate({"filename": "c.py", "status": "modified"})
+    assert (renamed.paths, edited.paths) == (("b.py", "a.py"), ("c.py",))
 
 
 def test_a_root_commit_has_no_first_parent_to_walk_to() -> None:

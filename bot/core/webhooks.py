@@ -474,7 +474,7 @@ class CollaboratorPermission(Payload):
     role_name: str | None = None  # admin, maintain, write, triage, read, or a custom role's name
 
 
-class ParentLink(Payload):
+class CommitLink(Payload):
     sha: CommitSha
 
 
@@ -486,7 +486,7 @@ class RepoCommit(Payload):
     """A commit as `GET /commits/{sha}` answers it: only its parents and message are read."""
 
     sha: CommitSha
-    parents: tuple[ParentLink, ...]
+    parents: tuple[CommitLink, ...]
     commit: CommitMessage
 
     def first_parent(self) -> str:
@@ -497,3 +497,53 @@ class RepoCommit(Payload):
                 "nothing to do: the job is retried; if it persists, trunk's history is not what GitHub says",
             )
         return self.parents[0].sha
+
+
+class Created(Payload):
+    """What GitHub answers a create with, where only the new object's id is read (a comment, a check run)."""
+
+    id: GitHubId
+
+
+class Merged(Payload):
+    """`PUT /pulls/N/merge`'s answer: the commit the merge left on the base."""
+
+    sha: CommitSha
+
+
+class RepoDefaults(Payload):
+    """`GET /repos/{repo}`, where only its default branch is read."""
+
+    default_branch: str
+
+
+class Branch(Payload):
+    """`GET /branches/{branch}`: the commit the branch points at."""
+
+    commit: CommitLink
+
+
+class PullFile(Payload):
+    """One entry of `GET /pulls/N/files`."""
+
+    filename: str
+    previous_filename: str | None = None  # a rename's old path
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return (self.filename,) if self.previous_filename is None else (self.filename, self.previous_filename)
+
+
+class Artifact(Payload):
+    """One of a workflow run's artifacts, as `GET /actions/runs/N/artifacts` lists it."""
+
+    id: GitHubId
+    name: str
+    size_in_bytes: int | None = None
+    expired: bool = False
+
+
+class DispatchAnswer(Payload):
+    """A workflow dispatch's answer with `return_run_details`: the run it started."""
+
+    workflow_run_id: GitHubId | None = None

@@ -14,13 +14,21 @@ from pydantic import BaseModel, ValidationError
 from bot.core.errors import BadInput, DispatchRefused, MergeRefused, TooLarge, Unavailable
 from bot.core.limits import fit_for_github
 from bot.core.webhooks import (
+    Artifact,
+    Branch,
     CheckRun,
     CollaboratorPermission,
     Comment,
+    Created,
+    DispatchAnswer,
     FullIssue,
+    Issue,
+    Merged,
     Pull,
+    PullFile,
     PullReview,
     RepoCommit,
+    RepoDefaults,
     WorkflowRun,
 )
 from bot.github.client import InstallationAPI
@@ -97,7 +105,7 @@ class ForkGitHub:
 
     async def post_comment(self, number: int, body: str) -> int:
         created = await self.api.post(self._url(f"/issues/{number}/comments"), data={"body": body})
-        return int(created["id"])
+        return parsed(Created, created, what=f"a comment posted on #{number}").id
 
     async def edit_comment(self, comment_id: int, body: str) -> None:
         await self.api.patch(self._url(f"/issues/comments/{comment_id}"), data={"body": body})
@@ -185,7 +193,9 @@ class ForkGitHub:
 
     async def create_issue(self, *, title: str, body: str, labels: Sequence[str]) -> int:
         data = {"title": title, "body": body, "labels": list(labels)}
-        return int((await self.api.post(self._url("/issues"), data=data))["number"])
+        return parsed(
+            Issue, await self.api.post(self._url("/issues"), data=data), what="an issue opened"
+        ).number
 
     async def edit_issue(self, number: int, *, title: str, body: str) -> None:
         await self.api.patch(self._url(f"/issues/{number}"), data={"title": title, "body": body})
@@ -200,11 +210,12 @@ class ForkGitHub:
         await self.api.patch(self._url(f"/issues/{number}"), data={"state": "closed"})
 
     async def default_branch(self) -> str:
-        return str((await self.api.get(self._url("")))["default_branch"])
+        return parsed(RepoDefaults, await self.api.get(self._url("")), what=self.repo).default_branch
 
     async def branch_head(self, branch: str) -> str:
         """The commit `branch` points at."""
-        return str((await self.api.get(self._url(f"/branches/{quote(branch)}")))["commit"]["sha"])
+        answer = await self.api.get(self._url(f"/branches/{quote(branch)}"))
+        return parsed(Branch, answer, what=f"branch {branch}").commit.sha
 
     # --- the gate and the merge
 
@@ -224,10 +235,7 @@ class ForkGitHub:
         url = self._url(f"/pulls/{number}/files?per_page=100")
         paths: list[str] = []
         async for entry in self.api.getiter(url):
-            paths += [
-                str(entry["filename"]),
-                *([str(entry["previous_filename"])] if "previous_filename" in entry else []),
-            ]
+            paths += parsed(PullFile, entry, what=f"a file of #{number}").paths
         return list(dict.fromkeys(paths))
 
     async def read_text(self, path: str, *, ref: str | None) -> str | None:
@@ -264,7 +272,7 @@ class ForkGitHub:
                 if exc.status_code in (405, 409, 422):
                     raise MergeRefused(int(exc.status_code), str(exc) or exc.status_code.phrase) from None
                 raise
-            return str(merged["sha"])
+            return parsed(Merged, merged, what=f"the merge of #{number}").sha
         raise AssertionError("unreachable: the last try returns or raises")
 
     async def get_commit(self, sha: str) -> RepoCommit:
@@ -316,8 +324,9 @@ class ForkGitHub:
             if exc.status_code in (404, 422):
                 raise DispatchRefused(int(exc.status_code), str(exc) or exc.status_code.phrase) from None
             raise
-        run_id = answer.get("workflow_run_id") if isinstance(answer, dict) else None
-        return int(run_id) if run_id is not None else None
+        if not isinstance(answer, Mapping):  # 204 No Content: a GitHub that does not return run details
+            return None
+        return parsed(DispatchAnswer, answer, what=f"the dispatch of {workflow}").workflow_run_id
 
     async def dispatched_runs(self, *, created_since: str) -> list[WorkflowRun]:
         """The repository's `workflow_dispatch` runs created since then (ISO time), newest first."""
@@ -335,14 +344,15 @@ class ForkGitHub:
         """The zip of the run's artifact called `name`, or None when the run uploaded none; TooLarge when
         it is over `max_bytes` (as GitHub lists its size, or as the download turns out: never read whole)."""
         url = self._url(f"/actions/runs/{run_id}/artifacts?name={name}&per_page=100")
-        async for artifact in self.api.getiter(url, iterable_key="artifacts"):
-            if artifact["name"] == name and not artifact.get("expired"):
-                what = f"the `{name}` artifact"
-                listed = artifact.get("size_in_bytes")
-                if isinstance(listed, int) and listed > max_bytes:
+        what = f"the `{name}` artifact"
+        async for answer in self.api.getiter(url, iterable_key="artifacts"):
+            artifact = parsed(Artifact, answer, what=f"an artifact of workflow run {run_id}")
+            if artifact.name == name and not artifact.expired:
+                listed = artifact.size_in_bytes
+                if listed is not None and listed > max_bytes:
                     raise TooLarge(what, listed, max_bytes)
                 # by id on the API Sluice talks to (archive_download_url is absolute, on github.com's host)
-                zipped = self._url(f"/actions/artifacts/{int(artifact['id'])}/zip")
+                zipped = self._url(f"/actions/artifacts/{artifact.id}/zip")
                 return await self.api.download(zipped, max_bytes=max_bytes, what=what)
         return None
 
@@ -369,7 +379,7 @@ class ForkGitHub:
     async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int:
         """A check run named `name` on `sha` with `body`'s fields; its id."""
         created = await self.api.post(self._url("/check-runs"), data={"name": name, "head_sha": sha, **body})
-        return int(created["id"])
+        return parsed(Created, created, what=f"the check run {name} created").id
 
     async def update_check_run(self, check_run_id: int, body: Mapping[str, Any]) -> None:
         await self.api.patch(self._url(f"/check-runs/{check_run_id}"), data=dict(body))
