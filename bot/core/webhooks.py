@@ -199,17 +199,11 @@ class Label(Payload):
     name: str
 
 
-class FullIssue(Issue):
-    """An issue with its text, author and labels: an `issues` event's, and the REST API's issue lists."""
+class Authored(Payload):
+    """What an issue and a pull request share: who opened it, and its labels."""
 
-    title: str = ""
-    body: str | None = None
-    user: User | None = None  # None when GitHub answers an issue of a deleted account without one
+    user: Account | None = None  # None when GitHub answers one of a deleted account without one
     labels: tuple[Label, ...] = ()
-
-    @property
-    def text(self) -> str:
-        return self.body or ""
 
     @property
     def author(self) -> str | None:
@@ -218,6 +212,18 @@ class FullIssue(Issue):
     @property
     def label_names(self) -> tuple[str, ...]:
         return tuple(label.name for label in self.labels)
+
+
+class FullIssue(Issue, Authored):
+    """An issue with its text, author and labels: an `issues` event's, and the REST API's issue lists."""
+
+    title: str = ""
+    body: str | None = None
+    user: User | None = None
+
+    @property
+    def text(self) -> str:
+        return self.body or ""
 
 
 class Change(Payload):
@@ -419,33 +425,23 @@ class PullEnd(BranchEnd):
     sha: CommitSha
 
 
-class Pull(Payload):
+class Pull(Authored):
     """A pull request as GitHub's REST API answers it (`GET /pulls/N`, the open list, the create)."""
 
     number: GitHubId
     state: str  # open, closed
     title: str = ""
     body: str | None = None
-    user: Account | None = None
     head: PullEnd
     base: PullEnd
     draft: bool = False
     merged: bool = False  # `GET /pulls/N` says; the list leaves it out
     merge_commit_sha: str | None = None
     commits: int | None = None  # `GET /pulls/N` only
-    labels: tuple[Label, ...] = ()
 
     @property
     def is_open(self) -> bool:
         return self.state == "open"
-
-    @property
-    def author(self) -> str | None:
-        return self.user.login if self.user is not None else None
-
-    @property
-    def label_names(self) -> tuple[str, ...]:
-        return tuple(label.name for label in self.labels)
 
     def from_branch_of(self, repo: str) -> bool:
         """Whether the head is a branch of `repo` itself (the same branch name in another repository is
