@@ -181,6 +181,16 @@ def test_a_rest_answer_github_did_not_shape_so_is_retried_naming_the_field(
     assert refused.value.message.startswith(f"GitHub answered the thing asked for with an unusable {named}:")
 
 
+@pytest.mark.parametrize("installation", objects("installation", "installation"))
+def test_githubs_installations_parse_as_the_app_installation_answers_become(
+    installation: dict[str, Any],
+) -> None:
+    parsed = forge.parsed(webhooks.Installation, installation, what="an installation")
+    assert parsed.id == installation["id"] and parsed.account is not None
+    assert parsed.account.login == installation["account"]["login"]
+    assert parsed.suspended_at == installation.get("suspended_at")
+
+
 def test_a_renamed_file_of_a_pull_names_both_its_paths() -> None:
     renamed = webhooks.PullFile.model_validate(
         {"filename": "b.py", "previous_filename": "a.py", "status": "renamed"}

@@ -62,6 +62,7 @@ class User(Account):
 class Installation(Payload):
     id: GitHubId
     account: Account | None = None  # present in installation events, absent from the stubs in others
+    suspended_at: str | None = None  # set while an owner has suspended the installation
 
 
 class PushCommit(Payload):

@@ -7,7 +7,9 @@ from typing import Any
 
 from gidgethub import BadRequest
 
+from bot.core.webhooks import Installation, Repository
 from bot.github.client import GitHubClient
+from bot.github.forge import parsed
 
 
 @dataclass(frozen=True)
@@ -26,15 +28,17 @@ async def on_github(github: GitHubClient, installation_id: int) -> GitHubInstall
     )
     if found is None:
         return None
-    account = (found.get("account") or {}).get("login") or "?"
-    return GitHubInstallation(int(found["id"]), str(account), suspended=bool(found.get("suspended_at")))
+    installation = parsed(Installation, found, what=f"installation {installation_id}")
+    account = installation.account.login if installation.account is not None else "?"
+    return GitHubInstallation(installation.id, account, suspended=installation.suspended_at is not None)
 
 
 async def repos_on_github(github: GitHubClient, installation_id: int) -> frozenset[str]:
     """The repositories GitHub says the installation holds (`GET /installation/repositories`)."""
     api = github.for_installation(installation_id)
     pages = api.getiter("/installation/repositories?per_page=100", iterable_key="repositories")
-    return frozenset([str(repo["full_name"]) async for repo in pages])
+    what = f"a repository of installation {installation_id}"
+    return frozenset([parsed(Repository, repo, what=what).full_name async for repo in pages])
 
 
 async def holds(github: GitHubClient, installation_id: int, repo: str) -> bool:
@@ -43,7 +47,9 @@ async def holds(github: GitHubClient, installation_id: int, repo: str) -> bool:
     found = await _app_get_or_none(
         github, "/repos/{owner}/{repo}/installation", {"owner": owner, "repo": name}
     )
-    return found is not None and found.get("id") == installation_id
+    return (
+        found is not None and parsed(Installation, found, what=f"{repo}'s installation").id == installation_id
+    )
 
 
 async def _app_get_or_none(github: GitHubClient, url: str, url_vars: dict[str, Any]) -> Any:
