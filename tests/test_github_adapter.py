@@ -18,7 +18,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bot.core.errors import TooLarge
+from bot.core.errors import TooLarge, Unavailable
 from bot.github.client import GitHubClient, GitHubError, InstallationAPI, app_jwt
 
 APP_ID = 4242
@@ -83,6 +83,7 @@ class FakeGitHub:
     faults: dict[str, list[Fault]] = field(default_factory=dict)
     fault_calls: dict[str, int] = field(default_factory=dict)
     posts_at: list[float] = field(default_factory=list)
+    mint_drops: str | None = None  # a field the token answer leaves out (GitHub misbehaving)
 
     def routes(self, prefix: str) -> list[web.RouteDef]:
         return [
@@ -124,7 +125,9 @@ class FakeGitHub:
         expires_at = self.clock.now() + TOKEN_LIFETIME_S
         self.tokens[token] = expires_at
         stamp = datetime.fromtimestamp(expires_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return web.json_response({"token": token, "expires_at": stamp}, status=201)
+        answer = {"token": token, "expires_at": stamp}
+        answer.pop(self.mint_drops or "", None)
+        return web.json_response(answer, status=201)
 
     async def repo(self, request: web.Request) -> web.Response:
         self.if_none_match.append(request.headers.get("If-None-Match"))
@@ -274,6 +277,20 @@ async def test_installation_token_is_cached_until_five_minutes_before_expiry(har
     assert second != first
     assert len(h.server.jwts_seen) == 2
     assert set(h.server.tokens) == {first, second}
+
+
+@pytest.mark.parametrize("dropped", ["expires_at", "token"])
+async def test_a_token_answer_github_did_not_shape_so_is_retried_and_names_no_secret(
+    harness: MakeHarness, dropped: str
+) -> None:
+    h = await harness()
+    h.server.mint_drops = dropped
+    with pytest.raises(Unavailable) as refused:
+        await h.github.installation_token(INSTALLATION)
+    assert refused.value.retryable and f"unusable {dropped}: Field required" in refused.value.message
+    assert not any(token in refused.value.message for token in h.server.tokens)
+    h.server.mint_drops = None
+    assert await h.github.installation_token(INSTALLATION) in h.server.tokens  # nothing cached meanwhile
 
 
 async def test_token_is_refreshed_when_a_long_wait_outlives_it(harness: MakeHarness) -> None:

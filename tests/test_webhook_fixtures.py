@@ -20,7 +20,7 @@ from bot.core.ingestion import BRANCH_PREFIX
 from bot.db.jobs import JobQueue
 from bot.db.store import Store
 from bot.flows import merge
-from bot.github import forge
+from bot.github import answers
 from bot.github.forge import parse_pull
 from tests.support.webhooks import signed_headers
 
@@ -108,7 +108,7 @@ def objects(event: str, key: str) -> list[Any]:
 
 @pytest.mark.parametrize("run", objects("check_run", "check_run"))
 def test_githubs_check_runs_parse_as_the_check_runs_rest_answers_become(run: dict[str, Any]) -> None:
-    parsed = forge.parsed(webhooks.CheckRun, run, what="a check run")
+    parsed = answers.parsed(webhooks.CheckRun, run, what="a check run")
     assert (parsed.id, parsed.name, parsed.head_sha) == (run["id"], run["name"], run["head_sha"])
     assert parsed.completed is (run["status"] == "completed")
     assert parsed.state == (run["conclusion"] or run["status"])
@@ -119,7 +119,7 @@ def test_githubs_check_runs_parse_as_the_check_runs_rest_answers_become(run: dic
 
 @pytest.mark.parametrize("issue", objects("issues", "issue"))
 def test_githubs_issues_parse_as_the_issue_lists_become(issue: dict[str, Any]) -> None:
-    parsed = forge.parsed(webhooks.FullIssue, issue, what="an issue")
+    parsed = answers.parsed(webhooks.FullIssue, issue, what="an issue")
     assert (parsed.number, parsed.title, parsed.text) == (
         issue["number"],
         issue["title"],
@@ -133,20 +133,20 @@ def test_githubs_issues_parse_as_the_issue_lists_become(issue: dict[str, Any]) -
 
 @pytest.mark.parametrize("run", objects("workflow_run", "workflow_run"))
 def test_githubs_workflow_runs_parse_as_the_runs_rest_answers_become(run: dict[str, Any]) -> None:
-    parsed = forge.parsed(webhooks.WorkflowRun, run, what="a workflow run")
+    parsed = answers.parsed(webhooks.WorkflowRun, run, what="a workflow run")
     assert (parsed.id, parsed.status, parsed.conclusion) == (run["id"], run["status"], run["conclusion"])
     assert parsed.display_title == run.get("display_title", "")
 
 
 @pytest.mark.parametrize("review", objects("pull_request_review", "review"))
 def test_githubs_reviews_parse_and_only_submitted_ones_by_an_account_count(review: dict[str, Any]) -> None:
-    parsed = forge.parsed(webhooks.PullReview, review, what="a review")
+    parsed = answers.parsed(webhooks.PullReview, review, what="a review")
     counted = merge._review(parsed)
     assert counted is not None and counted.login == review["user"]["login"]
     assert counted.commit_id == review["commit_id"] and counted.state == review["state"]
     assert counted.submitted_at == dt.datetime(2019, 5, 15, 15, 20, 38, tzinfo=dt.UTC)
-    pending = forge.parsed(webhooks.PullReview, {**review, "submitted_at": None}, what="a review")
-    deleted = forge.parsed(webhooks.PullReview, {**review, "user": None}, what="a review")
+    pending = answers.parsed(webhooks.PullReview, {**review, "submitted_at": None}, what="a review")
+    deleted = answers.parsed(webhooks.PullReview, {**review, "user": None}, what="a review")
     assert merge._review(pending) is None and merge._review(deleted) is None
 
 
@@ -176,7 +176,7 @@ def test_a_rest_answer_github_did_not_shape_so_is_retried_naming_the_field(
     model: type[webhooks.Payload], answer: dict[str, Any], named: str
 ) -> None:
     with pytest.raises(Unavailable) as refused:
-        forge.parsed(model, answer, what="the thing asked for")
+        answers.parsed(model, answer, what="the thing asked for")
     assert refused.value.retryable
     assert refused.value.message.startswith(f"GitHub answered the thing asked for with an unusable {named}:")
 
@@ -185,7 +185,7 @@ def test_a_rest_answer_github_did_not_shape_so_is_retried_naming_the_field(
 def test_githubs_installations_parse_as_the_app_installation_answers_become(
     installation: dict[str, Any],
 ) -> None:
-    parsed = forge.parsed(webhooks.Installation, installation, what="an installation")
+    parsed = answers.parsed(webhooks.Installation, installation, what="an installation")
     assert parsed.id == installation["id"] and parsed.account is not None
     assert parsed.account.login == installation["account"]["login"]
     assert parsed.suspended_at == installation.get("suspended_at")

@@ -386,7 +386,7 @@ async def _bot_login(github: GitHubClient, stop: asyncio.Event) -> str:
     """`<slug>[bot]`, the login of the App's comments and pushes; retried until GitHub answers."""
     while True:
         try:
-            return f"{(await github.app_info())['slug']}[bot]"
+            return f"{(await github.app_info()).slug}[bot]"
         except Exception as exc:  # GitHub down or the App misconfigured: the intake keeps working meanwhile
             log.error("cannot read the App from GitHub (%s); workers wait %.0f s", exc, APP_INFO_RETRY_S)
             try:

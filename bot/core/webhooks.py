@@ -544,3 +544,18 @@ class DispatchAnswer(Payload):
     """A workflow dispatch's answer with `return_run_details`: the run it started."""
 
     workflow_run_id: GitHubId | None = None
+
+
+class GitHubApp(Payload):
+    """`GET /app`, as the App itself: its slug names its bot account (`<slug>[bot]`)."""
+
+    id: GitHubId
+    slug: str = Field(min_length=1)
+
+
+class InstallationToken(Payload):
+    """`POST /app/installations/{id}/access_tokens`: a token and when it expires. (Its text never reaches
+    a message: a malformed answer names the field, never the value.)"""
+
+    token: str = Field(min_length=1)
+    expires_at: dt.datetime

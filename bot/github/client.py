@@ -18,6 +18,8 @@ from gidgethub import BadRequest, HTTPException, sansio
 from gidgethub.aiohttp import GitHubAPI
 
 from bot.core.errors import Forbidden, NotFound, RateLimited, SluiceError, TooLarge, Unavailable, redact
+from bot.core.webhooks import GitHubApp, InstallationToken
+from bot.github.answers import parsed
 from bot.ports import Clock
 
 log = logging.getLogger(__name__)
@@ -442,10 +444,6 @@ class InstallationAPI:
         await self._api.delete(url, url_vars or {}, data=data, **kw)
 
 
-def _utc(timestamp: str) -> datetime:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-
-
 class GitHubClient:
     """The App: mints JWTs and installation tokens and hands out per-installation APIs."""
 
@@ -498,9 +496,9 @@ class GitHubClient:
     async def _app_authorization(self) -> str:
         return f"bearer {app_jwt(self._app_id, self._private_key, now=self._clock())}"
 
-    async def app_info(self) -> dict[str, Any]:
-        """`GET /app` as the App itself: its id, slug and name."""
-        return dict(await self._app_api.getitem("/app"))
+    async def app_info(self) -> GitHubApp:
+        """`GET /app` as the App itself: its id and slug."""
+        return parsed(GitHubApp, await self._app_api.getitem("/app"), what="the App")
 
     def app_api(self) -> InstallationAPI:
         """Requests as the App itself (JWT), e.g. its webhook delivery log under `/app/hook/deliveries`."""
@@ -518,21 +516,18 @@ class GitHubClient:
             if token is not None:
                 return token
             minted = await self._mint(installation_id)
-            expires_at = _utc(minted["expires_at"])
-            self._tokens.put(installation_id, minted["token"], expires_at=expires_at)
+            self._tokens.put(installation_id, minted.token, expires_at=minted.expires_at)
             log.info(
-                "GitHub: new token for installation %d, expires at %s", installation_id, minted["expires_at"]
+                "GitHub: new token for installation %d, expires at %s", installation_id, minted.expires_at
             )
-            return str(minted["token"])
+            return minted.token
 
-    async def _mint(self, installation_id: int) -> dict[str, Any]:
+    async def _mint(self, installation_id: int) -> InstallationToken:
         try:
-            return dict(
-                await self._app_api.post(
-                    "/app/installations/{installation_id}/access_tokens",
-                    {"installation_id": installation_id},
-                    data=b"",
-                )
+            answer = await self._app_api.post(
+                "/app/installations/{installation_id}/access_tokens",
+                {"installation_id": installation_id},
+                data=b"",
             )
         except BadRequest as exc:
             # 404: the installation was deleted; a 403 that is no rate limit: it is suspended (Sluice asks
@@ -542,6 +537,7 @@ class GitHubClient:
             if isinstance(github_failure(exc), GitHubForbidden) and exc.status_code == 403:
                 raise InstallationGone(installation_id, "is suspended (GitHub answers 403)") from None
             raise
+        return parsed(InstallationToken, answer, what=f"installation {installation_id}'s token")
 
     def forget_token(self, installation_id: int) -> None:
         """Drop the cached token: GitHub refused it, so the next request mints a new one."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 from bot.core.redelivery import HookAttempt
+from bot.github.answers import parsed
 from bot.github.client import InstallationAPI
-from bot.github.forge import parsed
 
 DELIVERIES_URL = "/app/hook/deliveries?per_page=100"
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 from gidgethub import BadRequest
-from pydantic import BaseModel, ValidationError
 
-from bot.core.errors import BadInput, DispatchRefused, MergeRefused, TooLarge, Unavailable
+from bot.core.errors import BadInput, DispatchRefused, MergeRefused, TooLarge
 from bot.core.limits import fit_for_github
 from bot.core.webhooks import (
     Artifact,
@@ -31,26 +30,11 @@ from bot.core.webhooks import (
     RepoDefaults,
     WorkflowRun,
 )
+from bot.github.answers import parsed
 from bot.github.client import InstallationAPI
-
-M = TypeVar("M", bound=BaseModel)
 
 BASE_MOVED = "Base branch was modified"  # GitHub's 405 while it recomputes a PR whose base just moved
 BASE_MOVED_WAITS_S = (1.0, 2.0, 4.0)
-
-
-def parsed(model: type[M], answer: object, *, what: str) -> M:
-    """A REST answer parsed once here, into `model`; one GitHub did not shape so is `Unavailable` (retried:
-    GitHub's answer, not anyone's input, was wrong), naming `what` it was about and the field."""
-    try:
-        return model.model_validate(answer)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the answer"
-        raise Unavailable(
-            f"GitHub answered {what} with an unusable {where}: {first['msg']}",
-            "nothing to do: the job is retried; if it persists, GitHub's API is not answering as documented",
-        ) from exc
 
 
 def parse_pull(answer: object) -> Pull:

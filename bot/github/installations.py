@@ -8,8 +8,8 @@ from typing import Any
 from gidgethub import BadRequest
 
 from bot.core.webhooks import Installation, Repository
+from bot.github.answers import parsed
 from bot.github.client import GitHubClient
-from bot.github.forge import parsed
 
 
 @dataclass(frozen=True)

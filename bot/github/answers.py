@@ -1,0 +1,25 @@
+"""GitHub's REST answers parsed once, at the edge, into the frozen models of `bot.core.webhooks`."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from bot.core.errors import Unavailable
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parsed(model: type[M], answer: object, *, what: str) -> M:
+    """A REST answer parsed once here, into `model`; one GitHub did not shape so is `Unavailable` (retried:
+    GitHub's answer, not anyone's input, was wrong), naming `what` it was about and the field."""
+    try:
+        return model.model_validate(answer)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the answer"
+        raise Unavailable(
+            f"GitHub answered {what} with an unusable {where}: {first['msg']}",
+            "nothing to do: the job is retried; if it persists, GitHub's API is not answering as documented",
+        ) from exc
