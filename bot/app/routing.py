@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot.app.context import Context
 from bot.app.worker import Rejected, failure_of, job_label
+from bot.core.errors import first_problem
 from bot.db.jobs import Job
 
 log = logging.getLogger("sluice.routing")
@@ -37,10 +38,9 @@ class Routes:
         try:
             return model.model_validate(job.payload)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(the payload)"
+            where, why = first_problem(exc, whole="(the payload)")
             raise Rejected(
-                f"{job.kind} job {job.id} has a malformed payload: {where}: {first['msg']}",
+                f"{job.kind} job {job.id} has a malformed payload: {where}: {why}",
                 "retrying cannot help; the next push, redelivery or periodic resync asks for the work again",
             ) from exc
 

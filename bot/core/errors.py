@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from pydantic import ValidationError
+
 # What a credential looks like in a message: in a URL, an Authorization header, a token, a JWT, a PEM key.
 URL_CREDENTIALS = re.compile(r"//[^/@\s]*@")
 SECRETS = re.compile(
@@ -145,3 +147,10 @@ class GitTransportError(GitError):
 
 class GitAuthRejected(GitTransportError):
     """A remote refused the token git sent (revoked, or its installation gone): a new one must be minted."""
+
+
+def first_problem(exc: ValidationError, *, whole: str = "") -> tuple[str, str]:
+    """Where and why the first of a model's validation errors is: the field's dotted path (`whole` when it
+    is the input as a whole) and pydantic's reason. Never the value: it may be a secret or hostile text."""
+    first = exc.errors(include_input=False, include_url=False)[0]
+    return ".".join(str(part) for part in first["loc"]) or whole, first["msg"]

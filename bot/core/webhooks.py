@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bot.core.errors import BadInput, GitError, Unavailable
+from bot.core.errors import BadInput, GitError, Unavailable, first_problem
 from bot.core.refs import non_ascii_problem, validate_ref
 
 SHA = re.compile(r"^[0-9a-f]{40}\Z")
@@ -372,9 +372,8 @@ def parse(event: str, body: bytes) -> Payload:
     try:
         return MODELS[event].model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise RejectedPayload(f"{event} payload rejected at {where}: {first['msg']}") from exc
+        where, why = first_problem(exc)
+        raise RejectedPayload(f"{event} payload rejected at {where}: {why}") from exc
 
 
 def _json(body: bytes) -> Any:

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from bot.core.calibrated import LoadedModel
 from bot.core.config import SluiceConfig, Strategy
-from bot.core.errors import SluiceError
+from bot.core.errors import SluiceError, first_problem
 from bot.core.metrics import oldest_missing
 from bot.core.models import Disposition, DispositionRecord, Plan, StreamStatus
 from bot.core.planner import make_plan, prior_chains
@@ -84,10 +84,9 @@ def load_risk_model(repo: FileReader, config: SluiceConfig, *, fork_head: str) -
     try:
         return LoadedModel(name, RiskModel.from_json(text.decode("utf-8", "replace")))
     except ValidationError as err:  # named by where and why, never by the file's content
-        first = err.errors(include_input=False, include_url=False)[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        where, why = first_problem(err, whole="the file")
         raise SluiceError(
-            f"risk.model {name} is not a usable risk model: {where}: {first['msg']}",
+            f"risk.model {name} is not a usable risk model: {where}: {why}",
             "run `sluice calibrate` again",
         ) from None
     except ValueError as err:

@@ -17,6 +17,8 @@ from typing import IO, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
+from bot.core.errors import first_problem
+
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -142,9 +144,8 @@ def _exit_reason(returncode: int) -> str:
 
 
 def _first(err: ValidationError) -> str:
-    error = err.errors()[0]
-    where = ".".join(str(part) for part in error["loc"])
-    return f"{where}: {error['msg']}" if where else str(error["msg"])
+    where, why = first_problem(err)
+    return f"{where}: {why}" if where else why
 
 
 def _clip(text: str) -> str:

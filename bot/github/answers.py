@@ -6,7 +6,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from bot.core.errors import Unavailable
+from bot.core.errors import Unavailable, first_problem
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -17,9 +17,8 @@ def parsed(model: type[M], answer: object, *, what: str) -> M:
     try:
         return model.model_validate(answer)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the answer"
+        where, why = first_problem(exc, whole="the answer")
         raise Unavailable(
-            f"GitHub answered {what} with an unusable {where}: {first['msg']}",
+            f"GitHub answered {what} with an unusable {where}: {why}",
             "nothing to do: the job is retried; if it persists, GitHub's API is not answering as documented",
         ) from exc
