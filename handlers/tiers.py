@@ -16,7 +16,6 @@ from bot.core import tier_checks
 from bot.core.bisect_pr import candidate_branch
 from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig
 from bot.core.errors import BadInput
-from bot.core.gate import FAILED
 from bot.core.permissions import WRITE_ACCESS
 from bot.core.tier_checks import RERUN, RUN_L3
 from bot.core.tiers import (
@@ -30,6 +29,7 @@ from bot.core.tiers import (
     TierRun,
     Verdict,
     Want,
+    failed_levels,
     tier_config,
     why_not,
 )
@@ -231,9 +231,7 @@ async def on_suite_rerequested(event: CheckSuiteEvent, *, ctx: Context, job: Job
     if pull is None or not await _may_press(forge, fork, pull, sender, asked, marker=marker):
         return
     checks = await forge.check_runs(head)
-    failed = [
-        lv for lv in LEVELS if (run := checks.get(lv.check.value)) is not None and run.conclusion in FAILED
-    ]
+    failed = failed_levels(checks)
     for level in failed:
         await requests.tiers(ctx, fork.repo, pull, rerun=level)
     if not failed:

@@ -37,6 +37,7 @@ from bot.core.tiers import (
     Verdict,
     Want,
     decode_selection,
+    failed_levels,
     next_actions,
     overdue,
     selection_code,
@@ -46,7 +47,7 @@ from bot.core.tiers import (
     why_not,
     workflow_inputs,
 )
-from bot.core.webhooks import Pull
+from bot.core.webhooks import CheckRun, Pull
 from bot.flows.tiers import MAX_ZIP_MEMBERS, Finished, read_report, subject_of, unpack
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
@@ -679,3 +680,18 @@ def test_a_local_tier_past_its_timeout_is_stopped_with_everything_it_started(tmp
     while _alive(sleeper) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(sleeper)
+
+
+def test_the_failed_levels_are_the_tiers_whose_check_run_failed_or_timed_out() -> None:
+    def check(name: str, status: str, conclusion: str | None) -> CheckRun:
+        return CheckRun(id=1, name=name, head_sha="a" * 40, status=status, conclusion=conclusion)
+
+    checks = {
+        "sluice/L1": check("sluice/L1", "completed", "timed_out"),
+        "sluice/L2": check("sluice/L2", "completed", "success"),
+        "sluice/L3": check("sluice/L3", "completed", "failure"),
+        "sluice/gate": check("sluice/gate", "completed", "failure"),  # not a tier a re-run starts
+    }
+    assert failed_levels(checks) == [Level.L1, Level.L3]
+    assert failed_levels({"sluice/L1": check("sluice/L1", "in_progress", None)}) == []
+    assert failed_levels({}) == []

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from bot.core.config import Extension, L3Policy, SluiceConfig, SuiteConfig, TierConfig
+from bot.core.gate import FAILED
 from bot.core.ingestion import Tier
+from bot.core.webhooks import CheckRun
 
 SHA40 = re.compile(r"^[0-9a-f]{40}\Z")
 MAX_LOG_CHARS = 200_000  # the tail of a tier log Sluice reads (and triages: the patterns scan it)
@@ -37,6 +39,14 @@ class Level(enum.StrEnum):
 
 
 LEVELS = (Level.L1, Level.L2, Level.L3)
+
+
+def failed_levels(checks: Mapping[str, CheckRun]) -> list[Level]:
+    """The tiers whose check run (by name, as `ForkGitHub.check_runs` lists a head's) concluded failed or
+    timed out: what a re-run of the failed tiers starts again."""
+    return [
+        lv for lv in LEVELS if (run := checks.get(lv.check.value)) is not None and run.conclusion in FAILED
+    ]
 
 
 class Selection(enum.IntEnum):

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from bot.app.context import Context
 from bot.core.command_args import CommandRefused, Kind, Positional, Usage
-from bot.core.gate import FAILED
 from bot.core.permissions import Permission
-from bot.core.tiers import LEVELS, Level, Want
+from bot.core.tiers import Level, Want, failed_levels
 from handlers import requests
 from handlers.commands.call import QUEUED, Call, Outcome
 from handlers.commands.on_pull import gate_of, level_of, refuse_unless_it_starts, validated_pull
@@ -41,4 +40,4 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
 async def _failed(call: Call, head: str, *, ctx: Context) -> list[Level]:
     """The tiers whose check run on `head` concluded failed or timed out."""
     runs = await ctx.forge(call.fork.installation_id, call.fork.repo).check_runs(head)
-    return [lv for lv in LEVELS if (run := runs.get(lv.check.value)) is not None and run.conclusion in FAILED]
+    return failed_levels(runs)
