@@ -358,7 +358,17 @@ class GateRecords(Protocol):
     def audit(self, fork: str, pr_number: int) -> AuditRecord | None: ...
 
 
-class GateForge(Protocol):
+class CheckRunWriter(Protocol):
+    """Creating and updating check runs (`bot.flows.checks.show` decides which)."""
+
+    async def check_runs(self, sha: str) -> dict[str, CheckRun]: ...
+
+    async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int: ...
+
+    async def update_check_run(self, check_run_id: int, body: Mapping[str, Any]) -> None: ...
+
+
+class GateForge(CheckRunWriter, Protocol):
     """What the gate and the merge need of GitHub for one fork: the PR, its reviews, CODEOWNERS, team
     membership, an approver's permission, its check runs, the pinned merge, the rollback tag, and a
     comment."""
@@ -376,20 +386,6 @@ class GateForge(Protocol):
     async def in_team(self, team: str, login: str) -> bool: ...
 
     async def permission_level(self, login: str) -> str: ...
-
-    async def check_runs(self, sha: str) -> dict[str, CheckRun]: ...
-
-    async def set_check_run(
-        self,
-        sha: str,
-        name: str,
-        *,
-        run_id: int | None,
-        status: str,
-        conclusion: str | None,
-        title: str,
-        summary: str,
-    ) -> None: ...
 
     async def merge_pull(self, number: int, *, sha: str, method: str, title: str) -> str: ...
 
@@ -449,19 +445,13 @@ class SignoffRecords(Protocol):
     def signoffs(self, fork: str, pr_number: int) -> list[Signoff]: ...
 
 
-class TierForge(Protocol):
+class TierForge(CheckRunWriter, Protocol):
     """What tiered validation needs of GitHub for one fork: the PR under test, its check runs, and the tier
     workflows (dispatch, the dispatched runs, their artifacts)."""
 
     repo: str
 
     async def get_pull(self, number: int) -> Pull: ...
-
-    async def check_runs(self, sha: str) -> dict[str, CheckRun]: ...
-
-    async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int: ...
-
-    async def update_check_run(self, check_run_id: int, body: Mapping[str, Any]) -> None: ...
 
     async def dispatch_workflow(
         self, workflow: str, *, ref: str, inputs: Mapping[str, str]

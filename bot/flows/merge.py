@@ -21,7 +21,9 @@ from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, 
 from bot.core.ingestion import BRANCH_PREFIX, Tier, stacked
 from bot.core.l3_metrics import L3Metrics, Signoff
 from bot.core.permissions import WRITE_ACCESS
+from bot.core.tier_checks import CheckOutput
 from bot.core.webhooks import CheckRun, Pull, PullReview
+from bot.flows import checks
 from bot.ports import Clock, GateForge, GateRecords, SignoffRecords
 
 Db = Callable[..., Awaitable[Any]]  # Context.db: a store call in a worker thread
@@ -284,23 +286,13 @@ async def _publish(keeper: Gatekeeper, found: Facts, decision: GateDecision, *, 
 async def _set_gate(
     keeper: Gatekeeper, found: Facts, conclusion: str | None, title: str, summary: str
 ) -> None:
-    run = found.runs.get(Tier.GATE.value)
+    shown = found.runs.get(Tier.GATE.value)
     status = "completed" if conclusion is not None else "in_progress"
-    if run is not None and _shows(run, status, conclusion, summary):
+    if shown is not None and _shows(shown, status, conclusion, summary):
         return
-    # GitHub never takes a completed run back to in progress (it would keep its old conclusion): a gate
-    # that waits again gets a new run, as a re-run of a tier does
-    reopened = run is not None and run.completed and status != "completed"
-    run_id = run.id if run is not None and not reopened else None
-    await keeper.forge.set_check_run(
-        found.head,
-        Tier.GATE.value,
-        run_id=run_id,
-        status=status,
-        conclusion=conclusion,
-        title=title,
-        summary=summary,
-    )
+    # a gate that waits again after it completed shows it on a new run (checks.reopens)
+    update = CheckOutput(status, conclusion, title, summary, actions=())
+    await checks.show(keeper.forge, found.head, Tier.GATE.value, update.requests(), shown=shown)
 
 
 def _shows(run: CheckRun, status: str, conclusion: str | None, summary: str) -> bool:

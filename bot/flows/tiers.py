@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from bot.core.config import L3Policy, SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.errors import DispatchRefused, TooLarge, first_line
-from bot.core.ingestion import BRANCH_PREFIX, TIER_TITLES
+from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.l3_metrics import MetricRegression, Regression
 from bot.core.tier_checks import (
     CheckOutput,
@@ -58,6 +58,7 @@ from bot.core.tiers import (
     workflow_inputs,
 )
 from bot.core.webhooks import Pull
+from bot.flows import checks
 from bot.ports import Clock, TierBackend, TierForge, TierRunRecords
 from runners.report import Outcome, Report
 
@@ -291,15 +292,8 @@ async def _discard(t: Tiering, run: TierRun, *, why: str) -> None:
 async def show(t: Tiering, sha: str, level: Level, output: CheckOutput) -> None:
     """Update the tier's check run on `sha`; a new one where there is none (a fork PR) or where a new attempt
     starts after a completed one (as Actions re-runs do: the completed one keeps its result)."""
-    check = (await t.forge.check_runs(sha)).get(level.check.value)
-    if check is None or (check.completed and output.status != "completed"):
-        title = TIER_TITLES[level.check]
-        body = {"status": "queued", "output": {"title": title, "summary": f"{title}: queued by Sluice."}}
-        check_id = await t.forge.new_check_run(sha, level.check.value, body)
-    else:
-        check_id = check.id
-    for body in output.requests():
-        await t.forge.update_check_run(check_id, body)
+    shown = (await t.forge.check_runs(sha)).get(level.check.value)
+    await checks.show(t.forge, sha, level.check.value, output.requests(), shown=shown)
 
 
 # --- results -----------------------------------------------------------------------------------------------

@@ -275,27 +275,6 @@ class ForkGitHub:
             raise
         return True
 
-    async def set_check_run(
-        self,
-        sha: str,
-        name: str,
-        *,
-        run_id: int | None,
-        status: str,
-        conclusion: str | None,
-        title: str,
-        summary: str,
-    ) -> None:
-        """Create the check run `name` on `sha`, or update run `run_id` in place."""
-        output = {"title": title, "summary": fit_for_github(summary, what="a check run's summary")}
-        data: dict[str, Any] = {"status": status, "output": output}
-        if conclusion is not None:
-            data["conclusion"] = conclusion
-        if run_id is None:
-            await self.api.post(self._url("/check-runs"), data={"name": name, "head_sha": sha, **data})
-        else:
-            await self.api.patch(self._url(f"/check-runs/{run_id}"), data=data)
-
     # --- tier workflows
 
     async def dispatch_workflow(self, workflow: str, *, ref: str, inputs: Mapping[str, str]) -> int | None:
