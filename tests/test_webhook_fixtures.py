@@ -165,6 +165,7 @@ def test_githubs_reviews_parse_and_only_submitted_ones_by_an_account_count(revie
         (webhooks.Artifact, {"name": "sluice-report", "size_in_bytes": 12}, "id"),
         (webhooks.Created, {"id": 0}, "id"),
         (webhooks.RepoDefaults, {"full_name": "octo/fork"}, "default_branch"),
+        (webhooks.RepoContent, {"path": ".github/sluice.yml", "size": 12, "content": "eA=="}, "type"),
         (
             webhooks.RepoCommit,
             {"sha": "a" * 40, "parents": [{"sha": "HEAD"}], "commit": {"message": ""}},

@@ -530,6 +530,16 @@ class PullFile(Payload):
         return (self.filename,) if self.previous_filename is None else (self.filename, self.previous_filename)
 
 
+class RepoContent(Payload):
+    """`GET /contents/{path}` for a path that is not a directory: a file (up to 1 MB its bytes in base64;
+    above, `encoding` is `none` and `content` empty), a symlink or a submodule."""
+
+    type: str
+    size: int | None = None
+    encoding: str | None = None
+    content: str = ""
+
+
 class Artifact(Payload):
     """One of a workflow run's artifacts, as `GET /actions/runs/N/artifacts` lists it."""
 

@@ -27,6 +27,7 @@ from bot.core.webhooks import (
     PullFile,
     PullReview,
     RepoCommit,
+    RepoContent,
     RepoDefaults,
     WorkflowRun,
 )
@@ -329,15 +330,19 @@ class ForkGitHub:
             if exc.status_code == 404:
                 return None
             raise
-        if not isinstance(found, dict) or found.get("type") != "file":
+        if isinstance(found, list):  # a directory's entries
             return None
-        if found.get("encoding") != "base64":
+        content = parsed(RepoContent, found, what=f"the contents of {path}")
+        if content.type != "file":
+            return None
+        if content.encoding != "base64":
+            size = "over 1,000,000" if content.size is None else content.size
             raise BadInput(
-                f"{path} at {ref or 'the default branch'} is {found.get('size', 'over 1,000,000')} bytes: "
+                f"{path} at {ref or 'the default branch'} is {size} bytes: "
                 "GitHub's contents API serves no file over 1 MB",
                 f"keep {path} under 1 MB",
             )
-        return base64.b64decode(str(found.get("content", "")))
+        return base64.b64decode(content.content)
 
     async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int:
         """A check run named `name` on `sha` with `body`'s fields; its id."""
