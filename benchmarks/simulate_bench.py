@@ -36,10 +36,10 @@ from _history import shared_clone
 from bot.core.bisect import Budget
 from bot.core.config import SluiceConfig
 from bot.core.simulation import (
+    Batching,
     SimCommit,
     SimOptions,
     SimResult,
-    Strategy,
     entropy_bound,
     information_bound,
     simulate,
@@ -133,11 +133,11 @@ def measure(repo: GitRepo, args: argparse.Namespace) -> None:
     runners = args.runners
     line(
         "per-commit testing",
-        simulate(commits, culprits, SimOptions(strategy=Strategy.PER_COMMIT, runners=runners)),
+        simulate(commits, culprits, SimOptions(strategy=Batching.PER_COMMIT, runners=runners)),
         1.0,
     )
     fixed = SimOptions(
-        strategy=Strategy.FIXED, max_commits=20, max_wait_hours=FOREVER, runners=runners, budget=Budget()
+        strategy=Batching.FIXED, max_commits=20, max_wait_hours=FOREVER, runners=runners, budget=Budget()
     )
     line("fixed batches of 20, prefix bisection", simulate(commits, culprits, fixed), ANCHORS["fixed-20"])
     bound = information_bound(flags, size=20) / len(commits)
@@ -189,9 +189,9 @@ def whole_stream(
     print(f"whole stream: {len(commits)} upstream commits (those outside the windows count as clean)")
     line(
         "whole stream, fixed batches of 20",
-        simulate(commits, culprits, SimOptions(strategy=Strategy.FIXED, max_wait_hours=FOREVER)),
+        simulate(commits, culprits, SimOptions(strategy=Batching.FIXED, max_wait_hours=FOREVER)),
     )
-    fixed = SimOptions(strategy=Strategy.FIXED, max_wait_hours=24)
+    fixed = SimOptions(strategy=Batching.FIXED, max_wait_hours=24)
     line("whole stream, fixed batches of 20, wait ≤ 24 h", simulate(commits, culprits, fixed))
     flags = [c.sha in culprits for c in commits]
     bound = information_bound(flags, size=20) / len(commits)

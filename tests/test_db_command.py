@@ -11,12 +11,12 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from bot.app.cli import main
+from bot.app.cli.database import store_failure
 from bot.core.audit import AuditRecord, AuditState, AuditTier, AuditWaiver
 from bot.core.errors import BadInput
 from bot.db.gates import GateStore
 from bot.db.revisions import HEAD_REVISION, known_revisions, undone_by
 from bot.db.store import Store, metadata
-from bot.flows.database import store_failure
 from tests.test_gate_store import FORK, H1, record
 from tests.test_store import TABLE_MODULES, raw_connection
 

@@ -11,7 +11,7 @@ import pytest
 
 from bot.app.cli import main
 from bot.core.config import SluiceConfig
-from bot.core.simulation import SimCommit, SimOptions, Strategy, entropy_bound, information_bound, simulate
+from bot.core.simulation import Batching, SimCommit, SimOptions, entropy_bound, information_bound, simulate
 from bot.core.tiers import Level
 from bot.db.bisections import Bisections
 from bot.db.store import Store
@@ -173,8 +173,8 @@ def test_strategies_against_the_information_bound() -> None:
     commits = commits_at(400, hours=2)
     culprits = {commits[i].sha for i in range(7, 400, 37)}
     flags = [c.sha in culprits for c in commits]
-    per_commit = simulate(commits, culprits, SimOptions(strategy=Strategy.PER_COMMIT))
-    fixed = simulate(commits, culprits, SimOptions(strategy=Strategy.FIXED, max_wait_hours=1e6))
+    per_commit = simulate(commits, culprits, SimOptions(strategy=Batching.PER_COMMIT))
+    fixed = simulate(commits, culprits, SimOptions(strategy=Batching.FIXED, max_wait_hours=1e6))
     assert per_commit.runs == 400
     assert fixed.culprits_found == len(culprits) == per_commit.culprits_found
     assert information_bound(flags, size=20) <= fixed.runs < per_commit.runs

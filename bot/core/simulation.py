@@ -24,7 +24,7 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Strategy(enum.StrEnum):
+class Batching(enum.StrEnum):
     SLUICE = "sluice"  # candidates sized by risk, likely culprits alone, k-ary bisection with confirmation
     FIXED = "fixed"  # fixed-size batches, prefix bisection on one runner, no confirmation
     PER_COMMIT = "per-commit"  # every commit its own tier run
@@ -38,7 +38,7 @@ class SimCommit(Frozen):
 
 
 class SimOptions(Frozen):
-    strategy: Strategy = Strategy.SLUICE
+    strategy: Batching = Batching.SLUICE
     runners: int = 1
     max_commits: int = 20  # the most commits in one candidate (the fixed size for FIXED)
     max_wait_hours: float = 24.0  # a candidate short of its target leaves when its oldest commit waited this
@@ -66,7 +66,7 @@ class Sample(Frozen):
 class SimResult(Frozen):
     """The replay's figures: tier runs, culprits found and what they cost, Days Behind over time."""
 
-    strategy: Strategy
+    strategy: Batching
     runners: int
     commits: int
     candidates: int
@@ -227,10 +227,10 @@ def _eligible(world: _World) -> list[str]:
 
 def _groups(world: _World, eligible: Sequence[str]) -> list[list[str]]:
     options = world.options
-    if options.strategy is Strategy.PER_COMMIT:
+    if options.strategy is Batching.PER_COMMIT:
         return [[sha] for sha in eligible]
     size = options.max_commits
-    if options.strategy is Strategy.FIXED or world.sizing is None:  # no risk model: fixed-size candidates
+    if options.strategy is Batching.FIXED or world.sizing is None:  # no risk model: fixed-size candidates
         return [list(eligible[i : i + size]) for i in range(0, len(eligible), size)]
     scale = _calibration(world)
     probabilities = [scale * (world.commits[world.position[s]].probability or 0.0) for s in eligible]
@@ -252,7 +252,7 @@ def _calibration(world: _World) -> float:
 
 def _ready(world: _World, group: Sequence[str], *, last: bool, now: int) -> bool:
     """A candidate leaves when it is full (a later one began), alone by risk, or waited long enough."""
-    if not last or len(group) >= world.options.max_commits or world.options.strategy is Strategy.PER_COMMIT:
+    if not last or len(group) >= world.options.max_commits or world.options.strategy is Batching.PER_COMMIT:
         return True
     if world.arrived == len(world.commits):  # the period is over: nothing more will join it
         return True
@@ -262,7 +262,7 @@ def _ready(world: _World, group: Sequence[str], *, last: bool, now: int) -> bool
 
 def _dispatch(world: _World, now: int) -> None:
     free = world.options.runners - len(world.flying)
-    one = world.options.strategy is not Strategy.SLUICE  # the baselines bisect on one runner
+    one = world.options.strategy is not Batching.SLUICE  # the baselines bisect on one runner
     for key, search in sorted(world.searches.items()):
         if free <= 0:
             break
@@ -312,8 +312,8 @@ def _candidate_done(world: _World, commits: tuple[str, ...], outcome: Outcome, n
         tier="L2",
         depends_on={s: world.commits[world.position[s]].depends_on for s in commits},
         budget=world.options.budget,
-        confirm=world.options.strategy is Strategy.SLUICE and world.options.confirm,
-        weights=_weights(world, commits) if world.options.strategy is Strategy.SLUICE else None,
+        confirm=world.options.strategy is Batching.SLUICE and world.options.confirm,
+        weights=_weights(world, commits) if world.options.strategy is Batching.SLUICE else None,
     )
     key = max(world.searches, default=0) + 1
     world.searches[key] = search

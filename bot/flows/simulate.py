@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Collection, Sequence
 
 from bot.core import days_chart
 from bot.core.analysis import line_and_symbol_dependencies, merge_dependencies, revert_links, risk_reasons
-from bot.core.bisect import Budget
-from bot.core.bisect_pr import Blame
 from bot.core.calibrated import with_probability
 from bot.core.config import SluiceConfig
-from bot.core.errors import BadInput, SluiceError
+from bot.core.errors import SluiceError
 from bot.core.models import FileChange, UpstreamCommit
 from bot.core.planner import planned_commit
 from bot.core.risk_model import RiskModel
-from bot.core.simulation import SimCommit, SimOptions, SimResult, Strategy, simulate
-from bot.flows import calibrate
+from bot.core.simulation import SimCommit, SimResult
 from bot.flows.engine import footprint_of
-from bot.flows.risk_files import default_model, read_model
 from bot.git.facts import CommitFacts
 from bot.ports import Repository
 
@@ -124,145 +116,6 @@ def sim_commits(
             )
         )
     return found
-
-
-def read_culprits(path: Path) -> set[str]:
-    """One full upstream SHA a line; blank lines and `#` comments are ignored."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise BadInput(f"cannot read --culprits {path}: {exc.strerror}", "give a readable file") from None
-    found = set()
-    for number, line in enumerate(lines, 1):
-        text = line.split("#", 1)[0].strip().lower()
-        if not text:
-            continue
-        if not SHA_LINE.match(text):
-            raise BadInput(
-                f"{path}:{number}: {line.strip()[:50]!r} is not a 40-hex upstream SHA",
-                "write one full upstream commit SHA per line",
-            )
-        found.add(text)
-    return found
-
-
-def choose_model(name: str) -> RiskModel | None:
-    if name == "none":
-        return None
-    if name == "default":
-        return default_model()
-    return read_model(Path(name))
-
-
-# -- the command ------------------------------------------------------------------------------------------
-
-
-def add_parser(
-    sub: argparse._SubParsersAction,
-    add_repo_options: Callable[..., None],
-    *,
-    run: Callable[[argparse.Namespace], int],
-) -> None:
-    command = sub.add_parser(
-        "simulate", help="replay a period of upstream through batching and bisection: runs, Days Behind"
-    )
-    add_repo_options(command)
-    command.add_argument("--from", dest="since", required=True, help="first day replayed (YYYY-MM-DD, UTC)")
-    command.add_argument("--until", required=True, help="replay upstream commits before this date")
-    command.add_argument(
-        "--culprits", help="upstream SHAs the tier fails on, one a line (default: mined as calibrate does)"
-    )
-    command.add_argument(
-        "--database",
-        help="mine the culprits Sluice's tier runs blamed in this store too, as calibrate --database does",
-    )
-    command.add_argument("--runners", type=int, default=1, help="tier runs side by side (default 1)")
-    command.add_argument(
-        "--strategy",
-        choices=[s.value for s in Strategy],
-        default=Strategy.SLUICE.value,
-        help="(default sluice)",
-    )
-    command.add_argument(
-        "--max-commits", type=int, default=20, help="most commits per candidate (default 20)"
-    )
-    command.add_argument(
-        "--max-wait-hours", type=float, default=24.0, help="how long a short candidate waits (default 24)"
-    )
-    command.add_argument(
-        "--budget-runs", type=int, default=40, help="runs one bisection may spend (default 40)"
-    )
-    command.add_argument("--model", default="default", help="risk model: default, none, or a model file")
-    command.add_argument("--svg", help="also write Days Behind Upstream over the period as an SVG")
-    command.set_defaults(run=run)
-
-
-def options_from(args: argparse.Namespace) -> tuple[SimOptions, int, int]:
-    since = calibrate.parse_date(args.since, "--from")
-    until = calibrate.parse_date(args.until, "--until")
-    if until <= since:
-        raise BadInput(f"--until {args.until} is not after --from {args.since}", "give a later --until")
-    for name, value in (("--runners", args.runners), ("--max-commits", args.max_commits)):
-        if value < 1:
-            raise BadInput(f"{name} {value} is not a positive count", f"pass {name} N with N ≥ 1")
-    if args.budget_runs < 0 or args.max_wait_hours < 0:
-        raise BadInput("--budget-runs and --max-wait-hours cannot be negative", "e.g. --budget-runs 40")
-    options = SimOptions(
-        strategy=Strategy(args.strategy),
-        runners=args.runners,
-        max_commits=args.max_commits,
-        max_wait_hours=args.max_wait_hours,
-        budget=Budget(max_runs=args.budget_runs),
-        start=since,
-        end=until,
-    )
-    return options, since, until
-
-
-def _stderr(message: str) -> None:
-    print(f"sluice: {message}", file=sys.stderr, flush=True)
-
-
-def run_command(
-    repo: Repository,
-    config: SluiceConfig,
-    args: argparse.Namespace,
-    *,
-    blamed: Mapping[str, Blame] | None = None,
-) -> int:
-    """`sluice simulate`: the figures (or their JSON) on stdout, progress on stderr. `blamed`: the culprits
-    Sluice's own tier runs blamed, from the store (`--database`), counted as calibrate counts them."""
-    options, since, until = options_from(args)
-    model = choose_model(args.model)
-    if args.culprits:
-        culprits = read_culprits(Path(args.culprits))
-    else:
-        _stderr("mining culprits from the fork's past ingestions (as sluice calibrate does)")
-        mined = calibrate.CalibrateOptions(until=until)
-        culprits = set(
-            calibrate.mined_culprits(
-                repo, config, fork=args.fork, upstream=args.upstream, options=mined, blamed=blamed
-            )
-        )
-    commits = sim_commits(
-        repo,
-        config,
-        fork=args.fork,
-        upstream=args.upstream,
-        since=since,
-        until=until,
-        model=model,
-        progress=_stderr,
-    )
-    result = simulate(commits, culprits, options)
-    if args.svg:
-        title = f"Days Behind Upstream, {args.since} .. {args.until}"
-        Path(args.svg).write_text(days_chart.days_svg(result.samples, title=title, subtitle=headline(result)))
-    if args.json:
-        print(json.dumps(as_json(result), indent=2, sort_keys=True))
-    else:
-        print("\n".join(report(result)))
-    return 0
 
 
 def headline(result: SimResult) -> str:

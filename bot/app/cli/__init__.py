@@ -24,6 +24,7 @@ from rich.console import Console
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from bot.app.cli import calibrate, database, simulate
 from bot.app.clock import utc_now
 from bot.config_file import load_config
 from bot.core import render
@@ -45,7 +46,6 @@ from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
 from bot.db.store import DEFAULT_URL_ENV, Store, default_sqlite_path
 from bot.db.tier_runs import TierRuns
-from bot.flows import calibrate, database, simulate
 from bot.flows.engine import CONFIG_PATH, Snapshot, load_repo_config, take_snapshot
 from bot.flows.pick import Picker, PickRequest, check_branch, learn_resolutions, run_pick
 from bot.flows.planning import build_plan, fork_key, held_by_people, with_dispositions
@@ -100,9 +100,8 @@ def _open_repo(args: argparse.Namespace, *, fork_option: str = "--fork") -> tupl
         _resolve_option(repo, args, "upstream", default=f"upstream/{config.upstream.branch}")
         options = (fork_option, "--upstream")
         check_not_swapped(repo, fork=fork, upstream=args.upstream, config=config, options=options)
-        chosen = str(getattr(args, "strategy", None))  # `pick --strategy` overrides the configuration's
-        picked = chosen in {s.value for s in Strategy}  # (simulate's --strategy is another matter)
-        used = config.model_copy(update={"strategy": Strategy(chosen)}) if picked else config
+        chosen = getattr(args, "strategy", None)  # `pick --strategy` overrides the configuration's
+        used = config.model_copy(update={"strategy": Strategy(chosen)}) if chosen else config
         if used.strategy is Strategy.CHERRY_PICK:  # the only strategy the fork's habit can contradict
             merges, picks = merge_habit(repo, fork=fork, upstream=args.upstream)
             if note := strategy_note(used, merges=merges, picks=picks):
@@ -705,14 +704,14 @@ def _blamed(args: argparse.Namespace, repo: GitRepo, config: SluiceConfig) -> di
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     repo, config = _open_repo(args)  # bad refs fail before the store is opened
-    return calibrate.run_command(repo, config, args, blamed=_blamed(args, repo, config))
+    return calibrate.run(repo, config, args, blamed=_blamed(args, repo, config))
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     repo, config = _open_repo(args)  # bad refs fail before the store is opened
     if args.culprits and args.database:
         raise BadInput("--culprits and --database both say which commits broke the fork", "give one of them")
-    return simulate.run_command(repo, config, args, blamed=_blamed(args, repo, config))
+    return simulate.run(repo, config, args, blamed=_blamed(args, repo, config))
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -955,7 +954,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SluiceError as exc:
         print(f"sluice: error: {exc}", file=sys.stderr)
         return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

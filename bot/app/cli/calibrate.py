@@ -1,0 +1,119 @@
+"""`sluice calibrate`: its options, and the model and the report it writes (the work: bot.flows.calibrate)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from bot.core.bisect_pr import Blame
+from bot.core.config import SluiceConfig
+from bot.core.errors import SluiceError
+from bot.flows.calibrate import CalibrateOptions, calibrate, curve_svg, parse_date, report
+from bot.ports import Repository
+
+DEFAULT_OUT = "risk-model.json"
+
+
+def progress(message: str) -> None:
+    print(f"sluice: {message}", file=sys.stderr, flush=True)
+
+
+def add_parser(
+    sub: argparse._SubParsersAction,
+    add_repo_options: Callable[..., None],
+    *,
+    run: Callable[[argparse.Namespace], int],
+) -> None:
+    command = sub.add_parser(
+        "calibrate", help="learn the fork's risk model from its past ingestions and their fixes"
+    )
+    add_repo_options(command)
+    command.add_argument("--since", help="only ingestions from this date on (YYYY-MM-DD, UTC)")
+    command.add_argument("--until", help="only history before this date: ingestions and their fixes")
+    command.add_argument("--limit", type=int, help="only the newest N ingestions")
+    command.add_argument(
+        "--out", default=DEFAULT_OUT, help=f"where to write the model (default {DEFAULT_OUT})"
+    )
+    command.add_argument("--curve", help="also write the recall / bundled-share trade-off curve (an SVG)")
+    command.add_argument(
+        "--database",
+        help="also count the culprits Sluice's tier runs blamed on the fork in this store (bisections, and "
+        "one-commit PRs that failed): a SQLAlchemy URL, e.g. $SLUICE_DATABASE_URL; without it, git alone",
+    )
+    command.add_argument(
+        "--cache", help="a JSON-lines file of mined rows to reuse and extend (keep it under /tmp)"
+    )
+    command.add_argument(
+        "--fix-days",
+        type=float,
+        default=7.0,
+        help="how long after an ingestion a fix on trunk counts (default 7)",
+    )
+    command.add_argument(
+        "--bundled-share",
+        type=float,
+        default=0.7,
+        help="the share bundled that recall is judged at (default 0.7)",
+    )
+    command.add_argument(
+        "--source", help="how the model's provenance names the repository (default: its path)"
+    )
+    command.set_defaults(run=run)
+
+
+def options_from(args: argparse.Namespace) -> CalibrateOptions:
+    if args.limit is not None and args.limit < 1:
+        raise SluiceError(
+            f"--limit {args.limit} is not a positive count", "pass --limit N with N ≥ 1, or leave it out"
+        )
+    if not 0.0 < args.bundled_share < 1.0 or args.fix_days < 0:
+        raise SluiceError(
+            "--bundled-share must lie strictly between 0 and 1, --fix-days be ≥ 0",
+            "e.g. --bundled-share 0.7 --fix-days 7",
+        )
+    since = parse_date(args.since, "--since") if args.since else None
+    until = parse_date(args.until, "--until") if args.until else None
+    if since is not None and until is not None and until <= since:
+        raise SluiceError(f"--until {args.until} is not after --since {args.since}", "give a later --until")
+    return CalibrateOptions(
+        since=since,
+        until=until,
+        limit=args.limit,
+        fix_days=args.fix_days,
+        bundled_share=args.bundled_share,
+        source=args.source or args.repo,
+    )
+
+
+def run(
+    repo: Repository,
+    config: SluiceConfig,
+    args: argparse.Namespace,
+    *,
+    blamed: Mapping[str, Blame] | None = None,
+) -> int:
+    """`sluice calibrate`: the model to --out, the report to stdout (or its JSON with --json). `blamed`: the
+    culprits Sluice's tier runs blamed, from the store (None: no store was read)."""
+    options = options_from(args)
+    cache = Path(args.cache) if args.cache else None
+    cal = calibrate(
+        repo,
+        config,
+        fork=args.fork,
+        upstream=args.upstream,
+        options=options,
+        cache=cache,
+        progress=progress,
+        blamed=blamed,
+    )
+    Path(args.out).write_text(cal.model.to_json())
+    if args.curve and (svg := curve_svg(cal, options)) is not None:
+        Path(args.curve).write_text(svg)
+    if args.json:
+        sys.stdout.write(cal.model.to_json())
+    else:
+        print("\n".join(report(cal, options)))
+        print(f"calibrate: model written to {args.out}")
+    return 0
