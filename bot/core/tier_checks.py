@@ -43,7 +43,7 @@ CONCLUSIONS: Mapping[Verdict, str] = {
 
 
 @dataclass(frozen=True)
-class CheckOutput:
+class CheckUpdate:
     """One check-run update: `status` and `conclusion` (None while it runs), the output, the buttons."""
 
     status: str
@@ -87,20 +87,20 @@ class Shown:
     extra: Sequence[str] = field(default_factory=tuple)
 
 
-def dispatched(level: Level, *, attempt: int, reason: str, url: str | None = None) -> CheckOutput:
+def dispatched(level: Level, *, attempt: int, reason: str, url: str | None = None) -> CheckUpdate:
     where = f" ([workflow run]({url}))" if url else ""
     summary = f"{level.name} dispatched{where}: {reason}." + (f" Attempt {attempt}." if attempt > 1 else "")
-    return CheckOutput("in_progress", None, f"{level.name}: running (attempt {attempt})", summary)
+    return CheckUpdate("in_progress", None, f"{level.name}: running (attempt {attempt})", summary)
 
 
-def blocked(level: Level, *, reason: str) -> CheckOutput:
+def blocked(level: Level, *, reason: str) -> CheckUpdate:
     summary = (
         f"{level.name} does not start on this head: {reason}. A tier never starts when the one below failed."
     )
-    return CheckOutput("completed", "skipped", f"{level.name}: not started ({reason})", summary, actions=())
+    return CheckUpdate("completed", "skipped", f"{level.name}: not started ({reason})", summary, actions=())
 
 
-def awaiting(level: Level, *, reason: str) -> CheckOutput:
+def awaiting(level: Level, *, reason: str) -> CheckUpdate:
     """A tier that waits for a maintainer's go (a PR from outside the fork): its button starts it."""
     summary = (
         f"{level.name} has not started on this head: {reason}. Someone with write access to the repository "
@@ -109,19 +109,19 @@ def awaiting(level: Level, *, reason: str) -> CheckOutput:
     )
     button = {"label": f"Run {level.name}", "description": "Run it on this head", "identifier": RERUN}
     title = f"{level.name}: waits for a maintainer (PR from outside the fork)"
-    return CheckOutput("completed", "action_required", title, summary, actions=(button,))
+    return CheckUpdate("completed", "action_required", title, summary, actions=(button,))
 
 
-def not_run_here(level: Level, *, short: str, reason: str) -> CheckOutput:
+def not_run_here(level: Level, *, short: str, reason: str) -> CheckUpdate:
     """A tier this deployment does not run on this PR at all (no button starts it: a maintainer's way is
     another deployment, or the change on a branch of the fork itself)."""
     summary = f"{level.name} does not run on this PR: {reason}."
-    return CheckOutput(
+    return CheckUpdate(
         "completed", "action_required", f"{level.name}: not run ({short})", summary, actions=()
     )
 
 
-def refused(level: Level, *, status: int, message: str, owner: str | None) -> CheckOutput:
+def refused(level: Level, *, status: int, message: str, owner: str | None) -> CheckUpdate:
     summary = (
         f"GitHub refused to start {level.name}'s workflow (HTTP {status}): {message}\n\n"
         "It is not retried: a 404 means the fork has no such workflow file on its trunk (copy it from "
@@ -130,30 +130,30 @@ def refused(level: Level, *, status: int, message: str, owner: str | None) -> Ch
     )
     # action_required, not failure: nothing ran, so nothing failed (the gate stays closed, the safety throttle
     # does not count it); an operator must act.
-    return CheckOutput(
+    return CheckUpdate(
         "completed", "action_required", f"{level.name}: dispatch refused (HTTP {status})", summary
     )
 
 
-def timed_out(run: TierRun, *, minutes: int, owner: str | None) -> CheckOutput:
+def timed_out(run: TierRun, *, minutes: int, owner: str | None) -> CheckUpdate:
     summary = (
         f"{run.level.name} (attempt {run.attempt}) sent no result within its {minutes}-minute timeout; "
         "Sluice stopped waiting for it. A result that still arrives is ignored; press Re-run to try again."
         + _owner_line(owner)
     )
-    return CheckOutput("completed", "timed_out", f"{run.level.name}: timed out after {minutes} min", summary)
+    return CheckUpdate("completed", "timed_out", f"{run.level.name}: timed out after {minutes} min", summary)
 
 
-def stale(level: Level, *, head: str) -> CheckOutput:
+def stale(level: Level, *, head: str) -> CheckUpdate:
     summary = (
         f"This result is for an earlier head; the PR's head is now `{head[:10]}`, where {level.name} runs."
     )
-    return CheckOutput(
+    return CheckUpdate(
         "completed", "skipped", f"{level.name}: superseded by a newer head", summary, actions=()
     )
 
 
-def completed(run: TierRun, shown: Shown) -> CheckOutput:
+def completed(run: TierRun, shown: Shown) -> CheckUpdate:
     """The summary of a finished run: per-suite counts, the environment, regressions, broken trunk, owner."""
     verdict = shown.triage.verdict
     lines = [_headline(run, shown), ""]
@@ -178,7 +178,7 @@ def completed(run: TierRun, shown: Shown) -> CheckOutput:
     status, conclusion = ("in_progress", None) if shown.retrying else ("completed", CONCLUSIONS[verdict])
     annotations = tuple(_annotations(shown.facts.failures if shown.facts else ()))
     actions = ACTIONS_RERUN + ((ACTION_RUN_L3,) if shown.l3_button else ())
-    return CheckOutput(status, conclusion, _title(run, shown), "\n".join(lines) + "\n", annotations, actions)
+    return CheckUpdate(status, conclusion, _title(run, shown), "\n".join(lines) + "\n", annotations, actions)
 
 
 def _title(run: TierRun, shown: Shown) -> str:

@@ -21,7 +21,7 @@ from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, 
 from bot.core.ingestion import BRANCH_PREFIX, Tier, stacked
 from bot.core.l3_metrics import L3Metrics, Signoff
 from bot.core.permissions import WRITE_ACCESS
-from bot.core.tier_checks import CheckOutput
+from bot.core.tier_checks import CheckUpdate
 from bot.core.webhooks import CheckRun, Pull, PullReview
 from bot.flows import checks
 from bot.ports import Clock, GateForge, GateRecords, SignoffRecords
@@ -291,7 +291,7 @@ async def _set_gate(
     if shown is not None and _shows(shown, status, conclusion, summary):
         return
     # a gate that waits again after it completed shows it on a new run (checks.reopens)
-    update = CheckOutput(status, conclusion, title, summary, actions=())
+    update = CheckUpdate(status, conclusion, title, summary, actions=())
     await checks.show(keeper.forge, found.head, Tier.GATE.value, update.requests(), shown=shown)
 
 

@@ -21,7 +21,7 @@ from bot.core.errors import DispatchRefused, TooLarge, first_line
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.l3_metrics import MetricRegression, Regression
 from bot.core.tier_checks import (
-    CheckOutput,
+    CheckUpdate,
     Shown,
     awaiting,
     blocked,
@@ -289,11 +289,11 @@ async def _discard(t: Tiering, run: TierRun, *, why: str) -> None:
     )
 
 
-async def show(t: Tiering, sha: str, level: Level, output: CheckOutput) -> None:
+async def show(t: Tiering, sha: str, level: Level, update: CheckUpdate) -> None:
     """Update the tier's check run on `sha`; a new one where there is none (a fork PR) or where a new attempt
     starts after a completed one (as Actions re-runs do: the completed one keeps its result)."""
     shown = (await t.forge.check_runs(sha)).get(level.check.value)
-    await checks.show(t.forge, sha, level.check.value, output.requests(), shown=shown)
+    await checks.show(t.forge, sha, level.check.value, update.requests(), shown=shown)
 
 
 # --- results -----------------------------------------------------------------------------------------------
