@@ -7,12 +7,12 @@ from gidgethub.routing import Router
 
 from bot.app.context import Context
 from bot.core.emergency import is_emergency_pull
-from bot.core.ingestion import Tier
+from bot.core.ingestion import CheckName
 from bot.core.webhooks import CheckRunEvent
 from bot.ports import Job
 from handlers import gatekeeping
 
-TIERS = frozenset(t.value for t in Tier if t is not Tier.GATE)  # the gate's own runs change nothing
+TIERS = frozenset(t.value for t in CheckName if t is not CheckName.GATE)  # the gate's own runs change nothing
 router = Router()
 
 
@@ -25,7 +25,7 @@ async def on_completed(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
 @router.register("check_run", action="rerequested")
 async def on_gate_rerequested(event: CheckRunEvent, *, ctx: Context, job: Job) -> None:
     """GitHub's own Re-run on `sluice/gate`: the gate is judged again (a tier's Re-run: handlers.tiers)."""
-    if event.check_run.name == Tier.GATE.value:
+    if event.check_run.name == CheckName.GATE.value:
         await _judge_again(ctx, event)
 
 

@@ -20,7 +20,7 @@ from bot.core.dashboard import (
     render,
 )
 from bot.core.emergency import emergency_id, is_emergency_pull
-from bot.core.ingestion import IngestionRecord, Links, Tier
+from bot.core.ingestion import CheckName, IngestionRecord, Links
 from bot.core.l3_metrics import by_area
 from bot.core.models import Plan
 from bot.core.webhooks import CheckRun
@@ -29,7 +29,7 @@ from bot.github.forge import ForkGitHub
 from bot.ports import GateRecords, SignoffRecords
 
 log = logging.getLogger("sluice.dashboard")
-TIERS = frozenset(t.value for t in Tier)
+TIERS = frozenset(t.value for t in CheckName)
 LIVE = ("open", "blocked")  # the registry's states of an ingestion that has a PR or a tracking issue
 
 

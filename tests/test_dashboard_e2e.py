@@ -9,7 +9,7 @@ import pytest
 
 from bot.core import dashboard
 from bot.core.gate import Waiver
-from bot.core.ingestion import Tier
+from bot.core.ingestion import CheckName
 from bot.core.models import Disposition
 from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
@@ -267,7 +267,7 @@ async def test_the_gates_waivers_holds_pause_and_throttle_show_after_the_next_ru
     until = now + dt.timedelta(days=3)
     head = rig.sim.git(FORK, "rev-parse", pull.head_ref).strip()
     waiver = Waiver(
-        Tier.L2, "alice", "flaky runner", "pin the driver", until, granted_by="alice", head_sha=head
+        CheckName.L2, "alice", "flaky runner", "pin the driver", until, granted_by="alice", head_sha=head
     )
     gates.add_waiver(FORK, pull.number, waiver, at=now)  # as `/waive`, `/hold` and a failed gate record them
     gates.set_hold(FORK, pull.number, by="bob", reason="release freeze", at=now)

@@ -26,7 +26,7 @@ from bot.core.gate import (
     summary,
     team_owners,
 )
-from bot.core.ingestion import Tier, stacked
+from bot.core.ingestion import CheckName, stacked
 from bot.core.models import RiskLevel
 from bot.core.webhooks import Pull
 
@@ -40,15 +40,17 @@ CODEOWNERS = parse_codeowners(
 CONFIG = SluiceConfig(gate=GatePolicy(required_tiers=("l1", "l2")))
 
 
-def green(*tiers: Tier, head: str = HEAD) -> dict[str, CheckResult]:
+def green(*tiers: CheckName, head: str = HEAD) -> dict[str, CheckResult]:
     return {t.value: CheckResult(t.value, head, "completed", "success") for t in tiers}
 
 
-def run(tier: Tier, status: str, conclusion: str | None = None, head: str = HEAD) -> dict[str, CheckResult]:
+def run(
+    tier: CheckName, status: str, conclusion: str | None = None, head: str = HEAD
+) -> dict[str, CheckResult]:
     return {tier.value: CheckResult(tier.value, head, status, conclusion)}
 
 
-def waiver(expires: dt.datetime, tier: Tier = Tier.L2, head: str = HEAD) -> Waiver:
+def waiver(expires: dt.datetime, tier: CheckName = CheckName.L2, head: str = HEAD) -> Waiver:
     plan = "rerun on the new pool by Friday"
     return Waiver(tier, "@org/compiler", "flaky GPU pool", plan, expires, "lead", head)
 
@@ -58,39 +60,44 @@ MECHANICAL = Resolution(UP, "CMakeLists.txt", "mechanical", "append-union")
 
 
 def facts(**changes: object) -> GateInput:
-    base = GateInput(head_sha=HEAD, checks=green(Tier.L1, Tier.L2), codeowners=CODEOWNERS)
+    base = GateInput(head_sha=HEAD, checks=green(CheckName.L1, CheckName.L2), codeowners=CODEOWNERS)
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
     ("checks", "waivers", "conclusion", "missing"),
     [
-        (green(Tier.L1, Tier.L2), (), "success", []),
-        (green(Tier.L1), (), None, ["sluice/L2 has not run on this head"]),
-        (green(Tier.L1) | run(Tier.L2, "in_progress"), (), None, ["sluice/L2 is in_progress"]),
-        (green(Tier.L1) | green(Tier.L2, head=OLD), (), None, ["sluice/L2 has not run on this head"]),
+        (green(CheckName.L1, CheckName.L2), (), "success", []),
+        (green(CheckName.L1), (), None, ["sluice/L2 has not run on this head"]),
+        (green(CheckName.L1) | run(CheckName.L2, "in_progress"), (), None, ["sluice/L2 is in_progress"]),
         (
-            green(Tier.L1) | run(Tier.L2, "completed", "failure"),
+            green(CheckName.L1) | green(CheckName.L2, head=OLD),
+            (),
+            None,
+            ["sluice/L2 has not run on this head"],
+        ),
+        (
+            green(CheckName.L1) | run(CheckName.L2, "completed", "failure"),
             (),
             "failure",
             ["sluice/L2 concluded failure"],
         ),
         # a valid waiver counts for L2, never for L1; an expired one stops counting
         (
-            green(Tier.L1) | run(Tier.L2, "completed", "failure"),
+            green(CheckName.L1) | run(CheckName.L2, "completed", "failure"),
             (waiver(NOW + dt.timedelta(days=1)),),
             "success",
             [],
         ),
         (
-            green(Tier.L1) | run(Tier.L2, "completed", "failure"),
+            green(CheckName.L1) | run(CheckName.L2, "completed", "failure"),
             (waiver(NOW - dt.timedelta(seconds=1)),),
             "failure",
             ["sluice/L2 concluded failure (the waiver by @lead expired 2026-03-01 11:59 UTC)"],
         ),
         # a waiver given on another head (before a push) waives nothing here, nor one that names no head
         (
-            green(Tier.L1) | run(Tier.L2, "completed", "failure"),
+            green(CheckName.L1) | run(CheckName.L2, "completed", "failure"),
             (waiver(NOW + dt.timedelta(days=1), head=OLD),),
             "failure",
             [
@@ -99,7 +106,7 @@ def facts(**changes: object) -> GateInput:
             ],
         ),
         (
-            green(Tier.L1) | run(Tier.L2, "completed", "failure"),
+            green(CheckName.L1) | run(CheckName.L2, "completed", "failure"),
             (waiver(NOW + dt.timedelta(days=1), head=""),),
             "failure",
             [
@@ -108,13 +115,13 @@ def facts(**changes: object) -> GateInput:
             ],
         ),
         (
-            green(Tier.L2) | run(Tier.L1, "completed", "failure"),
-            (waiver(NOW + dt.timedelta(days=1), tier=Tier.L1),),
+            green(CheckName.L2) | run(CheckName.L1, "completed", "failure"),
+            (waiver(NOW + dt.timedelta(days=1), tier=CheckName.L1),),
             "failure",
             ["sluice/L1 concluded failure"],
         ),
         (
-            green(Tier.L1, Tier.L2) | run(Tier.L3, "completed", "failure"),
+            green(CheckName.L1, CheckName.L2) | run(CheckName.L3, "completed", "failure"),
             (),
             "success",
             [],
@@ -133,7 +140,7 @@ def test_required_tiers_and_waivers(
 def test_a_tier_that_concluded_neither_success_nor_failure_has_not_passed(concluded: str) -> None:
     """Cancelled, skipped, never started or neutral: nothing ran to say the head is good, so it blocks (and
     no waiver is asked for: nothing failed)."""
-    checks = green(Tier.L1) | run(Tier.L2, "completed", concluded)
+    checks = green(CheckName.L1) | run(CheckName.L2, "completed", concluded)
     decision = decide(facts(checks=checks), config=CONFIG, now=NOW)
     assert decision.conclusion is None and not decision.passed and decision.failed == ()
     assert [m.what for m in decision.missing] == [
@@ -142,14 +149,20 @@ def test_a_tier_that_concluded_neither_success_nor_failure_has_not_passed(conclu
 
 
 def test_l1_failure_says_it_is_never_waived_and_l2_names_the_waiver() -> None:
-    l1 = decide(facts(checks=green(Tier.L2) | run(Tier.L1, "completed", "failure")), config=CONFIG, now=NOW)
-    l2 = decide(facts(checks=green(Tier.L1) | run(Tier.L2, "completed", "timed_out")), config=CONFIG, now=NOW)
+    l1 = decide(
+        facts(checks=green(CheckName.L2) | run(CheckName.L1, "completed", "failure")), config=CONFIG, now=NOW
+    )
+    l2 = decide(
+        facts(checks=green(CheckName.L1) | run(CheckName.L2, "completed", "timed_out")),
+        config=CONFIG,
+        now=NOW,
+    )
     assert "never waived" in l1.missing[0].how
-    assert "`/waive`" in l2.missing[0].how and l2.failed == (Tier.L2,)
+    assert "`/waive`" in l2.missing[0].how and l2.failed == (CheckName.L2,)
 
 
 def test_a_waiver_that_counts_is_shown_with_its_owner_reason_expiry_and_plan() -> None:
-    checks = green(Tier.L1) | run(Tier.L2, "completed", "failure")
+    checks = green(CheckName.L1) | run(CheckName.L2, "completed", "failure")
     decision = decide(
         facts(checks=checks, waivers=(waiver(NOW + dt.timedelta(hours=2)),)), config=CONFIG, now=NOW
     )
@@ -229,7 +242,7 @@ def test_a_hold_closes_the_gate_until_released() -> None:
 
 
 def test_the_summary_lists_what_is_missing_and_who_can_provide_it() -> None:
-    given = facts(checks=green(Tier.L1), resolutions=(SEMANTIC,), hold=Hold("rm", "freeze", NOW))
+    given = facts(checks=green(CheckName.L1), resolutions=(SEMANTIC,), hold=Hold("rm", "freeze", NOW))
     text = summary(decide(given, config=CONFIG, now=NOW), notes=("Sluice merges when the gate opens.",))
     assert "| sluice/L2 has not run on this head |" in text
     assert "@org/compiler" in text and "held by @rm: freeze" in text
@@ -279,8 +292,8 @@ def test_team_owners_are_the_teams_the_resolutions_need() -> None:
 
 
 def test_required_tiers_always_start_with_l1() -> None:
-    assert required_tiers(SluiceConfig()) == (Tier.L1, Tier.L2)
-    assert required_tiers(parse_config("gate:\n  required_tiers: [l3, l1]\n")) == (Tier.L1, Tier.L3)
+    assert required_tiers(SluiceConfig()) == (CheckName.L1, CheckName.L2)
+    assert required_tiers(parse_config("gate:\n  required_tiers: [l3, l1]\n")) == (CheckName.L1, CheckName.L3)
     with pytest.raises(ConfigError, match="l1 is always required"):
         parse_config("gate:\n  required_tiers: [l2]\n")
 
@@ -359,7 +372,7 @@ FIX = "python/triton/runtime/fix.py"
 
 def test_an_emergency_pick_needs_l1_and_a_code_owner_of_its_files_on_the_head() -> None:
     owners = parse_codeowners("* @global\npython/ @python-owner\n")
-    pick = facts(checks=green(Tier.L1), codeowners=owners, emergency=[FIX, "docs/x.md"])
+    pick = facts(checks=green(CheckName.L1), codeowners=owners, emergency=[FIX, "docs/x.md"])
     waiting = decide(pick, config=CONFIG, now=NOW)  # L2 is required of ingestions, not of emergency picks
     assert [(m.kind, m.who) for m in waiting.missing] == [
         (MissingKind.APPROVAL, ("@python-owner", "@global"))
@@ -379,15 +392,15 @@ def test_an_emergency_pick_needs_l1_and_a_code_owner_of_its_files_on_the_head() 
 
 
 def test_an_emergency_pick_nobody_owns_says_how_to_name_an_owner() -> None:
-    pick = facts(checks=green(Tier.L1), codeowners=CodeOwners(), emergency=["odd/file.txt"])
+    pick = facts(checks=green(CheckName.L1), codeowners=CodeOwners(), emergency=["odd/file.txt"])
     (missing,) = decide(pick, config=SluiceConfig(components=()), now=NOW).missing
     assert missing.who == () and "CODEOWNERS" in missing.how
 
 
 def test_emergency_required_tiers() -> None:
-    assert required_tiers(SluiceConfig(), emergency=True) == (Tier.L1,)
+    assert required_tiers(SluiceConfig(), emergency=True) == (CheckName.L1,)
     l2 = parse_config("gate:\n  emergency_required_tiers: [l1, l2]\n")
-    assert required_tiers(l2, emergency=True) == (Tier.L1, Tier.L2)
+    assert required_tiers(l2, emergency=True) == (CheckName.L1, CheckName.L2)
     with pytest.raises(ConfigError, match="l1 is always required"):
         parse_config("gate:\n  emergency_required_tiers: [l2]\n")
     assert team_owners([], CODEOWNERS, CONFIG, emergency=[PASS]) == {"@org/compiler"}

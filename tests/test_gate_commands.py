@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot.app.context import Context
-from bot.core.ingestion import Tier
+from bot.core.ingestion import CheckName
 from bot.core.tiers import Level, RunState, TierRun, Verdict
 from bot.db.jobs import jobs
 from bot.flows.merge import Outcome
@@ -66,7 +66,7 @@ def ran(
 
 
 def gate_run(sim: GitHubSim, sha: str) -> dict[str, Any]:
-    return [r for r in sim.check_runs[FORK] if r["head_sha"] == sha and r["name"] == Tier.GATE.value][-1]
+    return [r for r in sim.check_runs[FORK] if r["head_sha"] == sha and r["name"] == CheckName.GATE.value][-1]
 
 
 def nothing_recorded(ctx: Context, number: int) -> bool:
@@ -286,8 +286,8 @@ async def test_retry_reruns_the_named_tier_or_the_failed_ones(ctx: Context) -> N
     sim, _, number = an_ingestion_pull(ctx)
     nothing = await say(ctx, number, "/retry")
     assert f"no tier failed on #{number}'s head" in nothing and tier_requests(ctx) == []
-    sim.finish_check(FORK, head_of(sim), Tier.L2.value, "failure")
-    sim.finish_check(FORK, head_of(sim), Tier.L1.value, "success")
+    sim.finish_check(FORK, head_of(sim), CheckName.L2.value, "failure")
+    sim.finish_check(FORK, head_of(sim), CheckName.L1.value, "success")
     assert "L2 re-run" in await say(ctx, number, "/retry")
     assert "L1 re-run" in await say(ctx, number, "/retry L1")
     asked = [(p["pull"], p["rerun"], p["l3"]) for p in tier_requests(ctx)]
@@ -396,8 +396,8 @@ async def test_a_waiver_from_the_command_counts_until_the_day_ends_then_stops(ct
     )
     sim, _, number = an_ingestion_pull(ctx, gate=gate)
     head = head_of(sim)
-    sim.finish_check(FORK, head, Tier.L1.value, "success")
-    sim.finish_check(FORK, head, Tier.L2.value, "failure")
+    sim.finish_check(FORK, head, CheckName.L1.value, "success")
+    sim.finish_check(FORK, head, CheckName.L2.value, "failure")
     assert await gatekeeping.reevaluate(ctx, FORK, number) is Outcome.WAITING
     refused = await say(ctx, number, WAIVE.format("2026-11-30"), user="dan")  # not in @meta/gpu
     assert "needs a code owner of tier L2: @dan does not own `tiers.l2` (`@meta/gpu`)" in refused
@@ -420,13 +420,15 @@ async def test_a_waiver_waives_the_head_it_was_given_on_not_the_next_push(ctx: C
     gate = TWO_TIERS.replace("gate:", l2)
     sim, _, number = an_ingestion_pull(ctx, gate=gate)
     head = head_of(sim)
-    sim.finish_check(FORK, head, Tier.L1.value, "success")
-    sim.finish_check(FORK, head, Tier.L2.value, "failure")
+    sim.finish_check(FORK, head, CheckName.L1.value, "success")
+    sim.finish_check(FORK, head, CheckName.L2.value, "failure")
     sim.add_team_member("meta/gpu", "dan")
     assert "the gate is open" in await say(ctx, number, WAIVE.format("2026-11-30"), user="dan")
     pushed = sim.commit(FORK, BRANCH, {"docs/new.md": "new, changed\n"}, message="more", pusher="carol")
-    sim.finish_check(FORK, pushed, Tier.L1.value, "success")
-    sim.finish_check(FORK, pushed, Tier.L2.value, "failure")  # the new code fails L2 too: nobody waived it
+    sim.finish_check(FORK, pushed, CheckName.L1.value, "success")
+    sim.finish_check(
+        FORK, pushed, CheckName.L2.value, "failure"
+    )  # the new code fails L2 too: nobody waived it
     assert await gatekeeping.reevaluate(ctx, FORK, number) is Outcome.WAITING
     closed = gate_run(sim, pushed)
     assert closed["conclusion"] == "failure"
@@ -460,7 +462,7 @@ async def test_hold_keeps_a_passing_gate_from_merging_until_unhold(
     pull = rig.pull()
     head = rig.head(pull)
     assert "is held by @rm" in await command(rig, pull.number, '/hold "release freeze"', user="rm")
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     assert not pull.merged and "held by @rm: release freeze" in rig.gate(head)["output"]["summary"]
     reply = await command(rig, pull.number, "/unhold", user="rm")
@@ -485,7 +487,7 @@ async def test_sluice_merges_an_emergency_pick_it_opened_and_leaves_one_a_person
     head = sim.commit(FORK, branch, {CORE_PASS: OURS + "// fixed\n"}, message=message, parent=trunk)
     number = int(sim.open_pull(FORK, head=branch, base="main", title="Emergency pick", user=opener)["number"])
     await rig.settle()  # Sluice takes up the PR (its L1 check run)
-    sim.finish_check(FORK, head, Tier.L1.value, "success")
+    sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     reply = await command(rig, number, "/approve", user="alice")
     merged = next(p for p in sim.pulls[FORK] if p["number"] == number).get("merged") is True
@@ -512,7 +514,7 @@ async def test_approve_counts_for_the_head_it_was_given_on(
     assert f"head `{old[:10]}`" in await command(rig, pull.number, "/approve", user="alice")
     new = rig.sim.commit(FORK, pull.head_ref, {"docs/a.md": "by a person\n"}, message="touch", pusher="carol")
     await rig.settle()
-    rig.sim.finish_check(FORK, new, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, new, CheckName.L1.value, "success")
     await rig.settle()
     assert not pull.merged and "@alice were given on an older head" in rig.gate(new)["output"]["summary"]
     # Approved on the new head, the gate opens; but carol's push is no commit Sluice made: a person merges.

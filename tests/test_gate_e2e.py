@@ -22,7 +22,7 @@ from bot.app.settings import Settings
 from bot.core.audit import AuditState
 from bot.core.config import SluiceConfig
 from bot.core.gate import Waiver
-from bot.core.ingestion import BRANCH_PREFIX, Tier
+from bot.core.ingestion import BRANCH_PREFIX, CheckName
 from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue, jobs
 from bot.db.registry import Registry
@@ -109,7 +109,9 @@ class Rig:
         return self.sim.git(FORK, "rev-parse", f"refs/heads/{pull.head_ref}")
 
     def gate(self, sha: str) -> dict[str, Any]:
-        runs = [r for r in self.sim.check_runs[FORK] if r["head_sha"] == sha and r["name"] == Tier.GATE.value]
+        runs = [
+            r for r in self.sim.check_runs[FORK] if r["head_sha"] == sha and r["name"] == CheckName.GATE.value
+        ]
         return runs[-1]
 
     def trunk(self) -> str:
@@ -211,7 +213,7 @@ async def test_a_semantic_resolution_waits_for_a_code_owner_then_merges_with_a_r
         (CORE_PASS, "semantic", "reused")
     ]
 
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     gate = rig.gate(head)
     assert (gate["status"], gate["conclusion"]) == ("in_progress", None)
@@ -238,7 +240,7 @@ async def test_a_semantic_resolution_waits_for_a_code_owner_then_merges_with_a_r
     assert closed is not None and closed.state is AuditState.CLOSED
     assert (closed.merge_sha, closed.rollback_tag, closed.rollback_sha) == (rig.trunk(), tag, trunk_before)
     assert [a.login for a in closed.approvals] == ["alice"]
-    assert next((t.name, t.conclusion) for t in closed.tiers) == (Tier.L1.value, "success")
+    assert next((t.name, t.conclusion) for t in closed.tiers) == (CheckName.L1.value, "success")
     assert closed.upstream_target and closed.commits[0].status == "auto_resolved"
 
 
@@ -252,7 +254,7 @@ async def test_the_gate_reads_a_config_that_is_not_utf8_as_registration_and_inge
     teardown.append(rig)
     pull = rig.pull()
     head = rig.head(pull)
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     assert pull.merged and rig.gate(head)["conclusion"] == "success"  # L1 alone, and Sluice merged it
 
@@ -271,7 +273,7 @@ async def test_an_approval_followed_by_a_new_push_does_not_merge(
         FORK, pull.head_ref, {"docs/a.md": "a, by a person\n"}, message="touch up", pusher="carol"
     )
     await rig.settle()
-    rig.sim.finish_check(FORK, new, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, new, CheckName.L1.value, "success")
     await rig.settle()
     assert not pull.merged and old != new
     summary = rig.gate(new)["output"]["summary"]
@@ -286,14 +288,14 @@ async def test_a_waiver_past_its_expiry_stops_counting(
     teardown.append(rig)
     pull = rig.pull()
     head = rig.head(pull)
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
-    rig.sim.finish_check(FORK, head, Tier.L2.value, "failure")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L2.value, "failure")
     await rig.settle()
     assert rig.gate(head)["conclusion"] == "failure"
 
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
     waiver = Waiver(
-        Tier.L2,
+        CheckName.L2,
         "@meta/gpu",
         "the GPU pool is being replaced",
         "rerun L2 on the new pool",
@@ -328,7 +330,7 @@ async def test_a_head_that_moves_during_the_merge_fails_safely_with_409(
         rig.sim.commit(FORK, pull.head_ref, {"docs/b.md": "b\n"}, message="late push", pusher="carol")
 
     rig.sim.before_next("PUT", r"/pulls/\d+/merge$", someone_pushes)
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     merges = [
         status for method, path, status in rig.sim.requests if method == "PUT" and path.endswith("/merge")
@@ -350,7 +352,7 @@ async def test_a_merge_github_answers_base_branch_was_modified_is_tried_again_an
     head = rig.head(pull)
     moved = {"message": github_sim.BASE_MODIFIED, "documentation_url": "x"}
     rig.sim.fail_next("PUT", r"/pulls/\d+/merge$", 405, times=2, body=moved)
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     merges = [s for method, path, s in rig.sim.requests if method == "PUT" and path.endswith("/merge")]
     assert merges == [405, 405, 200] and pull.merged
@@ -376,7 +378,7 @@ async def test_a_refused_merge_is_said_once_and_tried_again_only_when_something_
         bodies = [c["body"] for c in rig.sim.comment_objects(FORK, pull.number)]
         return [b for b in bodies if "did not merge" in b]
 
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     assert merges() == [405] and len(refusals()) == 1 and "ci/extra" in refusals()[0]
     assert rig.gate(head)["conclusion"] == "failure"
@@ -387,7 +389,7 @@ async def test_a_refused_merge_is_said_once_and_tried_again_only_when_something_
     assert "Merge refused" in rig.gate(head)["output"]["summary"]
 
     await asyncio.sleep(1.1)  # GitHub's completed_at is to the second
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")  # L1 completes again: tried again
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")  # L1 completes again: tried again
     await rig.settle()
     assert merges() == [405, 405] and len(refusals()) == 1  # the same refusal: no second comment
 
@@ -406,9 +408,11 @@ async def test_consecutive_failed_ingestions_pause_ingestion_until_resumed(
     teardown.append(rig)
     pull = rig.pull()
     first = rig.head(pull)
-    rig.sim.finish_check(FORK, first, Tier.L1.value, "failure")
+    rig.sim.finish_check(FORK, first, CheckName.L1.value, "failure")
     await rig.settle()
-    rig.sim.finish_check(FORK, first, Tier.L1.value, "failure")  # the same failure, judged again: still one
+    rig.sim.finish_check(
+        FORK, first, CheckName.L1.value, "failure"
+    )  # the same failure, judged again: still one
     await rig.settle()
     assert rig.gates.consecutive_failures(FORK) == 1 and rig.gates.paused(FORK) is None
 
@@ -416,7 +420,7 @@ async def test_consecutive_failed_ingestions_pause_ingestion_until_resumed(
     await rig.settle()
     second = rig.head(pull)
     assert second != first
-    rig.sim.finish_check(FORK, second, Tier.L1.value, "failure")
+    rig.sim.finish_check(FORK, second, CheckName.L1.value, "failure")
     await rig.settle()
     assert rig.gates.paused(FORK) is not None
     assert any("paused automatic ingestion" in body for body in rig.sim.comments[(FORK, pull.number)])
@@ -442,13 +446,13 @@ async def test_a_failure_of_a_pr_stacked_on_another_ingestion_pr_is_not_counted_
     pull = rig.pull()
     rig.sim.git(FORK, "update-ref", "refs/heads/sluice/ingest/bundle-below", rig.trunk())
     pull.base_ref = "sluice/ingest/bundle-below"  # as if it built on another ingestion PR
-    rig.sim.finish_check(FORK, rig.head(pull), Tier.L1.value, "failure")
+    rig.sim.finish_check(FORK, rig.head(pull), CheckName.L1.value, "failure")
     await rig.settle()
     assert rig.gates.consecutive_failures(FORK) == 0 and rig.gates.paused(FORK) is None
     assert rig.gate(rig.head(pull))["conclusion"] == "failure"  # the gate still says L1 failed
 
     pull.base_ref = "main"  # on trunk, the same failure counts (and one pauses, as configured)
-    rig.sim.finish_check(FORK, rig.head(pull), Tier.L1.value, "failure")
+    rig.sim.finish_check(FORK, rig.head(pull), CheckName.L1.value, "failure")
     await rig.settle()
     assert rig.gates.consecutive_failures(FORK) == 1 and rig.gates.paused(FORK) is not None
 
@@ -465,7 +469,7 @@ async def test_a_hold_keeps_an_open_gate_from_merging_until_released(
             await gatekeeping.hold(ctx, FORK, pull.number, by="rm", reason="release freeze")
             is Outcome.WAITING
         )
-        rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+        rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
         await rig.settle()
         assert not pull.merged and "held by @rm: release freeze" in rig.gate(head)["output"]["summary"]
         assert await gatekeeping.unhold(ctx, FORK, pull.number) is Outcome.MERGED
@@ -481,7 +485,7 @@ async def test_a_draft_merges_only_once_marked_ready_for_review(
     pull = rig.pull()
     head = rig.head(pull)
     rig.sim.set_draft(FORK, pull.number, True, user="rm")
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     gate = rig.gate(head)
     assert not pull.merged and gate["conclusion"] == "success"  # open, not failed by a refused merge
@@ -503,7 +507,7 @@ async def test_an_open_gate_that_waits_again_shows_it_on_a_new_check_run(
     teardown.append(rig)
     pull = rig.pull()
     head = rig.head(pull)
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     opened = rig.gate(head)
     assert opened["conclusion"] == "success"
@@ -527,15 +531,15 @@ async def test_a_check_run_another_app_names_like_a_tier_does_not_count(
     pull = rig.pull()
     head = rig.head(pull)
     # A workflow with `checks: write` (GitHub Actions' App) posts its own `sluice/L1`, passed.
-    ours = next(r for r in reversed(rig.sim.check_runs[FORK]) if r["name"] == Tier.L1.value)
+    ours = next(r for r in reversed(rig.sim.check_runs[FORK]) if r["name"] == CheckName.L1.value)
     forged = {**ours, "id": ours["id"] + 10_000, "app": {"id": 15368, "slug": "github-actions"}}
     forged |= {"status": "completed", "conclusion": "success"}
     rig.sim.check_runs[FORK].append(forged)
-    rig.sim.finish_check(FORK, head, Tier.L2.value, "neutral")  # an event: the gate judges again
+    rig.sim.finish_check(FORK, head, CheckName.L2.value, "neutral")  # an event: the gate judges again
     await rig.settle()
     assert not pull.merged and rig.gate(head)["conclusion"] is None
     rig.sim.check_runs[FORK].remove(forged)
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")  # Sluice's own L1 passes
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")  # Sluice's own L1 passes
     await rig.settle()
     assert pull.merged
 
@@ -546,7 +550,7 @@ async def test_an_approve_command_counts_for_the_head_it_was_given_on(
     rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
     teardown.append(rig)
     pull = rig.pull()
-    rig.sim.finish_check(FORK, rig.head(pull), Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, rig.head(pull), CheckName.L1.value, "success")
     await rig.settle()
     rig.sim.add_team_member("meta/compiler", "alice")
     rig.sim.set_permission(FORK, "alice", "write")
@@ -565,7 +569,7 @@ async def test_a_code_owners_approval_counts_only_with_write_access(
     teardown.append(rig)
     pull = rig.pull()
     head = rig.head(pull)
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     rig.sim.add_team_member("meta/compiler", "alice")  # still in the owning team, her access taken away
     if permission != "none":
         rig.sim.set_permission(FORK, "alice", permission)
@@ -599,7 +603,7 @@ async def test_a_rebase_merge_rolls_back_to_trunk_however_few_commits_github_lis
     pull = rig.pull()
     head, trunk = rig.head(pull), rig.trunk()
     assert int(rig.sim.git(FORK, "rev-list", "--count", f"{trunk}..{head}")) > 2
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     if who == "a person":
         async with rig.ctx() as ctx:
@@ -624,7 +628,7 @@ async def test_a_pr_a_person_merges_gets_its_rollback_tag_and_closed_record(
     teardown.append(rig)
     pull = rig.pull()
     head, trunk = rig.head(pull), rig.trunk()
-    rig.sim.finish_check(FORK, head, Tier.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
     await rig.settle()
     assert (
         rig.gate(head)["conclusion"] == "success" and "a person merges" in rig.gate(head)["output"]["summary"]

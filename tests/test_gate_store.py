@@ -12,7 +12,7 @@ import pytest
 from bot.core import audit
 from bot.core.audit import AuditCommit, AuditConflict, AuditRecord, AuditState
 from bot.core.gate import CheckResult, Waiver
-from bot.core.ingestion import Tier
+from bot.core.ingestion import CheckName
 from bot.db.gates import GateStore
 from bot.db.store import Store
 
@@ -29,12 +29,14 @@ def gates(database_url: str) -> Iterator[GateStore]:
 
 
 def test_waivers_round_trip_per_pr_and_never_for_l1(gates: GateStore) -> None:
-    waiver = Waiver(Tier.L2, "@org/gpu", "pool down", "rerun Monday", AT + dt.timedelta(days=2), "lead", H1)
+    waiver = Waiver(
+        CheckName.L2, "@org/gpu", "pool down", "rerun Monday", AT + dt.timedelta(days=2), "lead", H1
+    )
     gates.add_waiver(FORK, 7, waiver, at=AT)
     assert gates.waivers(FORK, 7) == [waiver]  # with the head it was given on
     assert gates.waivers(FORK, 8) == []
     with pytest.raises(ValueError, match="never waived"):
-        gates.add_waiver(FORK, 7, Waiver(Tier.L1, "@a", "r", "p", AT, "lead", H1), at=AT)
+        gates.add_waiver(FORK, 7, Waiver(CheckName.L1, "@a", "r", "p", AT, "lead", H1), at=AT)
     for head in ("", "main", "1" * 39, "A" * 40):
         with pytest.raises(ValueError, match="names the head it waives"):
             gates.add_waiver(FORK, 7, dataclasses.replace(waiver, head_sha=head), at=AT)
@@ -106,7 +108,7 @@ def test_an_audit_record_is_refreshed_while_open_and_never_after_it_closed(gates
     assert found[1] == closed and gates.find_audits(str(found[0])) == [found]
 
 
-def waiver(tier: Tier) -> Waiver:
+def waiver(tier: CheckName) -> Waiver:
     return Waiver(tier, "@perf-team", "flaky runner", "rerun nightly", AT + dt.timedelta(days=3), "alice", H1)
 
 
@@ -122,7 +124,7 @@ def test_a_closed_audit_record_keeps_every_failing_tier_that_was_waived() -> Non
         record(),
         checks=checks,
         approvals=(),
-        waivers=[waiver(Tier.L3), waiver(Tier.L2)],
+        waivers=[waiver(CheckName.L3), waiver(CheckName.L2)],
         merge_sha="c" * 40,
         rollback=(None, "d" * 40),
         at=AT,
@@ -134,7 +136,7 @@ def test_a_closed_audit_record_keeps_every_failing_tier_that_was_waived() -> Non
         record(),
         checks=neutral,
         approvals=(),
-        waivers=[waiver(Tier.L2)],
+        waivers=[waiver(CheckName.L2)],
         merge_sha="c" * 40,
         rollback=(None, "d" * 40),
         at=AT,

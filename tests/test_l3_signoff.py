@@ -14,7 +14,7 @@ from bot.core.codeowners import parse_codeowners
 from bot.core.config import ConfigError, parse_config
 from bot.core.dashboard import SignoffLine
 from bot.core.gate import CheckResult, GateInput, MissingKind, decide, l3_area_owners, summary, team_owners
-from bot.core.ingestion import Links, Tier
+from bot.core.ingestion import CheckName, Links
 from bot.core.l3_metrics import UNASSIGNED, L3Metrics, Regression, Signoff, by_area
 from bot.core.tiers import Level, RunState, TierRun, Verdict
 from bot.db.signoffs import L3Signoffs
@@ -49,7 +49,10 @@ MATMUL, SOFTMAX, SUM = regression("matmul"), regression("softmax", ratio=1.08), 
 
 
 def green(head: str = HEAD) -> dict[str, CheckResult]:
-    return {t.value: CheckResult(t.value, head, "completed", "success") for t in (Tier.L1, Tier.L2, Tier.L3)}
+    return {
+        t.value: CheckResult(t.value, head, "completed", "success")
+        for t in (CheckName.L1, CheckName.L2, CheckName.L3)
+    }
 
 
 def facts(*regressions: Regression, signoffs: tuple[Signoff, ...] = (), **changes: object) -> GateInput:
@@ -129,9 +132,9 @@ def test_l3s_owner_signs_off_the_kernels_no_area_covers_and_an_area_without_owne
 
 
 def test_a_failed_l3_is_a_failure_whatever_its_metrics_and_a_signoff_is_no_waiver() -> None:
-    failed = green() | {Tier.L3.value: CheckResult(Tier.L3.value, HEAD, "completed", "failure")}
+    failed = green() | {CheckName.L3.value: CheckResult(CheckName.L3.value, HEAD, "completed", "failure")}
     decision = decide(facts(MATMUL, signoffs=(signed("gina"),), checks=failed), config=CONFIG, now=NOW)
-    assert decision.conclusion == "failure" and decision.failed == (Tier.L3,)
+    assert decision.conclusion == "failure" and decision.failed == (CheckName.L3,)
 
 
 def test_the_teams_among_the_regressed_areas_owners_are_asked_of_github() -> None:

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from bot.app.context import Context
-from bot.core.ingestion import Tier
+from bot.core.ingestion import CheckName
 from bot.core.l3_metrics import Regression
 from bot.core.tiers import Level, RunState, TierRun, Verdict
 from bot.flows.merge import Outcome
@@ -38,7 +38,7 @@ SOFTMAX = Regression("softmax[4096x4096:float16]", "softmax", "p90", True, 1.12,
 def l3_ran(ctx: Context, sim: GitHubSim, number: int, *regressions: Regression) -> str:
     """L1, L2 and L3 passed on the PR's head, and L3's comparison found `regressions`; the head."""
     head = head_of(sim)
-    for tier in (Tier.L1, Tier.L2, Tier.L3):
+    for tier in (CheckName.L1, CheckName.L2, CheckName.L3):
         sim.finish_check(FORK, head, tier.value, "success")
     runs = ctx.tier_runs
     added = runs.add(TierRun(FORK, number, "u1", Level.L3, head, 1, RunState.DISPATCHED, NOW))
@@ -163,7 +163,7 @@ async def test_an_emergency_pick_whose_gate_requires_l3_is_signed_off_the_same_w
     assert added is not None and added.id is not None
     ctx.tier_runs.record_regressions(added.id, (MATMUL,))
     ctx.tier_runs.save(dataclasses.replace(added, state=RunState.COMPLETED, verdict=Verdict.PASSED))
-    for tier in (Tier.L1, Tier.L3):
+    for tier in (CheckName.L1, CheckName.L3):
         sim.finish_check(FORK, head, tier.value, "success")
     reply = await say(ctx, number, "/signoff l3", user="gina")
     assert f"@gina signed off L3's regressed metrics on #{number}'s head `{head[:10]}`" in reply

@@ -8,9 +8,9 @@ import pytest
 
 from bot.core.ingestion import (
     TIER_TITLES,
+    CheckName,
     Classification,
     IngestionRecord,
-    Tier,
     UnitKind,
     tracking_marker,
 )
@@ -46,8 +46,8 @@ BUNDLE_BRANCH, CHAIN_BRANCH = f"sluice/ingest/{BUNDLE}", f"sluice/ingest/{CHAIN}
 H1, H2, THEIRS = "1" * 40, "2" * 40, "f" * 40
 NO_UNIT = " The plan has no unit now."
 THEIRS_NOW = f" Ingestion goes on in: #7 (`{BUNDLE_BRANCH}`, a person's now)."
-ALL_RUNS = tuple((t.value, TIER_TITLES[t]) for t in Tier)
-QUEUED = {t.value: "queued" for t in Tier}
+ALL_RUNS = tuple((t.value, TIER_TITLES[t]) for t in CheckName)
+QUEUED = {t.value: "queued" for t in CheckName}
 COMMENT_ID = 99
 
 
@@ -73,7 +73,7 @@ def unit(
 
 
 def comment(u: DesiredUnit, **states: str) -> str:
-    return u.classification.render({t: states.get(t.name, "queued") for t in Tier})
+    return u.classification.render({t: states.get(t.name, "queued") for t in CheckName})
 
 
 def record(u: DesiredUnit, *, number: int | None = 7, state: str = "open") -> IngestionRecord:
@@ -247,7 +247,7 @@ CASES: list[tuple[str, Desired, ObservedState, list[Action]]] = [
         "a check run deleted: only it is created again",
         desired(B),
         dataclasses.replace(synced(B), checks={H1: {k: v for k, v in QUEUED.items() if k != "sluice/L3"}}),
-        [CreateCheckRuns(H1, (("sluice/L3", TIER_TITLES[Tier.L3]),))],
+        [CreateCheckRuns(H1, (("sluice/L3", TIER_TITLES[CheckName.L3]),))],
     ),
     (
         "the classification comment deleted: posted again",

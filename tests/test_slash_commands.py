@@ -24,7 +24,7 @@ from bot.core.commands import MAX_LINE
 from bot.core.dashboard import MARKER as DASHBOARD
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.errors import BadInput
-from bot.core.ingestion import Tier
+from bot.core.ingestion import CheckName
 from bot.core.models import Disposition
 from bot.core.permissions import Permission
 from bot.db.audit import LINE_CHARS, CommandAudit
@@ -298,8 +298,8 @@ async def test_a_waiver_with_a_long_reason_and_plan_is_granted(ctx: Context) -> 
     trunk = sim.git(FORK, "rev-parse", "main")
     head = sim.commit(FORK, "sluice/ingest/u1", {"docs/new.md": "new\n"}, message="docs", parent=trunk)
     pull = sim.open_pull(FORK, head="sluice/ingest/u1", base="main", title="Ingest", user=sim.bot_login)
-    sim.finish_check(FORK, head, Tier.L1.value, "success")
-    sim.finish_check(FORK, head, Tier.L2.value, "failure")
+    sim.finish_check(FORK, head, CheckName.L1.value, "success")
+    sim.finish_check(FORK, head, CheckName.L2.value, "failure")
     sim.add_team_member("meta/gpu", "dan")
     reason, plan = ("the GPU pool is being replaced. " * 10)[:300], ("rerun on the new pool. " * 11)[:250]
     until = (ctx.clock() + dt.timedelta(days=14)).date().isoformat()

@@ -33,7 +33,7 @@ from bot.app.settings import Settings
 from bot.core.audit import AuditState
 from bot.core.bisect_pr import BisectionRecord
 from bot.core.config import parse_config
-from bot.core.ingestion import BRANCH_PREFIX, Tier
+from bot.core.ingestion import BRANCH_PREFIX, CheckName
 from bot.core.tiers import RunState, TierRun
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
@@ -52,7 +52,7 @@ QUIET_POLLS = 3  # consecutive polls with nothing in flight before the demo call
 # The planted culprit fails L1 on its bundle and on every PR stacked on it (each holds it): with the default
 # `gate.pause_after_failures` (3) the safety throttle would pause ingestion before the first bundle merges.
 DEMO_GATE = {"required_tiers": ["l1", "l2"], "auto_merge": True, "pause_after_failures": 25}
-TIERS = (Tier.L1, Tier.L2, Tier.L3)
+TIERS = (CheckName.L1, CheckName.L2, CheckName.L3)
 Say = Callable[[str], None]
 
 
@@ -443,7 +443,7 @@ async def _approve(env: Env) -> bool:
     acted, heads = False, _heads(env.sim)
     for pull in _pulls(env.sim):
         head = _head(pull, heads)
-        gate = _checks(env.sim, head).get(Tier.GATE.value)
+        gate = _checks(env.sim, head).get(CheckName.GATE.value)
         if pull.state != "open" or gate is None or gate.get("conclusion") is not None:
             continue
         wanted = [m for m in gate_missing(gate) if f"@{MAINTAINERS}" in m["who"]]
@@ -592,7 +592,7 @@ def _ingestion(env: Env, record: Any, pull: Any) -> Ingestion:
             "title": _title(run) if run else None,
             "report": _report([r for r in runs if r.head_sha == head and r.level.name == key]),
         }
-    gate = checks.get(Tier.GATE.value)
+    gate = checks.get(CheckName.GATE.value)
     found.gate = {
         "conclusion": gate.get("conclusion") if gate else None,
         "title": _title(gate) if gate else None,
@@ -776,7 +776,7 @@ def _without_paths(text: str) -> str:
 def _tier_word(name: str, tier: Mapping[str, Any]) -> str:
     if tier["conclusion"] is not None:
         return f"{name} {tier['conclusion']}"
-    if name == Tier.L3.name and tier["status"] == "queued":
+    if name == CheckName.L3.name and tier["status"] == "queued":
         return f"{name} not requested (runs on request)"
     return f"{name} {tier['status']}"
 

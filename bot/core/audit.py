@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from bot.core.emergency import EmergencyPick
 from bot.core.gate import FAILED, Approval, CheckResult, Resolution, Waiver
-from bot.core.ingestion import PickedUnit, Tier
+from bot.core.ingestion import CheckName, PickedUnit
 from bot.core.models import CommitReport, Frozen
 
 EMERGENCY_KIND = "emergency"  # the kind of an emergency pick's record (`/cherry-pick`)
@@ -187,7 +187,7 @@ def closed(
     tiers = tuple(
         AuditTier(name=c.name, head_sha=c.head_sha, status=c.status, conclusion=c.conclusion, url=c.url)
         for name, c in sorted(checks.items())
-        if name in {t.value for t in Tier if t is not Tier.GATE}
+        if name in {t.value for t in CheckName if t is not CheckName.GATE}
     )
     waived = {w.tier.value for w in waivers}
     failed_and_waived = tuple(t.name for t in tiers if t.conclusion in FAILED and t.name in waived)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.core.config import Component
-from bot.core.ingestion import Links, Tier
+from bot.core.ingestion import CheckName, Links
 from bot.core.lag import LagPoint
 from bot.core.limits import fit_for_github, rows_that_fit
 from bot.core.markdown import plain
@@ -238,7 +238,7 @@ def _ingestions(ingestions: Sequence[OpenIngestion]) -> list[str]:
     lines = ["## Open ingestions and emergency picks", ""]
     if not ingestions:
         return [*lines, NONE, ""]
-    tiers = [t.value for t in Tier]
+    tiers = [t.value for t in CheckName]
     lines += [f"| ingestion | unit | commits | {' | '.join(t.removeprefix('sluice/') for t in tiers)} |"]
     lines += ["|---|---|---|" + "---|" * len(tiers)]
     for ing in ingestions:

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 from bot.core.codeowners import CodeOwners
 from bot.core.config import CONFIG_PATH, SluiceConfig
-from bot.core.ingestion import Tier
+from bot.core.ingestion import CheckName
 from bot.core.l3_metrics import UNASSIGNED, L3Metrics, Signoff, by_area, listed
 
-TIER_KEYS = {"l1": Tier.L1, "l2": Tier.L2, "l3": Tier.L3}
+TIER_KEYS = {"l1": CheckName.L1, "l2": CheckName.L2, "l3": CheckName.L3}
 NEEDS_APPROVAL = frozenset({"api", "semantic"})  # conflict classes no rule resolves: a person's resolution
 PROPOSED = "proposed"  # `how` of a resolution the resolver command proposed
 
@@ -44,7 +44,7 @@ class Waiver:
     failure gets fixed, and the head it was given on (it waives that head's failure: a new push, whose
     code nobody has waived, needs a new waiver)."""
 
-    tier: Tier
+    tier: CheckName
     owner: str
     reason: str
     recovery_plan: str
@@ -53,7 +53,7 @@ class Waiver:
     head_sha: str  # "" for a waiver recorded before waivers named their head: it waives nothing
 
     def valid(self, now: dt.datetime, head_sha: str) -> bool:
-        return self.tier is not Tier.L1 and now < self.expires_at and self.head_sha == head_sha
+        return self.tier is not CheckName.L1 and now < self.expires_at and self.head_sha == head_sha
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class GateDecision:
     head_sha: str
     missing: tuple[Missing, ...]
     met: tuple[str, ...]
-    failed: tuple[Tier, ...]  # required tiers that failed on the head without a valid waiver
+    failed: tuple[CheckName, ...]  # required tiers that failed on the head without a valid waiver
     waived: tuple[Waiver, ...] = ()
     approvals: tuple[Approval, ...] = ()  # the approvals that counted
     signoffs: tuple[Signoff, ...] = ()  # the `/signoff l3`s that counted
@@ -154,24 +154,24 @@ class GateDecision:
         return "failure" if self.failed else None
 
 
-def required_tiers(config: SluiceConfig, *, emergency: bool = False) -> tuple[Tier, ...]:
+def required_tiers(config: SluiceConfig, *, emergency: bool = False) -> tuple[CheckName, ...]:
     """L1 always, then the tiers `gate.required_tiers` (an emergency pick: `gate.emergency_required_tiers`)
     names, in tier order."""
     keys = config.gate.emergency_required_tiers if emergency else config.gate.required_tiers
-    named = {TIER_KEYS[key] for key in keys} | {Tier.L1}
-    return tuple(t for t in (Tier.L1, Tier.L2, Tier.L3) if t in named)
+    named = {TIER_KEYS[key] for key in keys} | {CheckName.L1}
+    return tuple(t for t in (CheckName.L1, CheckName.L2, CheckName.L3) if t in named)
 
 
 def decide(facts: GateInput, *, config: SluiceConfig, now: dt.datetime) -> GateDecision:
     """Pure: every condition of the gate on `facts.head_sha` at `now`."""
     missing: list[Missing] = []
     met: list[str] = []
-    failed: list[Tier] = []
+    failed: list[CheckName] = []
     waived: list[Waiver] = []
     tiers = required_tiers(config, emergency=facts.emergency is not None)
     for tier in tiers:
         _tier(tier, facts, now, missing=missing, met=met, failed=failed, waived=waived)
-    signed = _signoffs(facts, config, missing=missing, met=met) if Tier.L3 in tiers else ()
+    signed = _signoffs(facts, config, missing=missing, met=met) if CheckName.L3 in tiers else ()
     counted = _approvals(facts, config, missing=missing, met=met)
     if facts.emergency is not None:
         counted = _emergency_approval(facts, config, facts.emergency, counted, missing=missing, met=met)
@@ -190,13 +190,13 @@ def decide(facts: GateInput, *, config: SluiceConfig, now: dt.datetime) -> GateD
 
 
 def _tier(
-    tier: Tier,
+    tier: CheckName,
     facts: GateInput,
     now: dt.datetime,
     *,
     missing: list[Missing],
     met: list[str],
-    failed: list[Tier],
+    failed: list[CheckName],
     waived: list[Waiver],
 ) -> None:
     run = facts.checks.get(tier.value)
@@ -225,9 +225,9 @@ def _tier(
     missing.append(_failed_tier(tier, run, facts.waivers, now))
 
 
-def _failed_tier(tier: Tier, run: CheckResult, waivers: Sequence[Waiver], now: dt.datetime) -> Missing:
+def _failed_tier(tier: CheckName, run: CheckResult, waivers: Sequence[Waiver], now: dt.datetime) -> Missing:
     what = f"{tier.value} concluded {run.conclusion}"
-    mine = [w for w in waivers if w.tier is tier is not Tier.L1]
+    mine = [w for w in waivers if w.tier is tier is not CheckName.L1]
     expired = [w for w in mine if w.head_sha == run.head_sha and now >= w.expires_at]
     older = [w for w in mine if w.head_sha != run.head_sha]
     if expired:
@@ -235,7 +235,7 @@ def _failed_tier(tier: Tier, run: CheckResult, waivers: Sequence[Waiver], now: d
     elif older:
         given = f"`{older[-1].head_sha[:10]}`" if older[-1].head_sha else "an unrecorded head"
         what += f" (the waiver by @{older[-1].granted_by} was given on {given}; a new head needs a new one)"
-    if tier is Tier.L1:
+    if tier is CheckName.L1:
         return Missing(MissingKind.TIER, what, (), "fix the failure and push; L1 is never waived")
     how = "fix the failure and push, or record a waiver (`/waive`): owner, reason, expiry, recovery plan"
     return Missing(MissingKind.TIER, what, ("a maintainer",), how)

@@ -45,7 +45,7 @@ class Label(enum.StrEnum):
     EMERGENCY = "sluice:emergency"  # `/cherry-pick`'s own ingestion PR; a code owner approves it
 
 
-class Tier(enum.StrEnum):
+class CheckName(enum.StrEnum):
     L1 = "sluice/L1"
     L2 = "sluice/L2"
     L3 = "sluice/L3"
@@ -55,10 +55,10 @@ class Tier(enum.StrEnum):
 MANAGED_LABELS = frozenset(label.value for label in Label)  # Sluice sets these; others are people's
 
 TIER_TITLES = {
-    Tier.L1: "L1: build, lit and unit tests, kernel smoke (hosted runners)",
-    Tier.L2: "L2: numerics sweeps (self-hosted GPU runners)",
-    Tier.L3: "L3: benchmarks (self-hosted GPU runners, on request or by policy)",
-    Tier.GATE: "Gate: tiers green, conflicts approved by code owners, no hold",
+    CheckName.L1: "L1: build, lit and unit tests, kernel smoke (hosted runners)",
+    CheckName.L2: "L2: numerics sweeps (self-hosted GPU runners)",
+    CheckName.L3: "L3: benchmarks (self-hosted GPU runners, on request or by policy)",
+    CheckName.GATE: "Gate: tiers green, conflicts approved by code owners, no hold",
 }
 
 
@@ -286,15 +286,15 @@ class Classification:
     unit_id: str
     tables: str  # everything below the validation line
 
-    def render(self, tiers: Mapping[Tier, str]) -> str:
+    def render(self, tiers: Mapping[CheckName, str]) -> str:
         head = [CLASSIFICATION_MARKER, f"## Sluice classification: `{self.unit_id}`", ""]
         return "\n".join([*head, _validation(tiers), self.tables])
 
 
-def _validation(tiers: Mapping[Tier, str]) -> str:
-    done = [t.value for t, state in tiers.items() if state == "success" and t is not Tier.GATE]
+def _validation(tiers: Mapping[CheckName, str]) -> str:
+    done = [t.value for t, state in tiers.items() if state == "success" and t is not CheckName.GATE]
     pending = [
-        f"{t.value} {state}" for t, state in tiers.items() if state != "success" and t is not Tier.GATE
+        f"{t.value} {state}" for t, state in tiers.items() if state != "success" and t is not CheckName.GATE
     ]
     return f"**Validation:** {', '.join(done) if done else 'no tier completed yet'}" + (
         f" ({', '.join(pending)})" if pending else ""

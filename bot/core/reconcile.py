@@ -11,12 +11,12 @@ from bot.core.ingestion import (
     BRANCH_PREFIX,
     MANAGED_LABELS,
     TIER_TITLES,
+    CheckName,
     Classification,
     IngestionRecord,
     Label,
     Links,
     PickedUnit,
-    Tier,
     UnitKind,
     classification,
     labels,
@@ -310,9 +310,9 @@ def _checks_and_comment(
 ) -> list[Action]:
     """A check run per tier on the head, then the sticky comment, edited in place, telling their states."""
     present = observed.checks.get(head, {})
-    missing = tuple((t.value, TIER_TITLES[t]) for t in Tier if t.value not in present)
+    missing = tuple((t.value, TIER_TITLES[t]) for t in CheckName if t.value not in present)
     actions: list[Action] = [CreateCheckRuns(head, missing)] if missing else []
-    body = fit_for_github(unit.classification.render({t: present.get(t.value, QUEUED) for t in Tier}))
+    body = fit_for_github(unit.classification.render({t: present.get(t.value, QUEUED) for t in CheckName}))
     comment = observed.classification.get(pull.number) if pull is not None else None
     if comment is None:
         actions.append(UpsertComment(number, body))

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from bot.core.config import Extension, L3Policy, SluiceConfig, SuiteConfig, TierConfig
 from bot.core.gate import FAILED
-from bot.core.ingestion import Tier
+from bot.core.ingestion import CheckName
 from bot.core.webhooks import CheckRun
 
 SHA40 = re.compile(r"^[0-9a-f]{40}\Z")
@@ -26,8 +26,8 @@ class Level(enum.StrEnum):
     L3 = "l3"
 
     @property
-    def check(self) -> Tier:
-        return Tier(f"sluice/{self.name}")
+    def check(self) -> CheckName:
+        return CheckName(f"sluice/{self.name}")
 
     @property
     def number(self) -> int:

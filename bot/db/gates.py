@@ -27,7 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.core.audit import AuditRecord, AuditState, kept_bisections
 from bot.core.gate import Approval, Hold, Pause, Waiver
-from bot.core.ingestion import Tier
+from bot.core.ingestion import CheckName
 from bot.db.store import Store, UTCDateTime, _utc, metadata
 
 waivers = Table(
@@ -121,7 +121,7 @@ class GateStore:
     # --- waivers
 
     def add_waiver(self, fork: str, pr_number: int, waiver: Waiver, *, at: datetime) -> None:
-        if waiver.tier is Tier.L1:
+        if waiver.tier is CheckName.L1:
             raise ValueError("L1 is never waived")
         if not re.fullmatch(r"[0-9a-f]{40}", waiver.head_sha):
             raise ValueError(f"a waiver names the head it waives (40 hex digits), not {waiver.head_sha!r}")
@@ -146,7 +146,13 @@ class GateStore:
             rows = conn.execute(query.order_by(waivers.c.id)).all()
         return [
             Waiver(
-                Tier(r.tier), r.owner, r.reason, r.recovery_plan, r.expires_at, r.granted_by, r.head_sha or ""
+                CheckName(r.tier),
+                r.owner,
+                r.reason,
+                r.recovery_plan,
+                r.expires_at,
+                r.granted_by,
+                r.head_sha or "",
             )
             for r in rows
         ]

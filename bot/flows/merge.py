@@ -18,7 +18,7 @@ from bot.core.config import SluiceConfig, Strategy
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id, is_emergency_pull
 from bot.core.errors import MergeRefused, Unavailable
 from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, Pause, Review, Waiver
-from bot.core.ingestion import BRANCH_PREFIX, Tier, stacked
+from bot.core.ingestion import BRANCH_PREFIX, CheckName, stacked
 from bot.core.l3_metrics import L3Metrics, Signoff
 from bot.core.permissions import WRITE_ACCESS
 from bot.core.tier_checks import CheckUpdate
@@ -286,13 +286,13 @@ async def _publish(keeper: Gatekeeper, found: Facts, decision: GateDecision, *, 
 async def _set_gate(
     keeper: Gatekeeper, found: Facts, conclusion: str | None, title: str, summary: str
 ) -> None:
-    shown = found.runs.get(Tier.GATE.value)
+    shown = found.runs.get(CheckName.GATE.value)
     status = "completed" if conclusion is not None else "in_progress"
     if shown is not None and _shows(shown, status, conclusion, summary):
         return
     # a gate that waits again after it completed shows it on a new run (checks.reopens)
     update = CheckUpdate(status, conclusion, title, summary, actions=())
-    await checks.show(keeper.forge, found.head, Tier.GATE.value, update.requests(), shown=shown)
+    await checks.show(keeper.forge, found.head, CheckName.GATE.value, update.requests(), shown=shown)
 
 
 def _shows(run: CheckRun, status: str, conclusion: str | None, summary: str) -> bool:
@@ -386,7 +386,7 @@ def _judged_on(found: Facts) -> str:
     checks = sorted(
         (name, run.id, run.status, run.conclusion, run.completed_at)
         for name, run in found.runs.items()
-        if name != Tier.GATE.value
+        if name != CheckName.GATE.value
     )
     seen = [sorted(map(repr, found.facts.approvals)), sorted(map(repr, found.facts.waivers)), checks]
     return hashlib.sha256(json.dumps(seen, default=str).encode()).hexdigest()[:16]
@@ -394,7 +394,7 @@ def _judged_on(found: Facts) -> str:
 
 def _refused_as_is(found: Facts) -> bool:
     """Whether GitHub refused the merge of this head already, judged on the same facts as now."""
-    gate_run = found.runs.get(Tier.GATE.value)
+    gate_run = found.runs.get(CheckName.GATE.value)
     seen = REFUSED_SEEN.search(gate_run.output.summary or "") if gate_run is not None else None
     return seen is not None and seen[1] == _judged_on(found)
 

@@ -14,7 +14,7 @@ from bot.core import audit, emergency
 from bot.core.command_args import CommandRefused, Flag, Kind, Positional, PullNumber, ShaPrefix, Usage
 from bot.core.config import Strategy
 from bot.core.emergency import EmergencyPick, is_emergency_pull
-from bot.core.ingestion import TIER_TITLES, Label, Tier
+from bot.core.ingestion import TIER_TITLES, CheckName, Label
 from bot.core.models import CommitReport, Disposition
 from bot.core.permissions import Permission
 from bot.core.refs import SHA_RE
@@ -206,8 +206,8 @@ async def _complete(ctx: Context, call: Call, picked: Picked, *, number: int, he
         )
         await ctx.db(ctx.gates.save_audit, opened, at=ctx.clock())
     await forge.replace_labels(number, [Label.EMERGENCY.value])
-    if Tier.L1.value not in await forge.check_runs(head):
-        await forge.create_check_run(head, Tier.L1.value, title=TIER_TITLES[Tier.L1])
+    if CheckName.L1.value not in await forge.check_runs(head):
+        await forge.create_check_run(head, CheckName.L1.value, title=TIER_TITLES[CheckName.L1])
     held = (await ctx.db(ctx.store.dispositions, fork.repo)).get(sha)
     if held is not None and held.disposition is Disposition.EMERGENCY:
         return
