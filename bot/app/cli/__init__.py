@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.app.cli import calibrate, database, simulate
+from bot.app.cli.common import add_repo_options
 from bot.app.clock import utc_now
 from bot.config_file import load_config
 from bot.core import render
@@ -727,22 +728,10 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _add_repo_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    parser.add_argument("--repo", required=required, help="path of a clone or mirror holding both refs")
-    parser.add_argument("--fork", help="fork trunk: a ref or revision (default: fork.branch, i.e. main)")
-    parser.add_argument(
-        "--upstream", help="upstream: a ref or revision (default: upstream/<upstream.branch>)"
-    )
-    parser.add_argument(
-        "--config", help="a sluice.yml (default: .github/sluice.yml at fork trunk, else defaults)"
-    )
-    parser.add_argument("--json", action="store_true", help="print the versioned JSON form")
-
-
 def _add_hold_command(sub: argparse._SubParsersAction, held: Disposition, summary: str) -> None:
     name = {Disposition.SKIPPED: "skip", Disposition.DEFERRED: "defer"}[held]
     command = sub.add_parser(name, help=summary)
-    _add_repo_options(command)
+    add_repo_options(command)
     command.add_argument(
         "--reason", help="why (required for skip)" if held == Disposition.SKIPPED else "why (optional)"
     )
@@ -774,8 +763,8 @@ def parser() -> argparse.ArgumentParser:
     _add_remember_command(sub)
     _add_serve_command(sub)
     _add_mirror_command(sub)
-    calibrate.add_parser(sub, _add_repo_options, run=cmd_calibrate)
-    simulate.add_parser(sub, _add_repo_options, run=cmd_simulate)
+    calibrate.add_parser(sub, run=cmd_calibrate)
+    simulate.add_parser(sub, run=cmd_simulate)
     _add_schema_command(sub)
     _add_audit_command(sub)
     database.add_parser(sub)
@@ -786,7 +775,7 @@ def _add_plan_command(sub: argparse._SubParsersAction) -> None:
     plan = sub.add_parser(
         "plan", help="split pending upstream commits into low-risk bundles and risky chains"
     )
-    _add_repo_options(plan)
+    add_repo_options(plan)
     plan.add_argument("--database", help="SQLAlchemy URL (default: $SLUICE_DATABASE_URL, else a SQLite file)")
     plan.add_argument(
         "--no-record", action="store_true", help="do not store the plan, chains or dispositions"
@@ -797,7 +786,7 @@ def _add_plan_command(sub: argparse._SubParsersAction) -> None:
 
 def _add_status_command(sub: argparse._SubParsersAction) -> None:
     status = sub.add_parser("status", help="ingestion tip, Days Behind Upstream, Backlog Commits")
-    _add_repo_options(status)
+    add_repo_options(status)
     status.add_argument(
         "--database",
         help="store with per-commit facts and skipped/deferred commits (default: $SLUICE_DATABASE_URL, "
@@ -827,7 +816,7 @@ def _add_demo_command(sub: argparse._SubParsersAction) -> None:
         "demo",
         help="run Sluice's whole loop on a generated Triton-shaped sandbox against the GitHub simulator",
     )
-    _add_repo_options(demo, required=False)
+    add_repo_options(demo, required=False)
     demo.add_argument("--dir", help="where to build the sandbox (default: a new temporary directory)")
     demo.add_argument("--database", help="SQLAlchemy URL (default: a SQLite file beside the sandbox)")
     demo.add_argument("--no-record", action="store_true", help=argparse.SUPPRESS)

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from bot.app.cli.common import add_repo_options, progress
 from bot.core.bisect_pr import Blame
 from bot.core.config import SluiceConfig
 from bot.core.errors import SluiceError
@@ -16,16 +17,7 @@ from bot.ports import Repository
 DEFAULT_OUT = "risk-model.json"
 
 
-def progress(message: str) -> None:
-    print(f"sluice: {message}", file=sys.stderr, flush=True)
-
-
-def add_parser(
-    sub: argparse._SubParsersAction,
-    add_repo_options: Callable[..., None],
-    *,
-    run: Callable[[argparse.Namespace], int],
-) -> None:
+def add_parser(sub: argparse._SubParsersAction, *, run: Callable[[argparse.Namespace], int]) -> None:
     command = sub.add_parser(
         "calibrate", help="learn the fork's risk model from its past ingestions and their fixes"
     )

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from bot.app.cli.calibrate import progress
+from bot.app.cli.common import add_repo_options, progress
 from bot.core import days_chart
 from bot.core.bisect import Budget
 from bot.core.bisect_pr import Blame
@@ -52,12 +52,7 @@ def choose_model(name: str) -> RiskModel | None:
     return read_model(Path(name))
 
 
-def add_parser(
-    sub: argparse._SubParsersAction,
-    add_repo_options: Callable[..., None],
-    *,
-    run: Callable[[argparse.Namespace], int],
-) -> None:
+def add_parser(sub: argparse._SubParsersAction, *, run: Callable[[argparse.Namespace], int]) -> None:
     command = sub.add_parser(
         "simulate", help="replay a period of upstream through batching and bisection: runs, Days Behind"
     )
