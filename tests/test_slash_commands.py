@@ -23,7 +23,7 @@ from bot.core.command_args import Usage
 from bot.core.commands import MAX_LINE
 from bot.core.dashboard import MARKER as DASHBOARD
 from bot.core.emergency import EMERGENCY_PREFIX
-from bot.core.errors import BadInput
+from bot.core.errors import BadInput, Unavailable
 from bot.core.ingestion import CheckName
 from bot.core.models import Disposition
 from bot.core.permissions import Permission
@@ -767,6 +767,15 @@ async def test_the_forge_reads_files_as_github_serves_them(ctx: Context) -> None
     with pytest.raises(BadInput, match=r"big.bin at release#2\+xpu is 1048577 bytes") as refused:
         await forge.file("big.bin", ref="release#2+xpu")
     assert refused.value.remedy == "keep big.bin under 1 MB"
+    sim.fail_next(
+        "GET", r"/contents/a\.txt$", 200, body={"type": "file", "encoding": "base64", "content": "abc"}
+    )
+    with pytest.raises(Unavailable, match=r"contents of a\.txt with content that is not base64") as garbled:
+        await forge.file("a.txt", ref="release#2+xpu")
+    sim.fail_next("GET", r"/contents/a\.txt$", 200, body={"path": "a.txt", "content": "eA=="})
+    with pytest.raises(Unavailable, match=r"contents of a\.txt with an unusable type") as shapeless:
+        await forge.file("a.txt", ref="release#2+xpu")
+    assert garbled.value.retryable and shapeless.value.retryable
 
 
 async def test_a_code_owner_command_that_never_checked_ownership_is_a_failure_not_an_answer(

@@ -18,7 +18,12 @@ def parsed(model: type[M], answer: object, *, what: str) -> M:
         return model.model_validate(answer)
     except ValidationError as exc:
         where, why = first_problem(exc, whole="the answer")
-        raise Unavailable(
-            f"GitHub answered {what} with an unusable {where}: {why}",
-            "nothing to do: the job is retried; if it persists, GitHub's API is not answering as documented",
-        ) from exc
+        raise unusable(f"GitHub answered {what} with an unusable {where}: {why}") from exc
+
+
+def unusable(message: str) -> Unavailable:
+    """An answer GitHub did not shape as documented: retried, as GitHub's fault, not anyone's input."""
+    return Unavailable(
+        message,
+        "nothing to do: the job is retried; if it persists, GitHub's API is not answering as documented",
+    )

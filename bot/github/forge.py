@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -31,7 +32,7 @@ from bot.core.webhooks import (
     RepoDefaults,
     WorkflowRun,
 )
-from bot.github.answers import parsed
+from bot.github.answers import parsed, unusable
 from bot.github.client import InstallationAPI
 
 BASE_MOVED = "Base branch was modified"  # GitHub's 405 while it recomputes a PR whose base just moved
@@ -342,7 +343,12 @@ class ForkGitHub:
                 "GitHub's contents API serves no file over 1 MB",
                 f"keep {path} under 1 MB",
             )
-        return base64.b64decode(content.content)
+        try:
+            return base64.b64decode(content.content)
+        except binascii.Error:
+            raise unusable(
+                f"GitHub answered the contents of {path} with content that is not base64"
+            ) from None
 
     async def new_check_run(self, sha: str, name: str, body: Mapping[str, Any]) -> int:
         """A check run named `name` on `sha` with `body`'s fields; its id."""

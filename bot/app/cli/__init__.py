@@ -1,4 +1,5 @@
-"""The `sluice` command line: plan, status, demo and config check."""
+"""The `sluice` command line: its parser and `main`, and the commands with no module of their own in this
+package (plan, status, skip and defer, demo, config check, pick, remember, serve, mirror, schema, audit)."""
 
 from __future__ import annotations
 
