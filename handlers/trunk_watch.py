@@ -19,7 +19,7 @@ from bot.core.webhooks import WorkflowRunEvent
 from bot.db.leases import Leases, periodically
 from bot.flows import trunk_watch
 from bot.flows.local_tier import run_local
-from bot.flows.tiers import ARTIFACT, MAX_ARTIFACT_BYTES, Finished, request_of, unpack
+from bot.flows.tiers import ARTIFACT, MAX_ARTIFACT_BYTES, Finished, dispatched_run, unpack
 from bot.ports import Fork, HistoryReader, Job
 from handlers import requests
 from handlers.requests import LocalTierRequest, TrunkWatchRequest
@@ -133,16 +133,12 @@ async def on_local_trunk_run(request: LocalTierRequest, *, ctx: Context, job: Jo
 async def on_trunk_workflow_run(event: WorkflowRunEvent, *, ctx: Context, job: Job) -> None:
     """A trunk run's tier workflow finished (the GitHub backend; a PR's are handlers.workflow_run's)."""
     fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
-    if fork is None or event.workflow_run.event != "workflow_dispatch":
+    if fork is None:
         return
     workflow_run, runs = event.workflow_run, ctx.tier_runs
-    found = await ctx.db(runs.by_workflow_run, fork.repo, workflow_run.id)
-    key = found.id if found is not None else request_of(workflow_run.display_title)
-    run = await ctx.db(runs.get, key) if key is not None else None
-    if run is None or run.fork != fork.repo or run.pull != TRUNK_PULL:
-        return
-    if run.run_id not in (None, workflow_run.id):
-        return
+    run = await dispatched_run(ctx.db, runs, fork.repo, workflow_run)
+    if run is None or run.pull != TRUNK_PULL:
+        return  # not a tier run of Sluice's, or a PR's (handlers.workflow_run's)
     w = await watching(ctx, fork)
     conclusion = workflow_run.conclusion or "failure"
     try:

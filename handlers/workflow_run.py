@@ -9,7 +9,7 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.core.tiers import TRUNK_PULL, RunState
 from bot.core.webhooks import WorkflowRunEvent
-from bot.flows.tiers import complete, request_of, rerun_not_counted, result_of
+from bot.flows.tiers import complete, dispatched_run, rerun_not_counted, result_of
 from bot.ports import Job
 from handlers.tiers import tiering
 
@@ -21,16 +21,12 @@ ENDED = frozenset({RunState.COMPLETED, RunState.TIMED_OUT})  # a result that cam
 @router.register("workflow_run", action="completed")
 async def on_completed(event: WorkflowRunEvent, *, ctx: Context, job: Job) -> None:
     fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
-    if fork is None or event.workflow_run.event != "workflow_dispatch":
+    if fork is None:
         return
     workflow_run, runs = event.workflow_run, ctx.tier_runs
-    found = await ctx.db(runs.by_workflow_run, fork.repo, workflow_run.id)
-    key = found.id if found is not None else request_of(workflow_run.display_title)
-    run = await ctx.db(runs.get, key) if key is not None else None
-    if run is None or run.fork != fork.repo or (run.run_id not in (None, workflow_run.id)):
-        return  # not a tier run of Sluice's
-    if run.pull == TRUNK_PULL:
-        return  # a trunk run: handlers.trunk_watch's
+    run = await dispatched_run(ctx.db, runs, fork.repo, workflow_run)
+    if run is None or run.pull == TRUNK_PULL:
+        return  # not a tier run of Sluice's, or a trunk run (handlers.trunk_watch's)
     t = await tiering(ctx, fork)
     conclusion = workflow_run.conclusion or "failure"
     if workflow_run.run_attempt > 1 and run.run_id == workflow_run.id and run.state in ENDED:

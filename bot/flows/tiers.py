@@ -57,7 +57,7 @@ from bot.core.tiers import (
     triage,
     workflow_inputs,
 )
-from bot.core.webhooks import Pull
+from bot.core.webhooks import Pull, WorkflowRun
 from bot.flows import checks
 from bot.ports import Clock, TierBackend, TierForge, TierRunRecords
 from runners.report import Outcome, Report
@@ -587,6 +587,22 @@ def request_of(title: str) -> int | None:
     """The tier run's id in a tier workflow run's `display_title`."""
     found = REQUEST_IN_TITLE.search(title)
     return int(found[1]) if found else None
+
+
+async def dispatched_run(
+    db: Db, runs: TierRunRecords, fork: str, workflow_run: WorkflowRun
+) -> TierRun | None:
+    """The tier run of Sluice's on `fork` that the finished `workflow_run` ran (a PR's or trunk's): found by
+    the workflow run's id once recorded, else by the request id its title carries. None for any other run:
+    not a `workflow_dispatch`, another repository's, or one whose tier run has another workflow run."""
+    if workflow_run.event != "workflow_dispatch":
+        return None
+    found = await db(runs.by_workflow_run, fork, workflow_run.id)
+    key = found.id if found is not None else request_of(workflow_run.display_title)
+    run = await db(runs.get, key) if key is not None else None
+    if run is None or run.fork != fork or run.run_id not in (None, workflow_run.id):
+        return None
+    return run
 
 
 # --- the GitHub Actions backend -----------------------------------------------------------------------------
