@@ -4,4 +4,5 @@ import sys
 
 from bot.app.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # imported (a walk over the package), it runs nothing
+    sys.exit(main())
