@@ -148,19 +148,16 @@ class ForkGitHub:
     async def create_check_run(self, sha: str, name: str, *, title: str) -> None:
         """A queued check run named `name` on `sha`."""
         output = {"title": title, "summary": f"{title}: queued by Sluice."}
-        data = {"name": name, "head_sha": sha, "status": "queued", "output": output}
-        await self.api.post(self._url("/check-runs"), data=data)
+        await self.new_check_run(sha, name, {"status": "queued", "output": output})
 
     async def report_check(self, sha: str, name: str, *, ok: bool, title: str, summary: str) -> None:
         """A completed check run on `sha`: how Sluice tells people about a commit it judged."""
-        data = {
-            "name": name,
-            "head_sha": sha,
+        body = {
             "status": "completed",
             "conclusion": "success" if ok else "failure",
             "output": {"title": title, "summary": fit_for_github(summary, what="a check run's summary")},
         }
-        await self.api.post(self._url("/check-runs"), data=data)
+        await self.new_check_run(sha, name, body)
 
     async def open_issues(self, *, label: str) -> list[FullIssue]:
         """Sluice's open issues (not PRs) labelled `label`, newest first."""
