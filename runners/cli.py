@@ -6,8 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bot.core.tiers import ONE_SUITE, Selection, decode_selection
-from runners.report import Tier
+from bot.core.tiers import ONE_SUITE, Level, Selection, decode_selection
 
 DESCRIPTION = "Sluice's tier runner: runs a tier's suites on a CI machine and writes the tier report."
 
@@ -32,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     run = commands.add_parser("run", help="run a tier's suites and write its report")
-    run.add_argument("--tier", required=True, choices=[t.value for t in Tier], help="the tier to run")
+    run.add_argument("--tier", required=True, choices=[t.value for t in Level], help="the tier to run")
     run.add_argument("--out", required=True, type=Path, help="where to write the report (JSON)")
     run.add_argument(
         "--config", type=Path, help="the repo configuration (default: .github/sluice.yml when present)"
@@ -85,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
 
     selection, suite = decode_selection(args.selection)
     request = run.RunArgs(
-        tier=Tier(args.tier),
+        tier=Level(args.tier),
         out=args.out,
         config=args.config,
         only=tuple(args.only),

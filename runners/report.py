@@ -10,17 +10,13 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bot.core.tiers import Level
+
 SCHEMA: Final = "sluice.tier-report/1"
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-
-class Tier(enum.StrEnum):
-    L1 = "l1"  # hosted runners: build and unit tests
-    L2 = "l2"  # self-hosted GPU runners: correctness sweeps
-    L3 = "l3"  # self-hosted GPU runners: performance
 
 
 class Outcome(enum.StrEnum):
@@ -31,7 +27,7 @@ class Outcome(enum.StrEnum):
 
 
 class RunInfo(_Model):
-    tier: Tier
+    tier: Level
     head_sha: str | None = None  # the commit under test
     baseline_sha: str | None = None  # the commit the benchmarks compare against
     upstream_range: str | None = None  # "a1b2c3d..e4f5a6b": the upstream commits this ingestion brings

@@ -26,7 +26,7 @@ from rich.table import Table
 from bot.config_file import load_config
 from bot.core.config import CONFIG_PATH, BuiltinSuite, ConfigError, SluiceConfig, SuiteConfig
 from bot.core.tiers import Level, Selection, suites_for
-from runners.report import Benchmark, Outcome, Report, RunInfo, SuiteResult, TestResult, Tier
+from runners.report import Benchmark, Outcome, Report, RunInfo, SuiteResult, TestResult
 
 if TYPE_CHECKING:
     from runners.suites import BuiltinSuiteFn
@@ -43,7 +43,7 @@ class BadInput(Exception):
 
 @dataclass(frozen=True)
 class RunRequest:
-    tier: Tier
+    tier: Level
     config: SluiceConfig
     only: tuple[str, ...] = ()  # suite names (or built-in kinds) to run; empty: all of the tier's
     baseline: Report | None = None  # a previous report: a suite that runs fewer tests than there fails
@@ -86,7 +86,7 @@ class SuiteRun:
 def select_suites(request: RunRequest) -> tuple[SuiteConfig, ...]:
     """The selection's suites of the tier, or those `--only` names (by name or built-in kind); BadInput for an
     unknown one."""
-    suites = suites_for(request.config, Level(request.tier.value), request.selection, suite=request.suite)
+    suites = suites_for(request.config, request.tier, request.selection, suite=request.suite)
     if request.suite is not None and not suites:
         raise BadInput(f"tier {request.tier.value} has no suite {request.suite} (0-based; check the config)")
     if not request.only:
@@ -351,7 +351,7 @@ def _console() -> Console:
 
 @dataclass(frozen=True)
 class RunArgs:
-    tier: Tier
+    tier: Level
     out: Path
     config: Path | None = None
     only: tuple[str, ...] = ()

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from bot.core.config import ConfigError, SluiceConfig, SuiteConfig, check_config, parse_config
+from bot.core.tiers import Level
 from runners import cli, commands, environment
 from runners import report as model  # not `import TestResult`: pytest would try to collect it
-from runners.report import Environment, Outcome, Report, RunInfo, SuiteResult, Tier
+from runners.report import Environment, Outcome, Report, RunInfo, SuiteResult
 from runners.run import BadInput, Expectation, RunRequest, SuiteRun, exit_code, judge, run_tier, select_suites
 from tests.support.runner_reports import round_trip
 
@@ -92,13 +93,13 @@ tiers:
     ],
 )
 def test_only_selects_suites_by_name_or_builtin_kind(only: tuple[str, ...], selected: list[str]) -> None:
-    request = RunRequest(tier=Tier.L1, config=parse_config(TIERS), only=only)
+    request = RunRequest(tier=Level.L1, config=parse_config(TIERS), only=only)
 
     assert [s.name for s in select_suites(request)] == selected
 
 
 def test_only_an_unknown_suite_is_bad_input() -> None:
-    request = RunRequest(tier=Tier.L3, config=SluiceConfig(), only=("perf",))
+    request = RunRequest(tier=Level.L3, config=SluiceConfig(), only=("perf",))
 
     with pytest.raises(BadInput, match=r"tier l3 has no suite 'perf' \(its suites: bench\)"):
         select_suites(request)
@@ -111,10 +112,10 @@ TWO_L3 = (
 
 def test_a_one_suite_selection_runs_only_that_suite_and_past_the_suites_is_bad_input(tmp_path: Path) -> None:
     config = TWO_L3
-    request = RunRequest(tier=Tier.L3, config=parse_config(config), suite=1)
+    request = RunRequest(tier=Level.L3, config=parse_config(config), suite=1)
     assert [s.name for s in select_suites(request)] == ["sweep"]
     with pytest.raises(BadInput, match="tier l3 has no suite 2"):
-        select_suites(RunRequest(tier=Tier.L3, config=parse_config(config), suite=2))
+        select_suites(RunRequest(tier=Level.L3, config=parse_config(config), suite=2))
     (tmp_path / "c.yml").write_text(config)
     argv = ["run", "--tier", "l3", "--config", str(tmp_path / "c.yml"), "--out", str(tmp_path / "r.json")]
     assert cli.main([*argv, "--selection", "4"]) == 2 and not (tmp_path / "r.json").exists()  # no suite 2
@@ -159,7 +160,7 @@ def _config(*suites: dict[str, object], tier: str = "l1") -> SluiceConfig:
     return SluiceConfig.model_validate({"tiers": {tier: {"suites": list(suites)}}})
 
 
-def _run(config: SluiceConfig, *, tier: Tier = Tier.L1, baseline: Report | None = None) -> Report:
+def _run(config: SluiceConfig, *, tier: Level = Level.L1, baseline: Report | None = None) -> Report:
     report = run_tier(RunRequest(tier=tier, config=config, baseline=baseline))
     round_trip(report)
     return report
@@ -222,7 +223,7 @@ def test_a_builtin_suite_that_ran_fewer_tests_than_the_baseline_fails() -> None:
     env = Environment(python="3", cpu="x", os="y", interpreter=True, context_hash="0")
     previous = SuiteResult(name="smoke", kind="builtin", executed=12, outcome=Outcome.PASSED)
     baseline = Report(
-        run=RunInfo(tier=Tier.L1, started_at=moment, finished_at=moment), environment=env, suites=(previous,)
+        run=RunInfo(tier=Level.L1, started_at=moment, finished_at=moment), environment=env, suites=(previous,)
     )
 
     report = _run(config, baseline=baseline)
@@ -569,7 +570,7 @@ def test_the_cli_runs_a_tier_and_writes_the_report(tmp_path: Path) -> None:
         ("unit", Outcome.PASSED, 1),
         ("no-leak", Outcome.PASSED, 1),
     ]
-    assert (report.run.tier, report.run.head_sha, report.run.ingestion_id) == (Tier.L1, "abc123", "ing-1")
+    assert (report.run.tier, report.run.head_sha, report.run.ingestion_id) == (Level.L1, "abc123", "ing-1")
     assert report.run.started_at <= report.run.finished_at
     assert "config: .github/sluice.yml" in done.stderr
     assert "[10/10] passed" in done.stderr  # progress, a line per test in a log
@@ -636,7 +637,7 @@ open(sys.argv[1], "w").write(sys.argv[2] if len(sys.argv) > 2 else json.dumps([b
 def test_a_command_suite_reports_the_benchmarks_it_wrote_under_its_own_name() -> None:
     report = _run(
         _config({"name": "bench", "command": [PY, "-c", BENCH_WRITER, "{benchmarks}"]}, tier="l3"),
-        tier=Tier.L3,
+        tier=Level.L3,
     )
 
     (suite,) = report.suites
@@ -659,7 +660,7 @@ def test_a_command_suite_reports_the_benchmarks_it_wrote_under_its_own_name() ->
 )
 def test_a_command_suite_whose_benchmarks_are_malformed_fails_saying_why(written: str, problem: str) -> None:
     argv = [PY, "-c", BENCH_WRITER, "{benchmarks}", written]
-    report = _run(_config({"name": "bench", "command": argv}, tier="l3"), tier=Tier.L3)
+    report = _run(_config({"name": "bench", "command": argv}, tier="l3"), tier=Level.L3)
 
     (suite,) = report.suites
     assert suite.outcome == Outcome.FAILED and report.benchmarks == ()
@@ -668,7 +669,7 @@ def test_a_command_suite_whose_benchmarks_are_malformed_fails_saying_why(written
 
 def test_a_command_suite_that_wrote_no_benchmarks_where_it_said_it_would_fails() -> None:
     argv = [PY, "-c", "import sys", "{benchmarks}"]
-    report = _run(_config({"name": "bench", "command": argv}, tier="l3"), tier=Tier.L3)
+    report = _run(_config({"name": "bench", "command": argv}, tier="l3"), tier=Level.L3)
 
     (suite,) = report.suites
     assert suite.outcome == Outcome.FAILED

@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from bot.core.tiers import Level
 from runners import report as model  # not `import TestResult`: pytest would try to collect it
 from runners.report import (
     Benchmark,
@@ -20,7 +21,6 @@ from runners.report import (
     Report,
     RunInfo,
     SuiteResult,
-    Tier,
     json_schema,
 )
 from tests.support.runner_reports import round_trip
@@ -49,7 +49,7 @@ def _full_report() -> Report:
     moment = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
     return Report(
         run=RunInfo(
-            tier=Tier.L3,
+            tier=Level.L3,
             head_sha="a" * 40,
             baseline_sha="b" * 40,
             upstream_range="1234567..89abcde",

@@ -18,8 +18,9 @@ from bot.core.config import (
     Tolerance,
     parse_config,
 )
+from bot.core.tiers import Level
 from runners import kernels, suites
-from runners.report import Outcome, Tier
+from runners.report import Outcome
 from runners.run import RunRequest, exit_code, run_tier
 from tests.support.broken_kernels import add_reading_the_next, add_skipping_the_last
 from tests.support.runner_reports import round_trip
@@ -57,7 +58,7 @@ def _smoke_with_broken_add(kernel: object) -> Callable[[str, SluiceConfig], suit
 def test_the_smoke_suite_passes_against_torch() -> None:
     started = time.perf_counter()
 
-    report = run_tier(RunRequest(tier=Tier.L1, config=SluiceConfig()))
+    report = run_tier(RunRequest(tier=Level.L1, config=SluiceConfig()))
 
     (suite,) = report.suites
     assert (suite.name, suite.outcome, suite.executed, suite.problems) == ("smoke", Outcome.PASSED, 10, ())
@@ -71,7 +72,7 @@ def test_the_smoke_suite_passes_against_torch() -> None:
 
 
 def test_the_default_numerics_sweep_passes_in_every_dtype() -> None:
-    report = run_tier(RunRequest(tier=Tier.L2, config=SluiceConfig()))
+    report = run_tier(RunRequest(tier=Level.L2, config=SluiceConfig()))
 
     (suite,) = report.suites
     sweep = NumericsConfig()
@@ -112,7 +113,7 @@ def test_a_shifted_load_fails_with_how_far_off_it_is() -> None:
 def test_a_broken_kernel_fails_the_smoke_suite_and_the_tier() -> None:
     builtins = {**suites.BUILTINS, BuiltinSuite.SMOKE: _smoke_with_broken_add(add_skipping_the_last)}
 
-    report = run_tier(RunRequest(tier=Tier.L1, config=SluiceConfig()), builtins=builtins)
+    report = run_tier(RunRequest(tier=Level.L1, config=SluiceConfig()), builtins=builtins)
 
     (suite,) = report.suites
     assert suite.outcome == Outcome.FAILED
@@ -175,7 +176,7 @@ bench:
 def test_bench_records_samples_statistics_and_correctness() -> None:
     config = parse_config(SMALL_BENCH)
 
-    report = run_tier(RunRequest(tier=Tier.L3, config=config, only=("bench",)))
+    report = run_tier(RunRequest(tier=Level.L3, config=config, only=("bench",)))
 
     (suite,) = report.suites
     assert suite.outcome == Outcome.PASSED, suite.problems

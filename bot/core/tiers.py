@@ -21,9 +21,9 @@ EXTENSION_PREFIX = "ext-"  # an extension's suites run as one command suite name
 class Level(enum.StrEnum):
     """A tier as the runner names it (`python -m runners run --tier l1`)."""
 
-    L1 = "l1"
-    L2 = "l2"
-    L3 = "l3"
+    L1 = "l1"  # hosted runners: build and unit tests
+    L2 = "l2"  # self-hosted GPU runners: correctness sweeps
+    L3 = "l3"  # self-hosted GPU runners: performance
 
     @property
     def check(self) -> CheckName:

@@ -436,7 +436,7 @@ def read_report(finished: Finished, run: TierRun) -> tuple[Report | None, str | 
         return None, f"the tier report is malformed: {' '.join(first)}"
     if report.run.head_sha != run.head_sha:
         return None, f"the tier report is for commit {report.run.head_sha}, not {run.head_sha}"
-    if report.run.tier.value != run.level.value:
+    if report.run.tier != run.level:
         return None, f"the tier report is for tier {report.run.tier.value}, not {run.level.value}"
     return report, None
 
