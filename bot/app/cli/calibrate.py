@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from bot.app.cli.common import add_repo_options, progress
-from bot.core.bisect_pr import Blame
-from bot.core.config import SluiceConfig
+from bot.app.cli.common import add_repo_options, blamed_by_tiers, open_repo, progress
 from bot.core.errors import SluiceError
 from bot.flows.calibrate import CalibrateOptions, calibrate, curve_svg, parse_date, report
-from bot.ports import Repository
 
 DEFAULT_OUT = "risk-model.json"
 
 
-def add_parser(sub: argparse._SubParsersAction, *, run: Callable[[argparse.Namespace], int]) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     command = sub.add_parser(
         "calibrate", help="learn the fork's risk model from its past ingestions and their fixes"
     )
@@ -79,15 +75,11 @@ def options_from(args: argparse.Namespace) -> CalibrateOptions:
     )
 
 
-def run(
-    repo: Repository,
-    config: SluiceConfig,
-    args: argparse.Namespace,
-    *,
-    blamed: Mapping[str, Blame] | None = None,
-) -> int:
-    """`sluice calibrate`: the model to --out, the report to stdout (or its JSON with --json). `blamed`: the
-    culprits Sluice's tier runs blamed, from the store (None: no store was read)."""
+def run(args: argparse.Namespace) -> int:
+    """`sluice calibrate`: the model to --out, the report to stdout (or its JSON with --json). The culprits
+    counted are git's, and those Sluice's tier runs blamed in the store `--database` names."""
+    repo, config = open_repo(args)  # bad refs fail before the store is opened
+    blamed = blamed_by_tiers(args, repo, config)
     options = options_from(args)
     cache = Path(args.cache) if args.cache else None
     cal = calibrate(

@@ -5,21 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from bot.app.cli.common import add_repo_options, progress
+from bot.app.cli.common import add_repo_options, blamed_by_tiers, open_repo, progress
 from bot.core import days_chart
 from bot.core.bisect import Budget
-from bot.core.bisect_pr import Blame
-from bot.core.config import SluiceConfig
 from bot.core.errors import BadInput
 from bot.core.risk_model import RiskModel
 from bot.core.simulation import Batching, SimOptions, simulate
 from bot.flows import calibrate
 from bot.flows.risk_files import default_model, read_model
 from bot.flows.simulate import as_json, headline, report, sim_commits
-from bot.ports import Repository
 
 SHA_LINE = re.compile(r"^[0-9a-f]{40}\Z")
 
@@ -52,7 +48,7 @@ def choose_model(name: str) -> RiskModel | None:
     return read_model(Path(name))
 
 
-def add_parser(sub: argparse._SubParsersAction, *, run: Callable[[argparse.Namespace], int]) -> None:
+def add_parser(sub: argparse._SubParsersAction) -> None:
     command = sub.add_parser(
         "simulate", help="replay a period of upstream through batching and bisection: runs, Days Behind"
     )
@@ -110,15 +106,14 @@ def options_from(args: argparse.Namespace) -> tuple[SimOptions, int, int]:
     return options, since, until
 
 
-def run(
-    repo: Repository,
-    config: SluiceConfig,
-    args: argparse.Namespace,
-    *,
-    blamed: Mapping[str, Blame] | None = None,
-) -> int:
-    """`sluice simulate`: the figures (or their JSON) on stdout, progress on stderr. `blamed`: the culprits
-    Sluice's own tier runs blamed, from the store (`--database`), counted as calibrate counts them."""
+def run(args: argparse.Namespace) -> int:
+    """`sluice simulate`: the figures (or their JSON) on stdout, progress on stderr. The culprits are
+    `--culprits`, else mined as calibrate mines them, with those Sluice's own tier runs blamed in the store
+    `--database` names."""
+    repo, config = open_repo(args)  # bad refs fail before the store is opened
+    if args.culprits and args.database:
+        raise BadInput("--culprits and --database both say which commits broke the fork", "give one of them")
+    blamed = blamed_by_tiers(args, repo, config)
     options, since, until = options_from(args)
     model = choose_model(args.model)
     if args.culprits:

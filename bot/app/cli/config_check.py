@@ -1,0 +1,53 @@
+"""`sluice config check`: every problem in a sluice.yml, with its field and line."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bot.core.config import SluiceConfig, check_config
+from bot.core.errors import SluiceError
+from bot.flows.engine import CONFIG_PATH
+from bot.git.repo import GitRepo
+
+
+def run(args: argparse.Namespace) -> int:
+    """A file, or with --repo the `.github/sluice.yml` committed at --fork (what the App reads there)."""
+    if (args.file is None) == (args.repo is None):
+        raise SluiceError(
+            "name a file, or a repository with --repo", "e.g. sluice config check --repo . --fork main"
+        )
+    if args.repo is not None:
+        repo = GitRepo(Path(args.repo))
+        fork = args.fork or SluiceConfig().fork.branch
+        raw = repo.read_file(repo.resolve(fork, default_for=None if args.fork else "--fork"), CONFIG_PATH)
+        name = f"{fork}:{CONFIG_PATH}"
+        if raw is None:
+            print(f"{name}: none there (Sluice runs on its defaults; the App registers no fork without it)")
+            return 0
+        text = raw.decode("utf-8", "replace")  # as the App reads it
+    else:
+        name = args.file
+        try:
+            text = Path(args.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SluiceError(f"cannot read {name}: {exc}", "give the path of a .github/sluice.yml") from exc
+    problems = check_config(text, filename=name)
+    for problem in problems:
+        print(problem.render(name))
+    if problems:
+        return 2
+    print(f"{name}: ok")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    config = sub.add_parser("config", help="repository configuration")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser(
+        "check", help="report every problem in a sluice.yml with its field and line"
+    )
+    check.add_argument("file", nargs="?", help="a sluice.yml to check")
+    check.add_argument("--repo", help="or a repository: check the .github/sluice.yml committed on --fork")
+    check.add_argument("--fork", help="the branch or commit whose file --repo checks (default: main)")
+    check.set_defaults(run=run)
