@@ -7,9 +7,17 @@ import math
 import pytest
 
 from bot.core.calibrated import LoadedModel, calibrated_selection, chain_levels, with_probability
-from bot.core.chain_split import weakest_cut
+from bot.core.chain_split import pieces, split_chain
 from bot.core.config import ConfigError, parse_config
-from bot.core.models import Dependency, DependencyKind, PlannedCommit, RiskKind, RiskLevel, RiskReason
+from bot.core.models import (
+    Dependency,
+    DependencyKind,
+    PlannedCommit,
+    RiskKind,
+    RiskLevel,
+    RiskReason,
+    RiskyChain,
+)
 from bot.core.planner import classify
 from bot.core.render import weight_text
 from bot.core.risk_cost import (
@@ -400,16 +408,21 @@ def test_a_bundled_commit_that_needs_a_person_ends_its_bundle() -> None:
 
 
 @pytest.mark.parametrize(
-    ("size", "links", "cut"),
+    ("size", "links", "limit", "cuts"),
     [
-        (4, [], 2),  # nothing crosses anywhere: the most even cut
-        (6, [(0, 1, 3), (1, 2, 3), (2, 3, 1), (3, 4, 3), (4, 5, 3)], 3),
-        (6, [(0, 1, 1), (1, 2, 3), (2, 3, 3), (3, 4, 3), (0, 5, 1)], 5),  # only the long weak edge crosses
-        (5, [(0, 4, 8), (1, 2, 3), (2, 3, 3)], 1),  # a revert edge crosses every cut: the lines decide
+        (4, [], 2, [2]),  # nothing crosses anywhere: the most even cut
+        (6, [(0, 1, 3), (1, 2, 3), (2, 3, 1), (3, 4, 3), (4, 5, 3)], 3, [3]),
+        (6, [(0, 1, 1), (1, 2, 3), (2, 3, 3), (3, 4, 3), (0, 5, 1)], 5, [5]),  # only the long weak edge
+        (5, [(0, 4, 8), (1, 2, 3), (2, 3, 3)], 4, [1]),  # a revert edge crosses every cut: the lines decide
+        # Free cuts only near the ends: three pieces of at most four, not one commit at a time off the ends.
+        (10, [(i, i + 1, 3) for i in range(2, 7)], 4, [2, 6]),
+        (7, [], 7, []),
     ],
 )
-def test_weakest_cut(size: int, links: list[tuple[int, int, int]], cut: int) -> None:
-    assert weakest_cut(size, links) == cut
+def test_pieces(size: int, links: list[tuple[int, int, int]], limit: int, cuts: list[int]) -> None:
+    got = pieces(size, links, limit)
+    assert [r.start for r in got[1:]] == cuts
+    assert [i for r in got for i in r] == list(range(size)) and all(len(r) <= limit for r in got)
 
 
 def test_a_long_chain_is_split_at_its_weakest_link() -> None:
@@ -422,6 +435,22 @@ def test_a_long_chain_is_split_at_its_weakest_link() -> None:
     assert (first.id, first.root, first.after) == (f"chain-{sha(1)[:10]}", sha(1), ())
     assert (second.id, second.root, second.after) == (f"chain-{sha(4)[:10]}", sha(4), (first.id,))
     assert second.why[sha(4)] == f"depends on {sha(3)[:10]} (add-delete)"
+
+
+def test_the_pieces_of_a_resumed_chain() -> None:
+    """A chain whose root was ingested goes on under its name in its first piece; the others are named after
+    their first commits, never after a commit another piece holds."""
+    n = [int(f"{k:02x}" * 20, 16) for k in range(1, 5)]
+    members = tuple(commit(x, after=((n[i - 1], LINES),) if i else ()) for i, x in enumerate(n))
+    resumed = RiskyChain(
+        id="chain-old", root=sha(0xFF), risk=RiskLevel.HIGH, ingested=(sha(0xFF),), commits=members
+    )
+    first, second = split_chain(resumed, limit=2)
+    assert (first.id, first.root, first.ingested) == ("chain-old", sha(0xFF), (sha(0xFF),))
+    assert (second.id, second.root, second.after) == ("chain-0303030303", sha(n[2]), ("chain-old",))
+    # grown backwards (a replan merged a piece that comes before its root): no piece takes the root's name
+    grown = resumed.model_copy(update={"id": "chain-0303030303", "root": sha(n[2]), "ingested": ()})
+    assert [p.id for p in split_chain(grown, limit=2)] == ["chain-0101010101", "chain-0303030303"]
 
 
 def test_the_plan_is_deterministic() -> None:

@@ -1,4 +1,4 @@
-"""`risk.max_chain`: a long risky chain is cut, in upstream order, where the weakest dependencies cross."""
+"""`risk.max_chain`: a long risky chain, cut in upstream order into the fewest pieces at its weakest links."""
 
 from __future__ import annotations
 
@@ -30,44 +30,62 @@ def edges(chain: RiskyChain) -> list[tuple[int, int, int]]:
     return [(a, b, w) for (a, b), w in sorted(found.items())]
 
 
-def weakest_cut(size: int, links: Sequence[tuple[int, int, int]]) -> int:
-    """Where to cut members [0, size): the position with the least weight crossing it, then the most even."""
+def crossing(size: int, links: Sequence[tuple[int, int, int]]) -> list[int]:
+    """The weight of the dependencies a cut before member `cut` would sever, for each cut in [1, size)."""
     delta = [0] * (size + 1)
     for a, b, w in links:  # an edge a -> b crosses every cut in (a, b]
         delta[a + 1] += w
         delta[b + 1] -= w
-    crossing, running = [0] * size, 0
+    weights, running = [0] * size, 0
     for cut in range(1, size):
         running += delta[cut]
-        crossing[cut] = running
-    return min(range(1, size), key=lambda cut: (crossing[cut], abs(2 * cut - size), cut))
+        weights[cut] = running
+    return weights
 
 
-def _pieces(size: int, links: Sequence[tuple[int, int, int]], limit: int, start: int = 0) -> list[range]:
-    if size <= limit:
-        return [range(start, start + size)]
-    local = [(a - start, b - start, w) for a, b, w in links if start <= a and b < start + size]
-    cut = weakest_cut(size, local)
-    return [*_pieces(cut, links, limit, start), *_pieces(size - cut, links, limit, start + cut)]
+def pieces(size: int, links: Sequence[tuple[int, int, int]], limit: int) -> list[range]:
+    """Members [0, size) in the fewest runs of at most `limit`; of those cuts, the ones severing the least
+    weight, then the most even (a chain of 74 with a limit of 30 is three pieces, never 29 of one commit
+    where nothing happens to cross)."""
+    severed = crossing(size, links)
+    # best[i]: (pieces, weight severed, sum of squared sizes) of members [0, i) cut at i, and that cut's start
+    best: list[tuple[tuple[int, int, int], int]] = [((0, 0, 0), 0)]
+    for end in range(1, size + 1):
+        here = severed[end] if end < size else 0
+        options = []
+        for start in range(max(0, end - limit), end):
+            count, weight, squares = best[start][0]
+            options.append(((count + 1, weight + here, squares + (end - start) ** 2), start))
+        best.append(min(options))  # ties: the earliest start
+    runs, end = [], size
+    while end:
+        start = best[end][1]
+        runs.append(range(start, end))
+        end = start
+    return runs[::-1]
 
 
 def split_chain(chain: RiskyChain, *, limit: int | None) -> list[RiskyChain]:
-    """The chain itself when it is short enough; else its pieces in order, the first keeping its id."""
+    """The chain itself when it is short enough; else its pieces in order, each named after its first commit
+    (so no two share a name, whichever chain a replan merged them into), but for the first piece of a chain
+    whose root was ingested, which keeps the chain's id."""
     if limit is None or len(chain.commits) <= limit:
         return [chain]
     links = edges(chain)
-    ranges = _pieces(len(chain.commits), links, limit)
+    ranges = pieces(len(chain.commits), links, limit)
     owner = {i: n for n, r in enumerate(ranges) for i in r}
     pending = {c.sha for c in chain.commits}
-    ids = [chain.id, *(f"chain-{short(chain.commits[r.start].sha)}" for r in ranges[1:])]
-    pieces = []
+    ids = [f"chain-{short(chain.commits[r.start].sha)}" for r in ranges]
+    if chain.root not in pending:  # a resumed chain: its first piece goes on under its name
+        ids[0] = chain.id
+    split = []
     for n, r in enumerate(ranges):
         commits = chain.commits[r.start : r.stop]
         before = sorted({owner[a] for a, b, _ in links if owner[b] == n and owner[a] != n})
         shas = {c.sha for c in commits}
         first = n == 0
         root_here = chain.root in shas or (first and chain.root not in pending)
-        pieces.append(
+        split.append(
             chain.model_copy(
                 update={
                     "id": ids[n],
@@ -84,4 +102,4 @@ def split_chain(chain: RiskyChain, *, limit: int | None) -> list[RiskyChain]:
                 }
             )
         )
-    return pieces
+    return split
