@@ -241,3 +241,49 @@ def test_a_merge_plans_units_have_ids_of_their_own_after_a_replan() -> None:
     assert [c.root for c in chains] == [one.sha, four.sha]  # never a commit another unit holds
     assert [[c.sha for c in b.commits] for b in bundles] == [[two.sha, three.sha]]
     assert all(set(c.linked_files) <= {f for m in c.commits for f in m.files} for c in chains)
+
+
+def replanned(commits: list[PlannedCommit], config_text: str) -> tuple[tuple, tuple, list[tuple]]:
+    """The plan, and the plans made again after the store recorded its chains, listed in either order."""
+    config = parse_config(config_text)
+    first = classify(commits, symbol_keys={}, prior=(), ingested=set(), config=config)
+    stored = [PriorChain(id=c.id, root=c.root, members=tuple(m.sha for m in c.commits)) for c in first[1]]
+    again = [
+        classify(commits, symbol_keys={}, prior=order, ingested=set(), config=config)
+        for order in (sorted(stored, key=lambda c: c.id), sorted(stored, key=lambda c: c.id, reverse=True))
+    ]
+    return first, again[0], again[1:]
+
+
+@pytest.mark.parametrize(
+    ("commits", "config_text", "ids"),
+    [
+        pytest.param(
+            # 3 depends on 9; the bundled 5 between them cuts the chain into two units, stored as two chains
+            [spread(commit(9, risk=H)), spread(commit(5)), spread(commit(3, risk=H, after=(9,)))],
+            "strategy: merge\n",
+            [9, 3],
+            id="merge-units",
+        ),
+        pytest.param(
+            [
+                spread(commit(n, risk=H if n == 9 else RiskLevel.LOW, after=a))
+                for n, a in ((9, ()), (3, (9,)), (7, (3,)), (1, (7,)))
+            ],
+            "risk:\n  max_chain: 2\n",
+            [9, 7],
+            id="max-chain-pieces",
+        ),
+    ],
+)
+def test_a_replan_of_the_same_state_is_the_same_plan(
+    commits: list[PlannedCommit], config_text: str, ids: list[int]
+) -> None:
+    """A chain the first plan cut (into a merge plan's units, or `risk.max_chain` pieces) is stored as
+    several; the replan merges them again, and must give each commit the same why and each piece the same
+    name, unique, whatever order the store lists them in."""
+    first, again, others = replanned(commits, config_text)
+    assert [c.id for c in first[1]] == [f"chain-{n:02x}{n:02x}{n:02x}{n:02x}{n:02x}" for n in ids]
+    assert again == first
+    assert all(other == first for other in others)
+    assert first[1][-1].why[commits[-1].sha].startswith("depends on")

@@ -168,10 +168,11 @@ class _Chain:
         self.joined_files.update(commit.files)
         self.joined_symbols.update(keys)
 
-    def absorb(self, other: _Chain) -> None:
+    def absorb(self, other: _Chain, position: Mapping[str, int]) -> None:
         self.members |= other.members
         self.ingested += [sha for sha in other.ingested if sha not in self.ingested]
-        self.commits.extend(other.commits)
+        # in upstream order, so the member named as the first to touch a file is, whichever chain absorbs
+        self.commits = sorted([*self.commits, *other.commits], key=lambda c: position[c.sha])
         self.why.update(other.why)
         self.keys_of.update(other.keys_of)
         self.files |= other.files
@@ -265,13 +266,17 @@ def classify(
             if (why := c.link(commit, keys, real_only=selection.calibrated, chosen=chosen))
         ]
         if linked:
-            target = linked[0][0]
-            for other, _ in linked[1:]:
-                if other.finished and not other.depends(commit):
+            # The chain rooted earliest upstream (an ingested root first) keeps its name, as in a first plan,
+            # which only grows chains forward; a replan resumes that plan's pieces and merges them again.
+            target = min(linked, key=lambda pair: position.get(pair[0].root, -1))[0]
+            for other, _ in linked:
+                if other is target or (other.finished and not other.depends(commit)):
                     continue  # a month of ingested chains would merge into one by the files they touched
-                target.absorb(other)
+                target.absorb(other, position)
                 chains.remove(other)
-            target.add(commit, keys, why=linked[0][1])
+            # why, over every chain it merged: the same whichever of them it met first
+            why = target.link(commit, keys, real_only=selection.calibrated, chosen=chosen)
+            target.add(commit, keys, why=why or linked[0][1])
         elif commit.sha in selection.chosen:
             chain = _Chain(id=f"chain-{short(commit.sha)}", root=commit.sha, members=set())
             chain.add(commit, keys, why=selection.chosen[commit.sha])
