@@ -287,3 +287,24 @@ def test_a_replan_of_the_same_state_is_the_same_plan(
     assert again == first
     assert all(other == first for other in others)
     assert first[1][-1].why[commits[-1].sha].startswith("depends on")
+
+
+def test_the_piece_left_when_the_first_was_ingested_keeps_its_name() -> None:
+    """`risk.max_chain` cut a chain in two; the first piece reached the fork. The second, which depends on
+    it, goes on under its own name (its PR stays open), carrying what the first ingested."""
+    one, two, three, four = (spread(commit(n, after=(n - 1,) if n > 1 else ())) for n in (1, 2, 3, 4))
+    prior = [
+        PriorChain(id=f"chain-{one.sha[:10]}", root=one.sha, members=(one.sha, two.sha)),
+        PriorChain(id=f"chain-{three.sha[:10]}", root=three.sha, members=(three.sha, four.sha)),
+    ]
+    _, chains = classify(
+        [three, four],
+        symbol_keys={},
+        prior=prior,
+        ingested={one.sha, two.sha},
+        config=parse_config("risk:\n  max_chain: 2\n"),
+    )
+    assert [(c.id, c.root, c.ingested) for c in chains] == [
+        (f"chain-{three.sha[:10]}", three.sha, (one.sha, two.sha))
+    ]
+    assert numbers(chains) == [[int(three.sha, 16), int(four.sha, 16)]]

@@ -267,8 +267,9 @@ def classify(
         ]
         if linked:
             # The chain rooted earliest upstream (an ingested root first) keeps its name, as in a first plan,
-            # which only grows chains forward; a replan resumes that plan's pieces and merges them again.
-            target = min(linked, key=lambda pair: position.get(pair[0].root, -1))[0]
+            # which only grows chains forward (a replan resumes that plan's pieces and merges them again);
+            # one whose members were all ingested only when no other is left (its later piece goes on).
+            target = min(linked, key=lambda pair: (pair[0].finished, position.get(pair[0].root, -1)))[0]
             for other, _ in linked:
                 if other is target or (other.finished and not other.depends(commit)):
                     continue  # a month of ingested chains would merge into one by the files they touched
