@@ -443,9 +443,16 @@ def test_the_pieces_of_a_resumed_chain() -> None:
     n = [int(f"{k:02x}" * 20, 16) for k in range(1, 5)]
     members = tuple(commit(x, after=((n[i - 1], LINES),) if i else ()) for i, x in enumerate(n))
     resumed = RiskyChain(
-        id="chain-old", root=sha(0xFF), risk=RiskLevel.HIGH, ingested=(sha(0xFF),), commits=members
+        id="chain-old",
+        root=sha(0xFF),
+        risk=RiskLevel.HIGH,
+        ingested=(sha(0xFF),),
+        commits=members,
+        linked_files=tuple(sorted(f for c in members for f in c.files)),
     )
     first, second = split_chain(resumed, limit=2)
+    for piece in (first, second):  # each piece is linked by what its own commits touch
+        assert piece.linked_files == tuple(sorted(f for c in piece.commits for f in c.files))
     assert (first.id, first.root, first.ingested) == ("chain-old", sha(0xFF), (sha(0xFF),))
     assert (second.id, second.root, second.after) == ("chain-0303030303", sha(n[2]), ("chain-old",))
     # grown backwards (a replan merged a piece that comes before its root): no piece takes the root's name

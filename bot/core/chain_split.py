@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.core.analysis import short
-from bot.core.models import DependencyKind, RiskLevel, RiskyChain
+from bot.core.models import DependencyKind, PlannedCommit, RiskLevel, RiskyChain
 
 # How hard a dependency is to cut: a revert or reland must travel with its original; lines and symbols
 # are real code dependencies; touching a file another commit added or deleted is the weakest.
@@ -78,28 +78,44 @@ def split_chain(chain: RiskyChain, *, limit: int | None) -> list[RiskyChain]:
     ids = [f"chain-{short(chain.commits[r.start].sha)}" for r in ranges]
     if chain.root not in pending:  # a resumed chain: its first piece goes on under its name
         ids[0] = chain.id
-    split = []
-    for n, r in enumerate(ranges):
-        commits = chain.commits[r.start : r.stop]
-        before = sorted({owner[a] for a, b, _ in links if owner[b] == n and owner[a] != n})
-        shas = {c.sha for c in commits}
-        first = n == 0
-        root_here = chain.root in shas or (first and chain.root not in pending)
-        split.append(
-            chain.model_copy(
-                update={
-                    "id": ids[n],
-                    "root": chain.root if root_here else commits[0].sha,
-                    "risk": max(
-                        (c.risk for c in commits), key=lambda level: level.rank, default=RiskLevel.LOW
-                    ),
-                    "ingested": chain.ingested if first else (),
-                    "commits": commits,
-                    "why": {s: w for s, w in chain.why.items() if s in shas},
-                    "after": tuple(ids[i] for i in before),
-                    "ingested_files": chain.ingested_files if first else (),
-                    "ingested_symbols": chain.ingested_symbols if first else (),
-                }
-            )
+    return [
+        part(
+            chain,
+            chain.commits[r.start : r.stop],
+            name=ids[n],
+            after=tuple(ids[i] for i in sorted({owner[a] for a, b, _ in links if owner[b] == n != owner[a]})),
         )
-    return split
+        for n, r in enumerate(ranges)
+    ]
+
+
+def part(
+    chain: RiskyChain, commits: Sequence[PlannedCommit], *, name: str, after: tuple[str, ...] = ()
+) -> RiskyChain:
+    """The part of `chain` that is `commits` (a `risk.max_chain` piece, a merge plan's unit), called `name`:
+    rooted at the chain's root where it holds it (or at an ingested root, where it keeps the chain's name),
+    else at its own first commit; linked by what its own commits touch; the first part keeps what the chain
+    carried from before."""
+    first = commits[0].sha == chain.commits[0].sha
+    shas = {c.sha for c in commits}
+    keeps_root = chain.root in shas or (name == chain.id and all(c.sha != chain.root for c in chain.commits))
+    files = {f for c in commits for f in c.files}
+    symbols = {s for c in commits for s in c.symbols}  # `path::name`; a C++ key is `cxx:ns::name`
+    names = {s.split("::", 1)[1] for s in symbols}
+    return chain.model_copy(
+        update={
+            "id": name,
+            "root": chain.root if keeps_root else commits[0].sha,
+            "risk": max((c.risk for c in commits), key=lambda level: level.rank, default=RiskLevel.LOW),
+            "ingested": chain.ingested if first else (),
+            "commits": tuple(commits),
+            "linked_files": tuple(f for f in chain.linked_files if f in files),
+            "linked_symbols": tuple(
+                s for s in chain.linked_symbols if s in symbols or s.removeprefix("cxx:") in names
+            ),
+            "why": {s: w for s, w in chain.why.items() if s in shas},
+            "after": after,
+            "ingested_files": chain.ingested_files if first else (),
+            "ingested_symbols": chain.ingested_symbols if first else (),
+        }
+    )

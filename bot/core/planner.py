@@ -26,7 +26,7 @@ from bot.core.calibrated import (
     rules_selection,
     with_probability,
 )
-from bot.core.chain_split import split_chain
+from bot.core.chain_split import part, split_chain
 from bot.core.config import SluiceConfig, Strategy
 from bot.core.models import (
     Dependency,
@@ -322,31 +322,9 @@ def in_stream_order(
 def _run_of(chain: RiskyChain, run: Sequence[PlannedCommit]) -> RiskyChain:
     """The part of `chain` that is `run`, named after its own first commit (a chain's id may name a root that
     another run holds, as one resumed from an earlier plan and grown backwards does: two units would share
-    it), and linked by what its own commits touch; the first keeps what the chain carried from before."""
-    first = run[0].sha == chain.commits[0].sha
-    shas = {c.sha for c in run}
-    files = {f for c in run for f in c.files}
-    symbols = {s for c in run for s in c.symbols}  # `path::name`; a C++ key is `cxx:ns::name`
-    names = {s.split("::", 1)[1] for s in symbols}
-    return chain.model_copy(
-        update={
-            "id": f"chain-{short(run[0].sha)}",
-            # its root where this run holds it, else its first commit: never another unit's commit, nor one
-            # ingested before (a replan would then name the root differently once the plan is recorded)
-            "root": chain.root if chain.root in shas else run[0].sha,
-            "risk": max((c.risk for c in run), key=lambda level: level.rank),
-            "ingested": chain.ingested if first else (),
-            "commits": tuple(run),
-            "linked_files": tuple(f for f in chain.linked_files if f in files),
-            "linked_symbols": tuple(
-                s for s in chain.linked_symbols if s in symbols or s.removeprefix("cxx:") in names
-            ),
-            "why": {s: w for s, w in chain.why.items() if s in shas},
-            "after": (),  # everything before it in the stream goes first
-            "ingested_files": chain.ingested_files if first else (),
-            "ingested_symbols": chain.ingested_symbols if first else (),
-        }
-    )
+    it); its root where it holds it, else its first commit: never another unit's commit, nor one ingested
+    before (a replan would then name the root differently once the plan is recorded)."""
+    return part(chain, run, name=f"chain-{short(run[0].sha)}")  # no `after`: what precedes it goes first
 
 
 def stream_order(
