@@ -287,6 +287,47 @@ async def test_a_merge_fork_gets_units_in_the_streams_order_each_merging_only_it
     assert risky not in rig.sim.git(FORK, "rev-list", bundle_head)  # the bundle brings nothing risky
 
 
+async def test_max_chain_pieces_keep_their_prs_over_replans_and_when_the_first_is_merged(rig: Rig) -> None:
+    """`risk.max_chain: 2` cuts a chain of four into two PRs, the second on the first; a replan keeps both,
+    and once the first is merged the second goes on as the same PR, on fork trunk."""
+    config = fork_config(rig.sim_url, UPSTREAM) + "risk:\n  max_chain: 2\n"
+    rig.sim.commit(FORK, "main", {".github/sluice.yml": config}, message="fork: chains of two at most")
+    steps = ["step();"]
+    changes = []
+    for n in range(4):  # each adds a line below the last one's: a chain linked by lines
+        steps.append(f"stage{n}();")
+        body = "".join(f"  {line}\n" for line in steps)
+        changes.append((f"[Pipeliner] stage {n}", {CORE_PASS: f"void pipeline() {{\n{body}}}\n"}))
+    shas = await upstream_commits(rig, *changes)
+    installation = rig.sim.install(FORK)
+    rig.sim.install(UPSTREAM)
+    assert await installation_event(rig, FORK, installation) == 202
+    await rig.settle()
+    first, second = f"chain-{shas[0][:10]}", f"chain-{shas[2][:10]}"
+    pulls = {p.head_ref.removeprefix(BRANCH_PREFIX): p for p in rig.pulls()}
+    assert sorted(pulls) == sorted([first, second])
+    assert (pulls[first].base_ref, pulls[second].base_ref) == ("main", pulls[first].head_ref)
+    numbers = {unit: pull.number for unit, pull in pulls.items()}
+
+    runs = ingest_runs(rig)
+    rig.sim.commit(FORK, "main", {"third_party/tlx/tlx.py": "x = 2\n"}, message="fork: TLX tweak")
+    await rig.settle()
+    assert ingest_runs(rig) > runs
+    assert {
+        p.head_ref.removeprefix(BRANCH_PREFIX): p.number for p in rig.pulls()
+    } == numbers  # re-planned, kept
+
+    token = rig.sim.installation_token(installation)
+    async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
+        url = f"{rig.sim_url}/repos/{FORK}/pulls/{numbers[first]}/merge"
+        async with session.put(url, json={"merge_method": "merge"}) as resp:
+            assert resp.status == 200, await resp.text()
+    await rig.settle()
+    assert [(p.head_ref.removeprefix(BRANCH_PREFIX), p.number, p.base_ref) for p in rig.pulls()] == [
+        (second, numbers[second], "main")
+    ]
+
+
 async def test_a_conflict_that_needs_a_human_is_never_pushed_with_markers(rig: Rig) -> None:
     fork_installation = rig.sim.install(FORK)
     rig.sim.install(UPSTREAM)
