@@ -328,6 +328,41 @@ async def test_max_chain_pieces_keep_their_prs_over_replans_and_when_the_first_i
     ]
 
 
+async def test_a_merge_forks_units_keep_their_prs_when_the_first_is_merged(rig: Rig) -> None:
+    """`strategy: merge`: a chain cut by a bundled commit is two units around the bundle; once the first is
+    merged, the bundle and the rest of the chain go on as the same PRs, the bundle now on fork trunk."""
+    config = fork_config(rig.sim_url, UPSTREAM) + "strategy: merge\n"
+    rig.sim.commit(FORK, "main", {".github/sluice.yml": config}, message="fork: merge upstream")
+    risky, docs, follow_up = await upstream_commits(
+        rig,
+        ("[Pipeliner] overlap loads", {CORE_PASS: "void pipeline() {\n  step();\n  overlap();\n}\n"}),
+        ("docs: clarify the guide", {"docs/guide.md": "guide, clarified\n"}),
+        (
+            "[Pipeliner] and prefetch",
+            {CORE_PASS: "void pipeline() {\n  step();\n  overlap();\n  prefetch();\n}\n"},
+        ),
+    )
+    installation = rig.sim.install(FORK)
+    rig.sim.install(UPSTREAM)
+    assert await installation_event(rig, FORK, installation) == 202
+    await rig.settle()
+    order = [f"chain-{risky[:10]}", f"bundle-{docs[:10]}", f"chain-{follow_up[:10]}"]
+    numbers = {p.head_ref.removeprefix(BRANCH_PREFIX): p.number for p in rig.pulls()}
+    assert sorted(numbers) == sorted(order)
+
+    token = rig.sim.installation_token(installation)
+    async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
+        url = f"{rig.sim_url}/repos/{FORK}/pulls/{numbers[order[0]]}/merge"
+        async with session.put(url, json={"merge_method": "merge"}) as resp:
+            assert resp.status == 200, await resp.text()
+    await rig.settle()
+    left = {p.head_ref.removeprefix(BRANCH_PREFIX): (p.number, p.base_ref) for p in rig.pulls()}
+    assert left == {
+        order[1]: (numbers[order[1]], "main"),
+        order[2]: (numbers[order[2]], f"{BRANCH_PREFIX}{order[1]}"),
+    }
+
+
 async def test_a_conflict_that_needs_a_human_is_never_pushed_with_markers(rig: Rig) -> None:
     fork_installation = rig.sim.install(FORK)
     rig.sim.install(UPSTREAM)
