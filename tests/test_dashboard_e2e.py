@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-import aiohttp
 import pytest
 
 from bot.core import dashboard
@@ -149,11 +148,7 @@ async def backlog_scenario(served: Rig) -> tuple[str, str, str]:
     )  # as `sluice defer` records it
     installation = await start(served)
     bundle = next(p for p in served.pulls() if "bundle" in p.head_ref)
-    token = served.sim.installation_token(installation)
-    async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
-        url = f"{served.sim_url}/repos/{FORK}/pulls/{bundle.number}/merge"
-        async with session.put(url, json={"merge_method": "merge"}) as resp:
-            assert resp.status == 200, await resp.text()
+    await served.merge(installation, bundle.number)
     await served.settle()
     assert dashboard.ticks(the_dashboard(served).body or "") == {risky: False, deferred: False}
     assert LagHistory(served.store).history(FORK)[-1].backlog_commits == 1  # the risky commit, behind the tip

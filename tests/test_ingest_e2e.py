@@ -84,6 +84,14 @@ class Rig:
     def labels(self, number: int) -> list[str]:
         return sorted(self.sim.labels[(FORK, number)])
 
+    async def merge(self, installation: int, number: int) -> None:
+        """Merge the fork's PR `number` through the API, as the gate (or a person) does."""
+        token = self.sim.installation_token(installation)
+        async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
+            url = f"{self.sim_url}/repos/{FORK}/pulls/{number}/merge"
+            async with session.put(url, json={"merge_method": "merge"}) as resp:
+                assert resp.status == 200, await resp.text()
+
     def sticky(self, number: int) -> list[dict[str, Any]]:
         return [c for c in self.sim.comment_objects(FORK, number) if CLASSIFICATION_MARKER in c["body"]]
 
@@ -223,11 +231,7 @@ async def test_upstream_pushes_open_then_update_ingestion_prs_without_duplicates
     assert any(p["pusher"] == rig.sim.bot_login for p in rig.sim.pushes)
 
     # The bundle merges (as the gate will merge it): the chain now builds on trunk, in the same PR.
-    token = rig.sim.installation_token(fork_installation)
-    async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
-        url = f"{rig.sim_url}/repos/{FORK}/pulls/{bundle.number}/merge"
-        async with session.put(url, json={"merge_method": "merge"}) as resp:
-            assert resp.status == 200, await resp.text()
+    await rig.merge(fork_installation, bundle.number)
     await rig.settle()
     assert [p.number for p in rig.pulls()] == [chain.number]
     assert rig.pulls()[0].base_ref == "main"
@@ -317,11 +321,7 @@ async def test_max_chain_pieces_keep_their_prs_over_replans_and_when_the_first_i
         p.head_ref.removeprefix(BRANCH_PREFIX): p.number for p in rig.pulls()
     } == numbers  # re-planned, kept
 
-    token = rig.sim.installation_token(installation)
-    async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
-        url = f"{rig.sim_url}/repos/{FORK}/pulls/{numbers[first]}/merge"
-        async with session.put(url, json={"merge_method": "merge"}) as resp:
-            assert resp.status == 200, await resp.text()
+    await rig.merge(installation, numbers[first])
     await rig.settle()
     assert [(p.head_ref.removeprefix(BRANCH_PREFIX), p.number, p.base_ref) for p in rig.pulls()] == [
         (second, numbers[second], "main")
@@ -350,11 +350,7 @@ async def test_a_merge_forks_units_keep_their_prs_when_the_first_is_merged(rig: 
     numbers = {p.head_ref.removeprefix(BRANCH_PREFIX): p.number for p in rig.pulls()}
     assert sorted(numbers) == sorted(order)
 
-    token = rig.sim.installation_token(installation)
-    async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
-        url = f"{rig.sim_url}/repos/{FORK}/pulls/{numbers[order[0]]}/merge"
-        async with session.put(url, json={"merge_method": "merge"}) as resp:
-            assert resp.status == 200, await resp.text()
+    await rig.merge(installation, numbers[order[0]])
     await rig.settle()
     left = {p.head_ref.removeprefix(BRANCH_PREFIX): (p.number, p.base_ref) for p in rig.pulls()}
     assert left == {
@@ -542,11 +538,7 @@ async def test_each_ingestion_run_adds_one_lag_point_shown_on_metrics_and_the_st
     assert points[-1].lead_time_days_median is None  # nothing picked onto trunk yet
 
     # The bundle merges (its picks land on trunk): the next run measures their lead time.
-    token = rig.sim.installation_token(fork_installation)
-    async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}) as session:
-        url = f"{rig.sim_url}/repos/{FORK}/pulls/{pull.number}/merge"
-        async with session.put(url, json={"merge_method": "merge"}) as resp:
-            assert resp.status == 200, await resp.text()
+    await rig.merge(fork_installation, pull.number)
     await upstream_commits(rig, ("docs: a third", {"docs/third.md": "third\n"}))
     await rig.settle()
     landed = history.history(FORK)[-1]
