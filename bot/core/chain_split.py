@@ -45,8 +45,8 @@ def crossing(size: int, links: Sequence[tuple[int, int, int]]) -> list[int]:
 
 def pieces(size: int, links: Sequence[tuple[int, int, int]], limit: int) -> list[range]:
     """Members [0, size) in the fewest runs of at most `limit`; of those cuts, the ones severing the least
-    weight, then the most even (a chain of 74 with a limit of 30 is three pieces, never 29 of one commit
-    where nothing happens to cross)."""
+    weight, then the most even (not a piece at every cut that happens to sever nothing: a chain of 74 with
+    a limit of 30 is three pieces)."""
     severed = crossing(size, links)
     # best[i]: (pieces, weight severed, sum of squared sizes) of members [0, i) cut at i, and that cut's start
     best: list[tuple[tuple[int, int, int], int]] = [((0, 0, 0), 0)]

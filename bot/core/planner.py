@@ -171,7 +171,7 @@ class _Chain:
     def absorb(self, other: _Chain, position: Mapping[str, int]) -> None:
         self.members |= other.members
         self.ingested += [sha for sha in other.ingested if sha not in self.ingested]
-        # in upstream order, so the member named as the first to touch a file is, whichever chain absorbs
+        # in upstream order: a why's first member to touch a file is then the same whichever chain absorbs
         self.commits = sorted([*self.commits, *other.commits], key=lambda c: position[c.sha])
         self.why.update(other.why)
         self.keys_of.update(other.keys_of)
