@@ -410,8 +410,9 @@ class RiskPolicy(Frozen):
     # minimises expected tier runs: of the fork's stream when the model carries its fitted commits'
     # probabilities (`sluice calibrate` writes them), else of each plan.
     chain_share: Annotated[StrictFloat, Field(ge=0, le=1)] | None = None
-    # A longer chain is split into the fewest pieces, where the fewest and weakest dependencies cross.
-    max_chain: Count | None = None
+    # A longer chain is split into the fewest pieces, where the fewest and weakest dependencies cross: a
+    # person reads each piece's PR (GitHub lists at most 250 commits on one). `null`: never split.
+    max_chain: Count | None = 50
     # With a model: a bundle closes before its summed probability (its expected culprits) passes this.
     bundle_culprits: Annotated[StrictFloat, Field(gt=0)] = 0.5
 
