@@ -74,9 +74,9 @@ def split_chain(chain: RiskyChain, *, limit: int | None) -> list[RiskyChain]:
     links = edges(chain)
     ranges = pieces(len(chain.commits), links, limit)
     owner = {i: n for n, r in enumerate(ranges) for i in r}
-    pending = {c.sha for c in chain.commits}
+    resumed = all(c.sha != chain.root for c in chain.commits)  # its root was ingested
     ids = [f"chain-{short(chain.commits[r.start].sha)}" for r in ranges]
-    if chain.root not in pending:  # a resumed chain: its first piece goes on under its name
+    if resumed:  # its first piece goes on under its name
         ids[0] = chain.id
     return [
         part(
@@ -84,21 +84,27 @@ def split_chain(chain: RiskyChain, *, limit: int | None) -> list[RiskyChain]:
             chain.commits[r.start : r.stop],
             name=ids[n],
             after=tuple(ids[i] for i in sorted({owner[a] for a, b, _ in links if owner[b] == n != owner[a]})),
+            carries_on=resumed and n == 0,
         )
         for n, r in enumerate(ranges)
     ]
 
 
 def part(
-    chain: RiskyChain, commits: Sequence[PlannedCommit], *, name: str, after: tuple[str, ...] = ()
+    chain: RiskyChain,
+    commits: Sequence[PlannedCommit],
+    *,
+    name: str,
+    after: tuple[str, ...] = (),
+    carries_on: bool = False,
 ) -> RiskyChain:
     """The part of `chain` that is `commits` (a `risk.max_chain` piece, a merge plan's unit), called `name`:
-    rooted at the chain's root where it holds it (or at an ingested root, where it keeps the chain's name),
+    rooted at the chain's root where it holds it, or where it `carries_on` a chain whose root was ingested,
     else at its own first commit; linked by what its own commits touch; the first part keeps what the chain
     carried from before."""
     first = commits[0].sha == chain.commits[0].sha
     shas = {c.sha for c in commits}
-    keeps_root = chain.root in shas or (name == chain.id and all(c.sha != chain.root for c in chain.commits))
+    keeps_root = chain.root in shas or carries_on
     files = {f for c in commits for f in c.files}
     symbols = {s for c in commits for s in c.symbols}  # `path::name`; a C++ key is `cxx:ns::name`
     names = {s.split("::", 1)[1] for s in symbols}

@@ -275,9 +275,11 @@ def classify(
                     continue  # a month of ingested chains would merge into one by the files they touched
                 target.absorb(other, position)
                 chains.remove(other)
-            # why, over every chain it merged: the same whichever of them it met first
+            # why, over every chain it merged: the same whichever of them it met first (absorbing only
+            # adds members and what they touched, so the target still links the commit)
             why = target.link(commit, keys, real_only=selection.calibrated, chosen=chosen)
-            target.add(commit, keys, why=why or linked[0][1])
+            assert why is not None
+            target.add(commit, keys, why=why)
         elif commit.sha in selection.chosen:
             chain = _Chain(id=f"chain-{short(commit.sha)}", root=commit.sha, members=set())
             chain.add(commit, keys, why=selection.chosen[commit.sha])
