@@ -319,6 +319,41 @@ def test_skip_and_defer_hold_commits_out_of_plans_and_status(
     assert sorted(c["sha"] for b in plan["bundles"] for c in b["commits"]) == sorted([docs, other])
 
 
+def test_plan_no_record_previews_what_the_store_holds_and_writes_no_plan(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """`plan --no-record` is the plan the next ingestion would make: what people held stays held and a
+    stored chain goes on under its name; the store gains no plan, and a store that is not there is named."""
+    db = tmp_path / "store.db"
+    store_args = [*repo_of(scenario), "--database", f"sqlite:///{db}"]
+    bump = scenario.upstream("[BUILD] Bump LLVM (#2)", {"cmake/llvm-hash.txt": "b\n"})
+    docs = scenario.upstream("[DOCS] b (#3)", {"docs/b.md": "b\n"})
+    first = json.loads(run(capsys, "plan", *store_args, "--json")[1])
+    assert [c["id"] for c in first["chains"]] == [f"chain-{bump[:10]}"]
+    scenario.pick(bump, how="trailer")
+    fixup = scenario.upstream("[BUILD] Fix the build (#4)", {"cmake/llvm-hash.txt": "b\nc\n"})
+    assert run(capsys, "defer", *store_args, "--by", "alice", docs)[0] == 0
+
+    preview = json.loads(run(capsys, "plan", *store_args, "--json", "--no-record")[1])
+    assert preview["held"] == {docs: "deferred"}
+    (chain,) = preview["chains"]
+    assert (chain["id"], chain["ingested"]) == (f"chain-{bump[:10]}", [bump])
+    assert [c["sha"] for c in chain["commits"]] == [fixup]
+    store = Store.open(f"sqlite:///{db}")
+    try:  # the stored plan is still the first one: it holds the bump, pending then
+        stored = store.latest_plan(f"{scenario.path.resolve()}#main")
+    finally:
+        store.close()
+    assert stored is not None and [c.sha for c in stored.chains[0].commits] == [bump]
+    assert json.loads(run(capsys, "plan", *store_args, "--json")[1]) == preview  # what was previewed
+
+    missing = tmp_path / "typo.db"
+    code, out, err = run(
+        capsys, "plan", *repo_of(scenario), "--database", f"sqlite:///{missing}", "--no-record"
+    )
+    assert (code, out) == (2, "") and f"no store at {missing}" in err and not missing.exists()
+
+
 def test_a_skipped_commit_leaves_the_backlog_and_a_deferred_one_stays(
     scenario: Scenario, tmp_path: Path, capsys
 ) -> None:

@@ -104,8 +104,10 @@ def build_plan(
     store: Store | None,
     progress: Callable[[str], None],
     clock: Clock,
+    record: bool = True,
 ) -> Plan:
-    """Read the repository, plan it against the stored chains and record the plan when a store is given."""
+    """Read the repository, plan it against the stored chains, dispositions and bisections, and record the
+    plan when a store is given and `record` (a preview reads the store and writes only commit facts)."""
     facts = CommitFacts(repo, store)  # what is known of a commit is not read again
     snapshot = take_snapshot(
         repo, fork_ref=fork, upstream_ref=upstream, config=config, progress=progress, facts=facts
@@ -130,7 +132,7 @@ def build_plan(
         model=load_risk_model(repo, config, fork_head=snapshot.fork_head),
         blamed=Bisections(store).blamed(key) if store else None,
     )
-    if store is not None:
+    if store is not None and record:
         record_plan(store, key, plan, snapshot=snapshot, dispositions=dispositions, at=clock())
     return plan
 

@@ -6,7 +6,14 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bot.app.cli.common import ProgressReporter, add_repo_options, open_repo, open_store
+from bot.app.cli.common import (
+    ProgressReporter,
+    add_repo_options,
+    existing_store,
+    open_repo,
+    open_store,
+    store_to_read,
+)
 from bot.app.clock import utc_now
 from bot.core import render
 from bot.core.config import SluiceConfig
@@ -28,7 +35,16 @@ def emit(plan: Plan, config: SluiceConfig, *, as_json: bool, full: bool = False)
 
 
 def _with_store(args: argparse.Namespace, make: Callable[[Store | None], Plan]) -> Plan:
-    store = None if args.no_record else open_store(args.database)
+    """`make` with the store. `--no-record` previews the plan the next ingestion would make: it reads the
+    store where there is one (the chains it resumes, what people held, what bisections blamed), records no
+    plan and creates no store."""
+    store: Store | None
+    if not args.no_record:
+        store = open_store(args.database)
+    elif args.database:  # a preview of a store that is not there is a mistyped path
+        store = store_to_read(args.database)
+    else:
+        store = existing_store(None)
     try:
         return make(store)
     finally:
@@ -49,6 +65,7 @@ def plan_from(args: argparse.Namespace) -> tuple[Plan, SluiceConfig]:
                 store=store,
                 progress=progress,
                 clock=utc_now,
+                record=not args.no_record,
             )
 
     return _with_store(args, make), config
@@ -67,7 +84,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_repo_options(plan)
     plan.add_argument("--database", help="SQLAlchemy URL (default: $SLUICE_DATABASE_URL, else a SQLite file)")
     plan.add_argument(
-        "--no-record", action="store_true", help="do not store the plan, chains or dispositions"
+        "--no-record",
+        action="store_true",
+        help="preview: read the store where one exists, but record no plan, chain or disposition",
     )
     plan.add_argument("--full", action="store_true", help="after the summary, list every commit")
     plan.set_defaults(run=run)
