@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(BIN)/ruff check bot handlers runners tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadfile  # a worker a core; a file's tests share one worker (and its module fixtures)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan_bench.py
