@@ -15,11 +15,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/sluice demo
 
+# pytest: a worker a core, at most 4 (the demo's one run is the longest file: more workers wait for it and
+# hold PostgreSQL connections); a file's tests share one worker, and so their module fixtures.
 test: $(STAMP)
 	$(BIN)/ruff check bot handlers runners tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -n auto --dist loadfile  # a worker a core; a file's tests share one worker (and its module fixtures)
+	$(BIN)/pytest -n auto --maxprocesses 4 --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan_bench.py
