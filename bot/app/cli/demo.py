@@ -135,7 +135,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_repo_options(demo, required=False)
     demo.add_argument("--dir", help="where to build the sandbox (default: a new temporary directory)")
     demo.add_argument("--database", help="SQLAlchemy URL (default: a SQLite file beside the sandbox)")
-    demo.add_argument("--no-record", action="store_true", help=argparse.SUPPRESS)
     demo.add_argument(
         "--plan-only", action="store_true", help="only plan the sandbox and dry-run a pick (as with --repo)"
     )
@@ -143,4 +142,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--timeout", type=_seconds, default=900.0, help="seconds the whole loop may take (default 900)"
     )
     demo.add_argument("--full", action="store_true", help="with --plan-only: after the summary, every commit")
-    demo.set_defaults(run=run)
+    demo.set_defaults(run=run, no_record=False)  # its plans are recorded, as `sluice plan` records them
