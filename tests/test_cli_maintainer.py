@@ -366,6 +366,7 @@ def test_a_skipped_commit_leaves_the_backlog_and_a_deferred_one_stays(
         s = json.loads(run(capsys, "status", *store_args, "--json")[1])
         return s["backlog_commits"], s["pending_commits"], s["deferred_commits"], s["skipped_commits"]
 
+    assert run(capsys, "plan", *store_args, "--json")[0] == 0  # makes the store status reads
     assert counts() == (1, 1, 0, 0)
     assert run(capsys, "defer", *store_args, hole)[0] == 0
     assert counts() == (1, 1, 1, 0)
@@ -448,10 +449,22 @@ def test_a_deferral_from_before_a_fork_merged_holds_nothing_in_a_merge_plan(
 def test_status_never_creates_a_store(
     scenario: Scenario, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Not the default file, not the file `$SLUICE_DATABASE_URL` names before anything made it, and not a
+    file `--database` names: that one is a mistyped path, said so, where a store made of it would read as
+    one with nothing held."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.delenv("SLUICE_DATABASE_URL", raising=False)
     assert run(capsys, "status", *repo_of(scenario))[0] == 0
     assert not (tmp_path / "state").exists()
+
+    configured = tmp_path / "configured.db"
+    monkeypatch.setenv("SLUICE_DATABASE_URL", f"sqlite:///{configured}")
+    assert run(capsys, "status", *repo_of(scenario))[0] == 0
+    assert not configured.exists()
+
+    typo = tmp_path / "typo.db"
+    code, out, err = run(capsys, "status", *repo_of(scenario), "--database", f"sqlite:///{typo}")
+    assert (code, out) == (2, "") and f"no store at {typo}" in err and not typo.exists()
 
 
 # --- configuration ----------------------------------------------------------------------------------------

@@ -123,24 +123,36 @@ def open_store(url: str | None, *, given_by: str = database.GIVEN_BY) -> Store:
         raise database.store_failure(url, exc, given_by=given_by) from exc
 
 
-def store_to_read(url: str) -> Store:
-    """A store named to be read: a SQLite file that is not there is a mistyped path, not a new store."""
+def _missing_sqlite_file(url: str) -> str | None:
+    """The path of the SQLite file `url` names where that file is not there; None for any other store."""
     try:
         parsed = make_url(url)
     except (SQLAlchemyError, ValueError):
-        parsed = None
-    if parsed is not None and parsed.get_backend_name() == "sqlite":
-        path = parsed.database
-        if path not in (None, "", ":memory:") and not Path(path).exists():
-            raise SluiceError(f"no store at {path}", "pass --database with the URL of an existing store")
+        return None  # opening it names what is wrong with the URL
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    path = parsed.database
+    return path if path not in (None, "", ":memory:") and not Path(path).exists() else None
+
+
+def store_to_read(url: str) -> Store:
+    """A store named to be read: a SQLite file that is not there is a mistyped path, not a new store."""
+    missing = _missing_sqlite_file(url)
+    if missing is not None:
+        raise SluiceError(f"no store at {missing}", "pass --database with the URL of an existing store")
     return open_store(url)
 
 
 def existing_store(url: str | None) -> Store | None:
-    """The store, when one is configured or the default file exists; status never creates one."""
-    if not (url or os.environ.get(DEFAULT_URL_ENV) or default_sqlite_path().exists()):
-        return None
-    return open_store(url)
+    """The store to read, never created here: the one `--database` names (a SQLite file that is not there is
+    a mistyped path), else `$SLUICE_DATABASE_URL`'s or the default SQLite file where it exists; None where
+    there is none yet."""
+    if url:
+        return store_to_read(url)
+    configured = os.environ.get(DEFAULT_URL_ENV)
+    if configured:
+        return None if _missing_sqlite_file(configured) else open_store(configured)
+    return open_store(None) if default_sqlite_path().exists() else None
 
 
 SHA_ARG = re.compile(r"^[0-9a-fA-F]{7,40}\Z")

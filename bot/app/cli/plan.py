@@ -12,7 +12,6 @@ from bot.app.cli.common import (
     existing_store,
     open_repo,
     open_store,
-    store_to_read,
 )
 from bot.app.clock import utc_now
 from bot.core import render
@@ -38,13 +37,7 @@ def _with_store(args: argparse.Namespace, make: Callable[[Store | None], Plan]) 
     """`make` with the store. `--no-record` previews the plan the next ingestion would make: it reads the
     store where there is one (the chains it resumes, what people held, what bisections blamed), records no
     plan and creates no store."""
-    store: Store | None
-    if not args.no_record:
-        store = open_store(args.database)
-    elif args.database:  # a preview of a store that is not there is a mistyped path
-        store = store_to_read(args.database)
-    else:
-        store = existing_store(None)
+    store = existing_store(args.database) if args.no_record else open_store(args.database)
     try:
         return make(store)
     finally:

@@ -19,7 +19,7 @@ from bot.git.repo import GitRepo
 
 def run(args: argparse.Namespace) -> int:
     repo, config = open_repo(args)  # bad refs fail before the store is opened
-    store = existing_store(args.database)  # never created here; one that exists spares re-reading commits
+    store = existing_store(args.database)  # never created; one that exists spares re-reading commits
     try:
         with ProgressReporter() as progress:
             snapshot = take_snapshot(
