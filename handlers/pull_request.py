@@ -46,13 +46,21 @@ async def on_ingestion_push(event: PullRequestEvent, *, ctx: Context, job: Job) 
 
 
 @router.register("pull_request", action="closed")
-async def on_ingestion_merged(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
-    """An ingestion PR (or an emergency pick) merged by a person: its rollback tag and its closed audit
-    record."""
-    if event.pull_request.merged and event.pull_request.head.ref.startswith(
-        (BRANCH_PREFIX, EMERGENCY_PREFIX)
-    ):
-        await gatekeeping.merged(ctx, event.repository.full_name, event.pull_request.number)
+async def on_ingestion_closed(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
+    """An ingestion PR closed, merged or not: it leaves the open ingestions at once (`/status`, the status
+    page, the `open_ingestions` figure), paused or not. Merged (by a person: Sluice's own merge has done
+    this), it and an emergency pick get their rollback tag and closed audit record."""
+    repo, pull = event.repository.full_name, event.pull_request
+    if pull.head.ref.startswith(BRANCH_PREFIX):
+        closed = await ctx.db(
+            ctx.registry.close_pull, repo, pull.number, branch=pull.head.ref, at=ctx.clock()
+        )
+        if closed:
+            log.info(
+                "%s #%d (%s) closed%s", repo, pull.number, pull.head.ref, " (merged)" if pull.merged else ""
+            )
+    if pull.merged and pull.head.ref.startswith((BRANCH_PREFIX, EMERGENCY_PREFIX)):
+        await gatekeeping.merged(ctx, repo, pull.number)
 
 
 def _comment(

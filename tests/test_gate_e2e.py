@@ -19,6 +19,7 @@ from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.service import create_app
 from bot.app.settings import Settings
+from bot.app.status import fork_views
 from bot.core.audit import AuditState
 from bot.core.config import SluiceConfig
 from bot.core.gate import Waiver
@@ -643,3 +644,45 @@ async def test_a_pr_a_person_merges_gets_its_rollback_tag_and_closed_record(
     closed = rig.gates.audit(FORK, pull.number)
     assert closed is not None and closed.state is AuditState.CLOSED
     assert (closed.merge_sha, closed.rollback_sha) == (rig.trunk(), trunk)
+
+
+@pytest.mark.parametrize("how", ["merged", "closed"])
+async def test_an_ingestion_pr_a_person_ends_while_paused_leaves_the_open_ingestions_at_once(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig], how: str
+) -> None:
+    """Paused, Sluice runs no ingestion pass to notice: the PR's `closed` event closes its record, so
+    `/status`, the status page and `open_ingestions` stop counting it; a closed PR's unit, still planned,
+    gets a new PR once ingestion resumes."""
+    gate = "gate:\n  required_tiers: [l1]\n  auto_merge: false\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False, docs=3)
+    teardown.append(rig)
+    pull, registry = rig.pull(), Registry(rig.store)
+    unit = pull.head_ref.removeprefix(BRANCH_PREFIX)
+    assert [(r.id, r.pr_number, r.state) for r in registry.ingestions(FORK)] == [(unit, pull.number, "open")]
+    async with rig.ctx() as ctx:
+        await gatekeeping.pause(ctx, FORK, by="lead", reason="release week")
+        api = ctx.github.for_installation(rig.sim.install(FORK))
+        if how == "merged":
+            data = {"sha": rig.head(pull), "merge_method": "rebase"}
+            await api.put(f"/repos/{FORK}/pulls/{pull.number}/merge", data=data)
+        else:
+            await api.patch(f"/repos/{FORK}/pulls/{pull.number}", data={"state": "closed"})
+    await rig.settle()
+    assert [(r.id, r.pr_number, r.state) for r in registry.ingestions(FORK)] == [
+        (unit, pull.number, "closed")
+    ]
+    (view,) = fork_views(rig.store)
+    assert view.open_ingestions == []
+
+    async with rig.ctx() as ctx:
+        await gatekeeping.resume(ctx, FORK, by="lead")
+    await rig.settle()
+    pulls = [i for i in rig.sim.issues[FORK].values() if i.is_pull and i.state == "open"]
+    if how == "merged":  # its commits are on trunk: nothing left to ingest
+        assert pulls == [] and registry.ingestions(FORK, state="open") == []
+    else:  # still planned: a new PR, whose record replaces the closed one
+        (again,) = pulls
+        assert again.number != pull.number and again.head_ref == pull.head_ref
+        assert [(r.id, r.pr_number, r.state) for r in registry.ingestions(FORK)] == [
+            (unit, again.number, "open")
+        ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ import bot.db.store
 import bot.db.tier_runs
 import bot.db.trunk_watch
 from bot.core.errors import BadInput
+from bot.core.ingestion import BRANCH_PREFIX, IngestionRecord
 from bot.core.models import (
     Dependency,
     DependencyKind,
@@ -753,3 +755,19 @@ def test_an_audit_record_closed_before_0021_keeps_its_waived_failing_tiers(datab
     finally:
         store.close()
     assert upgraded is not None and upgraded.waived_tiers == ("sluice/L2",)
+
+
+def test_closing_an_ingestion_pr_closes_only_the_open_record_that_has_that_pr(store: Store) -> None:
+    """A rebuild gave the ingestion a new PR: the old PR's `closed` event leaves the new record open."""
+    registry, at = bot.db.registry.Registry(store), datetime(2026, 12, 1, tzinfo=UTC)
+    sha = "c" * 40
+    record = IngestionRecord("meta/triton", "bundle-cccccccccc", "bundle", "open", 7, sha, sha, sha, 1, None)
+    registry.save_ingestion(record, at=at)
+    branch = f"{BRANCH_PREFIX}bundle-cccccccccc"
+    assert not registry.close_pull("meta/triton", 6, branch=branch, at=at)  # an earlier PR of the unit
+    assert not registry.close_pull("meta/triton", 7, branch=f"{BRANCH_PREFIX}bundle-dddddddddd", at=at)
+    assert not registry.close_pull("meta/fork", 7, branch=branch, at=at)
+    assert [r.state for r in registry.ingestions("meta/triton")] == ["open"]
+    assert registry.close_pull("meta/triton", 7, branch=branch, at=at)
+    assert registry.ingestions("meta/triton") == [dataclasses.replace(record, state="closed")]
+    assert not registry.close_pull("meta/triton", 7, branch=branch, at=at)  # closed already

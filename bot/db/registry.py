@@ -20,7 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from bot.core.ingestion import IngestionRecord
+from bot.core.ingestion import BRANCH_PREFIX, IngestionRecord
 from bot.db.store import Store, UTCDateTime, _utc, metadata
 from bot.ports import Fork
 
@@ -208,6 +208,23 @@ class Registry:
                     "pushed_at": _utc(at),
                 }
                 _upsert(conn, ingestion_heads, pushed, keys=("fork", "ingestion", "head"), keep=tuple(pushed))
+
+    def close_pull(self, fork: str, number: int, *, branch: str, at: datetime) -> bool:
+        """PR `number` of `fork`, from ingestion branch `branch`, is closed (merged, or closed by a person):
+        its open ingestion is closed now, not at the next ingestion pass (none runs while the fork is
+        paused). False when no open ingestion has that PR (Sluice closed it; a rebuild gave it a new one)."""
+        query = (
+            update(ingestions)
+            .where(
+                (ingestions.c.fork == fork)
+                & (ingestions.c.id == branch.removeprefix(BRANCH_PREFIX))
+                & (ingestions.c.pr_number == number)
+                & (ingestions.c.state == "open")
+            )
+            .values(state="closed", updated_at=_utc(at))
+        )
+        with self._engine.begin() as conn:
+            return conn.execute(query).rowcount == 1
 
     def ingestions(self, fork: str, *, state: str | None = None) -> list[IngestionRecord]:
         query = select(ingestions).where(ingestions.c.fork == fork)
