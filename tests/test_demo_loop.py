@@ -24,7 +24,7 @@ from bot.app.cli import main
 from bot.core import bisect, gate
 from bot.core.audit import AuditState
 from bot.core.bisect_pr import BisectionRecord
-from bot.core.ingestion import BRANCH_PREFIX
+from bot.core.ingestion import BRANCH_PREFIX, units_of
 from bot.core.tiers import Level, Verdict
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
@@ -156,6 +156,21 @@ def test_the_culprit_is_bisected_out_of_its_bundle_into_a_chain_and_the_rebuilt_
     # every PR that held it (the bundle before its rebuild, the PRs stacked on it) failed L1 on the rename
     for holder in [i for i in result["ingestions"] if culprit in i["upstream_commits"]]:
         assert holder["merge_sha"] is None and holder["tiers"]["L1"]["conclusion"] == "failure"
+    # and the fork's plan at the end holds it in a risky chain, rooted at it for the bisection's blame
+    plan = store.latest_plan(demo_loop.FORK)
+    assert plan is not None
+    (chain,) = [c for c in plan.chains if culprit in [m.sha for m in c.commits]]
+    (now,) = result["culprits_now"]
+    assert (now["culprit"], now["kind"], now["unit"], now["why"]) == (
+        culprit,
+        "chain",
+        chain.id,
+        chain.why[culprit],
+    )
+    assert chain.root == culprit and "bisected: L1 failed on #" in now["why"]
+    assert units_of(plan)[now["place"] - 1].id == chain.id and now["units"] == len(units_of(plan))
+    open_prs = {i["id"]: i["pr"] for i in result["ingestions"] if i["state"] == "open"}
+    assert now["pr"] == open_prs.get(chain.id)
 
 
 def test_the_metrics_match_sluice_status_on_what_the_simulator_holds(
@@ -195,6 +210,9 @@ def test_the_summary_tells_a_newcomer_what_happened(result: dict[str, Any]) -> N
         f"Bisection of {found['ingestion']} (#{found['pr']}) on L1, {found['tier_runs']} tier runs: " in text
     )
     assert f"culprit {culprit[:10]}" in text and "moved to a risky chain" in text
+    (now,) = result["culprits_now"]
+    assert f"Now: {culprit[:10]} is in risky chain {now['unit']} (" in text
+    assert f"unit {now['place']} of {now['units']} in the plan's order; its PR " in text
     before, after = (
         result["metrics"]["before"]["days_behind_upstream"],
         result["metrics"]["days_behind_upstream"],

@@ -33,7 +33,8 @@ from bot.app.settings import Settings
 from bot.core.audit import AuditState
 from bot.core.bisect_pr import BisectionRecord
 from bot.core.config import parse_config
-from bot.core.ingestion import BRANCH_PREFIX, CheckName
+from bot.core.ingestion import BRANCH_PREFIX, MAX_OPEN_UNITS, CheckName, IngestionRecord, UnitKind, units_of
+from bot.core.models import Plan
 from bot.core.tiers import RunState, TierRun
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
@@ -175,6 +176,8 @@ class DemoResult:
     pending: list[str]
     seconds: float
     where: dict[str, str]
+    # Where each planted culprit is in the fork's latest plan at the end: its unit, that unit's place, its PR.
+    culprits_now: list[dict[str, Any]] = field(default_factory=list)
     kept: bool = True  # the run's directory (sandbox, the simulator's repositories) outlives the run
     store_kept: bool = True  # so does the store (`--dir`, or `--database` naming one's own)
 
@@ -188,6 +191,7 @@ class DemoResult:
             "pending": self.pending,
             "seconds": round(self.seconds, 1),
             "simulator": self.where,
+            "culprits_now": self.culprits_now,
             "kept": {"directory": self.kept, "store": self.store_kept},  # else removed at exit
         }
 
@@ -203,6 +207,7 @@ class DemoResult:
             pending=list(data["pending"]),
             seconds=float(data["seconds"]),
             where=dict(data["simulator"]),
+            culprits_now=list(data.get("culprits_now", [])),
             kept=bool(data.get("kept", {}).get("directory", True)),
             store_kept=bool(data.get("kept", {}).get("store", True)),
         )
@@ -556,11 +561,37 @@ def _read_back(env: Env, sandbox: Sandbox, pending: list[str], started: float, s
         bisections=read_bisections(env.store, FORK),
         metrics=_metrics(env.store, str(sandbox.manifest.upstream_head)),
         culprits=list(sandbox.manifest.culprits),
+        culprits_now=culprits_now(env.store.latest_plan(FORK), sandbox.manifest.culprits, records),
         approvals=env.approvals,
         pending=pending,
         seconds=time.monotonic() - started,
         where=where,
     )
+
+
+def culprits_now(
+    plan: Plan | None, culprits: Sequence[str], records: Sequence[IngestionRecord]
+) -> list[dict[str, Any]]:
+    """Where each culprit is in `plan`: the unit that holds it, why, that unit's place in the order the units
+    go in and its open PR; `unit` None for a culprit no unit holds (ingested, or held out)."""
+    units = units_of(plan) if plan is not None else []
+    prs = {r.id: r.pr_number for r in records if r.state == "open"}
+    found: list[dict[str, Any]] = []
+    for culprit in culprits:
+        where = [(n, u) for n, u in enumerate(units, 1) if any(c.sha == culprit for c in u.commits)]
+        place, unit = where[0] if where else (None, None)
+        found.append(
+            {
+                "culprit": culprit,
+                "unit": unit.id if unit else None,
+                "kind": unit.kind.value if unit else None,
+                "why": unit.chain.why.get(culprit) if unit and unit.chain else None,
+                "place": place,
+                "units": len(units),
+                "pr": prs.get(unit.id) if unit else None,
+            }
+        )
+    return found
 
 
 def _ingestion(env: Env, record: Any, pull: Any) -> Ingestion:
@@ -799,7 +830,24 @@ def _culprit_lines(result: DemoResult) -> list[str]:
         lines.append(said)
     if not result.bisections:
         lines.append("No bisection ran: no ingestion PR failed a tier for a real reason on trunk's base.")
-    return lines
+    return lines + [_culprit_now_line(now) for now in result.culprits_now]
+
+
+def _culprit_now_line(now: Mapping[str, Any]) -> str:
+    if now["unit"] is None:
+        return f"Now: {str(now['culprit'])[:10]} is in no unit of the fork's plan (ingested, or held out)."
+    what = "risky chain" if now["kind"] == UnitKind.CHAIN.value else "low-risk bundle"
+    why = f" ({now['why']})" if now["why"] else ""
+    if now["pr"] is not None:
+        where = f"its PR is #{now['pr']}"
+    elif now["place"] > MAX_OPEN_UNITS:
+        where = f"its PR opens as those before it merge (Sluice keeps {MAX_OPEN_UNITS} ingestion PRs open)"
+    else:
+        where = "its PR opens at the next ingestion run"
+    return (
+        f"Now: {str(now['culprit'])[:10]} is in {what} {now['unit']}{why}, unit {now['place']} of "
+        f"{now['units']} in the plan's order; {where}."
+    )
 
 
 def _metric_lines(metrics: Mapping[str, Any]) -> list[str]:
