@@ -12,7 +12,6 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from rich.console import Console
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.app.cli import database
@@ -123,21 +122,9 @@ def open_store(url: str | None, *, given_by: str = database.GIVEN_BY) -> Store:
         raise database.store_failure(url, exc, given_by=given_by) from exc
 
 
-def _missing_sqlite_file(url: str) -> str | None:
-    """The path of the SQLite file `url` names where that file is not there; None for any other store."""
-    try:
-        parsed = make_url(url)
-    except (SQLAlchemyError, ValueError):
-        return None  # opening it names what is wrong with the URL
-    if parsed.get_backend_name() != "sqlite":
-        return None
-    path = parsed.database
-    return path if path not in (None, "", ":memory:") and not Path(path).exists() else None
-
-
 def store_to_read(url: str) -> Store:
     """A store named to be read: a SQLite file that is not there is a mistyped path, not a new store."""
-    missing = _missing_sqlite_file(url)
+    missing = database.missing_file(url)
     if missing is not None:
         raise SluiceError(f"no store at {missing}", "pass --database with the URL of an existing store")
     return open_store(url)
@@ -151,7 +138,7 @@ def existing_store(url: str | None) -> Store | None:
         return store_to_read(url)
     configured = os.environ.get(DEFAULT_URL_ENV)
     if configured:
-        return None if _missing_sqlite_file(configured) else open_store(configured)
+        return None if database.missing_file(configured) is not None else open_store(configured)
     return open_store(None) if default_sqlite_path().exists() else None
 
 

@@ -84,7 +84,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Exit 0 when this Sluice can use the store (empty, older, or at its newest revision), else 1."""
-    state = SchemaState(None) if _no_file(args.database) else _on_store(args.database, state_of)
+    state = SchemaState(None) if missing_file(args.database) else _on_store(args.database, state_of)
     usable = state.known and not state.foreign_tables
     if args.json:
         print(json.dumps(_status_json(args.database, state), indent=2))
@@ -95,7 +95,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_downgrade(args: argparse.Namespace) -> int:
-    state = SchemaState(None) if _no_file(args.database) else _on_store(args.database, state_of)
+    state = SchemaState(None) if missing_file(args.database) else _on_store(args.database, state_of)
     if state.revision is None:
         raise BadInput(
             f"{shown_url(args.database)} holds no Sluice schema: nothing to undo", "check --database"
@@ -152,18 +152,17 @@ def _status_json(url: str | None, state: SchemaState) -> dict[str, object]:
     }
 
 
-def _no_file(url: str | None) -> bool:
-    """A SQLite store whose file is not there yet (reading it would create it)."""
+def missing_file(url: str | None) -> str | None:
+    """The path of a SQLite store whose file is not there yet (opening it would create it); None for any
+    other store, or a URL that does not parse (opening it says what is wrong with it)."""
     try:
         parsed = make_url(url or default_database_url())
     except (SQLAlchemyError, ValueError):
-        return False  # _engine says what is wrong with it
+        return None
     path = parsed.database
-    return (
-        parsed.get_backend_name() == "sqlite"
-        and path not in (None, "", ":memory:")
-        and not Path(path).exists()
-    )
+    if parsed.get_backend_name() != "sqlite" or path in (None, "", ":memory:") or Path(path).exists():
+        return None
+    return path
 
 
 def _on_store(url: str | None, work: Callable[[Engine], T]) -> T:
