@@ -52,9 +52,8 @@ async def on_ingestion_closed(event: PullRequestEvent, *, ctx: Context, job: Job
     this), it and an emergency pick get their rollback tag and closed audit record."""
     repo, pull = event.repository.full_name, event.pull_request
     if pull.head.ref.startswith(BRANCH_PREFIX):
-        closed = await ctx.db(
-            ctx.registry.close_pull, repo, pull.number, branch=pull.head.ref, at=ctx.clock()
-        )
+        ingestion = pull.head.ref.removeprefix(BRANCH_PREFIX)
+        closed = await ctx.db(ctx.registry.close_pull, repo, ingestion, pull.number, at=ctx.clock())
         if closed:
             log.info(
                 "%s #%d (%s) closed%s", repo, pull.number, pull.head.ref, " (merged)" if pull.merged else ""

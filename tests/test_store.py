@@ -30,7 +30,7 @@ import bot.db.store
 import bot.db.tier_runs
 import bot.db.trunk_watch
 from bot.core.errors import BadInput
-from bot.core.ingestion import BRANCH_PREFIX, IngestionRecord
+from bot.core.ingestion import IngestionRecord
 from bot.core.models import (
     Dependency,
     DependencyKind,
@@ -763,11 +763,11 @@ def test_closing_an_ingestion_pr_closes_only_the_open_record_that_has_that_pr(st
     sha = "c" * 40
     record = IngestionRecord("meta/triton", "bundle-cccccccccc", "bundle", "open", 7, sha, sha, sha, 1, None)
     registry.save_ingestion(record, at=at)
-    branch = f"{BRANCH_PREFIX}bundle-cccccccccc"
-    assert not registry.close_pull("meta/triton", 6, branch=branch, at=at)  # an earlier PR of the unit
-    assert not registry.close_pull("meta/triton", 7, branch=f"{BRANCH_PREFIX}bundle-dddddddddd", at=at)
-    assert not registry.close_pull("meta/fork", 7, branch=branch, at=at)
+    unit = "bundle-cccccccccc"
+    assert not registry.close_pull("meta/triton", unit, 6, at=at)  # an earlier PR of the unit
+    assert not registry.close_pull("meta/triton", "bundle-dddddddddd", 7, at=at)
+    assert not registry.close_pull("meta/fork", unit, 7, at=at)
     assert [r.state for r in registry.ingestions("meta/triton")] == ["open"]
-    assert registry.close_pull("meta/triton", 7, branch=branch, at=at)
+    assert registry.close_pull("meta/triton", unit, 7, at=at)
     assert registry.ingestions("meta/triton") == [dataclasses.replace(record, state="closed")]
-    assert not registry.close_pull("meta/triton", 7, branch=branch, at=at)  # closed already
+    assert not registry.close_pull("meta/triton", unit, 7, at=at)  # closed already

@@ -20,7 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from bot.core.ingestion import BRANCH_PREFIX, IngestionRecord
+from bot.core.ingestion import IngestionRecord
 from bot.db.store import Store, UTCDateTime, _utc, metadata
 from bot.ports import Fork
 
@@ -209,15 +209,15 @@ class Registry:
                 }
                 _upsert(conn, ingestion_heads, pushed, keys=("fork", "ingestion", "head"), keep=tuple(pushed))
 
-    def close_pull(self, fork: str, number: int, *, branch: str, at: datetime) -> bool:
-        """PR `number` of `fork`, from ingestion branch `branch`, is closed (merged, or closed by a person):
-        its open ingestion is closed now, not at the next ingestion pass (none runs while the fork is
-        paused). False when no open ingestion has that PR (Sluice closed it; a rebuild gave it a new one)."""
+    def close_pull(self, fork: str, ingestion: str, number: int, *, at: datetime) -> bool:
+        """`ingestion`'s PR `number` is closed (merged, or closed by a person): its open record is closed now,
+        not at the next ingestion pass (none runs while the fork is paused). False when no open record of
+        `ingestion` has that PR (Sluice closed it; a rebuild gave it a new one)."""
         query = (
             update(ingestions)
             .where(
                 (ingestions.c.fork == fork)
-                & (ingestions.c.id == branch.removeprefix(BRANCH_PREFIX))
+                & (ingestions.c.id == ingestion)
                 & (ingestions.c.pr_number == number)
                 & (ingestions.c.state == "open")
             )
