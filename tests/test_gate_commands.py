@@ -178,7 +178,7 @@ async def test_a_tier_command_is_refused_on_an_issue_a_pr_into_another_branch_an
 ) -> None:
     sim, issue, _ = an_ingestion_pull(ctx)
     other = a_fork_pull(sim, base="release")
-    where = f"`{body.split()[0]}` acts on an open PR into `main`, whose tiers Sluice runs"
+    where = f"`{body.split()[0]}` acts on an open ingestion PR or PR into `main`, whose tiers Sluice runs"
     assert f"{where}; #{issue} is an issue" in await say(ctx, issue, body)
     on_other = await say(ctx, other, body)
     assert f"{where}; #{other} is into `release`" in on_other and "comment it on a PR into `main`" in on_other
@@ -293,6 +293,26 @@ async def test_retry_reruns_the_named_tier_or_the_failed_ones(ctx: Context) -> N
     asked = [(p["pull"], p["rerun"], p["l3"]) for p in tier_requests(ctx)]
     assert asked == [(number, "l2", False), (number, "l1", False)]
     assert reactions(sim, number) == ["eyes", "eyes"]
+
+
+async def test_the_tier_commands_work_on_a_stacked_ingestion_pr_not_on_another_pr_into_its_branch(
+    ctx: Context,
+) -> None:
+    sim, _, _ = an_ingestion_pull(ctx)
+    # The plan's second unit: Sluice opens its PR into the first unit's branch, and runs its tiers there too.
+    stacked = "sluice/ingest/chain-u2"
+    sim.commit(FORK, stacked, {"docs/two.md": "two\n"}, message="docs: two", parent=head_of(sim))
+    number = int(sim.open_pull(FORK, head=stacked, base=BRANCH, title="Ingest", user="sluice[bot]")["number"])
+    head = sim.git(FORK, "rev-parse", f"refs/heads/{stacked}")
+    sim.finish_check(FORK, head, CheckName.L1.value, "failure")
+    assert f"L1 re-run on #{number}'s head" in await say(ctx, number, "/retry")
+    refused = await say(ctx, number, "/l3")
+    assert "L1 has not finished on this head" in refused and "is into" not in refused  # not for its base
+    assert [(p["pull"], p["rerun"]) for p in tier_requests(ctx)] == [(number, "l1")]
+    sim.commit(FORK, "feature", {"a.txt": "a\n"}, message="a", parent=head_of(sim))
+    other = int(sim.open_pull(FORK, head="feature", base=BRANCH, title="A", user="dev")["number"])
+    assert f"#{other} is into `{BRANCH}`" in await say(ctx, other, "/retry l1")
+    assert len(tier_requests(ctx)) == 1
 
 
 async def test_l3_runs_on_demand_with_a_suite_of_the_config(ctx: Context) -> None:

@@ -55,13 +55,14 @@ async def _own_pull(call: Call, prefixes: tuple[str, ...], *, where: str, other:
 
 
 async def validated_pull(call: Call, *, ctx: Context) -> Pull:
-    """The open PR into fork trunk the command was commented on: any PR whose tiers Sluice runs (an ingestion
-    PR, an emergency pick, a branch of the fork's, and with the GitHub backend a PR from outside the fork).
-    An issue, a PR into another branch or a closed one is refused, saying where the command works."""
+    """The open PR the command was commented on whose tiers Sluice runs: an ingestion PR (into fork trunk or,
+    stacked, into the unit before it), or a PR into fork trunk (an emergency pick, a branch of the fork's, and
+    with the GitHub backend a PR from outside the fork). An issue, another PR into another branch or a closed
+    one is refused, saying where the command works."""
     on, trunk = call.cmd.on, call.fork.branch
-    where = f"`/{call.cmd.name}` acts on an open PR into `{trunk}`, whose tiers Sluice runs"
+    where = f"`/{call.cmd.name}` acts on an open ingestion PR or PR into `{trunk}`, whose tiers Sluice runs"
     pull = await _pull_on(call, ctx=ctx, where=where, remedy="comment it on the PR")
-    if pull.base.ref != trunk:
+    if pull.base.ref != trunk and not pull.on_branch_of(call.fork.repo, (BRANCH_PREFIX,)):
         base = pull.base.ref[:60].replace("`", "'")
         raise CommandRefused(f"{where}; #{on.number} is into `{base}`", f"comment it on a PR into `{trunk}`")
     if not pull.is_open:
