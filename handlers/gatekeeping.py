@@ -6,8 +6,10 @@ import logging
 
 from bot.app.context import Context
 from bot.core.config import CONFIG_PATH, ConfigError
+from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.errors import BadInput, NotFound
 from bot.core.gate import Waiver
+from bot.core.ingestion import BRANCH_PREFIX
 from bot.flows.merge import Gatekeeper, Outcome, evaluate, record_merge
 from bot.ports import Fork
 from handlers import requests
@@ -100,11 +102,16 @@ async def pause(ctx: Context, repo: str, *, by: str, reason: str) -> None:
     await ctx.db(ctx.gates.pause, repo, by=by, reason=reason, at=ctx.clock())
 
 
-async def resume(ctx: Context, repo: str, *, by: str) -> None:
-    """`/resume`: lift the pause, start the run of failures from zero, and ingest at once."""
-    await _registered(ctx, repo)
+async def resume(ctx: Context, repo: str, *, by: str) -> dict[int, Outcome]:
+    """`/resume`: lift the pause, start the run of failures from zero, ingest at once, and judge again the
+    gate of each open ingestion PR and emergency pick (one whose gate passed meanwhile merges now: nothing
+    else would judge it again). Each such PR's outcome, by number."""
+    fork = await _registered(ctx, repo)
     await ctx.db(ctx.gates.resume, repo)
     await requests.ingest(ctx, repo, reason=f"ingestion resumed by @{by}")
+    pulls = await ctx.forge(fork.installation_id, repo).open_pulls()
+    ours = sorted(p.number for p in pulls if p.on_branch_of(repo, (BRANCH_PREFIX, EMERGENCY_PREFIX)))
+    return {number: await reevaluate(ctx, repo, number) for number in ours}
 
 
 async def _registered(ctx: Context, repo: str) -> Fork:

@@ -436,6 +436,27 @@ async def test_consecutive_failed_ingestions_pause_ingestion_until_resumed(
     assert rig.head(pull) != second and rig.gates.consecutive_failures(FORK) == 0
 
 
+async def test_resume_merges_a_pr_whose_gate_passed_while_the_fork_was_paused(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    """Nothing else judges that gate again: its tiers all passed, and no review or push comes."""
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig)
+    pull = rig.pull()
+    head = rig.head(pull)
+    async with rig.ctx() as ctx:
+        await gatekeeping.pause(ctx, FORK, by="lead", reason="release week")
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
+    await rig.settle()
+    assert rig.gate(head)["conclusion"] == "success" and not pull.merged
+    assert "paused (release week); `/resume` lifts it" in rig.gate(head)["output"]["summary"]
+    async with rig.ctx() as ctx:
+        outcomes = await gatekeeping.resume(ctx, FORK, by="lead")
+    assert outcomes == {pull.number: Outcome.MERGED} and pull.merged
+    await rig.settle()
+    assert rig.gates.paused(FORK) is None
+
+
 async def test_a_failure_of_a_pr_stacked_on_another_ingestion_pr_is_not_counted_by_the_throttle(
     aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:
