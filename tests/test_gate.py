@@ -21,8 +21,8 @@ from bot.core.gate import (
     decide,
     owners_of,
     required_tiers,
-    review_approvals,
     should_pause,
+    standing_approvals,
     summary,
     team_owners,
 )
@@ -283,7 +283,26 @@ def test_the_summary_lists_what_is_missing_and_who_can_provide_it() -> None:
 def test_reviews_give_approvals_as_github_counts_them(
     reviews: list[Review], approved: list[tuple[str, str]]
 ) -> None:
-    assert [(a.login, a.head_sha) for a in review_approvals(reviews, bot_login="sluice[bot]")] == approved
+    assert [(a.login, a.head_sha) for a in standing_approvals(reviews, bot_login="sluice[bot]")] == approved
+
+
+def test_an_approve_command_stands_until_the_same_person_s_later_deciding_review() -> None:
+    command = Approval("alice", HEAD, NOW + dt.timedelta(1), source="command")
+    changes = Review("Alice", "CHANGES_REQUESTED", HEAD, NOW + dt.timedelta(2))
+
+    def standing(reviews: list[Review], *commands: Approval) -> list[tuple[str, str]]:
+        return [(a.login, a.source) for a in standing_approvals(reviews, commands, bot_login="sluice[bot]")]
+
+    assert standing([Review("alice", "CHANGES_REQUESTED", HEAD, NOW)], command) == [("alice", "command")]
+    assert standing([changes], command) == []  # withdrawn, as an approving review would be
+    assert standing([changes, Review("bob", "APPROVED", HEAD, NOW)], command) == [("bob", "review")]
+    again = dataclasses.replace(command, at=NOW + dt.timedelta(3))
+    assert standing([changes], again) == [("alice", "command")]
+    assert standing([Review("alice", "COMMENTED", HEAD, NOW + dt.timedelta(2))], command) == [
+        ("alice", "command")
+    ]
+    within_its_second = dataclasses.replace(command, at=NOW + dt.timedelta(2, microseconds=900_000))
+    assert standing([changes], within_its_second) == []  # GitHub's review time has no fraction: order unknown
 
 
 def test_team_owners_are_the_teams_the_resolutions_need() -> None:

@@ -281,6 +281,29 @@ async def test_an_approval_followed_by_a_new_push_does_not_merge(
     assert "@alice were given on an older head" in summary
 
 
+async def test_a_later_changes_requested_withdraws_the_same_owner_s_approve_and_approve_gives_it_back(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=True)
+    teardown.append(rig)
+    pull = rig.pull()
+    head = rig.head(pull)
+    rig.sim.add_team_member("meta/compiler", "alice")
+    rig.sim.set_permission(FORK, "alice", "write")
+    now, clock = utc_now(), rig.sim.now
+    rig.gates.record_approval(
+        FORK, pull.number, login="alice", head_sha=head, at=now - dt.timedelta(seconds=9)
+    )
+    rig.sim.now = lambda: now - dt.timedelta(seconds=5)  # she changes her mind, seconds later
+    rig.sim.review(FORK, pull.number, user="alice", state="CHANGES_REQUESTED")
+    rig.sim.now = clock
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
+    await rig.settle()
+    assert not pull.merged and rig.gate(head)["conclusion"] is None
+    async with rig.ctx() as ctx:  # and `/approve`s again, after that review
+        assert await gatekeeping.approve(ctx, FORK, pull.number, login="alice") is Outcome.MERGED
+
+
 async def test_a_waiver_past_its_expiry_stops_counting(
     aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:

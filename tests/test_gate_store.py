@@ -43,12 +43,12 @@ def test_waivers_round_trip_per_pr_and_never_for_l1(gates: GateStore) -> None:
     assert gates.waivers(FORK, 7) == [waiver]
 
 
-def test_approvals_keep_the_head_they_were_given_on(gates: GateStore) -> None:
+def test_approvals_keep_the_head_they_were_given_on_and_the_time_of_the_latest(gates: GateStore) -> None:
     gates.record_approval(FORK, 7, login="alice", head_sha=H1, at=AT)
     gates.record_approval(FORK, 7, login="alice", head_sha=H1, at=AT + dt.timedelta(1))  # the same, again
     gates.record_approval(FORK, 7, login="alice", head_sha=H2, at=AT + dt.timedelta(2))
     assert [(a.login, a.head_sha, a.at, a.source) for a in gates.approvals(FORK, 7)] == [
-        ("alice", H1, AT, "command"),
+        ("alice", H1, AT + dt.timedelta(1), "command"),
         ("alice", H2, AT + dt.timedelta(2), "command"),
     ]
 

@@ -376,16 +376,26 @@ def _owns(login: str, owners: Sequence[str], teams: Mapping[str, frozenset[str]]
     return False
 
 
-def review_approvals(reviews: Sequence[Review], *, bot_login: str) -> tuple[Approval, ...]:
-    """The approvals GitHub's reviews give: each person's latest deciding review (approved, changes requested,
-    dismissed; comments decide nothing), when it approved, on the commit it approved."""
-    latest: dict[str, Review] = {}
-    for review in sorted(reviews, key=lambda r: r.submitted_at):
+def standing_approvals(
+    reviews: Sequence[Review], commands: Sequence[Approval] = (), *, bot_login: str
+) -> tuple[Approval, ...]:
+    """The approvals that stand: each person's latest deciding act, a review (approved, changes requested,
+    dismissed; comments decide nothing) or an `/approve` (`commands`, which approves as a review would),
+    when it approved, on the commit it approved. A later "changes requested" withdraws an earlier `/approve`
+    as it does an approving review."""
+    acts: list[tuple[dt.datetime, str, Approval | None]] = []
+    for review in reviews:
         if review.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED") and review.login != bot_login:
-            latest[review.login.lower()] = review
-    return tuple(
-        Approval(r.login, r.commit_id, r.submitted_at) for r in latest.values() if r.state == "APPROVED"
-    )
+            approved = review.state == "APPROVED"
+            approval = Approval(review.login, review.commit_id, review.submitted_at) if approved else None
+            acts.append((review.submitted_at, review.login, approval))
+    acts += [(command.at, command.login, command) for command in commands]
+    latest: dict[str, Approval | None] = {}
+    # GitHub times a review to the second: within one second the order is unknown, and what approves nothing
+    # counts as the later act.
+    for _, login, approval in sorted(acts, key=lambda act: (act[0].replace(microsecond=0), act[2] is None)):
+        latest[login.lower()] = approval
+    return tuple(approval for approval in latest.values() if approval is not None)
 
 
 def team_owners(

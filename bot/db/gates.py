@@ -160,9 +160,15 @@ class GateStore:
     # --- approvals (`/approve`; GitHub's reviews are read from GitHub)
 
     def record_approval(self, fork: str, pr_number: int, *, login: str, head_sha: str, at: datetime) -> None:
+        """`login` approves `head_sha` at `at`; approving the same head again moves its time to `at` (the gate
+        weighs it against that person's reviews: a later "changes requested" withdraws it, a later `/approve`
+        gives it back)."""
         row = {"fork": fork, "pr_number": pr_number, "login": login, "head_sha": head_sha, "at": _utc(at)}
+        dialect_insert = postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
+        upsert = dialect_insert(approvals).values(row)
+        keys = ["fork", "pr_number", "login", "head_sha"]
         with self._engine.begin() as conn:
-            _insert_new(conn, approvals, row, keys=("fork", "pr_number", "login", "head_sha"))
+            conn.execute(upsert.on_conflict_do_update(index_elements=keys, set_={"at": upsert.excluded.at}))
 
     def approvals(self, fork: str, pr_number: int) -> list[Approval]:
         query = select(approvals).where(approvals.c.fork == fork, approvals.c.pr_number == pr_number)

@@ -138,7 +138,7 @@ async def _gather(keeper: Gatekeeper, pull: Pull) -> Facts:
     checks = {name: _check(run) for name, run in runs.items()}
     reviews = [r for r in map(_review, await keeper.forge.pull_reviews(number)) if r is not None]
     stored: Stored = await keeper.db(_load, keeper, number, head)
-    given = (*gate.review_approvals(reviews, bot_login=keeper.bot_login), *stored.approvals)
+    given = gate.standing_approvals(reviews, stored.approvals, bot_login=keeper.bot_login)
     approvals, no_access = await _with_write_access(keeper, given, head)
     resolutions = stored.record.resolutions() if stored.record is not None else ()
     codeowners = await read_codeowners(keeper)
