@@ -229,7 +229,7 @@ class JobRequests(Protocol):
     (`handlers.requests`), and which webhook deliveries it holds already (the resync)."""
 
     def enqueue_once(
-        self, kind: str, payload: dict[str, Any], *, key: str, now: dt.datetime
+        self, kind: str, payload: dict[str, Any], *, key: str, now: dt.datetime, same: Sequence[str] = ()
     ) -> int | None: ...
 
     def recorded(self, delivery_ids: set[str]) -> set[str]: ...

@@ -85,10 +85,12 @@ PAYLOADS: dict[str, type[BaseModel]] = {
 
 
 async def ingest(ctx: Context, fork: str, *, reason: str, upto: str | None = None) -> bool:
-    """Ask for an ingestion run of `fork`; a burst of requests coalesces into one queued job (so a
-    request made while one is queued is answered by that one: False)."""
+    """Ask for an ingestion run of `fork`; a burst of requests with the same `upto` coalesces into one queued
+    job (so a request made while one is queued is answered by that one: False). A whole run and one capped
+    at `upto` (`/ingest <sha>`) never answer each other: each is queued, and they run in turn."""
     payload = IngestRequest(fork=fork, reason=reason, upto=upto).model_dump(mode="json")
-    if await ctx.db(ctx.job_requests.enqueue_once, INGEST, payload, key=fork, now=ctx.clock()) is None:
+    queue, now = ctx.job_requests, ctx.clock()
+    if await ctx.db(queue.enqueue_once, INGEST, payload, key=fork, now=now, same=("upto",)) is None:
         return False
     log.info("ingestion of %s requested: %s", fork, reason)
     return True
@@ -97,7 +99,8 @@ async def ingest(ctx: Context, fork: str, *, reason: str, upto: str | None = Non
 async def register(ctx: Context, repo: str, *, installation_id: int) -> None:
     """Ask for `repo` to be (re-)registered from its config; requests for one repo coalesce too."""
     payload = RegisterRequest(repo=repo, installation_id=installation_id).model_dump(mode="json")
-    await ctx.db(ctx.job_requests.enqueue_once, REGISTER, payload, key=repo, now=ctx.clock())
+    queue, now = ctx.job_requests, ctx.clock()
+    await ctx.db(queue.enqueue_once, REGISTER, payload, key=repo, now=now, same=("installation_id",))
 
 
 async def tiers(

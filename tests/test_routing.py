@@ -153,6 +153,30 @@ async def test_internal_requests_carry_their_models_and_coalesce(ctx: Context) -
     ]
 
 
+async def test_a_capped_ingestion_request_and_a_whole_one_never_answer_each_other(ctx: Context) -> None:
+    """`/ingest <sha>` opens only the units up to that commit: a push while it waits must still get a whole
+    run, and a cap asked while a whole run waits must not be dropped."""
+    upto, other = "a" * 40, "b" * 40
+    assert await requests.ingest(ctx, FORK, reason="/ingest by @alice", upto=upto)
+    assert await requests.ingest(ctx, FORK, reason="upstream moved")  # not absorbed by the capped run
+    assert not await requests.ingest(ctx, FORK, reason="upstream moved again")
+    assert not await requests.ingest(ctx, FORK, reason="/ingest by @bob", upto=upto)  # the same cap
+    assert await requests.ingest(ctx, FORK, reason="/ingest by @carol", upto=other)
+    await requests.register(ctx, FORK, installation_id=7)
+    await requests.register(ctx, FORK, installation_id=8)  # the App was installed again meanwhile
+    found = []
+    while (claimed := ctx.queue.claim("t", lease=LEASE, now=NOW)) is not None:
+        found.append(ROUTES.parse(claimed))
+        ctx.queue.complete(claimed.id, "t", now=NOW)
+    assert found == [
+        requests.IngestRequest(fork=FORK, reason="/ingest by @alice", upto=upto),
+        requests.IngestRequest(fork=FORK, reason="upstream moved"),
+        requests.IngestRequest(fork=FORK, reason="/ingest by @carol", upto=other),
+        requests.RegisterRequest(repo=FORK, installation_id=7),
+        requests.RegisterRequest(repo=FORK, installation_id=8),
+    ]
+
+
 async def test_a_request_sluice_could_never_run_is_refused_when_asked_not_later(ctx: Context) -> None:
     with pytest.raises(ValidationError, match="not an owner/name repository"):
         await requests.ingest(ctx, "../etc", reason="a bug in a caller")

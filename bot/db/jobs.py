@@ -148,18 +148,23 @@ class JobQueue:
         with self._engine.begin() as conn:
             return _insert_job(conn, kind, payload, key=key, delivery_id=None, now=_utc(now))
 
-    def enqueue_once(self, kind: str, payload: dict[str, Any], *, key: str, now: datetime) -> int | None:
-        """Enqueue unless a job of this kind and key is already queued and not yet started: that one will
-        read the newest state when it runs, so a burst of pushes costs one ingestion. None when coalesced."""
-        waiting = select(jobs.c.id).where(
+    def enqueue_once(
+        self, kind: str, payload: dict[str, Any], *, key: str, now: datetime, same: Sequence[str] = ()
+    ) -> int | None:
+        """Enqueue unless a job of this kind and key, whose payload has the same values of the fields `same`
+        names, is already queued and not yet started: that one will read the newest state when it runs, so a
+        burst of pushes costs one ingestion. None when coalesced."""
+        waiting = select(jobs.c.payload).where(
             jobs.c.kind == kind,
             jobs.c.key == key,
             jobs.c.state == JobState.QUEUED.value,
             jobs.c.attempts == 0,
         )
         with self._engine.begin() as conn:
-            if conn.execute(waiting.limit(1)).first() is not None:
-                return None
+            for (text,) in conn.execute(waiting):
+                queued = json.loads(text)
+                if all(queued.get(field) == payload.get(field) for field in same):
+                    return None
             return _insert_job(conn, kind, payload, key=key, delivery_id=None, now=_utc(now))
 
     def claim(self, worker: str, *, lease: timedelta, now: datetime, max_attempts: int = 5) -> Job | None:

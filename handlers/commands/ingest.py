@@ -35,10 +35,9 @@ async def handle(call: Call, *, ctx: Context) -> Outcome:
             upto = await asyncio.to_thread(fork.upstream_ref, str(target))
     where = f" up to upstream `{upto[:10]}`" if upto else ""
     queued = await requests.ingest(ctx, call.fork.repo, reason=f"/ingest by @{call.actor}", upto=upto)
-    if not queued:
-        done = f"an ingestion run of {call.fork.repo} is already queued; it answers this /ingest"
-        reply = f"{done.capitalize()} (it plans the whole upstream branch).\n"
-        return Outcome(done, reply=reply, reaction=QUEUED)
+    if not queued:  # one that has the same cap, or none as this has none
+        done = f"an ingestion run of {call.fork.repo}{where} is already queued; it answers this /ingest"
+        return Outcome(done, reply=f"{done.capitalize()}.\n", reaction=QUEUED)
     done = f"an ingestion run of {call.fork.repo}{where} is queued"
     reply = f"{done.capitalize()} by @{call.actor}; the ingestion PRs follow.\n"
     return Outcome(done, reply=reply, reaction=QUEUED)
