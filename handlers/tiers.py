@@ -159,8 +159,12 @@ async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) ->
 @router.register("pull_request", action="opened")
 @router.register("pull_request", action="synchronize")
 @router.register("pull_request", action="reopened")
+@router.register("pull_request", action="edited")
 async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
-    """L1 on every ingestion PR and fork PR against fork trunk, on each new head."""
+    """L1 on every ingestion PR and fork PR against fork trunk, on each new head, and on a PR retargeted to
+    fork trunk (`edited`, its base changed; a title or body edit asks for nothing)."""
+    if event.action == "edited" and not event.retargeted:
+        return
     fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
     if fork is None or event.pull_request.base.ref != fork.branch:
         return

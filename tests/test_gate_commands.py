@@ -315,6 +315,22 @@ async def test_the_tier_commands_work_on_a_stacked_ingestion_pr_not_on_another_p
     assert len(tier_requests(ctx)) == 1
 
 
+async def test_a_stacked_ingestion_pr_moved_onto_trunk_has_its_gate_judged_again(ctx: Context) -> None:
+    """GitHub moves a stacked PR onto trunk once the PR below merged (`edited`, `changes.base`): its gate,
+    which waited for that one, is judged again."""
+    sim, _, _ = an_ingestion_pull(ctx)
+    stacked = "sluice/ingest/chain-u2"
+    head = sim.commit(FORK, stacked, {"docs/two.md": "two\n"}, message="docs: two", parent=head_of(sim))
+    number = int(sim.open_pull(FORK, head=stacked, base=BRANCH, title="Ingest", user="sluice[bot]")["number"])
+    edited = sim.pull_request_payload(FORK, number, "edited", sender="sluice[bot]")
+    await dispatch(ctx, "pull_request", edited | {"changes": {"title": {"from": "Ingest?"}}})
+    assert not any(r["head_sha"] == head for r in sim.check_runs[FORK])  # a title edit: nothing judged
+    sim.issues[FORK][number].base_ref = "main"
+    moved = {"base": {"ref": {"from": BRANCH}, "sha": {"from": head_of(sim)}}}
+    await dispatch(ctx, "pull_request", sim.pull_request_payload(FORK, number, "edited") | {"changes": moved})
+    assert "builds on" not in gate_run(sim, head)["output"]["summary"]
+
+
 async def test_l3_runs_on_demand_with_a_suite_of_the_config(ctx: Context) -> None:
     _, _, number = an_ingestion_pull(ctx)
     ran(ctx, number, L1)

@@ -301,6 +301,21 @@ async def test_a_fixed_config_starts_the_tiers_of_the_prs_that_never_got_one(ctx
     assert queued(ctx) == [("ingest", FORK), ("tiers", f"{FORK}#{opened['waiting']['number']}")]
 
 
+async def test_only_an_edit_that_moves_a_pr_onto_fork_trunk_asks_for_its_tiers(ctx: Context) -> None:
+    sim = sim_of(ctx)
+    fork_record(ctx, installation_id=sim.install(FORK))
+    trunk = sim.git(FORK, "rev-parse", "main")
+    sim.commit(FORK, "feature", {"a.txt": "a\n"}, message="a", parent=trunk)
+    number = int(sim.open_pull(FORK, head="feature", base="main", title="A", user="dev")["number"])
+    edited = sim.pull_request_payload(FORK, number, "edited", sender="dev")
+    await dispatch(ctx, "pull_request", edited | {"changes": {"title": {"from": "a"}}})
+    await dispatch(ctx, "pull_request", edited | {"changes": {"body": {"from": "an old body"}}})
+    assert queued(ctx) == []  # the same head, the same base: nothing to run again
+    moved = {"base": {"ref": {"from": "dev"}, "sha": {"from": trunk}}}
+    await dispatch(ctx, "pull_request", edited | {"changes": moved})
+    assert queued(ctx) == [("tiers", f"{FORK}#{number}")]
+
+
 async def test_register_says_nothing_of_tier_workflows_that_agree_with_the_config(ctx: Context) -> None:
     sim = sim_of(ctx)
     installation_id = sim.install(FORK)

@@ -468,6 +468,33 @@ async def test_fork_pull_request_gets_a_patch_stack_comment(rig: Rig) -> None:
     assert "Likely future conflicts" in comments[0]
 
 
+async def test_a_fork_pr_retargeted_to_trunk_gets_l1_and_its_patch_stack_comment(rig: Rig) -> None:
+    """GitHub reports a base change as `edited` (`changes.base`): the PR is now one into fork trunk."""
+    fork_installation = rig.sim.install(FORK)
+    rig.sim.install(UPSTREAM)
+    assert await installation_event(rig, FORK, fork_installation) == 202
+    await rig.settle()
+    trunk = rig.sim.git(FORK, "rev-parse", "main").strip()
+    rig.sim.commit(FORK, "dev", {"docs/dev.md": "dev\n"}, message="dev branch", parent=trunk)
+    head = rig.sim.commit(FORK, "feature", {CORE_PASS: "void pipeline() {}\n"}, message="fork", parent=trunk)
+    pull = rig.sim.open_pull(FORK, head="feature", base="dev", title="Hook the pipeliner")
+    payload = rig.sim.pull_request_payload(FORK, pull["number"], "opened", sender="dev")
+    assert await rig.sim.deliver(f"{rig.bot_url}/webhook", "pull_request", payload, secret=SECRET) == 202
+    await rig.settle()
+
+    def seen() -> tuple[list[str], list[str]]:
+        checks = [r["name"] for r in rig.sim.check_runs[FORK] if r["head_sha"] == head]
+        comments = [c["body"] for c in rig.sim.comment_objects(FORK, pull["number"])]
+        return checks, [c for c in comments if "sluice:patch-stack" in c]
+
+    assert seen() == ([], [])  # a PR into another branch: none of Sluice's business
+    rig.sim.retarget_pull(FORK, pull["number"], base="dev", user="dev")  # no change: no event
+    rig.sim.retarget_pull(FORK, pull["number"], base="main", user="dev")
+    await rig.settle()
+    checks, comments = seen()
+    assert "sluice/L1" in checks and len(comments) == 1 and CORE_PASS in comments[0]
+
+
 async def test_a_pr_whose_unit_left_the_plan_is_closed(rig: Rig) -> None:
     fork_installation = rig.sim.install(FORK)
     rig.sim.install(UPSTREAM)

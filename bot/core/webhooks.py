@@ -141,6 +141,12 @@ class PullRequestEvent(Payload):
     repository: Repository
     installation: Installation  # every App delivery about a repository names its installation
     sender: Account | None = None
+    changes: PullChanges = Field(default_factory=lambda: PullChanges())  # on `edited` only
+
+    @property
+    def retargeted(self) -> bool:
+        """An `edited` event whose edit moved the PR onto another base branch (not a title or body edit)."""
+        return self.action == "edited" and self.changes.base is not None
 
 
 class InstallationEvent(Payload):
@@ -233,6 +239,14 @@ class Change(Payload):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
     from_: str | None = Field(default=None, alias="from")
+
+
+class BaseChange(Payload):
+    ref: Change  # the base branch before the edit
+
+
+class PullChanges(Payload):
+    base: BaseChange | None = None  # present when the edit changed the PR's base branch
 
 
 class IssueChanges(Payload):

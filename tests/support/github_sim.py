@@ -1625,6 +1625,7 @@ class GitHubSim:
     def _edit(self, repo: Repo, issue: Issue, data: dict[str, Any]) -> None:
         self._fits("PullRequest" if issue.is_pull else "Issue", data)
         was = issue.state
+        changes = self._pull_changes(repo, issue, data) if issue.is_pull else {}
         if "title" in data:
             issue.title = data["title"]
         if "body" in data:
@@ -1638,11 +1639,25 @@ class GitHubSim:
                 raise validation_failed({"resource": "PullRequest", "field": "base", "code": "invalid"})
             issue.base_ref = data["base"]
         issue.updated_at = _iso(self.now())
+        if changes:  # GitHub: `edited`, with each changed field's value before the edit
+            self._notify_pull(repo, issue, "edited", sender=self.bot_login, changes=changes)
         if issue.is_pull and issue.state != was:
             self._sync_pull_refs(repo)
             self._notify_pull(
                 repo, issue, "reopened" if issue.state == "open" else "closed", sender=self.bot_login
             )
+
+    def _pull_changes(self, repo: Repo, issue: Issue, data: dict[str, Any]) -> dict[str, Any]:
+        """What a PATCH of a PR changes of its title, body and base, as `pull_request` `edited` names it."""
+        changes: dict[str, Any] = {
+            field: {"from": getattr(issue, field)}
+            for field in ("title", "body")
+            if field in data and data[field] != getattr(issue, field)
+        }
+        if "base" in data and data["base"] != issue.base_ref:
+            _, base_sha = self._pull_shas(repo, issue)
+            changes["base"] = {"ref": {"from": issue.base_ref}, "sha": {"from": base_sha}}
+        return changes
 
     async def _update_pull(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
@@ -1947,6 +1962,17 @@ class GitHubSim:
         before = {"title": issue.title, "body": issue.body, "state": issue.state}
         issue.body, issue.updated_at = body, _iso(self.now())
         self._notify_issue(repo, issue, before, sender=user)
+
+    def retarget_pull(self, full_name: str, number: int, *, base: str, user: str) -> None:
+        """`user` moves the PR onto another base branch in the web UI (GitHub sends `pull_request` `edited`
+        with `changes.base`)."""
+        repo, issue = self.repos[full_name], self.issues[full_name][number]
+        if self._branch_sha(repo, base) is None:
+            raise validation_failed({"resource": "PullRequest", "field": "base", "code": "invalid"})
+        changes = self._pull_changes(repo, issue, {"base": base})
+        issue.base_ref, issue.updated_at = base, _iso(self.now())
+        if changes:
+            self._notify_pull(repo, issue, "edited", sender=user, changes=changes)
 
     def close_issue(self, full_name: str, number: int, *, user: str) -> None:
         """`user` closes the issue in the web UI (GitHub sends `issues` `closed`)."""
