@@ -86,6 +86,14 @@ class KernelFacts(_Model):
     shared_bytes: int | None = None
 
 
+# A timing: milliseconds, finite and greater than zero (a zero or negative time is a broken timer, and would
+# divide by zero when compared).
+Milliseconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# The most samples one benchmark may carry: more says nothing a comparison could use, and would make the
+# bot's bootstrap over them take minutes.
+MAX_SAMPLES: Final = 10_000
+
+
 class Benchmark(_Model):
     suite: str
     kernel: str
@@ -96,7 +104,7 @@ class Benchmark(_Model):
     measured_iters: int
     warmup_budget_ms: float
     measure_budget_ms: float
-    samples_ms: tuple[float, ...]  # raw samples, one per measured iteration
+    samples_ms: tuple[Milliseconds, ...] = Field(max_length=MAX_SAMPLES)  # raw, one per measured iteration
     median_ms: float
     p10_ms: float
     p90_ms: float
@@ -104,8 +112,8 @@ class Benchmark(_Model):
     iqr_ms: float
     correctness_error: float | None = None  # max abs error against the torch reference
     facts: KernelFacts | None = None
-    compile_cold_ms: float | None = None  # first compile, empty cache
-    compile_warm_ms: float | None = None  # the same kernel again, warm cache
+    compile_cold_ms: Milliseconds | None = None  # first compile, empty cache
+    compile_warm_ms: Milliseconds | None = None  # the same kernel again, warm cache
     comparable: bool  # False for interpreter timings: kept, never judged
     note: str | None = None
 

@@ -584,14 +584,33 @@ def test_usage_errors_exit_2(reports: tuple[Path, Path], capsys: pytest.CaptureF
     assert "--ab BASELINE_PYTHON CANDIDATE_PYTHON" in capsys.readouterr().out
 
 
-def test_a_benchmark_with_a_non_positive_timing_is_bad_input(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("samples_ms", 0.0, "greater than 0"),
+        ("samples_ms", -1.5, "greater than 0"),
+        ("samples_ms", "NaN", "finite number"),
+        ("compile_cold_ms", 0.0, "greater than 0"),
+        ("compile_warm_ms", "Infinity", "finite number"),
+    ],
+)
+def test_a_benchmark_with_a_non_positive_or_non_finite_timing_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: float | str, says: str
 ) -> None:
-    good = write(tmp_path / "a.json", report(benchmark(noisy(1, 20))))
-    bad = write(tmp_path / "b.json", report(benchmark([*noisy(2, 19), 0.0])))
+    good = write(
+        tmp_path / "a.json", report(benchmark(noisy(1, 20), compile_cold_ms=9.0, compile_warm_ms=1.0))
+    )
+    data = json.loads(good.read_text())
+    bench = data["benchmarks"][0]
+    if field == "samples_ms":
+        bench[field][-1] = 12345.678
+    else:
+        bench[field] = 12345.678
+    bad = tmp_path / "b.json"  # written as a broken runner would (JSON spells NaN and Infinity so too)
+    bad.write_text(json.dumps(data).replace("12345.678", str(value)))
     code, _, err = run_main([str(good), str(bad)], capsys)
     assert code == cmp.EXIT_BAD_INPUT
-    assert "not a positive number" in err
+    assert "is not a valid tier report" in err and f"benchmarks.0.{field}" in err and says in err
 
 
 def test_the_summary_stays_under_githubs_limit() -> None:

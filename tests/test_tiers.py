@@ -48,7 +48,7 @@ from bot.core.tiers import (
     workflow_inputs,
 )
 from bot.core.webhooks import CheckRun, Pull
-from bot.flows.tiers import MAX_ZIP_MEMBERS, Finished, read_report, subject_of, unpack
+from bot.flows.tiers import MAX_ZIP_MEMBERS, Finished, parse_report, read_report, subject_of, unpack
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 HEAD, OLD, BASE = "a" * 40, "b" * 40, "c" * 40
@@ -579,6 +579,40 @@ def test_a_report_is_read_from_the_artifact_and_checked() -> None:
     report["run"]["head_sha"] = HEAD  # type: ignore[index]
     parsed, problem = read_report(Finished("success", json.dumps(report)), l1)
     assert problem is None and parsed is not None and parsed.run.head_sha == HEAD
+
+
+@pytest.mark.parametrize("timing", ["0.0", "-2.5", "NaN", "Infinity"])
+def test_a_report_with_a_timing_that_is_not_a_positive_number_is_malformed_not_compared(timing: str) -> None:
+    """Compared, such a time divides by zero (or poisons every statistic): the run ends with the report's
+    problem, and a kept one is no baseline, instead of the comparison raising on each read of it."""
+    bench = {
+        "suite": "bench",
+        "kernel": "matmul",
+        "shape": [64, 64],
+        "dtype": "fp16",
+        "warmup_iters": 1,
+        "measured_iters": 3,
+        "warmup_budget_ms": 1.0,
+        "measure_budget_ms": 1.0,
+        "samples_ms": [1.0, 1.1, 12345.678],
+        "median_ms": 1.1,
+        "p10_ms": 1.0,
+        "p90_ms": 1.1,
+        "p99_ms": 1.1,
+        "iqr_ms": 0.1,
+        "comparable": True,
+    }
+    env = {"python": "3.11", "cpu": "x", "os": "linux", "interpreter": False, "context_hash": "h"}
+    times = {"started_at": NOW.isoformat(), "finished_at": NOW.isoformat()}
+    report = {"run": {"tier": "l3", "head_sha": HEAD, **times}, "environment": env, "benchmarks": [bench]}
+    text = json.dumps({"schema": "sluice.tier-report/1", **report})
+    l3 = run(L3, RunState.DISPATCHED, verdict=None)
+    assert read_report(Finished("success", text), l3)[0] is not None and parse_report(text) is not None
+    broken = text.replace("12345.678", timing)
+    parsed, problem = read_report(Finished("success", broken), l3)
+    assert parsed is None and "the tier report is malformed" in (problem or "")
+    assert "benchmarks.0.samples_ms.2" in (problem or "")
+    assert parse_report(broken) is None
 
 
 def test_an_emergency_pick_runs_the_tiers_its_gate_requires() -> None:

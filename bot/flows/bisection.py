@@ -292,7 +292,7 @@ async def _regressed(b: Bisecting, run: TierRun, *, base_sha: str) -> Regressed 
     before, after = parse_report(found.report if found else None), parse_report(run.report)
     if found is None or found.id is None or before is None or after is None:
         return None
-    regressions = metric_regressions(before, after, t.config)
+    regressions = await asyncio.to_thread(metric_regressions, before, after, t.config)
     if not regressions:
         return None
     keys = {r.name.rsplit(" · ", 1)[0] for r in regressions}
@@ -308,7 +308,7 @@ async def _probe_regressions(
     before, after = parse_report(found.report if found else None), parse_report(run.report)
     if before is None or after is None:
         return None
-    return metric_regressions(before, after, b.tiering.config)
+    return await asyncio.to_thread(metric_regressions, before, after, b.tiering.config)
 
 
 async def _base_passed(b: Bisecting, pull: Pull, level: Level) -> bool:

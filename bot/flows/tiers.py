@@ -356,7 +356,8 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
     )
     keep = finished.report if report is not None else None
     done = _finish(t, run, RunState.COMPLETED, detail=found.reason, verdict=found.verdict, report=keep)
-    judged = compared(report, trunk, t.config) if report is not None else None
+    # the bootstrap takes seconds over a large report: never on the event loop, where webhooks are taken
+    judged = await asyncio.to_thread(compared, report, trunk, t.config) if report is not None else None
     regressions = regressed(judged) if run.level is Level.L3 else None  # kept with the ending, atomically
     if not await t.db(t.runs.finish, done, regressions):
         log.info("tier run %s: ended by another worker meanwhile (a time-out or the same result)", run.id)
@@ -462,11 +463,6 @@ def facts_of(report: Report) -> ReportFacts:
     return ReportFacts(suites, failures, env, report.run.head_sha)
 
 
-def regressions(report: Report, trunk: Report | None, config: SluiceConfig) -> str | None:
-    """runners.compare's markdown for the report's benchmarks against trunk's (None when either has none)."""
-    return rendered(compared(report, trunk, config))
-
-
 def compared(report: Report, trunk: Report | None, config: SluiceConfig) -> Judged:
     """runners.compare's Comparison of the report's benchmarks with trunk's, its ContextRefused when the two
     ran in different contexts, or None when either has no benchmarks."""
@@ -518,7 +514,8 @@ def regressed(judged: Judged) -> tuple[Regression, ...]:
 def metric_regressions(before: Report, after: Report, config: SluiceConfig) -> list[MetricRegression] | None:
     """Critical kernels' confident regressions from `before` to `after` (runners.compare, noise-aware): the
     metric oracle of trunk watch and of a bundle's L3 bisection alike. [] when neither has benchmarks; None
-    when they cannot be compared (no benchmarks after, other contexts)."""
+    when they cannot be compared (no benchmarks after, other contexts). Its bootstrap takes seconds over a
+    large report: a flow calls it in a thread, off the event loop."""
     from runners import compare
 
     if not before.benchmarks:

@@ -3,6 +3,7 @@ over the trunk commits between them (each prefix is a trunk commit) and tracked 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import logging
@@ -219,7 +220,7 @@ async def _regressions_since(
     before = parse_report(good.report if good else None)
     if report is None or before is None:
         return None
-    return metric_regressions(before, report, w.tiering.config)
+    return await asyncio.to_thread(metric_regressions, before, report, w.tiering.config)
 
 
 async def _compared(w: Watch, run: TierRun, report: Report | None, *, tail: str = "") -> None:
@@ -235,7 +236,7 @@ async def _compared(w: Watch, run: TierRun, report: Report | None, *, tail: str 
     if report is None:
         found: tuple[Worse, ...] = (run_broke(run.detail, tail),)
     else:
-        metrics = metric_regressions(before, report, t.config) or []
+        metrics = await asyncio.to_thread(metric_regressions, before, report, t.config) or []
         found = worsened(outcomes_of(before), outcomes_of(report), metrics)
     if not found:
         return
