@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from bot.core.config import ConfigError, SluiceConfig, parse_config
+from bot.core.limits import GITHUB_TEXT_MAX_CHARS, fit_for_github
 from bot.core.tier_checks import MAX_ANNOTATIONS, Shown, completed, refused
 from bot.core.tiers import (
     INFRA_MARKERS,
@@ -451,6 +452,22 @@ def test_failures_trunk_has_are_broken_trunk() -> None:
     other = FailedTest("smoke", "test_sum", "assert 1 == 2")
     mixed = triage("failure", facts(ASSERT, other), trunk=trunk)
     assert (mixed.verdict, mixed.broken_trunk) == (Verdict.FAILED, (ASSERT.key,))
+
+
+def test_a_long_broken_trunk_list_is_cut_by_whole_lines_and_room_is_kept_for_a_note() -> None:
+    """A shared lit failure list of thousands: the summary names 30, as the failing tests' list does, and a
+    note appended later (an Actions re-run not counted) still goes in whole."""
+    failures = tuple(
+        FailedTest("lit", f"test/Conversion/case_{i:04}.mlir", "FileCheck failed") for i in range(3000)
+    )
+    broken = triage("failure", facts(*failures), trunk=facts(*failures))
+    assert broken.verdict is Verdict.BROKEN_TRUNK and len(broken.broken_trunk) == 3000
+    out = completed(run(L1, verdict=Verdict.BROKEN_TRUNK), Shown(facts(*failures), broken))
+    assert out.summary.count("- `lit::test/Conversion/case_") == 30 and "- … and 2970 more" in out.summary
+    note = "\n\nGitHub Actions re-ran this tier's workflow.\n"
+    kept = fit_for_github("x" * 70_000, what="a check run's summary", room=len(note))
+    assert len(kept + note) < GITHUB_TEXT_MAX_CHARS and (kept + note).endswith(note)
+    assert fit_for_github("x" * 100, room=len(note)) == "x" * 100
 
 
 def test_the_check_run_summary_annotations_and_actions() -> None:

@@ -8,12 +8,13 @@ from collections.abc import Callable, Sequence
 GITHUB_TEXT_MAX_CHARS = 65_536
 
 
-def fit_for_github(text: str, *, what: str = "a description") -> str:
-    """`text` whole when GitHub takes it, else cut with a note saying so; never longer than 65,535."""
-    if len(text) < GITHUB_TEXT_MAX_CHARS:
+def fit_for_github(text: str, *, what: str = "a description", room: int = 0) -> str:
+    """`text` whole when GitHub takes it, else cut with a note saying so; never longer than 65,535 characters,
+    less `room` left for what the caller appends."""
+    if len(text) + room < GITHUB_TEXT_MAX_CHARS:
         return text
     note = f"\n\n… (cut: GitHub limits {what} to {GITHUB_TEXT_MAX_CHARS:,} characters)\n"
-    return text[: GITHUB_TEXT_MAX_CHARS - 1 - len(note)] + note
+    return text[: GITHUB_TEXT_MAX_CHARS - 1 - room - len(note)] + note
 
 
 def rows_that_fit(rows: Sequence[str], *, room: int, more: Callable[[int], str]) -> list[str]:

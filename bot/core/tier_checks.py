@@ -13,6 +13,7 @@ from bot.core.tiers import FailedTest, Level, ReportFacts, TierRun, Triage, Verd
 LOG_LINES = 40
 LOG_LINE_CHARS = 500  # a log line longer than this is cut, with an ellipsis
 LOG_CHARS = 12_000  # the log tail's most characters: the oldest of its lines go first
+LISTED = 30  # failing tests (and broken-trunk ones) listed by name; the report artifact has them all
 _SIGNOFF = (
     "**Metrics regressed beyond noise** (the benchmarks above). Where the gate requires L3, an owner of "
     "each regressed kernel's area accepts them with `/signoff l3` on this head; or push a fix."
@@ -166,7 +167,11 @@ def completed(run: TierRun, shown: Shown) -> CheckUpdate:
     if shown.triage.broken_trunk:
         lines += ["", f"### Broken trunk ({plural(len(shown.triage.broken_trunk), 'failure')})", ""]
         lines += ["These fail on fork trunk's latest report too: trunk is broken, not this change.", ""]
-        lines += [f"- `{key}`" for key in shown.triage.broken_trunk]
+        lines += [f"- `{key}`" for key in shown.triage.broken_trunk[:LISTED]]
+        if len(shown.triage.broken_trunk) > LISTED:
+            lines.append(
+                f"- … and {len(shown.triage.broken_trunk) - LISTED} more (the report artifact lists them all)"
+            )
     if shown.regressions:
         against = f" against `{shown.baseline_sha[:10]}`" if shown.baseline_sha else ""
         lines += ["", f"### Benchmarks{against}", "", shown.regressions]
@@ -250,12 +255,12 @@ def _failures(failures: Sequence[FailedTest], *, broken: set[str]) -> list[str]:
     if not new:
         return []
     lines = [f"### Failing tests ({len(new)})", ""]
-    for failure in new[:30]:
+    for failure in new[:LISTED]:
         lines.append(
             f"- `{failure.key}`: {_cell(failure.message.splitlines()[0] if failure.message else '')}"
         )
-    if len(new) > 30:
-        lines.append(f"- … and {len(new) - 30} more (the report artifact lists them all)")
+    if len(new) > LISTED:
+        lines.append(f"- … and {len(new) - LISTED} more (the report artifact lists them all)")
     return lines
 
 

@@ -20,6 +20,7 @@ from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.errors import DispatchRefused, TooLarge, first_line
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.l3_metrics import MetricRegression, Regression
+from bot.core.limits import fit_for_github
 from bot.core.tier_checks import (
     CheckUpdate,
     Shown,
@@ -323,7 +324,8 @@ async def rerun_not_counted(
         f"count it: each of its attempts is a dispatch of its own, reported on a check run of its own. To "
         f"run {run.level.name} again, press **Re-run** above or comment `/retry {run.level.value}`.\n"
     )
-    body = {"output": {"title": check.output.title or run.level.name, "summary": summary + note}}
+    kept = fit_for_github(summary, what="a check run's summary", room=len(note))  # the note goes in whole
+    body = {"output": {"title": check.output.title or run.level.name, "summary": kept + note}}
     await t.forge.update_check_run(check.id, body)
 
 
