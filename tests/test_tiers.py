@@ -49,7 +49,17 @@ from bot.core.tiers import (
     workflow_inputs,
 )
 from bot.core.webhooks import CheckRun, Pull
-from bot.flows.tiers import MAX_ZIP_MEMBERS, Finished, parse_report, read_report, subject_of, unpack
+from bot.flows.tiers import (
+    MAX_ZIP_MEMBERS,
+    Finished,
+    compared,
+    parse_report,
+    read_report,
+    regressed,
+    rendered,
+    subject_of,
+    unpack,
+)
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 HEAD, OLD, BASE = "a" * 40, "b" * 40, "c" * 40
@@ -468,6 +478,28 @@ def test_a_long_broken_trunk_list_is_cut_by_whole_lines_and_room_is_kept_for_a_n
     kept = fit_for_github("x" * 70_000, what="a check run's summary", room=len(note))
     assert len(kept + note) < GITHUB_TEXT_MAX_CHARS and (kept + note).endswith(note)
     assert fit_for_github("x" * 100, room=len(note)) == "x" * 100
+
+
+def test_a_low_confidence_compile_time_regression_is_shown_but_asks_the_gate_for_no_signoff() -> None:
+    """One cold compile a side, 5 % slower: listed on the check run as low confidence, never stored as a
+    regression the gate wants signed off; the same head's confident latency regression is."""
+    from tests.test_runners_compare import benchmark, noisy
+    from tests.test_runners_compare import report as bench_report
+
+    config = parse_config("performance:\n  critical: [softmax]\n")
+    trunk = bench_report(
+        benchmark(noisy(1, 60), kernel="layer_norm", compile_cold_ms=500.0),
+        benchmark(noisy(2, 60), kernel="softmax", compile_cold_ms=500.0),
+    )
+    head = bench_report(
+        benchmark(noisy(3, 60), kernel="layer_norm", compile_cold_ms=525.0),
+        benchmark(noisy(4, 60, shift=0.25), kernel="softmax", compile_cold_ms=500.0),
+    )
+    judged = compared(head, trunk, config)
+    cold = {c.kernel: c for c in judged.cells if c.metric.value == "compile_cold"}  # type: ignore[union-attr]
+    assert cold["layer_norm"].verdict.value == "regressed" and cold["layer_norm"].measurement.low_confidence
+    assert "low confidence" in (rendered(judged) or "")
+    assert {(r.kernel, r.critical) for r in regressed(judged)} == {("softmax", True)}  # its latency only
 
 
 def test_the_check_run_summary_annotations_and_actions() -> None:

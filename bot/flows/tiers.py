@@ -492,7 +492,9 @@ def rendered(judged: Judged) -> str | None:
 
 
 def regressed(judged: Judged) -> tuple[Regression, ...]:
-    """The cells the comparison judged regressed beyond noise (none when nothing was compared)."""
+    """The cells the comparison judged regressed beyond noise, confidently (none when nothing was compared).
+    A low-confidence verdict (a compile time measured once a side) is listed on the check run, marked, but
+    asks the gate for no signoff: docs/compare.md, such cells never fail a run."""
     if judged is None:
         return ()
     from runners import compare
@@ -509,7 +511,9 @@ def regressed(judged: Judged) -> tuple[Regression, ...]:
             threshold=c.measurement.threshold,
         )
         for c in judged.cells
-        if c.verdict is compare.Verdict.REGRESSED and c.measurement is not None
+        if c.verdict is compare.Verdict.REGRESSED
+        and c.measurement is not None
+        and not c.measurement.low_confidence
     )
 
 
