@@ -15,6 +15,7 @@ from bot.core.config import (
     ConfigProblem,
     SluiceConfig,
     Strategy,
+    _glob_to_regex,
     all_glob,
     any_glob,
     check_config,
@@ -185,6 +186,43 @@ def test_any_and_all_glob_match_paths_against_several_globs_as_glob_match_does()
     assert all_glob(globs, ["docs/x/y.rst", "a/b.md", "setup.py"])
     assert not all_glob(globs, ["docs/x/y.rst", "lib/a.cpp"])
     assert all_glob(globs, []) and not any_glob(globs, [])
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    [
+        ("*?" * 8 + "*Q", "test/TritonGPU/amd/accelerate-amd-matmul-mfma-decompose-scaled-dot.mlir", False),
+        ("*?" * 8 + "*r", "test/TritonGPU/amd/accelerate-amd-matmul-mfma-decompose-scaled-dot.mlir", True),
+        ("lib/" + "*a" * 12 + "*b", "lib/" + "a" * 40 + "c", False),
+        ("lib/" + "*a" * 12 + "*b", "lib/" + "a" * 40 + "b", True),
+        ("/".join(["**", "a"] * 7) + "/**/b", "/".join(["a"] * 30) + "/c", False),
+        ("/".join(["**", "a"] * 7) + "/**/b", "/".join(["a"] * 30) + "/b", True),
+        ("**/*b/**/**", "ba/ba/ba/b/ba", True),  # a `*b` piece must end where its segment does
+    ],
+    ids=lambda v: str(v)[:24],
+)
+def test_a_glob_with_many_wildcards_matches_without_trying_every_split(
+    pattern: str, path: str, matches: bool
+) -> None:
+    """Planning matches the config's globs against every changed path: `*?*?…` or `**/a/**/a/…` once tried
+    exponentially many ways (25 s for one path); their pieces now take their first fit, atomically."""
+    assert glob_match(pattern, path) is matches
+
+
+def test_atomic_groups_change_no_globs_answer() -> None:
+    """The atomic groups only stop backtracking: the same regex with plain groups (which tries every split)
+    gives the same answer, on random globs and paths small enough for it."""
+    import random
+
+    rng = random.Random(7)
+    parts = ["a", "b", "*", "**", "a*", "*b", "?", "[ab]", "[!a]", "*a*", "a?b"]
+    for _ in range(5000):
+        pattern = "/".join(rng.choice(parts) for _ in range(rng.randint(1, 6)))
+        pattern = rng.choice(["", "/"]) + pattern + rng.choice(["", "", "/"])
+        path = "/".join(rng.choice(["a", "b", "ab", "ba", "aba", "c"]) for _ in range(rng.randint(1, 6)))
+        atomic = _glob_to_regex(pattern)
+        plain = atomic.replace("(?>", "(?:")
+        assert (re.fullmatch(atomic, path) is None) == (re.fullmatch(plain, path) is None), (pattern, path)
 
 
 # --- a full configuration ---------------------------------------------------------------------------------

@@ -75,37 +75,54 @@ def _glob_to_regex(pattern: str) -> str:
     for segment in body.split("/"):
         if not (segment == "**" and segments and segments[-1] == "**"):
             segments.append(segment)
-    regex = ""
-    for i, segment in enumerate(segments):
+    regex, i = "", 0
+    while i < len(segments):
+        segment = segments[i]
         after_globstar = i > 0 and segments[i - 1] == "**"
         separator = "/" if i > 0 and not after_globstar else ""
         if segment != "**":
             regex += separator + _segment_regex(segment)
         elif i == len(segments) - 1:  # trailing `**`: zero or more further segments
             regex += "(?:/[^/]+)*" if i > 0 else "[^/]+(?:/[^/]+)*"
-        else:  # leading or inner `**/`: zero or more whole segments
+        elif "**" in segments[i + 1 :]:
+            # Leading or inner `**/` with segments and another `**` after them: those take the first place
+            # they fit, in an atomic group, as `_segment_regex`'s middle pieces do (the `**` after absorbs
+            # the rest), so `**/a/**/a/**/…` matches in linear time.
+            end = segments.index("**", i + 1)
+            group = "/".join(_segment_regex(s) for s in segments[i + 1 : end])
+            regex += separator + f"(?>(?:[^/]+/)*?{group}(?![^/]))"  # ending where a segment ends
+            i = end
+            continue
+        else:  # the last `**/`: zero or more whole segments
             regex += separator + "(?:[^/]+/)*"
+        i += 1
     return regex
 
 
 def _segment_regex(segment: str) -> str:
-    """Regex for one path segment: `*`, `?` and `[...]` never cross a `/`."""
-    out: list[str] = []
+    """Regex for one path segment: `*`, `?` and `[...]` never cross a `/`.
+
+    Matched in linear time whatever the pattern: the pieces between stars are fixed-width, so the first place
+    each middle piece fits is as good as any later one, and an atomic group takes it without backtracking
+    into it (fnmatch's way); `*?*?*?…` or `*a*a*a…*b` would otherwise try exponentially many splits."""
+    pieces: list[str] = [""]  # the regexes between the stars; `**` inside a segment is a plain `*`
     i = 0
     while i < len(segment):
         char = segment[i]
         i += 1
         if char == "*":
-            if not out or out[-1] != "[^/]*":  # `**` inside a segment is a plain `*`
-                out.append("[^/]*")
+            pieces.append("")
         elif char == "?":
-            out.append("[^/]")
+            pieces[-1] += "[^/]"
         elif char == "[" and (end := _class_end(segment, i)) is not None:
-            out.append(_class_regex(segment[i:end]))
+            pieces[-1] += _class_regex(segment[i:end])
             i = end + 1
         else:
-            out.append(re.escape(char))
-    return "".join(out)
+            pieces[-1] += re.escape(char)
+    if len(pieces) == 1:
+        return pieces[0]
+    head, *middle, tail = pieces
+    return head + "".join(f"(?>[^/]*?{piece})" for piece in middle if piece) + "[^/]*" + tail
 
 
 def _class_end(segment: str, start: int) -> int | None:
