@@ -368,6 +368,15 @@ def test_codeowners_lines_github_ignores_are_reported() -> None:
     assert "not an owner: not-an-owner" in parsed.problems[2]
 
 
+def test_an_enterprise_managed_users_login_owns_as_any_login_does() -> None:
+    """An EMU login carries its enterprise's short code after an underscore; the line was once dropped whole,
+    and the broader line before it owned the directory instead."""
+    parsed = parse_codeowners("* @docs-writer\nlib/Dialect/ @mona_acme @org/compiler\n")
+    assert parsed.problems == ()
+    assert parsed.owners("lib/Dialect/Ops.cpp") == ("@mona_acme", "@org/compiler")
+    assert parse_codeowners("lib/ @mona_\n").problems == ("line 1: `lib/`: not an owner: @mona_",)
+
+
 @pytest.mark.parametrize(
     ("pattern", "path", "matches"),
     [

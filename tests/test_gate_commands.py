@@ -331,6 +331,18 @@ async def test_a_stacked_ingestion_pr_moved_onto_trunk_has_its_gate_judged_again
     assert "builds on" not in gate_run(sim, head)["output"]["summary"]
 
 
+async def test_the_gate_names_the_codeowners_lines_it_skipped(ctx: Context) -> None:
+    sim, _, number = an_ingestion_pull(ctx)
+    lines = ["*  @meta/everyone", "!docs/  @writer", "lib/  not-an-owner"] + [
+        f"x{i}/  bad{i}" for i in range(6)
+    ]
+    sim.commit(FORK, "main", {".github/CODEOWNERS": "\n".join(lines) + "\n"}, message="owners")
+    await gatekeeping.reevaluate(ctx, FORK, number)
+    summary = gate_run(sim, head_of(sim))["output"]["summary"]
+    assert "CODEOWNERS lines skipped, as GitHub skips them, so they own nothing: line 2: '!docs/'" in summary
+    assert "line 3: 'lib/': not an owner: not-an-owner" in summary and "(and 3 more)" in summary
+
+
 async def test_l3_runs_on_demand_with_a_suite_of_the_config(ctx: Context) -> None:
     _, _, number = an_ingestion_pull(ctx)
     ran(ctx, number, L1)

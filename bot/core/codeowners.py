@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 # Where GitHub looks for the file, in its order: the first one found is the only one used.
 CODEOWNERS_PATHS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
-_OWNER = re.compile(r"@[A-Za-z0-9][A-Za-z0-9-]*(?:/[A-Za-z0-9_.-]+)?|[^@\s]+@[^@\s]+")
+# `@login` (an Enterprise Managed User's has its enterprise's short code after an underscore: `@mona_acme`),
+# `@org/team`, or an e-mail address.
+_OWNER = re.compile(r"@[A-Za-z0-9][A-Za-z0-9-]*(?:_[A-Za-z0-9]+)?(?:/[A-Za-z0-9_.-]+)?|[^@\s]+@[^@\s]+")
 
 
 @dataclass(frozen=True)

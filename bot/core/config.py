@@ -147,7 +147,9 @@ def _class_regex(body: str) -> str:
 # --- field checks (each raises ValueError with the message an operator reads) -----------------------------
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_OWNER_RE = re.compile(r"@[A-Za-z0-9](?:[A-Za-z0-9-]*)(?:/[A-Za-z0-9_.-]+)?")
+_OWNER_RE = re.compile(
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*)(?:_[A-Za-z0-9]+)?(?:/[A-Za-z0-9_.-]+)?"
+)  # as CODEOWNERS
 _REPO_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+")
 # `scheme://user[:password]@host`: credentials in a URL (ssh's `ssh://git@host` names a user only).
 _URL_USERINFO = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)(?P<userinfo>[^/?#]*)@")

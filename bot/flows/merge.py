@@ -20,6 +20,7 @@ from bot.core.errors import MergeRefused, Unavailable
 from bot.core.gate import Approval, CheckResult, GateDecision, GateInput, Hold, Pause, Review, Waiver
 from bot.core.ingestion import BRANCH_PREFIX, CheckName, stacked
 from bot.core.l3_metrics import L3Metrics, Signoff
+from bot.core.markdown import plain
 from bot.core.permissions import WRITE_ACCESS
 from bot.core.tier_checks import CheckUpdate
 from bot.core.webhooks import CheckRun, Pull, PullReview
@@ -29,6 +30,7 @@ from bot.ports import Clock, GateForge, GateRecords, SignoffRecords
 Db = Callable[..., Awaitable[Any]]  # Context.db: a store call in a worker thread
 ROLLBACK_PREFIX = "sluice/rollback/"
 SIGNOFF = "signoff-l3"  # an audit record's approval that is an area owner's `/signoff l3`
+SHOWN_PROBLEMS = 5  # CODEOWNERS lines the gate's notes name, of those skipped
 log = logging.getLogger("sluice.merge")
 
 
@@ -278,9 +280,20 @@ def _merge_blocker(keeper: Gatekeeper, found: Facts, paused: Pause | None) -> st
 
 
 async def _publish(keeper: Gatekeeper, found: Facts, decision: GateDecision, *, notes: list[str]) -> None:
-    """`sluice/gate` on the head, updated in place; nothing is sent when it already says the same."""
+    """`sluice/gate` on the head, updated in place; nothing is sent when it already says the same. CODEOWNERS
+    lines the gate could not read are named in its notes (GitHub skips them too)."""
     conclusion = decision.conclusion
+    notes = [*notes, *_ignored_codeowners(found.facts.codeowners)]
     await _set_gate(keeper, found, conclusion, gate.title(decision), gate.summary(decision, notes=notes))
+
+
+def _ignored_codeowners(codeowners: CodeOwners) -> list[str]:
+    problems = codeowners.problems
+    if not problems:
+        return []
+    shown = "; ".join(plain(p) for p in problems[:SHOWN_PROBLEMS])
+    more = f" (and {len(problems) - SHOWN_PROBLEMS} more)" if len(problems) > SHOWN_PROBLEMS else ""
+    return [f"CODEOWNERS lines skipped, as GitHub skips them, so they own nothing: {shown}{more}."]
 
 
 async def _set_gate(
