@@ -74,6 +74,14 @@ def fork_commit(message: str, n: int = 1, *, at: int = 100) -> CommitInfo:
             RecognitionMethod.TRAILER,
             True,
         ),
+        (  # a regular pick from an upstream that is itself a Sluice fork, of one of its emergency picks
+            f"Fix lds\n\nUpstream-Commit: {'7' * 40}\nSluice-Kind: emergency\n"
+            f"Sluice-Ingestion: emergency-7777777777\n"
+            f"Upstream-Commit: {UP[0].sha}\nSluice-Ingestion: bundle-{UP[0].sha[:10]}",
+            0,
+            RecognitionMethod.TRAILER,
+            False,
+        ),
     ],
 )
 def test_explicit_recognition(

@@ -30,9 +30,19 @@ def pr_number(subject: str) -> str | None:
 
 
 def is_emergency(message: str, config: SluiceConfig) -> bool:
-    if EMERGENCY_TRAILER.search(message):
+    """Whether a fork commit is an emergency pick: its own `Sluice-Kind: emergency` trailer, or a configured
+    pattern anywhere in its message."""
+    if EMERGENCY_TRAILER.search(_own_trailers(message)):
         return True
     return any(re.search(p, message, re.MULTILINE) for p in config.recognition.emergency_patterns)
+
+
+def _own_trailers(message: str) -> str:
+    """What the fork's pick wrote of its message: from its last `Upstream-Commit` line on (the upstream
+    message it copies comes before, and an upstream that is itself a Sluice fork has its own emergency
+    trailers there); the whole message when it has no such line."""
+    starts = [found.start() for found in UPSTREAM_TRAILER.finditer(message)]
+    return message[starts[-1] :] if starts else message
 
 
 class _Candidates:
