@@ -121,6 +121,32 @@ def test_patch_ids_pair_one_to_one_in_stream_order() -> None:
     assert found[UP[2].sha].method is RecognitionMethod.PATCH_ID
 
 
+def test_a_pick_trunk_reverted_since_is_not_had_and_a_revert_reverted_in_turn_gives_it_back() -> None:
+    """The ingestion PR's own way back: `git revert` of its picks (`This reverts commit <pick>.`). The fork no
+    longer has the upstream commit: it is pending again and no ingestion tip. Neither the pick (by its trailer
+    or its patch-id) nor its revert (whose subject quotes the pick's) counts as one."""
+    config = parse_config('recognition:\n  subject_patterns: ["\\\\[Cherry-pick\\\\] (?P<title>.*)"]\n')
+    kept = fork_commit(f"[AMD] Fix lds bank conflicts (#4312)\n\nUpstream-Commit: {UP[0].sha}", 1)
+    pick = fork_commit(f"[NVIDIA] Use TMA for stores (#4313)\n\nUpstream-Commit: {UP[1].sha}", 2)
+    twin = fork_commit("[Cherry-pick] [FRONTEND] Faster store (#4314)", 3)  # a pick by patch-id
+    revert = fork_commit(
+        f'Revert "[NVIDIA] Use TMA for stores (#4313)"\n\nThis reverts commit {pick.sha}.', 4
+    )
+    undo = fork_commit(
+        f'Revert "[Cherry-pick] [FRONTEND] Faster store (#4314)"\n\nThis reverts commit {twin.sha}.', 5
+    )
+
+    def had(*fork: CommitInfo) -> list[str]:
+        ids = {UP[2].sha: "p", twin.sha: "p"}
+        found = recognise(UP, list(fork), upstream_patch_ids=ids, fork_patch_ids=ids, config=config)
+        return sorted(found)
+
+    assert had(kept, pick, twin) == sorted([UP[0].sha, UP[1].sha, UP[2].sha])
+    assert had(kept, pick, twin, revert, undo) == [UP[0].sha]
+    again = fork_commit(f'Revert "Revert ..."\n\nThis reverts commit {revert.sha}.', 6)
+    assert had(kept, pick, twin, revert, undo, again) == sorted([UP[0].sha, UP[1].sha])
+
+
 @pytest.mark.parametrize("emergency_first", [True, False])
 def test_a_regular_pick_of_a_commit_picked_in_an_emergency_too_is_what_counts(emergency_first: bool) -> None:
     """The emergency pick never moves the ingestion tip; the bundle that later took the same commit does,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from bot.core.models import CommitInfo, Recognised, RecognitionMethod
 UPSTREAM_TRAILER = re.compile(r"^Upstream-Commit:\s*([0-9a-f]{40})\s*$", re.MULTILINE)
 CHERRY_PICKED = re.compile(r"\(cherry picked from commit ([0-9a-f]{7,40})\)")
 EMERGENCY_TRAILER = re.compile(r"^Sluice-Kind:\s*emergency\s*$", re.MULTILINE | re.IGNORECASE)
+REVERTS = re.compile(r"^This reverts commit ([0-9a-f]{40})\b", re.MULTILINE)  # `git revert`'s own line
 PR_SUFFIX = re.compile(r"\s*\(#(\d+)\)\s*$")
 
 
@@ -111,8 +113,10 @@ def recognise(
     """
     cands = _Candidates(upstream)
     found: dict[str, Recognised] = {}
-    claimed: set[str] = set()
+    claimed: set[str] = reverted_on_trunk(fork)  # a pick reverted since, and its revert, have nothing
     for commit in fork:
+        if commit.sha in claimed:
+            continue
         emergency = is_emergency(commit.message, config)
         for sha, method in _explicit_picks(commit, cands, config):
             claimed.add(commit.sha)
@@ -133,6 +137,23 @@ def recognise(
         found[up.sha] = _patch_id_match(up, pick, config)
         claimed.add(pick.sha)
     return found
+
+
+def reverted_on_trunk(fork: Sequence[CommitInfo]) -> set[str]:
+    """The fork commits a later fork commit reverted (`git revert`'s "This reverts commit <sha>" line), with
+    the reverts that undid them; a revert that was itself reverted undoes nothing (the commit is back)."""
+    shas = {c.sha for c in fork}
+    target = {c.sha: t for c in fork for t in REVERTS.findall(c.message)[:1] if t in shas and t != c.sha}
+    reverts_of: dict[str, list[str]] = {}
+    for revert, reverted in target.items():
+        reverts_of.setdefault(reverted, []).append(revert)
+
+    @functools.cache
+    def undone(sha: str) -> bool:  # a revert's target is older than it: the recursion ends
+        return any(not undone(revert) for revert in reverts_of.get(sha, ()))
+
+    gone = {sha for sha in reverts_of if undone(sha)}
+    return gone | {revert for revert, reverted in target.items() if reverted in gone and not undone(revert)}
 
 
 def _patch_id_match(up: CommitInfo, fork: CommitInfo, config: SluiceConfig) -> Recognised:
