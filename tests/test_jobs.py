@@ -5,13 +5,14 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Engine, select, text
 
-from bot.db.jobs import Delivery, DeliveryOutcome, Job, JobQueue, JobState, deliveries, jobs
+from bot.db.jobs import Delivery, DeliveryOutcome, Job, JobQueue, JobState, _take_key, deliveries, jobs
 from bot.db.store import Store
 
 NOW = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
@@ -192,6 +193,29 @@ def test_one_running_job_per_key(queue: JobQueue) -> None:
 
     assert queue.complete(first, "w1", now=NOW)
     assert claimed(queue, "w4").id == second
+
+
+def test_a_claim_never_waits_on_a_key_claimed_in_another_schema_of_the_database(
+    postgres_url: str, postgres_server: Engine
+) -> None:
+    """PostgreSQL's advisory locks belong to the database: a claim of FORK's job in one schema (another
+    deployment, or another test worker) once made a claim of FORK's job in this schema find nothing."""
+    schema = f"sluice_test_{uuid.uuid4().hex[:12]}"
+    with postgres_server.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    other_url = postgres_server.url.update_query_dict({"options": f"-csearch_path={schema}"})
+    here, there = Store.open(postgres_url), Store.open(other_url.render_as_string(hide_password=False))
+    try:
+        job_id = JobQueue(here).enqueue("ingest", {}, key=FORK, now=NOW)
+        with there._engine.begin() as conn:  # the other schema's claim of the same key, mid-transaction
+            assert _take_key(conn, FORK, 0, NOW)
+            claimed = JobQueue(here).claim("w", lease=LEASE, now=NOW)
+        assert claimed is not None and claimed.id == job_id
+    finally:
+        here.close()
+        there.close()
+        with postgres_server.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
 def test_a_failed_attempt_is_retried_after_its_delay(queue: JobQueue, store: Store) -> None:

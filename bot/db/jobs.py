@@ -393,11 +393,13 @@ def _take_key(conn: Connection, key: str, job_id: int, now: datetime) -> bool:
     """Whether job `job_id` may run now: no other job with its key runs under a live lease.
 
     PostgreSQL: a transaction-scoped advisory lock on the key makes replicas claiming jobs of one key take
-    turns, and the check reads again under it, so it sees a claim that committed meanwhile. SQLite's
-    BEGIN IMMEDIATE already serialises claims.
+    turns, and the check reads again under it, so it sees a claim that committed meanwhile. Advisory locks
+    are the database's, not the schema's: the lock names the schema the queue lives in, so deployments that
+    share a database in schemas of their own never wait on each other's keys. SQLite's BEGIN IMMEDIATE
+    already serialises claims.
     """
     if conn.dialect.name == "postgresql":
-        lock = text("SELECT pg_try_advisory_xact_lock(:namespace, hashtext(:key))")
+        lock = text("SELECT pg_try_advisory_xact_lock(:namespace, hashtext(current_schema() || '/' || :key))")
         if not conn.execute(lock, {"namespace": _KEY_LOCK_NAMESPACE, "key": key}).scalar_one():
             return False
     query = select(jobs.c.id).where(
