@@ -6,11 +6,9 @@ import logging
 
 from bot.app.context import Context
 from bot.core.config import CONFIG_PATH, ConfigError
-from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.errors import BadInput, NotFound
 from bot.core.gate import Waiver
-from bot.core.ingestion import BRANCH_PREFIX
-from bot.flows.merge import Gatekeeper, Outcome, evaluate, record_merge
+from bot.flows.merge import Gatekeeper, Outcome, evaluate, is_sluice_pull, record_merge
 from bot.ports import Fork
 from handlers import requests
 
@@ -110,7 +108,7 @@ async def resume(ctx: Context, repo: str, *, by: str) -> dict[int, Outcome]:
     await ctx.db(ctx.gates.resume, repo)
     await requests.ingest(ctx, repo, reason=f"ingestion resumed by @{by}")
     pulls = await ctx.forge(fork.installation_id, repo).open_pulls()
-    ours = sorted(p.number for p in pulls if p.on_branch_of(repo, (BRANCH_PREFIX, EMERGENCY_PREFIX)))
+    ours = sorted(p.number for p in pulls if is_sluice_pull(p, repo))
     return {number: await reevaluate(ctx, repo, number) for number in ours}
 
 

@@ -110,10 +110,10 @@ async def evaluate(keeper: Gatekeeper, number: int) -> Outcome:
 
 
 def _is_open_ingestion(pull: Pull, repo: str) -> bool:
-    return pull.is_open and _ours(pull, repo)
+    return pull.is_open and is_sluice_pull(pull, repo)
 
 
-def _ours(pull: Pull, repo: str) -> bool:
+def is_sluice_pull(pull: Pull, repo: str) -> bool:
     """Sluice's own PR: an ingestion's or an emergency pick's branch in the fork itself."""
     return pull.on_branch_of(repo, (BRANCH_PREFIX, EMERGENCY_PREFIX))
 
@@ -340,7 +340,7 @@ async def record_merge(keeper: Gatekeeper, number: int) -> Outcome:
     """A PR a person merged (Sluice's own merges close their record as they merge): the rollback tag on the
     trunk it was merged onto, and the audit record closed with what the gate found on its head."""
     pull = await keeper.forge.get_pull(number)
-    if not (pull.merged and pull.merge_commit_sha and _ours(pull, keeper.fork)):
+    if not (pull.merged and pull.merge_commit_sha and is_sluice_pull(pull, keeper.fork)):
         return Outcome.SKIPPED
     found = await _gather(keeper, pull)
     if found.stored.record is not None and found.stored.record.state is audit.AuditState.CLOSED:
