@@ -26,7 +26,7 @@ log = logging.getLogger("sluice.pull_request")
 @router.register("pull_request", action="edited")
 async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
     """A fork PR into fork trunk (opened, pushed to, reopened, or moved there): its patch-stack comment."""
-    if event.action == "edited" and not event.retargeted:
+    if event.text_edit:
         return
     fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
     pull = event.pull_request
@@ -47,7 +47,7 @@ async def on_ingestion_push(event: PullRequestEvent, *, ctx: Context, job: Job) 
     """A new head on an ingestion PR (or an emergency pick): approvals of the old head stop counting, so its
     gate is judged anew; as it is when a draft is marked ready for review (Sluice merges no draft), and when
     the PR moved onto another base (a stacked PR GitHub retargets to fork trunk once the one below merged)."""
-    if event.action == "edited" and not event.retargeted:
+    if event.text_edit:
         return
     if event.pull_request.head.ref.startswith((BRANCH_PREFIX, EMERGENCY_PREFIX)):
         await gatekeeping.reevaluate(ctx, event.repository.full_name, event.pull_request.number)

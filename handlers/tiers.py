@@ -163,7 +163,7 @@ async def on_local_tier(request: LocalTierRequest, *, ctx: Context, job: Job) ->
 async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) -> None:
     """L1 on every ingestion PR and fork PR against fork trunk, on each new head, and on a PR retargeted to
     fork trunk (`edited`, its base changed; a title or body edit asks for nothing)."""
-    if event.action == "edited" and not event.retargeted:
+    if event.text_edit:
         return
     fork = await ctx.db(ctx.registry.fork, event.repository.full_name)
     if fork is None or event.pull_request.base.ref != fork.branch:

@@ -144,9 +144,10 @@ class PullRequestEvent(Payload):
     changes: PullChanges = Field(default_factory=lambda: PullChanges())  # on `edited` only
 
     @property
-    def retargeted(self) -> bool:
-        """An `edited` event whose edit moved the PR onto another base branch (not a title or body edit)."""
-        return self.action == "edited" and self.changes.base is not None
+    def text_edit(self) -> bool:
+        """An `edited` event that changed only the title or body: the PR's head and base are as they were, so
+        it asks for nothing a move onto another base branch would (its `changes.base`)."""
+        return self.action == "edited" and self.changes.base is None
 
 
 class InstallationEvent(Payload):
