@@ -167,11 +167,7 @@ def completed(run: TierRun, shown: Shown) -> CheckUpdate:
     if shown.triage.broken_trunk:
         lines += ["", f"### Broken trunk ({plural(len(shown.triage.broken_trunk), 'failure')})", ""]
         lines += ["These fail on fork trunk's latest report too: trunk is broken, not this change.", ""]
-        lines += [f"- `{key}`" for key in shown.triage.broken_trunk[:LISTED]]
-        if len(shown.triage.broken_trunk) > LISTED:
-            lines.append(
-                f"- … and {len(shown.triage.broken_trunk) - LISTED} more (the report artifact lists them all)"
-            )
+        lines += _listed([f"- `{key}`" for key in shown.triage.broken_trunk])
     if shown.regressions:
         against = f" against `{shown.baseline_sha[:10]}`" if shown.baseline_sha else ""
         lines += ["", f"### Benchmarks{against}", "", shown.regressions]
@@ -255,13 +251,18 @@ def _failures(failures: Sequence[FailedTest], *, broken: set[str]) -> list[str]:
     if not new:
         return []
     lines = [f"### Failing tests ({len(new)})", ""]
-    for failure in new[:LISTED]:
-        lines.append(
-            f"- `{failure.key}`: {_cell(failure.message.splitlines()[0] if failure.message else '')}"
-        )
-    if len(new) > LISTED:
-        lines.append(f"- … and {len(new) - LISTED} more (the report artifact lists them all)")
-    return lines
+    return lines + _listed(
+        [f"- `{f.key}`: {_cell(f.message.splitlines()[0] if f.message else '')}" for f in new]
+    )
+
+
+def _listed(rows: Sequence[str]) -> list[str]:
+    """The first LISTED rows of a list, then how many more there are."""
+    more = len(rows) - LISTED
+    return [
+        *rows[:LISTED],
+        *([f"- … and {more} more (the report artifact lists them all)"] if more > 0 else []),
+    ]
 
 
 def _annotations(failures: Sequence[FailedTest]) -> list[dict[str, Any]]:
