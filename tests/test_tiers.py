@@ -474,6 +474,12 @@ def test_a_long_broken_trunk_list_is_cut_by_whole_lines_and_room_is_kept_for_a_n
     assert broken.verdict is Verdict.BROKEN_TRUNK and len(broken.broken_trunk) == 3000
     out = completed(run(L1, verdict=Verdict.BROKEN_TRUNK), Shown(facts(*failures), broken))
     assert out.summary.count("- `lit::test/Conversion/case_") == 30 and "- … and 2970 more" in out.summary
+    failed = completed(
+        run(L1, verdict=Verdict.FAILED), Shown(facts(*failures), triage("failure", facts(*failures)))
+    )
+    assert (
+        failed.summary.count("- `lit::test/Conversion/case_") == 30 and "- … and 2970 more" in failed.summary
+    )
     note = "\n\nGitHub Actions re-ran this tier's workflow.\n"
     kept = fit_for_github("x" * 70_000, what="a check run's summary", room=len(note))
     assert len(kept + note) < GITHUB_TEXT_MAX_CHARS and (kept + note).endswith(note)
