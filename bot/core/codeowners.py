@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 # Where GitHub looks for the file, in its order: the first one found is the only one used.
 CODEOWNERS_PATHS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
-# `@login` (an Enterprise Managed User's has its enterprise's short code after an underscore: `@mona_acme`),
-# `@org/team`, or an e-mail address.
-_OWNER = re.compile(r"@[A-Za-z0-9][A-Za-z0-9-]*(?:_[A-Za-z0-9]+)?(?:/[A-Za-z0-9_.-]+)?|[^@\s]+@[^@\s]+")
+# `@login` (an Enterprise Managed User's has its enterprise's short code after an underscore: `@mona_acme`)
+# or `@org/team`: an owner as the config's `owners` name one too.
+LOGIN_OR_TEAM = r"@[A-Za-z0-9][A-Za-z0-9-]*(?:_[A-Za-z0-9]+)?(?:/[A-Za-z0-9_.-]+)?"
+_OWNER = re.compile(LOGIN_OR_TEAM + r"|[^@\s]+@[^@\s]+")  # or, in CODEOWNERS, an e-mail address
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
+from bot.core.codeowners import LOGIN_OR_TEAM
 from bot.core.errors import ConfigRefused, redact
 from bot.core.models import Frozen, RiskLevel
 from bot.core.refs import ref_problem
@@ -147,9 +148,7 @@ def _class_regex(body: str) -> str:
 # --- field checks (each raises ValueError with the message an operator reads) -----------------------------
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_OWNER_RE = re.compile(
-    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*)(?:_[A-Za-z0-9]+)?(?:/[A-Za-z0-9_.-]+)?"
-)  # as CODEOWNERS
+_OWNER_RE = re.compile(LOGIN_OR_TEAM)
 _REPO_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+")
 # `scheme://user[:password]@host`: credentials in a URL (ssh's `ssh://git@host` names a user only).
 _URL_USERINFO = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)(?P<userinfo>[^/?#]*)@")
