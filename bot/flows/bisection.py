@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -42,6 +41,7 @@ from bot.core.errors import BadInput, DispatchRefused
 from bot.core.ingestion import Links, stacked
 from bot.core.l3_metrics import MetricRegression
 from bot.core.models import PickStatus
+from bot.core.recognise import UPSTREAM_TRAILER
 from bot.core.tiers import (
     LEVELS,
     Level,
@@ -62,7 +62,6 @@ from bot.ports import BisectionRecords, GateRecords, Repository
 from runners.report import Outcome as ReportOutcome
 
 log = logging.getLogger("sluice.bisect")
-UPSTREAM_TRAILER = re.compile(r"^Upstream-Commit:\s*([0-9a-f]{40})\s*$", re.MULTILINE)
 SAVE_TRIES = 8
 
 
