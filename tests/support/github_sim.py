@@ -1622,7 +1622,9 @@ class GitHubSim:
                 {"resource": resource, "field": "body", "code": "custom", "message": message}
             )
 
-    def _edit(self, repo: Repo, issue: Issue, data: dict[str, Any]) -> None:
+    def _edit(self, repo: Repo, issue: Issue, data: dict[str, Any], *, sender: str | None = None) -> None:
+        """A PATCH of an issue or PR, by `sender` (default: the App, whose token made the request)."""
+        sender = sender or self.bot_login
         self._fits("PullRequest" if issue.is_pull else "Issue", data)
         was = issue.state
         changes = self._pull_changes(repo, issue, data) if issue.is_pull else {}
@@ -1640,12 +1642,10 @@ class GitHubSim:
             issue.base_ref = data["base"]
         issue.updated_at = _iso(self.now())
         if changes:  # GitHub: `edited`, with each changed field's value before the edit
-            self._notify_pull(repo, issue, "edited", sender=self.bot_login, changes=changes)
+            self._notify_pull(repo, issue, "edited", sender=sender, changes=changes)
         if issue.is_pull and issue.state != was:
             self._sync_pull_refs(repo)
-            self._notify_pull(
-                repo, issue, "reopened" if issue.state == "open" else "closed", sender=self.bot_login
-            )
+            self._notify_pull(repo, issue, "reopened" if issue.state == "open" else "closed", sender=sender)
 
     def _pull_changes(self, repo: Repo, issue: Issue, data: dict[str, Any]) -> dict[str, Any]:
         """What a PATCH of a PR changes of its title, body and base, as `pull_request` `edited` names it."""
@@ -1966,13 +1966,7 @@ class GitHubSim:
     def retarget_pull(self, full_name: str, number: int, *, base: str, user: str) -> None:
         """`user` moves the PR onto another base branch in the web UI (GitHub sends `pull_request` `edited`
         with `changes.base`)."""
-        repo, issue = self.repos[full_name], self.issues[full_name][number]
-        if self._branch_sha(repo, base) is None:
-            raise validation_failed({"resource": "PullRequest", "field": "base", "code": "invalid"})
-        changes = self._pull_changes(repo, issue, {"base": base})
-        issue.base_ref, issue.updated_at = base, _iso(self.now())
-        if changes:
-            self._notify_pull(repo, issue, "edited", sender=user, changes=changes)
+        self._edit(self.repos[full_name], self.issues[full_name][number], {"base": base}, sender=user)
 
     def close_issue(self, full_name: str, number: int, *, user: str) -> None:
         """`user` closes the issue in the web UI (GitHub sends `issues` `closed`)."""
