@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -50,13 +51,22 @@ def postgres_server() -> Iterator[Engine]:
 @pytest.fixture
 def postgres_url(postgres_server: Engine) -> Iterator[str]:
     """A URL whose search_path is a fresh schema (Alembic's version table lands there too); dropped after."""
+    with fresh_schema(postgres_server) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def fresh_schema(server: Engine) -> Iterator[str]:
+    """A URL on the test PostgreSQL whose search_path is a new schema of its own, dropped at the end."""
     schema = f"sluice_test_{uuid.uuid4().hex[:12]}"
-    with postgres_server.begin() as conn:
+    with server.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = postgres_server.url.update_query_dict({"options": f"-csearch_path={schema}"})
-    yield url.render_as_string(hide_password=False)
-    with postgres_server.begin() as conn:
-        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    url = server.url.update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with server.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
 @pytest.fixture

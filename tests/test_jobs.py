@@ -5,15 +5,15 @@ from __future__ import annotations
 import random
 import threading
 import time
-import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, select
 
 from bot.db.jobs import Delivery, DeliveryOutcome, Job, JobQueue, JobState, _take_key, deliveries, jobs
 from bot.db.store import Store
+from tests.conftest import fresh_schema
 
 NOW = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=5)
@@ -200,22 +200,17 @@ def test_a_claim_never_waits_on_a_key_claimed_in_another_schema_of_the_database(
 ) -> None:
     """PostgreSQL's advisory locks belong to the database: a claim of FORK's job in one schema (another
     deployment, or another test worker) once made a claim of FORK's job in this schema find nothing."""
-    schema = f"sluice_test_{uuid.uuid4().hex[:12]}"
-    with postgres_server.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    other_url = postgres_server.url.update_query_dict({"options": f"-csearch_path={schema}"})
-    here, there = Store.open(postgres_url), Store.open(other_url.render_as_string(hide_password=False))
-    try:
-        job_id = JobQueue(here).enqueue("ingest", {}, key=FORK, now=NOW)
-        with there._engine.begin() as conn:  # the other schema's claim of the same key, mid-transaction
-            assert _take_key(conn, FORK, 0, NOW)
-            claimed = JobQueue(here).claim("w", lease=LEASE, now=NOW)
-        assert claimed is not None and claimed.id == job_id
-    finally:
-        here.close()
-        there.close()
-        with postgres_server.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    with fresh_schema(postgres_server) as other_url:
+        here, there = Store.open(postgres_url), Store.open(other_url)
+        try:
+            job_id = JobQueue(here).enqueue("ingest", {}, key=FORK, now=NOW)
+            with there._engine.begin() as conn:  # the other schema's claim of the same key, mid-transaction
+                assert _take_key(conn, FORK, 0, NOW)
+                claimed = JobQueue(here).claim("w", lease=LEASE, now=NOW)
+            assert claimed is not None and claimed.id == job_id
+        finally:
+            here.close()
+            there.close()
 
 
 def test_a_failed_attempt_is_retried_after_its_delay(queue: JobQueue, store: Store) -> None:
