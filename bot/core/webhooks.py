@@ -134,6 +134,22 @@ class PullRequest(Payload):
     merged: bool | None = None  # on `closed`: whether it was merged
 
 
+class Change(Payload):
+    # The field's value before the edit. A job keeps the payload as `model_dump` wrote it (`from_`), and the
+    # worker reads it back from there: both names are accepted.
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    from_: str | None = Field(default=None, alias="from")
+
+
+class BaseChange(Payload):
+    ref: Change  # the base branch before the edit
+
+
+class PullChanges(Payload):
+    base: BaseChange | None = None  # present when the edit changed the PR's base branch
+
+
 class PullRequestEvent(Payload):
     action: str
     number: GitHubId
@@ -141,7 +157,7 @@ class PullRequestEvent(Payload):
     repository: Repository
     installation: Installation  # every App delivery about a repository names its installation
     sender: Account | None = None
-    changes: PullChanges = Field(default_factory=lambda: PullChanges())  # on `edited` only
+    changes: PullChanges = PullChanges()  # on `edited` only
 
     @property
     def text_edit(self) -> bool:
@@ -232,22 +248,6 @@ class FullIssue(Issue, Authored):
     @property
     def text(self) -> str:
         return self.body or ""
-
-
-class Change(Payload):
-    # The field's value before the edit. A job keeps the payload as `model_dump` wrote it (`from_`), and the
-    # worker reads it back from there: both names are accepted.
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-
-    from_: str | None = Field(default=None, alias="from")
-
-
-class BaseChange(Payload):
-    ref: Change  # the base branch before the edit
-
-
-class PullChanges(Payload):
-    base: BaseChange | None = None  # present when the edit changed the PR's base branch
 
 
 class IssueChanges(Payload):
