@@ -9,6 +9,8 @@ import logging
 import platform
 import shutil
 import subprocess
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,8 +44,9 @@ class GpuInfo:
     clocks: dict[str, str] | None = None
 
 
-def fingerprint(*, interpreter: bool) -> Environment:
-    """This machine's fingerprint. Reading the GPU never fails the run: what cannot be read stays empty."""
+def fingerprint(*, interpreter: bool, checkout: Path | None = None) -> Environment:
+    """This machine's fingerprint. Reading the GPU never fails the run: what cannot be read stays empty.
+    `checkout`: the tree under test (the job's working directory), to tell a Triton built from it."""
     gpu = query_nvidia_smi() or _torch_gpu()
     fields: dict[str, Any] = {
         "gpu_model": gpu.model,
@@ -52,6 +55,7 @@ def fingerprint(*, interpreter: bool) -> Environment:
         "cuda": _torch_toolkit(),
         "clocks": gpu.clocks or {},
         "triton": _version("triton"),
+        "triton_origin": origin("triton", checkout or Path.cwd()),
         "torch": _version("torch"),
         "python": platform.python_version(),
         "cpu": cpu_model(),
@@ -62,9 +66,16 @@ def fingerprint(*, interpreter: bool) -> Environment:
 
 
 def context_hash(fields: dict[str, Any]) -> str:
-    """sha256 over the canonical JSON of the fingerprint, less the momentary clocks."""
+    """sha256 over the canonical JSON of the fingerprint, less the momentary clocks. A Triton built from the
+    tree under test is what a comparison measures, not where it ran: its version (`3.5.0+git1a2b3c4d`, a new
+    one on every commit) is left out, its origin kept. An installed Triton's origin is left out, so a
+    fingerprint hashes as it did before reports recorded origins."""
     stable = dict(fields)
     stable.pop("context_hash", None)
+    if stable.get("triton_origin") == "checkout":
+        stable.pop("triton", None)
+    else:
+        stable.pop("triton_origin", None)
     stable["clocks"] = {k: v for k, v in (fields.get("clocks") or {}).items() if k not in MOMENTARY_CLOCKS}
     canonical = json.dumps(stable, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -137,6 +148,26 @@ def _torch_toolkit() -> str | None:
     if cuda:
         return str(cuda)
     return f"hip {hip}" if hip else None
+
+
+def origin(distribution: str, checkout: Path) -> str | None:
+    """ "checkout" when the installed `distribution` was built from `checkout` or a folder in it (what pip
+    records of a local build, PEP 610's direct_url.json, names it), "installed" when it came from elsewhere
+    (an index, a wheel), None when it is not installed."""
+    try:
+        found = importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    try:
+        url = json.loads(found.read_text("direct_url.json") or "{}").get("url", "")
+    except (ValueError, AttributeError):  # a malformed record is no local build
+        return "installed"
+    parsed = urllib.parse.urlsplit(url if isinstance(url, str) else "")
+    if parsed.scheme != "file":
+        return "installed"
+    built = Path(urllib.request.url2pathname(parsed.path)).resolve()
+    tree = checkout.resolve()
+    return "checkout" if built == tree or tree in built.parents else "installed"
 
 
 def _version(distribution: str) -> str | None:

@@ -45,6 +45,9 @@ class Environment(_Model):
     cuda: str | None = None
     clocks: dict[str, str] = {}  # e.g. {"sm_mhz": "1980", "mem_mhz": "2619"}, where readable
     triton: str | None = None
+    # "checkout": the Triton the suites ran was built from the tree under test (`tiers.build`), so it is what
+    # is compared, not part of the context; "installed": a Triton installed apart from it; None: no Triton
+    triton_origin: Literal["checkout", "installed"] | None = None
     torch: str | None = None
     python: str
     cpu: str
@@ -63,8 +66,12 @@ class TestResult(_Model):
 
 class SuiteResult(_Model):
     name: str
-    kind: Literal["builtin", "command"]
-    command: tuple[str, ...] = ()  # argv of a command suite
+    kind: Literal[
+        "builtin", "command", "build"
+    ]  # "build": the tier's build (`tiers.build`), before the suites
+    command: tuple[
+        str, ...
+    ] = ()  # argv of a command suite (of the build: the command that failed, or the last)
     exit_code: int | None = None  # of a command suite
     expected: int | None = None  # tests the suite must run (its baseline); None: no expectation
     executed: int  # tests that ran (passed + failed + error; skipped ones do not count)

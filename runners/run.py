@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import time
@@ -26,6 +27,7 @@ from rich.table import Table
 from bot.config_file import load_config
 from bot.core.config import CONFIG_PATH, BuiltinSuite, ConfigError, SluiceConfig, SuiteConfig
 from bot.core.tiers import Level, Selection, suites_for
+from runners import build
 from runners.report import Benchmark, Outcome, Report, RunInfo, SuiteResult, TestResult
 
 if TYPE_CHECKING:
@@ -222,12 +224,16 @@ def run_tier(
     console = console or _console()
     selected = select_suites(request)
     started_at = datetime.now(UTC)
-    env = environment.fingerprint(interpreter=_interpreter(selected))
     display = Display(console)
-    suites: list[SuiteResult] = []
-    tests: list[TestResult] = []
+    built = _build(request.config, display)
+    env = environment.fingerprint(interpreter=_interpreter(selected))  # of the Triton the build installed
+    suites: list[SuiteResult] = [built.result] if built is not None else []
+    tests: list[TestResult] = list(built.tests) if built is not None else []
     benchmarks: list[Benchmark] = []
     for suite in selected:
+        if built is not None and not built.passed:
+            suites.append(build.not_run(suite))
+            continue
         started = time.perf_counter()
         run = _run_suite(suite, request.config, builtins=builtins, display=display)
         result = judge(
@@ -249,6 +255,19 @@ def run_tier(
     return Report(
         run=info, environment=env, suites=tuple(suites), tests=tuple(tests), benchmarks=tuple(benchmarks)
     )
+
+
+def _build(config: SluiceConfig, display: Display) -> build.Built | None:
+    """The tier's build, when `tiers.build` asks for one; before anything imports Triton."""
+    from runners import backend
+
+    if config.tiers.build is None:
+        return None
+    say = functools.partial(display.console.print, markup=False, highlight=False)
+    built = build.run_build(config.tiers.build, env=backend.command_environment(), say=say)
+    for test in built.tests:
+        display.failure(test)
+    return built
 
 
 def _interpreter(suites: tuple[SuiteConfig, ...]) -> bool:

@@ -735,6 +735,28 @@ def _tier(name: str, builtin: BuiltinSuite) -> tuple[SuiteConfig, ...]:
 
 
 ProductionGate = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")]
+BUILD_SUITE = "build"  # the name the build's result has in a tier report
+DEFAULT_BUILD_TIMEOUT = 4 * 3600
+
+
+class BuildConfig(Frozen):
+    """What every tier job builds in the checkout under test before any suite runs (a Triton fork: its own
+    Triton, e.g. `[python, -m, pip, install, .]`), so the suites test the commit and not an installed
+    release. The commands run in order; the first that fails stops the build and no suite runs."""
+
+    commands: Annotated[tuple[Annotated[tuple[Argument, ...], Field(min_length=1)], ...], Field(min_length=1)]
+    timeout_seconds: Annotated[StrictInt, Field(ge=1, le=7 * 24 * 3600)] = DEFAULT_BUILD_TIMEOUT  # all of it
+
+    @field_validator("commands", mode="before")
+    @classmethod
+    def _argv_lists(cls, value: Any) -> Any:
+        commands = value if isinstance(value, list | tuple) else [value]
+        if any(isinstance(command, str) for command in commands):  # `commands: "pip install ."`
+            raise ValueError(
+                "expected a list of commands, each a list of arguments, e.g. [[python, -m, pip, install, .]] "
+                "(no shell runs them)"
+            )
+        return value
 
 
 class Tiers(Frozen):
@@ -743,6 +765,18 @@ class Tiers(Frozen):
     l3: L3Config = L3Config(suites=_tier("bench", BuiltinSuite.BENCH))
     l3_policy: L3Policy = L3Policy.REQUEST
     environment: ProductionGate = "compiler-production-gate"  # L3's GitHub environment (required reviewers)
+    build: BuildConfig | None = None  # None: the suites test whatever Triton the job's environment has
+
+    @model_validator(mode="after")
+    def _build_has_its_own_name(self) -> Tiers:
+        if self.build is not None:
+            for level, tier in (("l1", self.l1), ("l2", self.l2), ("l3", self.l3)):
+                if any(s.name == BUILD_SUITE for s in tier.suites):
+                    raise ValueError(
+                        f"{level} has a suite named {BUILD_SUITE!r}, the name `build`'s result has in the "
+                        "report: rename the suite"
+                    )
+        return self
 
 
 class BisectConfig(Frozen):

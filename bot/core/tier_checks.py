@@ -242,6 +242,10 @@ def _suite_table(facts: ReportFacts) -> list[str]:
 def _environment(facts: ReportFacts) -> list[str]:
     env = facts.environment
     shown = [f"{key} `{env[key]}`" for key in ENVIRONMENT_KEYS if env.get(key) not in (None, "")]
+    if env.get("triton") and env.get("triton_origin"):  # which Triton the suites ran: the commit's own?
+        checkout = env["triton_origin"] == "checkout"
+        where = "built from the checkout" if checkout else "installed, not built here"
+        shown = [f"{item} ({where})" if item.startswith("triton ") else item for item in shown]
     fingerprint = f" (context `{env['context_hash'][:12]}`)" if env.get("context_hash") else ""
     return [f"**Environment**{fingerprint}: " + (", ".join(shown) or "not reported")]
 

@@ -32,15 +32,20 @@ def run_local(
     environment: the fork's tier commands must not read the App's key or webhook secret.
 
     The runner gets the sections of `config` (fork trunk's, as the bot read it) that it reads: the tiers
-    and what their suites use."""
+    and what their suites use. With `tiers.build` it runs in a virtual environment of its own, which sees
+    the bot's packages but installs into itself: the build (`pip install .`) never touches the bot's."""
     with tempfile.TemporaryDirectory(prefix="sluice-tier-", ignore_cleanup_errors=True) as tmp:
         tree, out, settings = Path(tmp) / "tree", Path(tmp) / "report.json", Path(tmp) / "sluice.yml"
         _export(git_dir, run.head_sha, tree)
         settings.write_text(
             json.dumps(config.model_dump(mode="json", include=RUNNER_SECTIONS))
         )  # JSON is YAML
+        env = _environment(Path(tmp))
+        python = sys.executable
+        if config.tiers.build is not None:
+            python = _overlay(Path(tmp) / "venv", env)
         argv = [
-            sys.executable,
+            python,
             "-P",  # not the exported tree's own `runners/` or `bot/` ahead of Sluice's (the cwd is the tree)
             "-m",
             "runners",
@@ -63,7 +68,7 @@ def run_local(
             process = subprocess.Popen(
                 argv,
                 cwd=tree,
-                env=_environment(Path(tmp)),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=logged,  # a file, not a pipe: a process left holding it cannot block the read
                 stderr=subprocess.STDOUT,
@@ -96,6 +101,29 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 def _signal_group(group: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signum)
+
+
+def _overlay(venv: Path, env: dict[str, str]) -> str:
+    """A virtual environment over the bot's: the bot's packages (Sluice, torch, pip) are importable in it
+    through a `.pth` file, but pip installs into it, and leaves what it finds outside it alone ("Not
+    uninstalling ..., outside environment"). Its `bin` leads `env`'s PATH, so a build's `python -m pip`
+    is its own. Returns its interpreter."""
+    made = [sys.executable, "-m", "venv", "--without-pip", str(venv)]
+    subprocess.run(made, check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", "")},
+    ).stdout.strip()
+    bots = dict.fromkeys(p for p in sys.path if Path(p).name in ("site-packages", "dist-packages"))
+    lines = [f"import site; site.addsitedir({path!r})" for path in bots]
+    (Path(purelib) / "sluice-bot-packages.pth").write_text("\n".join(lines) + "\n")
+    env["PATH"] = os.pathsep.join(p for p in (str(venv / "bin"), env.get("PATH")) if p)
+    env["VIRTUAL_ENV"] = str(venv)
+    return str(python)
 
 
 def _tail(path: Path) -> str:
