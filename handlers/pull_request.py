@@ -17,6 +17,7 @@ from bot.ports import Fork, Job
 from handlers import gatekeeping, ingest, upstream
 
 router = Router()
+SLUICES = (BRANCH_PREFIX, EMERGENCY_PREFIX)  # Sluice's own branches, in the fork itself (not a contributor's)
 log = logging.getLogger("sluice.pull_request")
 
 
@@ -32,7 +33,7 @@ async def on_pull_request(event: PullRequestEvent, *, ctx: Context, job: Job) ->
     pull = event.pull_request
     if fork is None or pull.base.ref != fork.branch:
         return
-    if pull.head.ref.startswith((BRANCH_PREFIX, EMERGENCY_PREFIX)):
+    if pull.on_branch_of(fork.repo, SLUICES):
         return  # Sluice's own ingestion PRs and emergency picks carry upstream commits, not stack growth
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
     body = await asyncio.to_thread(_comment, ctx, fork, pull.number, auth, upstream_auth)
@@ -49,7 +50,7 @@ async def on_ingestion_push(event: PullRequestEvent, *, ctx: Context, job: Job) 
     the PR moved onto another base (a stacked PR GitHub retargets to fork trunk once the one below merged)."""
     if event.text_edit:
         return
-    if event.pull_request.head.ref.startswith((BRANCH_PREFIX, EMERGENCY_PREFIX)):
+    if event.pull_request.on_branch_of(event.repository.full_name, SLUICES):
         await gatekeeping.reevaluate(ctx, event.repository.full_name, event.pull_request.number)
 
 
@@ -59,14 +60,14 @@ async def on_ingestion_closed(event: PullRequestEvent, *, ctx: Context, job: Job
     page, the `open_ingestions` figure), paused or not. Merged (by a person: Sluice's own merge has done
     this), it and an emergency pick get their rollback tag and closed audit record."""
     repo, pull = event.repository.full_name, event.pull_request
-    if pull.head.ref.startswith(BRANCH_PREFIX):
+    if pull.on_branch_of(repo, BRANCH_PREFIX):
         ingestion = pull.head.ref.removeprefix(BRANCH_PREFIX)
         closed = await ctx.db(ctx.registry.close_pull, repo, ingestion, pull.number, at=ctx.clock())
         if closed:
             log.info(
                 "%s #%d (%s) closed%s", repo, pull.number, pull.head.ref, " (merged)" if pull.merged else ""
             )
-    if pull.merged and pull.head.ref.startswith((BRANCH_PREFIX, EMERGENCY_PREFIX)):
+    if pull.merged and pull.on_branch_of(repo, SLUICES):
         await gatekeeping.merged(ctx, repo, pull.number)
 
 

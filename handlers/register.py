@@ -79,7 +79,7 @@ async def _tiers_never_started(ctx: Context, forge: ForkGitHub, fork: Fork) -> N
     are the ingestion run's to bring forward."""
     for pull in await forge.open_pulls():
         head, number = pull.head, pull.number
-        if pull.base.ref != fork.branch or head.ref.startswith(BRANCH_PREFIX):
+        if pull.base.ref != fork.branch or pull.on_branch_of(fork.repo, BRANCH_PREFIX):
             continue
         if not_run_locally(ctx, fork.repo, head.repo_name, pull=f"#{number}") is not None:
             continue  # its L1 check run said so when it was opened

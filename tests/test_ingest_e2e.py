@@ -468,6 +468,29 @@ async def test_fork_pull_request_gets_a_patch_stack_comment(rig: Rig) -> None:
     assert "Likely future conflicts" in comments[0]
 
 
+async def test_a_contributors_pr_from_a_branch_named_like_sluices_is_still_theirs(rig: Rig) -> None:
+    """A branch is Sluice's by its name and by being in the fork itself: a contributor's fork may name a
+    branch `sluice/ingest/…` too, and their PR still gets its patch-stack comment and its L1."""
+    fork_installation = rig.sim.install(FORK)
+    rig.sim.install(UPSTREAM)
+    assert await installation_event(rig, FORK, fork_installation) == 202
+    await rig.settle()
+    outsider = "outsider/triton"
+    rig.sim.create_repo(outsider)
+    rig.sim.git(outsider, "fetch", "--quiet", str(rig.sim.repo_path(FORK)), "main:main")
+    trunk = rig.sim.git(FORK, "rev-parse", "main").strip()
+    branch = f"{BRANCH_PREFIX}bundle-0123456789"
+    head = rig.sim.commit(
+        outsider, branch, {CORE_PASS: "void pipeline() {}\n"}, message="theirs", parent=trunk
+    )
+    pull = rig.sim.open_pull(FORK, head=f"outsider:{branch}", base="main", title="Theirs", user="outsider")
+    await rig.settle()
+
+    comments = [c["body"] for c in rig.sim.comment_objects(FORK, pull["number"])]
+    assert len([c for c in comments if "sluice:patch-stack" in c]) == 1
+    assert "sluice/L1" in [r["name"] for r in rig.sim.check_runs[FORK] if r["head_sha"] == head]
+
+
 async def test_a_fork_pr_retargeted_to_trunk_gets_l1_and_its_patch_stack_comment(rig: Rig) -> None:
     """GitHub reports a base change as `edited` (`changes.base`): the PR is now one into fork trunk."""
     fork_installation = rig.sim.install(FORK)

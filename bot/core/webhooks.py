@@ -133,6 +133,11 @@ class PullRequest(Payload):
     user: Account | None = None
     merged: bool | None = None  # on `closed`: whether it was merged
 
+    def on_branch_of(self, repo: str, prefixes: str | tuple[str, ...]) -> bool:
+        """Whether the head is a branch of `repo` itself named with one of `prefixes` (Sluice's own
+        branches: the same name in another repository is someone else's PR)."""
+        return self.head.repo_name == repo and self.head.ref.startswith(prefixes)
+
 
 class Change(Payload):
     # The field's value before the edit. A job keeps the payload as `model_dump` wrote it (`from_`), and the
