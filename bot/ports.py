@@ -263,12 +263,15 @@ class CommandRecord:
     outcome: str
     reason: str
     at: dt.datetime
+    reply: str | None = None  # what Sluice answered an accepted command (a retry answers the same)
 
 
 class CommandLog(Protocol):
     """The audit log of slash commands, one record per comment (`bot.db.audit.CommandAudit`)."""
 
     def record(self, entry: CommandRecord) -> None: ...
+
+    def entry(self, comment_id: int) -> CommandRecord | None: ...
 
     def entries(self, repo: str) -> list[CommandRecord]: ...
 

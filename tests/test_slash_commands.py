@@ -568,12 +568,31 @@ async def test_a_command_whose_answer_fails_for_now_is_answered_once_by_the_retr
     with pytest.raises(GitHubBroken):
         await ROUTES.dispatch(attempt_of(payload, 1), ctx=ctx)
     assert replies(sim, number) == []  # no failure reply: the retry answers
-    assert [(o, r.endswith("(to be tried again)")) for *_, o, r in audit_reasons(ctx)] == [("failed", True)]
+    assert audit(ctx) == [("alice", "/help", "accepted")]  # it ran: the retry answers, never runs it again
     await ROUTES.dispatch(attempt_of(payload, 2), ctx=ctx)
     (answer,) = replies(sim, number)
     assert "Sluice understands these commands" in answer and "`/help` failed" not in answer
-    assert reactions(sim, number) == ["+1"]  # one reaction, though the command ran twice
+    assert reactions(sim, number) == ["+1"]  # one reaction, though the job ran twice
     assert audit(ctx) == [("alice", "/help", "accepted")]
+
+
+async def test_a_pause_whose_answer_failed_is_answered_as_done_not_refused_as_already_paused(
+    ctx: Context,
+) -> None:
+    sim, number = a_fork(ctx)
+    comment = sim.add_comment(FORK, number, '/pause "for the LLVM bump"', user="carol")  # a maintainer
+    payload = sim.issue_comment_payload(FORK, comment)
+    sim.fail_next("POST", rf"/repos/{FORK}/issues/{number}/comments$", 503)  # the reply, after the pause
+    with pytest.raises(GitHubBroken):
+        await ROUTES.dispatch(attempt_of(payload, 1), ctx=ctx)
+    assert ctx.gates.paused(FORK) is not None and replies(sim, number) == []
+    await ROUTES.dispatch(attempt_of(payload, 2), ctx=ctx)
+    (answer,) = replies(sim, number)
+    assert "Automatic ingestion of meta/triton is paused by @carol: for the LLVM bump." in answer
+    assert "already paused" not in answer
+    assert audit(ctx) == [("carol", '/pause "for the LLVM bump"', "accepted")]
+    await ROUTES.dispatch(as_job(payload), ctx=ctx)  # delivered once more: the same one answer
+    assert replies(sim, number) == [answer]
 
 
 async def test_a_command_failing_on_the_jobs_last_attempt_says_it_failed(ctx: Context) -> None:

@@ -22,6 +22,7 @@ command_audit = Table(
     Column("outcome", String(20), nullable=False),
     Column("reason", Text, nullable=False),
     Column("at", UTCDateTime, nullable=False),
+    Column("reply", Text, nullable=True),  # an accepted command's answer, for a job that runs it again
     UniqueConstraint("comment_id", name="uq_command_audit_comment_id"),
     Index("ix_command_audit_repo_at", "repo", "at"),
 )
@@ -37,6 +38,13 @@ class CommandAudit:
         with self._engine.begin() as conn:
             conn.execute(delete(command_audit).where(command_audit.c.comment_id == entry.comment_id))
             conn.execute(command_audit.insert().values(row))
+
+    def entry(self, comment_id: int) -> CommandRecord | None:
+        """The comment's row, if a job has run its command before."""
+        query = select(command_audit).where(command_audit.c.comment_id == comment_id)
+        with self._engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None else CommandRecord(**{k: v for k, v in row.items() if k != "id"})
 
     def entries(self, repo: str) -> list[CommandRecord]:
         """The repository's audit log, oldest first."""

@@ -67,6 +67,7 @@ MODULES: tuple[Command, ...] = (
     waive,
 )
 COMMANDS: dict[str, Command] = {module.NAME: module for module in MODULES}
+AUDIT_ACCEPTED = "accepted"  # a command that ran: its row's outcome (else "refused" or "failed")
 
 
 async def run(cmd: SlashCommand, *, fork: Fork, ctx: Context, last_attempt: bool = False) -> None:
@@ -86,19 +87,32 @@ async def run(cmd: SlashCommand, *, fork: Fork, ctx: Context, last_attempt: bool
         refused = CommandRefused(f"Sluice has no `/{cmd.name}` command", "comment `/help` for those it has")
         await _refuse(cmd, refused, usage=None, ctx=ctx)
         return
+    earlier = await ctx.db(ctx.command_log.entry, cmd.comment_id)
+    if earlier is not None and earlier.outcome == AUDIT_ACCEPTED:
+        # An earlier attempt did it and then failed to answer (or the comment was delivered again): give its
+        # answer, never run it twice (a second `/pause` would be refused as already paused).
+        await _answer(cmd, Outcome(earlier.reason, reply=earlier.reply), ctx)
+        return
     log.info("%s#%d: /%s from @%s", cmd.on.repo, cmd.on.number, cmd.name, cmd.actor)
     try:
         outcome = await _checked(command, cmd, fork=fork, ctx=ctx)
-        forge = ctx.forge(cmd.on.installation_id, cmd.on.repo)
-        await forge.react(cmd.comment_id, outcome.reaction)  # GitHub keeps one per content: a retry adds none
-        if outcome.reply is not None:
-            await reply(cmd, outcome.reply, ctx=ctx)
-        await _audit(ctx, cmd, "accepted", outcome.done)
     except CommandRefused as refused:
         await _refuse(cmd, refused, usage=command.USAGE, ctx=ctx)
+        return
     except Exception as exc:  # GitHub or git failed underneath: the job is retried when it can be
         await _failed(cmd, exc, final=last_attempt or is_permanent(exc), ctx=ctx)
         raise
+    # recorded before the answer: a job run again answers, and never runs the command twice
+    await _audit(ctx, cmd, AUDIT_ACCEPTED, outcome.done, reply=outcome.reply)
+    await _answer(cmd, outcome, ctx)
+
+
+async def _answer(cmd: SlashCommand, outcome: Outcome, ctx: Context) -> None:
+    """The reaction and the reply; a failure here is the job's to retry (the command is done)."""
+    forge = ctx.forge(cmd.on.installation_id, cmd.on.repo)
+    await forge.react(cmd.comment_id, outcome.reaction)  # GitHub keeps one per content: a retry adds none
+    if outcome.reply is not None:
+        await reply(cmd, outcome.reply, ctx=ctx)
 
 
 async def _failed(cmd: SlashCommand, exc: Exception, *, final: bool, ctx: Context) -> None:
@@ -160,7 +174,9 @@ async def _refuse(cmd: SlashCommand, refused: CommandRefused, *, usage: Usage | 
     await _audit(ctx, cmd, "refused", refused.message)
 
 
-async def _audit(ctx: Context, cmd: SlashCommand, outcome: str, reason: str) -> None:
+async def _audit(
+    ctx: Context, cmd: SlashCommand, outcome: str, reason: str, *, reply: str | None = None
+) -> None:
     entry = CommandRecord(
         comment_id=cmd.comment_id,
         repo=cmd.on.repo,
@@ -171,6 +187,7 @@ async def _audit(ctx: Context, cmd: SlashCommand, outcome: str, reason: str) -> 
         outcome=outcome,
         reason=reason,
         at=ctx.clock(),
+        reply=reply,
     )
     await ctx.db(ctx.command_log.record, entry)
 
