@@ -31,6 +31,7 @@ from bot.db.audit import LINE_CHARS, CommandAudit
 from bot.db.gates import GateStore
 from bot.db.lag import LagHistory
 from bot.flows.patch_stack import PATCH_STACK_MARKER
+from bot.github import client as github_client
 from handlers import ROUTES
 from handlers.commands import COMMANDS
 from handlers.commands.call import Call, Outcome
@@ -595,15 +596,32 @@ async def test_a_pause_whose_answer_failed_is_answered_as_done_not_refused_as_al
     assert replies(sim, number) == [answer]
 
 
-async def test_a_command_failing_on_the_jobs_last_attempt_says_it_failed(ctx: Context) -> None:
+async def test_a_command_failing_on_the_jobs_last_attempt_says_it_failed(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(github_client, "SERVER_ERROR_BACKOFF_S", 0.001)  # the client's own retries, quickly
+    sim, number = a_fork(ctx)
+    await merged_upstream_pull(ctx, {"fix.txt": "fixed\n"})
+    comment = sim.add_comment(FORK, number, "/cherry-pick 1872", user="alice")
+    sim.fail_next("GET", rf"/repos/{UPSTREAM}/pulls/1872$", 503, times=10)  # what the pick reads
+    with pytest.raises(GitHubBroken):
+        await ROUTES.dispatch(attempt_of(sim.issue_comment_payload(FORK, comment), MAX_ATTEMPTS), ctx=ctx)
+    (answer,) = replies(sim, number)
+    assert "`/cherry-pick 1872` failed: GitHub answered 503" in answer and "tried again later" in answer
+    assert audit(ctx) == [("alice", "/cherry-pick 1872", "failed")]
+
+
+async def test_a_reaction_refused_on_the_jobs_last_attempt_still_leaves_the_commands_answer(
+    ctx: Context,
+) -> None:
+    """The command ran; only its reaction failed: the answer is what it did, not that it failed."""
     sim, number = a_fork(ctx)
     payload = sim.issue_comment_payload(FORK, sim.add_comment(FORK, number, "/help", user="alice"))
     sim.fail_next("POST", r"/reactions$", 503)
-    with pytest.raises(GitHubBroken):
-        await ROUTES.dispatch(attempt_of(payload, MAX_ATTEMPTS), ctx=ctx)
+    await ROUTES.dispatch(attempt_of(payload, MAX_ATTEMPTS), ctx=ctx)
     (answer,) = replies(sim, number)
-    assert "`/help` failed: GitHub answered 503" in answer and "tried again later" in answer
-    assert audit(ctx) == [("alice", "/help", "failed")]
+    assert "Sluice understands these commands" in answer and "`/help` failed" not in answer
+    assert audit(ctx) == [("alice", "/help", "accepted")]
 
 
 def audit_reasons(ctx: Context) -> list[tuple[str, str, str, str]]:

@@ -91,7 +91,7 @@ async def run(cmd: SlashCommand, *, fork: Fork, ctx: Context, last_attempt: bool
     if earlier is not None and earlier.outcome == AUDIT_ACCEPTED:
         # An earlier attempt did it and then failed to answer (or the comment was delivered again): give its
         # answer, never run it twice (a second `/pause` would be refused as already paused).
-        await _answer(cmd, Outcome(earlier.reason, reply=earlier.reply), ctx)
+        await _answer(cmd, Outcome(earlier.reason, reply=earlier.reply), ctx, final=last_attempt)
         return
     log.info("%s#%d: /%s from @%s", cmd.on.repo, cmd.on.number, cmd.name, cmd.actor)
     try:
@@ -104,13 +104,19 @@ async def run(cmd: SlashCommand, *, fork: Fork, ctx: Context, last_attempt: bool
         raise
     # recorded before the answer: a job run again answers, and never runs the command twice
     await _audit(ctx, cmd, AUDIT_ACCEPTED, outcome.done, reply=outcome.reply)
-    await _answer(cmd, outcome, ctx)
+    await _answer(cmd, outcome, ctx, final=last_attempt)
 
 
-async def _answer(cmd: SlashCommand, outcome: Outcome, ctx: Context) -> None:
-    """The reaction and the reply; a failure here is the job's to retry (the command is done)."""
+async def _answer(cmd: SlashCommand, outcome: Outcome, ctx: Context, *, final: bool) -> None:
+    """The reaction and the reply; a failure here is the job's to retry (the command is done). On the job's
+    last attempt a reaction GitHub refused is logged and the reply still goes out."""
     forge = ctx.forge(cmd.on.installation_id, cmd.on.repo)
-    await forge.react(cmd.comment_id, outcome.reaction)  # GitHub keeps one per content: a retry adds none
+    try:
+        await forge.react(cmd.comment_id, outcome.reaction)  # GitHub keeps one per content: a retry adds none
+    except Exception:
+        if not final:
+            raise
+        log.exception("%s#%d: could not react to /%s", cmd.on.repo, cmd.on.number, cmd.name)
     if outcome.reply is not None:
         await reply(cmd, outcome.reply, ctx=ctx)
 
