@@ -213,6 +213,26 @@ def test_a_fork_patch_older_than_its_upstream_twin_went_upstream() -> None:
     assert ingestion_commits(found) == frozenset()  # it stays in the patch stack
 
 
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        "Upstream-Commit: " + "0" * 40 + "\nSluice-Ingestion: 7",
+        "(cherry picked from commit " + "0" * 12 + ")",
+    ],
+)
+def test_a_pick_of_a_commit_upstream_has_since_rewritten_is_still_a_pick(evidence: str) -> None:
+    """Upstream force-pushed: the commit the fork picked is gone, its twin (the same diff) was committed
+    after the pick. The pick says it is one: an ingestion of the twin, not a fork patch that went upstream."""
+    ids = {UP[1].sha: "p1"}
+    pick = fork_commit(f"[NVIDIA] Use TMA for stores (#4313)\n\n{evidence}", at=0)
+    found = recognise(
+        UP, [pick], upstream_patch_ids=ids, fork_patch_ids={pick.sha: "p1"}, config=SluiceConfig()
+    )
+
+    assert found[UP[1].sha].method is RecognitionMethod.PATCH_ID
+    assert ingestion_commits(found) == frozenset({pick.sha})  # it leaves the patch stack
+
+
 def test_picks_that_matched_nothing_are_listed() -> None:
     picks = [
         fork_commit("[Cherry-pick] 'Something upstream never had (#9999)'", 1),

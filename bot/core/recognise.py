@@ -157,8 +157,11 @@ def reverted_on_trunk(fork: Sequence[CommitInfo]) -> set[str]:
 
 
 def _patch_id_match(up: CommitInfo, fork: CommitInfo, config: SluiceConfig) -> Recognised:
-    """A fork commit older than its upstream twin is the fork's own patch that went upstream, not a pick."""
-    if fork.committer_time < up.committer_time:
+    """A fork commit older than its upstream twin is the fork's own patch that went upstream, not a pick;
+    unless it says it is a pick (a trailer, a `-x` line) of a commit upstream has since rewritten (a
+    force-push gives the twin a later committer time than the pick)."""
+    says_it_picked = UPSTREAM_TRAILER.search(fork.message) or CHERRY_PICKED.search(fork.message)
+    if fork.committer_time < up.committer_time and not says_it_picked:
         return Recognised(upstream_sha=up.sha, method=RecognitionMethod.UPSTREAMED, fork_sha=fork.sha)
     return Recognised(
         upstream_sha=up.sha,
