@@ -383,6 +383,26 @@ async def test_a_merge_github_answers_base_branch_was_modified_is_tried_again_an
     assert not any("did not merge" in body for body in rig.sim.comments[(FORK, pull.number)])
 
 
+async def test_a_merge_whose_answer_was_lost_is_recorded_as_merged_not_refused(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    """GitHub merged, then answered 502: the retried PUT gets 405 "not mergeable" (it is merged). Sluice
+    reads the PR back: merged at the head it judged, so it is its merge, with its tag and closed record."""
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=AUTO_L1, semantic=False)
+    teardown.append(rig)
+    pull = rig.pull()
+    head = rig.head(pull)
+    rig.sim.fail_after_next("PUT", r"/pulls/\d+/merge$", 502)
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
+    await rig.settle()
+    merges = [s for method, path, s in rig.sim.requests if method == "PUT" and path.endswith("/merge")]
+    assert merges == [502, 405] and pull.merged
+    assert not any("did not merge" in body for body in rig.sim.comments[(FORK, pull.number)])
+    assert rig.gate(head)["conclusion"] == "success"
+    record = rig.gates.audit(FORK, pull.number)
+    assert record is not None and record.state is AuditState.CLOSED and record.merge_sha == rig.trunk()
+
+
 async def test_a_refused_merge_is_said_once_and_tried_again_only_when_something_changes(
     aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -35,6 +36,7 @@ from bot.core.webhooks import (
 from bot.github.answers import parsed, unusable
 from bot.github.client import InstallationAPI
 
+log = logging.getLogger("sluice.github")
 BASE_MOVED = "Base branch was modified"  # GitHub's 405 while it recomputes a PR whose base just moved
 BASE_MOVED_WAITS_S = (1.0, 2.0, 4.0)
 
@@ -252,11 +254,21 @@ class ForkGitHub:
                 if moved and wait is not None:
                     await asyncio.sleep(wait)
                     continue
+                if exc.status_code == 405 and (done := await self._merged_at(number, sha)) is not None:
+                    return done  # an earlier try merged it and its answer was lost (a 5xx, retried)
                 if exc.status_code in (405, 409, 422):
                     raise MergeRefused(int(exc.status_code), str(exc) or exc.status_code.phrase) from None
                 raise
             return parsed(Merged, merged, what=f"the merge of #{number}").sha
         raise AssertionError("unreachable: the last try returns or raises")
+
+    async def _merged_at(self, number: int, sha: str) -> str | None:
+        """The commit the merge left on the base when the PR is merged already at exactly `sha`, else None."""
+        pull = await self.get_pull(number)
+        if pull.merged and pull.head.sha == sha and pull.merge_commit_sha:
+            log.warning("#%d was merged already at %s (an earlier answer was lost)", number, sha[:10])
+            return pull.merge_commit_sha
+        return None
 
     async def get_commit(self, sha: str) -> RepoCommit:
         return parsed(RepoCommit, await self.api.get(self._url(f"/commits/{sha}")), what=f"commit {sha[:10]}")
