@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import http
+import json
 import logging
 import random
+import urllib.parse
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -14,7 +17,7 @@ from typing import Any
 
 import aiohttp
 import jwt
-from gidgethub import BadRequest, HTTPException, sansio
+from gidgethub import BadRequest, GitHubBroken, HTTPException, sansio
 from gidgethub.aiohttp import GitHubAPI
 
 from bot.core.errors import Forbidden, NotFound, RateLimited, SluiceError, TooLarge, Unavailable, redact
@@ -40,6 +43,7 @@ PRIMARY_WAIT_MAX_S = 3600.0 + 60.0
 # GitHub's Retry-After is seconds to a minute or so; a hostile or broken value must not park a worker.
 RETRY_AFTER_MAX_S = SECONDARY_BACKOFF_MAX_S
 ETAG_CACHE_ENTRIES = 1024
+ERROR_BODY_BYTES = 64 * 1024  # of a streamed error answer, read for its message
 SECONDARY_LIMIT_WORDS = ("secondary rate limit", "abuse detection")
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -300,22 +304,48 @@ class _PolicedAPI(GitHubAPI):
         # Credentials are added per attempt so a retry after a long wait uses an unexpired token.
         credential = await self._authorization()
         authorised = {**headers, "authorization": credential} if credential else dict(headers)
+        if method == "GET" and self._full_last_page(url):
+            # A 304 would hand back the page's old Link header: no next page, though item 101 is there now.
+            authorised.pop("if-none-match", None)
+            authorised.pop("if-modified-since", None)
         if self._policy.on_call is not None:
             self._policy.on_call(method)
         log.debug("GitHub: %s %s", method, url)
         try:
-            return await super()._request(method, url, authorised, body)
+            answer = await super()._request(method, url, authorised, body)
         except (aiohttp.ClientError, TimeoutError) as exc:
             detail = redact(f"{type(exc).__name__}: {exc}")
             raise GitHubUnreachable(
                 f"{method} {url} failed: {detail}",
                 "check the GitHub URL and network; it is tried again later",
             ) from None
+        if answer[0] == 304 and self.rate_limit is not None:
+            # gidgethub counted the request before asking, and reads GitHub's count only from other answers;
+            # GitHub does not count a 304, and without this a run of them would wait for the hour's reset.
+            self.rate_limit.remaining += 1
+        return answer
+
+    def _full_last_page(self, url: str) -> bool:
+        """Whether the ETag cache holds `url` as a full page of a list with no next page: a new item goes
+        to a next page, the cached page's body (and so its ETag) stays the same, and its Link is stale."""
+        cached = self._cache.get(url) if self._cache is not None else None
+        if cached is None or cached[3] is not None:  # (etag, last-modified, data, next page)
+            return False
+        data = cached[2]
+        if not isinstance(data, list | dict):
+            return False
+        lists = [data] if isinstance(data, list) else [v for v in data.values() if isinstance(v, list)]
+        if len(lists) != 1:
+            return False
+        per_page = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("per_page", ["30"])[-1]
+        return per_page.isdigit() and len(lists[0]) >= int(per_page)
 
     async def stream_get(
         self, url: str, headers: Mapping[str, str], *, max_bytes: int, what: str
     ) -> tuple[int, bytes]:
-        """GET `url` read in chunks, at most `max_bytes` of body (TooLarge beyond); an error's body unread."""
+        """GET `url` read in chunks, at most `max_bytes` of body (TooLarge beyond). An error answer raises
+        what `github_failure` makes of it (a rate limit is retryable, as for every other request), its
+        message read from at most ERROR_BODY_BYTES of its body."""
         credential = await self._authorization()
         authorised = {**headers, "authorization": credential} if credential else dict(headers)
         if self._policy.on_call is not None:
@@ -324,7 +354,8 @@ class _PolicedAPI(GitHubAPI):
         try:
             async with self._session.get(url, headers=authorised) as response:
                 if response.status >= 400:
-                    return response.status, b""
+                    said = (await response.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
+                    raise github_failure(_http_error(response.status, said, response.headers))
                 declared = response.content_length
                 if declared is not None and declared > max_bytes:
                     raise TooLarge(what, declared, max_bytes)
@@ -369,6 +400,20 @@ class _PolicedAPI(GitHubAPI):
         log.warning("GitHub: %s %s answered %d; retry %d", method, url, exception.status_code, attempt)
         await self._policy.wait(reason, seconds)
         return True
+
+
+def _http_error(status: int, body: str, headers: Mapping[str, str]) -> HTTPException:
+    """A streamed error answer as gidgethub would have raised it: its JSON `message`, else its text."""
+    try:
+        message = json.loads(body).get("message", "") if body.lstrip().startswith("{") else body
+    except (ValueError, AttributeError):
+        message = body
+    cls = BadRequest if status < 500 else GitHubBroken
+    try:
+        code = http.HTTPStatus(status)
+    except ValueError:  # a status Python does not name: the class's generic one
+        code = http.HTTPStatus.BAD_REQUEST if status < 500 else http.HTTPStatus.INTERNAL_SERVER_ERROR
+    return cls(code, str(message)[:200], headers={k.lower(): v for k, v in headers.items()})
 
 
 def _page_items(data: Any, iterable_key: str | None) -> list[Any]:
@@ -418,14 +463,12 @@ class InstallationAPI:
         a stream: more than `max_bytes` (as Content-Length says, or as it arrives) raises TooLarge."""
         full = sansio.format_url(url, {}, base_url=self._api.base_url)
         headers = sansio.create_headers(REQUESTER, accept=sansio.accept_format())
-        status, body = await self._api.stream_get(full, headers, max_bytes=max_bytes, what=what)
-        if status >= 500:
-            raise GitHubDown(f"GitHub answered {status} for {url}", "nothing to do: it is tried again later")
-        if status >= 400:
+        try:
+            _, body = await self._api.stream_get(full, headers, max_bytes=max_bytes, what=what)
+        except GitHubNotFound as gone:
             raise GitHubNotFound(
-                f"GitHub answered {status} for {url}",
-                "the artifact expired or was deleted: run the tier again",
-            )
+                gone.message, "the artifact expired or was deleted: run the tier again"
+            ) from None
         return body
 
     async def patch(
