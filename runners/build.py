@@ -4,13 +4,16 @@ so the suites test that commit's Triton, not a release installed beside the runn
 from __future__ import annotations
 
 import importlib
+import math
 import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from bot.core.config import BUILD_SUITE, BuildConfig, SuiteConfig
-from runners import commands
+from bot.core.tiers import NOT_RUN
+from runners import commands, environment
 from runners.report import Outcome, SuiteResult, TestResult
 
 FAILED = "the build failed"  # what bisection's BUILD_FAILURE reads: a prefix that does not build is a skip
@@ -42,14 +45,24 @@ def run_build(
         left = build.timeout_seconds - (time.perf_counter() - started)
         if say is not None:
             say(f"{BUILD_SUITE}: {shlex.join(argv)}")
-        done = commands.run_command(BUILD_SUITE, argv, timeout=max(left, 1.0), env=env)
-        exit_code = done.exit_code
-        test = _named(done.tests[0], argv)
+        if left <= 0:  # the commands before it took all the build's time
+            spent = f"not started: the build's {build.timeout_seconds} s were spent"
+            test = _named(TestResult(suite=BUILD_SUITE, name="", outcome=Outcome.ERROR, message=spent), argv)
+            exit_code = None
+        else:
+            done = commands.run_command(BUILD_SUITE, argv, timeout=math.ceil(left), env=env)  # whole seconds
+            exit_code = done.exit_code
+            test = _named(done.tests[0], argv)
         tests.append(test)
         if test.outcome is not Outcome.PASSED:
             problems.append((test.message or FAILED).splitlines()[0])
             break
     importlib.invalidate_caches()  # what the build installed is importable by the suites of this process
+    if not problems and environment.editable_elsewhere("triton", Path.cwd()):
+        problems.append(
+            f"{FAILED}: it installed Triton editable (`pip install -e`), which the runner, already running, "
+            "cannot import: install it with `pip install .`"
+        )
     failed = sum(t.outcome is Outcome.FAILED for t in tests)
     errors = sum(t.outcome is Outcome.ERROR for t in tests)
     result = SuiteResult(
@@ -86,5 +99,5 @@ def not_run(suite: SuiteConfig) -> SuiteResult:
         command=suite.command,
         executed=0,
         outcome=Outcome.ERROR,
-        problems=(f"not run: {FAILED}",),
+        problems=(f"{NOT_RUN}{FAILED}",),
     )

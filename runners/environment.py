@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import platform
@@ -66,9 +67,15 @@ def fingerprint(*, interpreter: bool, checkout: Path | None = None) -> Environme
 
 
 def context_hash(fields: dict[str, Any]) -> str:
-    """sha256 over the canonical JSON of the fingerprint, less the momentary clocks. A Triton built from the
-    tree under test is what a comparison measures, not where it ran: its version (`3.5.0+git1a2b3c4d`, a new
-    one on every commit) is left out, its origin kept. An installed Triton's origin is left out, so a
+    """sha256 over the canonical JSON of the fingerprint's context (`context_fields`)."""
+    canonical = json.dumps(context_fields(fields), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def context_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """What the context hash covers: the fingerprint less the momentary clocks. A Triton built from the tree
+    under test is what a comparison measures, not where it ran: its version (`3.5.0+git1a2b3c4d`, a new one
+    on every commit) is left out, its origin kept. An installed Triton's origin is left out, so a
     fingerprint hashes as it did before reports recorded origins."""
     stable = dict(fields)
     stable.pop("context_hash", None)
@@ -77,8 +84,7 @@ def context_hash(fields: dict[str, Any]) -> str:
     else:
         stable.pop("triton_origin", None)
     stable["clocks"] = {k: v for k, v in (fields.get("clocks") or {}).items() if k not in MOMENTARY_CLOCKS}
-    canonical = json.dumps(stable, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return stable
 
 
 def query_nvidia_smi(
@@ -151,23 +157,66 @@ def _torch_toolkit() -> str | None:
 
 
 def origin(distribution: str, checkout: Path) -> str | None:
-    """ "checkout" when the installed `distribution` was built from `checkout` or a folder in it (what pip
-    records of a local build, PEP 610's direct_url.json, names it), "installed" when it came from elsewhere
-    (an index, a wheel), None when it is not installed."""
+    """ "checkout" when the `distribution` this process imports was built from `checkout` (or a folder in
+    it): its module lives there (an editable install), or pip's record of a regular install (PEP 610's
+    direct_url.json) names it; "installed" when it came from elsewhere (an index, a wheel); None when it is
+    not installed."""
     try:
         found = importlib.metadata.distribution(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
+    tree = checkout.resolve()
+    module = _module_file(distribution)
+    if module is not None and _within(module, tree):
+        return "checkout"
+    built, editable = _built_from(found)
+    return "checkout" if built is not None and _within(built, tree) and not editable else "installed"
+
+
+def editable_elsewhere(distribution: str, checkout: Path) -> bool:
+    """Whether `distribution` was installed editable from `checkout` (`pip install -e`) while this process
+    imports another copy of it (or none): an editable install is wired up when Python starts, so a build
+    that made one after the runner started left the runner's suites the old Triton."""
     try:
-        url = json.loads(found.read_text("direct_url.json") or "{}").get("url", "")
+        found = importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    built, editable = _built_from(found)
+    if built is None or not editable or not _within(built, checkout.resolve()):
+        return False
+    module = _module_file(distribution)
+    return module is None or not _within(module, checkout.resolve())
+
+
+def _built_from(found: importlib.metadata.Distribution) -> tuple[Path | None, bool]:
+    """The local folder pip installed `found` from, and whether as an editable install; (None, False) when
+    it came from elsewhere or its record is unreadable."""
+    try:
+        record = json.loads(found.read_text("direct_url.json") or "{}")
+        url, editable = record.get("url", ""), bool((record.get("dir_info") or {}).get("editable"))
     except (ValueError, AttributeError):  # a malformed record is no local build
-        return "installed"
+        return None, False
     parsed = urllib.parse.urlsplit(url if isinstance(url, str) else "")
     if parsed.scheme != "file":
-        return "installed"
-    built = Path(urllib.request.url2pathname(parsed.path)).resolve()
-    tree = checkout.resolve()
-    return "checkout" if built == tree or tree in built.parents else "installed"
+        return None, False
+    return Path(urllib.request.url2pathname(parsed.path)).resolve(), editable
+
+
+def _module_file(name: str) -> Path | None:
+    """Where `import name` would load it from (its package's `__init__.py`), without importing it; None
+    when that is an installed copy (in a `site-packages`, which may sit in the checkout: a `.venv` there)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    found = Path(spec.origin).resolve()
+    return None if {"site-packages", "dist-packages"} & set(found.parts) else found
+
+
+def _within(path: Path, tree: Path) -> bool:
+    return path == tree or tree in path.parents
 
 
 def _version(distribution: str) -> str | None:

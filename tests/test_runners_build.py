@@ -19,7 +19,7 @@ from bot.core.tiers import Level, RunState, TierRun, Verdict, triage
 from bot.flows.local_tier import run_local
 from bot.flows.tiers import facts_of
 from runners import environment
-from runners.report import Outcome, Report
+from runners.report import Environment, Outcome, Report
 from runners.run import RunRequest, exit_code, run_tier
 
 PY = sys.executable
@@ -212,6 +212,20 @@ def test_the_origin_of_a_distribution_is_where_pip_built_it(
     assert environment.origin("sluice_origin_probe", checkout) == "installed"
 
 
+def test_a_package_installed_into_a_venv_inside_the_checkout_is_installed_not_built_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job may keep its virtual environment in the workspace (`./.venv`): what it installed there from
+    elsewhere is not the checkout's own build."""
+    source = _package(tmp_path / "elsewhere", "sluice_origin_probe2", "1.0")
+    checkout = tmp_path / "checkout"
+    target = checkout / ".venv" / "lib" / "python3.11" / "site-packages"
+    subprocess.run([*PIP_INSTALL_HERE, "--target", str(target), str(source)], check=True)
+    monkeypatch.syspath_prepend(str(target))
+
+    assert environment.origin("sluice_origin_probe2", checkout) == "installed"
+
+
 def test_a_triton_built_from_the_checkout_is_compared_not_part_of_the_context() -> None:
     base = environment.fingerprint(interpreter=True).model_dump()
     base.pop("context_hash")
@@ -232,54 +246,106 @@ def test_a_triton_built_from_the_checkout_is_compared_not_part_of_the_context() 
 # --- the local backend ------------------------------------------------------------------------------------
 
 
-def test_the_local_backend_builds_the_head_into_an_environment_of_its_own(tmp_path: Path) -> None:
-    """A fork whose head carries its own `triton` (version 3.5.0+git…): the build installs it, the suites
-    import it, the report says it came from the checkout; the bot's own Triton is untouched."""
-    import importlib.metadata
+OWN_TRITON = "3.5.0+git1a2b3c4d"
+PIP_OFFLINE = ["install", "--no-deps", "--no-build-isolation", "--no-index"]
 
-    bots = importlib.metadata.version("triton")
-    bots_files = sorted(str(f) for f in importlib.metadata.files("triton") or ())[:50]
-    repo = _package(tmp_path / "fork", "triton", "3.5.0+git1a2b3c4d")
+
+def _local_run(tmp_path: Path, build: list[list[str]], suites: list[dict[str, object]]) -> Report:
+    """The local backend's tier run of a fork whose head carries its own `triton` (version 3.5.0+git…).
+    Its builds use `python -m pip`, the overlay's own: were the overlay broken, that still never installs
+    into the bot's environment."""
+    return _local_run_of(_package(tmp_path / "fork", "triton", OWN_TRITON), build, suites)
+
+
+def _local_run_of(repo: Path, build: list[list[str]], suites: list[dict[str, object]]) -> Report:
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "a Triton of its own"], check=True)
-    head = subprocess.run(
-        [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    check = "import sys, triton; print(triton.__file__); sys.exit(triton.__version__ != '3.5.0+git1a2b3c4d')"
-    config = parse_config(
-        _config(
-            [["python", "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "."]],
-            [{"name": "imports", "command": ["python", "-c", check]}],
-        )
-    )
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
     tier_run = TierRun(
         fork="o/fork",
         pull=1,
         ingestion="1",
         level=Level.L1,
-        head_sha=head,
+        head_sha=head.stdout.strip(),
         attempt=1,
         state=RunState.DISPATCHED,
         dispatched_at=datetime.now(UTC),
     )
-
+    config = parse_config(_config(build, suites))
     done = run_local(repo / ".git", tier_run, config=config, baseline_sha=tier_run.head_sha, timeout_s=240)
-
     assert done is not None and done.report is not None, done
-    report = Report.model_validate_json(done.report)
-    assert [(s.name, s.outcome) for s in report.suites] == [
-        ("build", Outcome.PASSED),
-        ("imports", Outcome.PASSED),
-    ], done.log
-    assert (report.environment.triton, report.environment.triton_origin) == ("3.5.0+git1a2b3c4d", "checkout")
-    assert done.conclusion == "success"
-    assert importlib.metadata.version("triton") == bots
-    assert sorted(str(f) for f in importlib.metadata.files("triton") or ())[:50] == bots_files
+    return Report.model_validate_json(done.report)
+
+
+def _bots_triton() -> tuple[str, list[str]]:
+    import importlib.metadata
+
+    return importlib.metadata.version("triton"), sorted(
+        str(f) for f in importlib.metadata.files("triton") or ()
+    )
+
+
+def test_the_local_backend_builds_the_head_into_an_environment_of_its_own(tmp_path: Path) -> None:
+    """The build installs the head's Triton; the suites import it; the report says it came from the
+    checkout; the bot's own Triton is untouched."""
+    bots = _bots_triton()
+    check = f"import sys, triton; print(triton.__file__); sys.exit(triton.__version__ != {OWN_TRITON!r})"
+
+    report = _local_run(
+        tmp_path,
+        [["python", "-m", "pip", *PIP_OFFLINE, "."]],
+        [{"name": "imports", "command": ["python", "-c", check]}],
+    )
+
+    assert [(s.name, s.outcome, s.problems) for s in report.suites] == [
+        ("build", Outcome.PASSED, ()),
+        ("imports", Outcome.PASSED, ()),
+    ]
+    assert (report.environment.triton, report.environment.triton_origin) == (OWN_TRITON, "checkout")
+    assert _bots_triton() == bots
     import triton
 
-    assert triton.__version__ == bots
+    assert triton.__version__ == bots[0]
+
+
+def test_the_local_backends_bare_pip_and_pytest_are_the_build_environments(tmp_path: Path) -> None:
+    """A bare `pip` (a console script of the bot's) installs into the tier's environment, and a suite's
+    `pytest` runs there too, so it imports what the build installed. (Not Triton itself: were this broken,
+    that `pip` would replace the bot's own Triton.)"""
+    repo = _package(tmp_path / "probe", "sluice_console_probe", "2.0")
+    (repo / "check_probe.py").write_text(
+        "import sluice_console_probe as probe\n\ndef test_it():\n    assert probe.__version__ == '2.0'\n"
+    )
+    report = _local_run_of(
+        repo,
+        [["pip", *PIP_OFFLINE, "."]],
+        [{"name": "pytest", "command": ["pytest", "-q", "-p", "no:cacheprovider", "check_probe.py"]}],
+    )
+
+    assert [(s.name, s.outcome, s.problems) for s in report.suites] == [
+        ("build", Outcome.PASSED, ()),
+        ("pytest", Outcome.PASSED, ()),
+    ]
+    with pytest.raises(ImportError):
+        import sluice_console_probe  # noqa: F401  # the tier's, never the bot's
+
+
+def test_an_editable_build_the_running_runner_cannot_import_fails_the_build(tmp_path: Path) -> None:
+    """`pip install -e` is wired up when Python starts: the runner, already running, would import the old
+    Triton while the report named the new one. The build fails, saying so; no suite runs on the old one."""
+    bots = _bots_triton()
+
+    report = _local_run(
+        tmp_path, [["python", "-m", "pip", *PIP_OFFLINE, "-e", "."]], [{"name": "unit", "command": ["true"]}]
+    )
+
+    build, unit = report.suites
+    assert build.outcome is Outcome.FAILED and "editable (`pip install -e`)" in build.problems[0]
+    assert build.problems[0].startswith("the build failed")
+    assert (unit.outcome, unit.problems) == (Outcome.ERROR, ("not run: the build failed",))
+    assert _bots_triton() == bots
 
 
 def test_the_check_run_says_which_triton_the_suites_ran(
@@ -311,3 +377,77 @@ def test_the_check_run_says_which_triton_the_suites_ran(
         )
     )
     assert "(built from the checkout)" in completed(tier_run, Shown(built, triage("success", built))).summary
+
+
+def _failed_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, said: str) -> Report:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "said").write_text(said)  # one command whatever it says: one test key, as a real build's
+    failing = [PY, "-c", "import pathlib, sys; print(pathlib.Path('said').read_text()); sys.exit(1)"]
+    return _run(_config([failing], [{"name": "unit", "command": _touch("ran")}]))
+
+
+@pytest.mark.parametrize(
+    ("said", "verdict"),
+    [
+        (
+            "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device",
+            Verdict.INFRA,
+        ),
+        ("Could not resolve host: github.com", Verdict.INFRA),
+        ("lib/Ops.cpp:12:5: error: no member named 'x'", Verdict.FAILED),
+    ],
+)
+def test_a_build_that_failed_for_the_machine_is_retried_and_one_that_failed_for_the_code_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, said: str, verdict: Verdict
+) -> None:
+    """The suites the failed build kept from running add nothing: the build's own failure decides."""
+    judged = triage("failure", facts_of(_failed_build(tmp_path, monkeypatch, said)))
+
+    assert judged.verdict is verdict, judged
+
+
+def test_a_heads_failed_build_is_its_own_even_when_trunks_build_failed_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trunk's build failed (the network); the head's fails to compile: the same build command, so the same
+    test key, but not trunk's failure (a bisection would take it for a pass)."""
+    trunk = facts_of(_failed_build(tmp_path / "trunk", monkeypatch, "Could not resolve host: x"))
+    head = facts_of(_failed_build(tmp_path / "head", monkeypatch, "lib/Ops.cpp:12:5: error: no member"))
+
+    judged = triage("failure", head, trunk=trunk)
+
+    assert judged.verdict is Verdict.FAILED and judged.reason.startswith("the build failed")
+
+
+def test_the_build_must_fit_in_every_tiers_time() -> None:
+    too_long = "tiers: {build: {commands: [[make]], timeout_seconds: 3600}}"
+    problems = check_config(too_long, filename="sluice.yml")
+    assert [p.field for p in problems] == ["tiers"]
+    assert (
+        "`build.timeout_seconds` (3600 s) is not less than l1's `timeout_minutes` (60 min)"
+        in problems[0].message
+    )
+    raised = (
+        "tiers: {build: {commands: [[make]], timeout_seconds: 3600},"
+        " l1: {suites: [{name: s, builtin: smoke}], timeout_minutes: 120}}"
+    )
+    assert check_config(raised, filename="sluice.yml") == ()
+    assert parse_config("tiers: {build: {commands: [[make]]}}").tiers.build.timeout_seconds == 45 * 60  # type: ignore[union-attr]
+
+
+def test_comparing_two_checkout_builds_names_what_differs_not_their_triton_versions() -> None:
+    from runners.compare.sides import context_differences
+
+    base = environment.fingerprint(interpreter=True).model_dump()
+    base.pop("context_hash")
+    a = {**base, "triton": "3.5.0+git1a2b3c4d", "triton_origin": "checkout", "gpu_model": "H100"}
+    b = {**a, "triton": "3.5.0+gitfeedbeef", "gpu_model": "H200"}
+    env_a = Environment(**a, context_hash=environment.context_hash(a))
+    env_b = Environment(**b, context_hash=environment.context_hash(b))
+
+    assert context_differences(env_a, env_b) == {"gpu_model": ("H100", "H200")}
+    same_machine = Environment(
+        **{**b, "gpu_model": "H100"}, context_hash=environment.context_hash({**b, "gpu_model": "H100"})
+    )
+    assert context_differences(env_a, same_machine) == {}

@@ -736,7 +736,7 @@ def _tier(name: str, builtin: BuiltinSuite) -> tuple[SuiteConfig, ...]:
 
 ProductionGate = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")]
 BUILD_SUITE = "build"  # the name the build's result has in a tier report
-DEFAULT_BUILD_TIMEOUT = 4 * 3600
+DEFAULT_BUILD_TIMEOUT = 45 * 60  # under L1's default 60 minutes, which bound the build and the suites
 
 
 class BuildConfig(Frozen):
@@ -768,14 +768,22 @@ class Tiers(Frozen):
     build: BuildConfig | None = None  # None: the suites test whatever Triton the job's environment has
 
     @model_validator(mode="after")
-    def _build_has_its_own_name(self) -> Tiers:
-        if self.build is not None:
-            for level, tier in (("l1", self.l1), ("l2", self.l2), ("l3", self.l3)):
-                if any(s.name == BUILD_SUITE for s in tier.suites):
-                    raise ValueError(
-                        f"{level} has a suite named {BUILD_SUITE!r}, the name `build`'s result has in the "
-                        "report: rename the suite"
-                    )
+    def _build_fits_every_tier(self) -> Tiers:
+        if self.build is None:
+            return self
+        for level, tier in (("l1", self.l1), ("l2", self.l2), ("l3", self.l3)):
+            if any(s.name == BUILD_SUITE for s in tier.suites):
+                raise ValueError(
+                    f"{level} has a suite named {BUILD_SUITE!r}, the name `build`'s result has in the "
+                    "report: rename the suite"
+                )
+            if self.build.timeout_seconds >= tier.timeout_minutes * 60:
+                raise ValueError(
+                    f"`build.timeout_seconds` ({self.build.timeout_seconds} s) is not less than {level}'s "
+                    f"`timeout_minutes` ({tier.timeout_minutes} min), which bounds the build and the suites "
+                    "together: a build that long would be cut off with no report; raise "
+                    f"{level}'s `timeout_minutes` or lower the build's"
+                )
         return self
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from bot.core.config import Extension, L3Policy, SluiceConfig, SuiteConfig, TierConfig
+from bot.core.config import BUILD_SUITE, Extension, L3Policy, SluiceConfig, SuiteConfig, TierConfig
 from bot.core.gate import FAILED
 from bot.core.ingestion import CheckName
 from bot.core.webhooks import CheckRun
@@ -422,6 +422,7 @@ REAL_MARKERS = re.compile(
     re.I | re.M,
 )
 NAMES_FAILURES = re.compile(r"^\d+ tests? (?:failed|could not run): ")  # a suite's summary of its tests
+NOT_RUN = "not run: "  # a suite the failed build kept from running: the build's failure says why
 LOCATION = re.compile(r"(?P<path>[A-Za-z0-9_./-]+\.(?:py|mlir|cpp|cc|c|h|hpp|td|ll)):(?P<line>\d+)")
 
 
@@ -501,7 +502,11 @@ def triage(
 
 def _failed(conclusion: str, facts: ReportFacts, *, log: str, trunk: ReportFacts | None) -> Triage:
     texts = [f.message for f in facts.failures]
-    texts += [p for s in facts.suites for p in s.problems if not NAMES_FAILURES.match(p)]
+    # A suite's summary of its failing tests, and the build's of its failing command, add nothing to the
+    # failures' own messages (and would hide an infrastructure marker in them).
+    build_failed = any(f.suite == BUILD_SUITE for f in facts.failures)
+    problems = (p for s in facts.suites if not (build_failed and s.name == BUILD_SUITE) for p in s.problems)
+    texts += [p for p in problems if not NAMES_FAILURES.match(p) and not p.startswith(NOT_RUN)]
     if facts.passed:  # the report is fine but the job failed after it: the log says why
         texts.append(log)
     real = [t for t in texts if REAL_MARKERS.search(t) or _infra_marker(t) is None]
@@ -509,7 +514,9 @@ def _failed(conclusion: str, facts: ReportFacts, *, log: str, trunk: ReportFacts
         marker = next(m for t in texts if (m := _infra_marker(t)) is not None)
         return Triage(Verdict.INFRA, f"{marker}: {texts[0][:200]}", infra=marker)
     reason = real[0][:200] if real else f"the workflow concluded {conclusion}"
-    if trunk is not None and facts.failures:
+    # A build that failed is this head's (or the runner's) failure: trunk's build failing too, for its own
+    # reason, does not make it trunk's.
+    if trunk is not None and facts.failures and not build_failed:
         theirs = {f.key for f in trunk.failures}
         shared = tuple(sorted(f.key for f in facts.failures if f.key in theirs))
         if len(shared) == len(facts.failures) and not _suite_only_problems(facts):

@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -121,9 +122,31 @@ def _overlay(venv: Path, env: dict[str, str]) -> str:
     bots = dict.fromkeys(p for p in sys.path if Path(p).name in ("site-packages", "dist-packages"))
     lines = [f"import site; site.addsitedir({path!r})" for path in bots]
     (Path(purelib) / "sluice-bot-packages.pth").write_text("\n".join(lines) + "\n")
+    _shim_scripts(Path(sys.prefix) / "bin", venv / "bin", python)
     env["PATH"] = os.pathsep.join(p for p in (str(venv / "bin"), env.get("PATH")) if p)
     env["VIRTUAL_ENV"] = str(venv)
     return str(python)
+
+
+def _shim_scripts(bots: Path, into: Path, python: Path) -> None:
+    """The bot's Python console scripts (`pip`, `pytest`, `lit`...) run by the overlay's interpreter: a
+    bare `pip install .` then installs into the overlay, and a suite's `pytest` imports the Triton the build
+    installed there, where the script's own `#!` would run the bot's interpreter with the bot's packages."""
+    if not bots.is_dir():
+        return
+    for script in sorted(bots.iterdir()):
+        target = into / script.name
+        if target.exists() or script.name.startswith("python") or not script.is_file():
+            continue
+        try:
+            with script.open("rb") as f:
+                first = f.readline(512)
+        except OSError:
+            continue
+        if not (first.startswith(b"#!") and b"python" in first):
+            continue
+        target.write_text(f'#!/bin/sh\nexec {shlex.quote(str(python))} {shlex.quote(str(script))} "$@"\n')
+        target.chmod(0o755)
 
 
 def _tail(path: Path) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from runners.compare.model import ContextRefused, Metric
-from runners.environment import MOMENTARY_CLOCKS
+from runners.environment import context_fields
 from runners.report import Benchmark, Environment, Report
 
 
@@ -89,7 +89,8 @@ def context_differences(baseline: Environment, candidate: Environment) -> dict[s
 
 
 def _fingerprint(environment: Environment) -> dict[str, object]:
-    """The fields the context hash covers, clocks one by one (the momentary ones are not covered)."""
-    fields: dict[str, object] = environment.model_dump(exclude={"context_hash", "clocks"})
-    clocks = environment.clocks.items()
-    return fields | {f"clocks.{k}": v for k, v in clocks if k not in MOMENTARY_CLOCKS}
+    """The fields the context hash covers (`context_fields`), clocks one by one."""
+    fields: dict[str, object] = context_fields(environment.model_dump())
+    clocks = fields.pop("clocks")
+    assert isinstance(clocks, dict)
+    return fields | {f"clocks.{k}": v for k, v in clocks.items()}
