@@ -5,10 +5,11 @@ opens it: Sluice merges, and the audit record names the signoff."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from bot.core.tiers import Level, RunState, TierRun, Verdict
 from bot.db.gates import GateStore
+from bot.db.jobs import JobQueue
 from bot.db.tier_runs import TierRuns
 from runners import report as tier_report
 from runners.report import Outcome, Report, RunInfo, SuiteResult
@@ -107,3 +109,55 @@ async def test_a_regressed_metric_waits_for_the_area_owners_signoff_then_merges(
     record = GateStore(actions.store).audit(FORK, number)
     assert record is not None
     assert [(a.login, a.head_sha, a.source) for a in record.approvals] == [("gina", head, "signoff-l3")]
+
+
+async def test_an_l3_rerun_github_never_started_keeps_the_last_results_signoff(actions: Rig) -> None:
+    """L3 passed with a regressed metric, so the gate waits for the area owner. `/l3` again: GitHub fails
+    the new attempt's check run (5xx), the attempt never starts and the check run still shows the last
+    result. The last result's regressions stand: nothing merges until someone signs them off."""
+    sim = actions.sim
+    config = sim.git(FORK, "show", "main:.github/sluice.yml").rstrip("\n") + "\n" + AREAS
+    sim.commit(FORK, "main", {".github/sluice.yml": config}, message="fork: L3 gates, by area")
+    await actions.settle()
+    sim.set_permission(FORK, "dev", "write")
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    for tier in ("1", "2"):
+        (run,) = [r for r in sim.workflow_runs[FORK] if r["inputs"]["tier"] == tier]
+        actions.act_as_runner(run)
+        await actions.settle()
+    (l3,) = [r for r in sim.workflow_runs[FORK] if r["inputs"]["tier"] == "3"]
+    seed_baseline(actions, l3["inputs"]["baseline_sha"])
+    report = bench_report(head, slower=0.08, seed=2)
+    sim.finish_run(FORK, l3["id"], "success", artifact=("sluice-tier-report", {"report.json": report}))
+    await actions.settle()
+    assert "signoff of L3's regressed metrics" in actions.checks(head)["sluice/gate"]["output"]["summary"]
+
+    sim.fail_next("POST", r"/check-runs$", 502, times=50)  # every try of the tiers job, for a while
+    payload = sim.issue_comment_payload(FORK, sim.add_comment(FORK, number, "/l3", user="dev"))
+    await actions.deliver("issue_comment", payload)
+
+    def l3_attempts() -> list[tuple[int, RunState]]:
+        runs = TierRuns(actions.store).for_pull(FORK, number)
+        return [(r.attempt, r.state) for r in runs if r.level is Level.L3]
+
+    await until(actions, lambda: (2, RunState.UNDISPATCHED) in l3_attempts())
+    assert l3_attempts() == [(1, RunState.COMPLETED), (2, RunState.UNDISPATCHED)]
+    done = JobQueue(actions.store).counts()["done"]
+    sim.review(FORK, number, user="carol", state="COMMENTED")  # an event that judges the gate again
+    await until(actions, lambda: JobQueue(actions.store).counts()["done"] > done)  # the review's job
+
+    assert not sim.issues[FORK][number].merged
+    gate = actions.checks(head)["sluice/gate"]
+    assert (
+        gate["status"] == "in_progress" and "signoff of L3's regressed metrics" in gate["output"]["summary"]
+    )
+
+
+async def until(rig: Rig, done: Callable[[], bool], *, seconds: float = 30.0) -> None:
+    """Deliver webhooks until `done` (the jobs may be retrying a failure meanwhile: no settling)."""
+    for _ in range(int(seconds * 10)):
+        await rig.sim.drain_hooks()
+        if done():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("not done in time")

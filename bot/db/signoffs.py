@@ -32,19 +32,21 @@ class L3Signoffs:
         self.store = store
 
     def l3_metrics(self, fork: str, pr_number: int, *, head_sha: str) -> L3Metrics | None:
-        """The regressions of the newest L3 attempt on `head_sha`; None while that attempt has no result (or
-        there is none): its check run, not this, keeps the gate waiting then."""
+        """The regressions of the newest L3 attempt on `head_sha` that has a result; None when none has (its
+        check run, not this, keeps the gate waiting then). A newer attempt that has none yet (running, or
+        never started: GitHub refused its check run, which still shows the last result) leaves the last
+        result's regressions standing, so a re-run never drops a signoff the last result asked for."""
         query = (
-            select(tier_runs.c.id, tier_runs.c.state)
+            select(tier_runs.c.id)
             .where(tier_runs.c.fork == fork, tier_runs.c.pull == pr_number)
             .where(tier_runs.c.level == Level.L3.value, tier_runs.c.head_sha == head_sha)
-            .where(tier_runs.c.state != RunState.STALE.value)
+            .where(tier_runs.c.state == RunState.COMPLETED.value)
             .order_by(desc(tier_runs.c.attempt))
             .limit(1)
         )
         with self.store._engine.connect() as conn:
             newest = conn.execute(query).first()
-        if newest is None or newest.state != RunState.COMPLETED.value:
+        if newest is None:
             return None
         return L3Metrics(head_sha, TierRuns(self.store).regressions(int(newest.id)))
 
