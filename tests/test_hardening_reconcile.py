@@ -516,18 +516,26 @@ async def test_the_sims_delivery_log_pages_and_redelivers_as_github_does(aiohttp
 
 def test_a_branch_head_a_person_made_from_sluices_commit_is_not_sluices_to_replace(tmp_path: Path) -> None:
     """A person who resolves by `git cherry-pick -x` of Sluice's commit keeps its Sluice-Ingestion trailer
-    and gains a `(cherry picked from commit …)` line: that head is the person's, and a re-plan must not
-    force-push over the resolution."""
+    and gains a `(cherry picked from commit …)` line; a reviewer's `commit --amend` keeps the message
+    whole but makes them the committer: those heads are the person's, and a re-plan must not force-push
+    over them."""
     s = Scenario(tmp_path)
     s.upstream("Initial import (#1)", {"a.txt": "a\n"})
     s.fork_here()
-    sluices = s.fork("[DOCS] a (#2)\n\nUpstream-Commit: " + "1" * 40 + "\nSluice-Ingestion: bundle-1", {})
+    s.fork("[DOCS] a (#2)\n\nUpstream-Commit: " + "1" * 40 + "\nSluice-Ingestion: bundle-1", {})
+    as_sluice = {"GIT_COMMITTER_NAME": "Sluice", "GIT_COMMITTER_EMAIL": "sluice@users.noreply.github.com"}
+    s.git("commit", "-q", "--amend", "--no-edit", "--allow-empty", env=as_sluice)  # what Sluice commits
+    sluices = s.git("rev-parse", "HEAD")
     s.git("checkout", "-q", "-b", "person", "main~1")
     s.git("cherry-pick", "-x", "--allow-empty", sluices)
     persons = s.git("rev-parse", "HEAD")
+    s.git("checkout", "-q", "-b", "amended", sluices)
+    s.git("commit", "-q", "--amend", "--no-edit", "--allow-empty")  # a reviewer's fix-up: the same message
+    amended = s.git("rev-parse", "HEAD")
     repo = GitRepo(s.path)
     assert pushed_by_sluice(repo, sluices, "bundle-1", None)
     assert not pushed_by_sluice(repo, persons, "bundle-1", None)
+    assert not pushed_by_sluice(repo, amended, "bundle-1", None)  # the trailer kept, the committer theirs
     assert not pushed_by_sluice(repo, sluices, "bundle-2", None)  # another unit's commit
     recorded = IngestionRecord("o/f", "bundle-1", "bundle", "open", 7, persons, "1" * 40, "1" * 40, 1, None)
     assert pushed_by_sluice(repo, persons, "bundle-1", recorded)  # the head Sluice recorded pushing

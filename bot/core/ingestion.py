@@ -23,6 +23,7 @@ from bot.core.render import plural
 from bot.core.webhooks import Pull
 
 BRANCH_PREFIX = "sluice/ingest/"
+COMMITTER = "Sluice <sluice@users.noreply.github.com>"  # who commits Sluice's picks (a person's edit: them)
 CLASSIFICATION_MARKER = "<!-- sluice:classification -->"
 # Ingestion PRs Sluice keeps open at once; the next ones open as these merge (each builds on the last).
 MAX_OPEN_UNITS = 8

@@ -11,6 +11,7 @@ from bot.core.config import Strategy
 from bot.core.ingestion import (
     BRANCH_PREFIX,
     CLASSIFICATION_MARKER,
+    COMMITTER,
     IngestionRecord,
     Label,
     PickedUnit,
@@ -95,11 +96,17 @@ def pick_units(
 
 
 def pushed_by_sluice(repo: HistoryReader, head: str, unit_id: str, recorded: IngestionRecord | None) -> bool:
-    """Whether the branch head is Sluice's work, which it may replace (a person's resolution it may not)."""
+    """Whether the branch head is Sluice's work, which it may replace (a person's resolution it may not): the
+    head Sluice recorded, or (a push whose record was lost) a commit Sluice committed with the unit's
+    trailer. A person's `commit --amend` or `rebase -i` keeps the trailer but makes them the committer."""
     if recorded is not None and head == recorded.head:
         return True
-    message = repo.run("log", "-1", "--format=%B", head)
-    return f"Sluice-Ingestion: {unit_id}" in message and "(cherry picked from commit" not in message
+    committer, _, message = repo.run("log", "-1", "--format=%cn <%ce>%x00%B", head).partition("\0")
+    return (
+        committer == COMMITTER
+        and f"Sluice-Ingestion: {unit_id}" in message
+        and "(cherry picked from commit" not in message
+    )
 
 
 def _upstream_parents(picked: Sequence[PickedUnit], commits: Mapping[str, CommitInfo]) -> dict[str, str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bot.core.diffparse import COMMIT_MARK, parse_patch_section, split_log
 from bot.core.errors import GitError, MissingObject
+from bot.core.ingestion import COMMITTER
 from bot.core.models import CommitInfo, FileChange
 from bot.core.refs import REV_STEPS, SHA_RE, validate_ref, validate_rev, validate_sha
 from bot.git.environment import git_environ
@@ -29,7 +30,6 @@ REPO_FACTS = ("--absolute-git-dir", "--git-common-dir", "--is-shallow-repository
 LOOSE_COMPRESSION = 1  # git's default for loose objects (core.looseCompression)
 FIELD = "\x1f"
 META_FORMAT = FIELD.join(["%H", "%P", "%an", "%ae", "%ad", "%ct", "%B"])  # with --date=raw: "<epoch> <tz>"
-COMMITTER = "Sluice <sluice@users.noreply.github.com>"
 
 
 SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,8}")  # a file suffix for grep_word's pathspecs: nothing a glob reads
