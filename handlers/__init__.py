@@ -9,6 +9,7 @@ from bot.core import webhooks
 from handlers import (
     bisect,
     check_run,
+    gatekeeping,
     ingest,
     installation,
     issue_comment,
@@ -40,6 +41,7 @@ ROUTES = Routes(
         trunk_watch.router,
         workflow_run.router,
         bisect.router,
+        gatekeeping.router,
     ),
     payloads={**webhooks.MODELS, **requests.PAYLOADS},
 )

@@ -4,15 +4,37 @@ from __future__ import annotations
 
 import logging
 
+from gidgethub.routing import Router
+
 from bot.app.context import Context
 from bot.core.config import CONFIG_PATH, ConfigError
 from bot.core.errors import BadInput, NotFound
 from bot.core.gate import Waiver
 from bot.flows.merge import Gatekeeper, Outcome, evaluate, is_sluice_pull, record_merge
-from bot.ports import Fork
+from bot.ports import Fork, Job
 from handlers import requests
+from handlers.requests import GateRequest
 
 log = logging.getLogger("sluice.gate")
+
+
+router = Router()
+
+
+@router.register(requests.GATE)
+async def on_gate(request: GateRequest, *, ctx: Context, job: Job) -> None:
+    """The periodic sweep's ask: judge the PR's gate again (a waiver on it expired)."""
+    log.info("%s #%d: judging the gate again: %s", request.fork, request.pull, request.reason)
+    await reevaluate(ctx, request.fork, request.pull)
+
+
+async def judge_expired_waivers(ctx: Context) -> list[tuple[str, int]]:
+    """Ask for the gate of each PR whose waiver expired since the last ask (the sweep calls this): a gate
+    the waiver kept green turns red when it ends, not at the PR's next event. The PRs asked for."""
+    expired = await ctx.db(ctx.gates.expired_unjudged, ctx.clock())
+    for repo, number in expired:
+        await requests.gate(ctx, repo, number, reason="a waiver on it expired")
+    return expired
 
 
 async def reevaluate(ctx: Context, repo: str, number: int) -> Outcome:

@@ -14,6 +14,7 @@ from bot.core.webhooks import GitHubId, RepoName
 INGEST, REGISTER = "ingest", "register"  # the jobs' kinds
 TIERS, TIER_LOCAL, TIER_TIMEOUTS = "tiers", "tier-local", "tier-timeouts"
 BISECT, TRUNK_WATCH = "bisect", "trunk-watch"
+GATE = "gate"
 log = logging.getLogger("sluice.requests")
 
 
@@ -73,6 +74,14 @@ class BisectRequest(Request):
     run: GitHubId  # the tier run's id
 
 
+class GateRequest(Request):
+    """Judge a PR's gate again (a waiver on it expired): the periodic sweep's ask."""
+
+    fork: RepoName
+    pull: GitHubId
+    reason: str = Field(max_length=200)  # for the log
+
+
 PAYLOADS: dict[str, type[BaseModel]] = {
     INGEST: IngestRequest,
     REGISTER: RegisterRequest,
@@ -81,6 +90,7 @@ PAYLOADS: dict[str, type[BaseModel]] = {
     TIER_TIMEOUTS: TierTimeoutsRequest,
     BISECT: BisectRequest,
     TRUNK_WATCH: TrunkWatchRequest,
+    GATE: GateRequest,
 }
 
 
@@ -145,3 +155,9 @@ async def trunk_watch(ctx: Context, fork: str) -> None:
     """Ask whether `fork`'s trunk is due its trunk runs; requests for one fork coalesce."""
     payload = TrunkWatchRequest(fork=fork).model_dump(mode="json")
     await ctx.db(ctx.job_requests.enqueue_once, TRUNK_WATCH, payload, key=fork, now=ctx.clock())
+
+
+async def gate(ctx: Context, fork: str, pull: int, *, reason: str) -> None:
+    """Ask for PR `pull`'s gate to be judged again; requests for one PR coalesce."""
+    payload = GateRequest(fork=fork, pull=pull, reason=reason).model_dump(mode="json")
+    await ctx.db(ctx.job_requests.enqueue_once, GATE, payload, key=f"{fork}#{pull}:gate", now=ctx.clock())

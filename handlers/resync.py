@@ -24,7 +24,7 @@ from bot.core.redelivery import (
 from bot.core.tiers import RunState
 from bot.db.leases import Leases, periodically
 from bot.github.deliveries import AppDeliveries
-from handlers import requests
+from handlers import gatekeeping, requests
 
 REDELIVERY, RESYNC, TIER_SWEEP = "redelivery", "resync", "tier-sweep"  # the leases' names
 SHORTEST_TIMEOUT = dt.timedelta(minutes=1)  # no tier's timeout_minutes is shorter
@@ -109,7 +109,9 @@ async def resync_once(ctx: Context, metrics: ReconcileMetrics) -> list[str]:
 
 async def tier_sweep_once(ctx: Context) -> list[str]:
     """Ask each fork with a tier run waiting longer than any tier's timeout, or waiting for its dispatch,
-    to time out its stalled runs (its job reads the fork's own timeouts); the forks asked."""
+    to time out its stalled runs (its job reads the fork's own timeouts); the forks asked. The gates of PRs
+    whose waiver expired since are asked to be judged again too (`judge_expired_waivers`)."""
+    await gatekeeping.judge_expired_waivers(ctx)
     since = ctx.clock() - SHORTEST_TIMEOUT
     waiting = await ctx.db(ctx.tier_runs.waiting)
     forks = sorted({r.fork for r in waiting if r.state is RunState.UNDISPATCHED or r.dispatched_at <= since})

@@ -32,7 +32,7 @@ from bot.flows.merge import Outcome
 from bot.flows.pick import Picker, learn_resolutions
 from bot.git.repo import GitRepo
 from bot.github.client import GitHubClient
-from handlers import gatekeeping
+from handlers import gatekeeping, resync
 from tests.support import github_sim
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import (
@@ -340,6 +340,73 @@ async def test_a_waiver_past_its_expiry_stops_counting(
     await rig.settle()
     closed = rig.gate(head)
     assert closed["conclusion"] == "failure" and "expired" in closed["output"]["summary"]
+
+
+async def waived_l2(rig: Rig, seconds: float) -> tuple[Any, str, dt.datetime]:
+    """An ingestion PR whose L2 failed, waived for `seconds`: its pull, head, and the waiver's expiry."""
+    pull = rig.pull()
+    head = rig.head(pull)
+    rig.sim.finish_check(FORK, head, CheckName.L1.value, "success")
+    rig.sim.finish_check(FORK, head, CheckName.L2.value, "failure")
+    await rig.settle()
+    expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)
+    waiver = Waiver(
+        CheckName.L2, "@meta/gpu", "the GPU pool is being replaced", "rerun L2", expires, "lead", head
+    )
+    async with rig.ctx() as ctx:
+        assert await gatekeeping.waive(ctx, FORK, pull.number, waiver) is Outcome.OPEN
+    await rig.settle()
+    assert rig.gate(head)["conclusion"] == "success"
+    return pull, head, expires
+
+
+async def test_the_sweep_judges_the_gate_again_when_a_waiver_expires(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    """Nothing happens on the PR when its waiver ends; the periodic sweep asks for its gate once, and the
+    gate turns red then, not at the PR's next event (a person could merge on the green one meanwhile)."""
+    gate = "gate:\n  required_tiers: [l1, l2]\n  auto_merge: false\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False)
+    teardown.append(rig)
+    _, head, expires = await waived_l2(rig, 3)
+    async with rig.ctx() as ctx:
+        assert await resync.tier_sweep_once(ctx) == [] and rig.gate(head)["conclusion"] == "success"
+
+    await asyncio.sleep(max(0.0, (expires - dt.datetime.now(dt.UTC)).total_seconds()) + 0.2)
+    async with rig.ctx() as ctx:
+        await resync.tier_sweep_once(ctx)
+        assert await gatekeeping.judge_expired_waivers(ctx) == []  # asked once
+    await rig.settle()
+
+    closed = rig.gate(head)
+    assert closed["conclusion"] == "failure" and "expired" in closed["output"]["summary"]
+
+
+async def test_a_pr_merged_while_waived_keeps_its_waiver_in_the_audit_record_read_after_the_expiry(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    """The record of a person's merge is written when Sluice reads the `closed` event, which may come after
+    the waiver ended: it records the gate as it stood at the merge."""
+    gate = "gate:\n  required_tiers: [l1, l2]\n  auto_merge: false\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False)
+    teardown.append(rig)
+    pull, head, expires = await waived_l2(rig, 3)
+    hook, rig.sim._hook = rig.sim._hook, None  # Sluice is down: the merge's webhooks go nowhere
+    async with rig.ctx() as ctx:  # a person merges on the green gate
+        api = ctx.github.for_installation(rig.sim.install(FORK))
+        await api.put(
+            f"/repos/{FORK}/pulls/{pull.number}/merge", data={"sha": head, "merge_method": "rebase"}
+        )
+    rig.sim._hook = hook
+
+    await asyncio.sleep(max(0.0, (expires - dt.datetime.now(dt.UTC)).total_seconds()) + 0.2)
+    closed = rig.sim.pull_request_payload(FORK, pull.number, "closed", sender="carol")  # redelivered, late
+    assert await rig.sim.deliver(f"{rig.bot_url}/webhook", "pull_request", closed, secret=SECRET) == 202
+    await rig.settle()
+
+    record = rig.gates.audit(FORK, pull.number)
+    assert record is not None and record.state is AuditState.CLOSED
+    assert record.waived_tiers == ("sluice/L2",) and [w.tier for w in record.waivers] == [CheckName.L2]
 
 
 async def test_a_head_that_moves_during_the_merge_fails_safely_with_409(

@@ -456,6 +456,7 @@ class Pull(Authored):
     base: PullEnd
     draft: bool = False
     merged: bool = False  # `GET /pulls/N` says; the list leaves it out
+    merged_at: dt.datetime | None = None
     merge_commit_sha: str | None = None
     commits: int | None = None  # `GET /pulls/N` only
 

@@ -44,6 +44,7 @@ waivers = Table(
     Column("granted_by", String(255), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("head_sha", String(40)),  # the head it waives; NULL (recorded before 0012): it waives none
+    Column("expiry_judged_at", UTCDateTime),  # when the sweep asked for the gate to be judged at its expiry
     PrimaryKeyConstraint("id", name="pk_waivers"),
     Index("ix_waivers_fork_pr_number", "fork", "pr_number"),
 )
@@ -139,6 +140,17 @@ class GateStore:
         }
         with self._engine.begin() as conn:
             conn.execute(insert(waivers).values(row))
+
+    def expired_unjudged(self, now: datetime) -> list[tuple[str, int]]:
+        """The PRs (fork, number) with a waiver that has expired by `now` and whose gate was not asked to be
+        judged again since; each is marked asked, in the same transaction."""
+        due = (waivers.c.expires_at <= _utc(now)) & waivers.c.expiry_judged_at.is_(None)
+        with self._engine.begin() as conn:
+            rows = conn.execute(select(waivers.c.id, waivers.c.fork, waivers.c.pr_number).where(due)).all()
+            if rows:
+                marked = update(waivers).where(waivers.c.id.in_([r.id for r in rows]))
+                conn.execute(marked.values(expiry_judged_at=_utc(now)))
+        return sorted({(r.fork, r.pr_number) for r in rows})
 
     def waivers(self, fork: str, pr_number: int) -> list[Waiver]:
         query = select(waivers).where(waivers.c.fork == fork, waivers.c.pr_number == pr_number)

@@ -345,7 +345,8 @@ async def record_merge(keeper: Gatekeeper, number: int) -> Outcome:
     found = await _gather(keeper, pull)
     if found.stored.record is not None and found.stored.record.state is audit.AuditState.CLOSED:
         return Outcome.SKIPPED
-    decision = gate.decide(found.facts, config=keeper.config, now=keeper.clock())
+    # as the gate stood when it was merged: a waiver that has expired since still counted then
+    decision = gate.decide(found.facts, config=keeper.config, now=pull.merged_at or keeper.clock())
     merged = pull.merge_commit_sha
     before = await _pre_merge_trunk(keeper, merged, pull)
     tag = await _tag(keeper, ingestion_id(pull, fork=keeper.fork), number, before)
