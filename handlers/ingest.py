@@ -76,7 +76,7 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     actions = reconcile(built.desired, observed)
     await apply(actions, forge=forge, push=_pusher(ctx, fork), record=_recorder(ctx))
     await ctx.db(_record_lag, ctx, fork.repo, built.plan)
-    await ctx.db(_save_audits, ctx, fork.repo, built.picking)
+    await ctx.db(_save_audits, ctx, fork.repo, built)
     for record in await ctx.db(ctx.registry.ingestions, fork.repo, state="open"):
         if record.pr_number is not None:  # level-triggered: a resync also times out stalled tier runs
             await requests.tiers(ctx, fork.repo, record.pr_number)
@@ -138,16 +138,23 @@ def _build(
     return Built(plan, Desired(fork.repo, units), seen, picking, config, tuple(stream))
 
 
-def _save_audits(ctx: Context, repo: str, picking: Picking) -> None:
-    """Open (or refresh) the audit record of every unit that has a PR: its commits' outcomes and conflicts."""
-    gates = ctx.gates
+def _save_audits(ctx: Context, repo: str, built: Built) -> None:
+    """Open (or refresh) the audit record of every unit that has a PR: its commits' outcomes and conflicts,
+    and the patch stack it was picked onto."""
+    gates, picking, status = ctx.gates, built.picking, built.plan.status
     records = {r.id: r for r in ctx.registry.ingestions(repo, state="open")}
     for picked in picking.units:
         record = records.get(picked.unit.id)
         if record is None or record.pr_number is None or picked.head is None:
             continue
-        base = picking.upstream_parents.get(picked.unit.id)
-        opened = audit.opened(picked, fork=repo, pr_number=record.pr_number, upstream_base=base)
+        opened = audit.opened(
+            picked,
+            fork=repo,
+            pr_number=record.pr_number,
+            upstream_base=picking.upstream_parents.get(picked.unit.id),
+            fork_base=status.fork_head,
+            patch_stack_commits=status.patch_stack_commits,
+        )
         gates.save_audit(opened, at=ctx.clock())
 
 

@@ -409,6 +409,36 @@ async def test_a_pr_merged_while_waived_keeps_its_waiver_in_the_audit_record_rea
     assert record.waived_tiers == ("sluice/L2",) and [w.tier for w in record.waivers] == [CheckName.L2]
 
 
+async def test_the_audit_record_names_the_head_merged_and_the_patch_stack_picked_onto(
+    aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
+) -> None:
+    """A person pushes a fix to the ingestion PR and merges it: the record's head is theirs (its tiers and
+    approvals are that head's), not the commit Sluice pushed; and it says what it was picked onto."""
+    gate = "gate:\n  required_tiers: [l1]\n  auto_merge: false\n"
+    rig = await start(aiohttp_server, tmp_path, database_url, gate=gate, semantic=False)
+    teardown.append(rig)
+    pull = rig.pull()
+    trunk, sluices = rig.trunk(), rig.head(pull)
+    opened = rig.gates.audit(FORK, pull.number)
+    assert opened is not None and (opened.head, opened.fork_base) == (sluices, trunk)
+    assert opened.patch_stack_commits is not None and opened.patch_stack_commits >= 1
+    theirs = rig.sim.commit(FORK, pull.head_ref, {"docs/a.md": "fix\n"}, message="fix", pusher="carol")
+    await rig.settle()
+    rig.sim.finish_check(FORK, theirs, CheckName.L1.value, "success")
+    await rig.settle()
+    async with rig.ctx() as ctx:
+        api = ctx.github.for_installation(rig.sim.install(FORK))
+        await api.put(
+            f"/repos/{FORK}/pulls/{pull.number}/merge", data={"sha": theirs, "merge_method": "rebase"}
+        )
+    await rig.settle()
+
+    record = rig.gates.audit(FORK, pull.number)
+    assert record is not None and record.state is AuditState.CLOSED
+    assert record.head == theirs and {t.head_sha for t in record.tiers} == {theirs}
+    assert (record.fork_base, record.patch_stack_commits) == (trunk, opened.patch_stack_commits)
+
+
 async def test_a_head_that_moves_during_the_merge_fails_safely_with_409(
     aiohttp_server: Any, tmp_path: Path, database_url: str, teardown: list[Rig]
 ) -> None:

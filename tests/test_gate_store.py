@@ -128,6 +128,7 @@ def test_a_closed_audit_record_keeps_every_failing_tier_that_was_waived() -> Non
         merge_sha="c" * 40,
         rollback=(None, "d" * 40),
         at=AT,
+        head=H1,
     )
     assert both.waived_tiers == ("sluice/L2", "sluice/L3")
     assert "  waived failing tiers: sluice/L2, sluice/L3\n" in audit.render(1, both)
@@ -140,6 +141,7 @@ def test_a_closed_audit_record_keeps_every_failing_tier_that_was_waived() -> Non
         merge_sha="c" * 40,
         rollback=(None, "d" * 40),
         at=AT,
+        head=H1,
     )
     assert one.waived_tiers == ()
     assert "  waived failing tiers: none\n" in audit.render(1, one)

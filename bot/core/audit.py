@@ -87,6 +87,10 @@ class AuditRecord(Frozen):
     head: str | None
     upstream_base: str | None  # the parent of the first upstream commit: where the range starts
     upstream_target: str  # the last upstream commit
+    # the patch stack the unit was picked onto: fork trunk then, and how many of the fork's own commits it
+    # held (None: recorded before audit records kept it, or an emergency pick's, which names its base only)
+    fork_base: str | None = None
+    patch_stack_commits: int | None = None
     commits: tuple[AuditCommit, ...] = ()
     conflicts: tuple[AuditConflict, ...] = ()
     tiers: tuple[AuditTier, ...] = ()
@@ -105,8 +109,17 @@ class AuditRecord(Frozen):
         return tuple(c.resolution() for c in self.conflicts if c.resolved)
 
 
-def opened(picked: PickedUnit, *, fork: str, pr_number: int, upstream_base: str | None) -> AuditRecord:
-    """The record of a unit as picked: each commit's outcome and each conflict with how it was resolved."""
+def opened(
+    picked: PickedUnit,
+    *,
+    fork: str,
+    pr_number: int,
+    upstream_base: str | None,
+    fork_base: str | None = None,
+    patch_stack_commits: int | None = None,
+) -> AuditRecord:
+    """The record of a unit as picked: each commit's outcome and each conflict with how it was resolved, and
+    the patch stack it was picked onto (fork trunk, and its own commits' count)."""
     unit = picked.unit
     record = AuditRecord(
         fork=fork,
@@ -116,6 +129,8 @@ def opened(picked: PickedUnit, *, fork: str, pr_number: int, upstream_base: str 
         head=picked.head,
         upstream_base=upstream_base,
         upstream_target=unit.commits[-1].sha,
+        fork_base=fork_base,
+        patch_stack_commits=patch_stack_commits,
     )
     return with_reports(record, picked.reports)
 
@@ -181,9 +196,11 @@ def closed(
     merge_sha: str,
     rollback: tuple[str | None, str],
     at: dt.datetime,
+    head: str,
 ) -> AuditRecord:
-    """The record as the merge leaves it: tiers, the failing ones that were waived, the approvals and waivers
-    that counted, merge, rollback."""
+    """The record as the merge leaves it: the head merged (a person's push may have replaced the one Sluice
+    pushed), tiers, the failing ones that were waived, the approvals and waivers that counted, merge,
+    rollback."""
     tiers = tuple(
         AuditTier(name=c.name, head_sha=c.head_sha, status=c.status, conclusion=c.conclusion, url=c.url)
         for name, c in sorted(checks.items())
@@ -199,6 +216,7 @@ def closed(
                 AuditApproval(login=a.login, head_sha=a.head_sha, at=a.at, source=a.source) for a in approvals
             ),
             "waivers": tuple(_waiver(w) for w in waivers),
+            "head": head,
             "merge_sha": merge_sha,
             "rollback_tag": rollback[0],
             "rollback_sha": rollback[1],
@@ -220,11 +238,17 @@ def _waiver(w: Waiver) -> AuditWaiver:
     )
 
 
+def _patch_stack(record: AuditRecord) -> str:
+    count = "?" if record.patch_stack_commits is None else f"{record.patch_stack_commits} fork commits"
+    return f"{count} on fork trunk {record.fork_base or '?'}"
+
+
 def render(number: int, record: AuditRecord) -> str:
     """`sluice audit`'s text: the record, one fact a line."""
     lines = [
         f"audit {number}: {record.fork} #{record.pr_number} {record.ingestion_id} ({record.state.value})",
         f"  upstream: {record.upstream_base or '?'}..{record.upstream_target}",
+        f"  patch stack: {_patch_stack(record)}",
         f"  head: {record.head or '-'}   merge: {record.merge_sha or '-'}",
         f"  rollback: {record.rollback_tag or '-'} at {record.rollback_sha or '-'}",
         f"  waived failing tiers: {', '.join(record.waived_tiers) or 'none'}",

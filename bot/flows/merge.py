@@ -443,6 +443,7 @@ def _close(
         merge_sha=merged,
         rollback=rollback,
         at=now,
+        head=found.pull.head.sha,
     )
     keeper.gates.save_audit(closed, at=now)
     if found.facts.emergency is None:  # an emergency pick says nothing of how ingestions fare
