@@ -10,11 +10,12 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.ingestion import BRANCH_PREFIX
+from bot.core.models import Disposition
 from bot.core.webhooks import PullRequestEvent
 from bot.flows import patch_stack
 from bot.flows.engine import take_snapshot
 from bot.ports import Fork, Job
-from handlers import gatekeeping, ingest, upstream
+from handlers import gatekeeping, ingest, requests, upstream
 
 router = Router()
 SLUICES = (BRANCH_PREFIX, EMERGENCY_PREFIX)  # Sluice's own branches, in the fork itself (not a contributor's)
@@ -69,6 +70,37 @@ async def on_ingestion_closed(event: PullRequestEvent, *, ctx: Context, job: Job
             )
     if pull.merged and pull.on_branch_of(repo, SLUICES):
         await gatekeeping.merged(ctx, repo, pull.number)
+    if not pull.merged and pull.on_branch_of(repo, EMERGENCY_PREFIX):
+        await _emergency_dropped(ctx, repo, pull.number, pull.head.ref)
+
+
+async def _emergency_dropped(ctx: Context, repo: str, number: int, branch: str) -> None:
+    """An emergency pick's PR closed unmerged: its commit is no longer on its way in that way, so it goes
+    back to pending (the next plan bundles or chains it) and an ingestion run is asked for. Only the
+    disposition this PR set: a later `/cherry-pick` of the same commit in another PR keeps its own."""
+    prefix = branch.removeprefix(EMERGENCY_PREFIX)
+    held = await ctx.db(ctx.store.dispositions, repo)
+    dropped = [
+        record.sha
+        for record in held.values()
+        if record.disposition is Disposition.EMERGENCY
+        and record.sha.startswith(prefix)
+        and (record.reason or "").endswith(f" in #{number}")
+    ]
+    for sha in dropped:
+        reason = f"emergency pick #{number} closed unmerged"
+        await ctx.db(
+            ctx.store.set_disposition,
+            repo,
+            sha,
+            Disposition.PENDING,
+            reason=reason,
+            approver=None,
+            at=ctx.clock(),
+        )
+        log.info("%s: %s is pending again: %s", repo, sha[:10], reason)
+    if dropped:
+        await requests.ingest(ctx, repo, reason=f"emergency pick #{number} closed unmerged")
 
 
 def _comment(

@@ -24,7 +24,7 @@ from bot.core.commands import MAX_LINE
 from bot.core.dashboard import MARKER as DASHBOARD
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.errors import BadInput, Unavailable
-from bot.core.ingestion import CheckName
+from bot.core.ingestion import BRANCH_PREFIX, CheckName
 from bot.core.models import Disposition
 from bot.core.permissions import Permission
 from bot.db.audit import LINE_CHARS, CommandAudit
@@ -377,6 +377,59 @@ async def test_cherry_pick_by_sha_and_a_second_request_changes_nothing(ctx: Cont
     # GitHub's `pull_request` event for it: an emergency pick is no fork PR growing the patch stack.
     await dispatch(ctx, "pull_request", sim.pull_request_payload(FORK, emergency["number"], "opened"))
     assert sim.comment_objects(FORK, emergency["number"]) == []
+
+
+async def test_an_emergency_pick_closed_unmerged_gives_its_commit_back_to_regular_ingestion(
+    ctx: Context,
+) -> None:
+    """The pick was not needed after all: its commit goes back to pending and the next plan carries it;
+    once a bundle brings it in, it is `ingested`, not an emergency pick forever."""
+    sim, number = a_fork(ctx)
+    fix = digits_commit(sim, {"fix.txt": "fixed\n"}, at=OLD, digits=False)
+    assert "Opened #" in await say(ctx, number, f"/cherry-pick {fix}")
+    (emergency,) = emergencies(sim)
+    assert ctx.store.dispositions(FORK)[fix].disposition is Disposition.EMERGENCY
+    token = sim.installation_token(sim.install(FORK))
+    async with aiohttp.ClientSession() as http:
+        closing = {
+            "url": f"{ctx.web_url}/repos/{FORK}/pulls/{emergency['number']}",
+            "json": {"state": "closed"},
+        }
+        async with http.patch(**closing, headers={"Authorization": f"token {token}"}) as answer:
+            assert answer.status == 200
+    await dispatch(ctx, "pull_request", sim.pull_request_payload(FORK, emergency["number"], "closed"))
+
+    pending = ctx.store.dispositions(FORK)[fix]
+    assert (pending.disposition, pending.reason) == (
+        Disposition.PENDING,
+        f"emergency pick #{emergency['number']} closed unmerged",
+    )
+    assert ("ingest", FORK) in queued(ctx)
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "test"})
+    carried = ctx.store.dispositions(FORK)[fix]
+    assert carried.disposition in (Disposition.BUNDLED, Disposition.CHAINED) and carried.group_id is not None
+
+
+async def test_an_emergency_picked_commit_that_regular_ingestion_brings_in_is_ingested(ctx: Context) -> None:
+    """The emergency pick's disposition held the commit while it was urgent; once a bundle brings it in
+    regularly, the commit is `ingested` like any other, not an emergency pick forever."""
+    sim, number = a_fork(ctx)
+    fix = digits_commit(sim, {"fix.txt": "fixed\n"}, at=OLD, digits=False)
+    assert "Opened #" in await say(ctx, number, f"/cherry-pick {fix}")
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "test"})
+    (bundle,) = [
+        p for p in sim.pulls[FORK] if p["state"] == "open" and p["head"]["ref"].startswith(BRANCH_PREFIX)
+    ]
+    token = sim.installation_token(sim.install(FORK))
+    async with aiohttp.ClientSession() as http:
+        merging = {"url": f"{ctx.web_url}/repos/{FORK}/pulls/{bundle['number']}/merge", "json": {}}
+        async with http.put(**merging, headers={"Authorization": f"token {token}"}) as answer:
+            assert answer.status == 200
+    assert ctx.store.dispositions(FORK)[fix].disposition is Disposition.EMERGENCY
+
+    await dispatch(ctx, "ingest", {"fork": FORK, "reason": "test"})
+
+    assert ctx.store.dispositions(FORK)[fix].disposition is Disposition.INGESTED
 
 
 async def test_a_cherry_pick_whose_job_failed_after_its_pr_opened_is_finished_by_the_retry(

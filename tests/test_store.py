@@ -460,7 +460,8 @@ def test_held_dispositions_survive_record_plan(store: Store) -> None:
         A: DispositionRecord(A, Disposition.BUNDLED, None, None, plan_id, "bundle-1", AT2),
         B: DispositionRecord(B, Disposition.SKIPPED, "fork carries its own fix", "alice", None, None, AT),
         C: DispositionRecord(C, Disposition.DEFERRED, "after the LLVM bump", "bob", None, None, AT),
-        D: DispositionRecord(D, Disposition.EMERGENCY, None, "carol", None, None, AT),
+        # an emergency pick holds its commit out of plans only until regular ingestion brings it in
+        D: DispositionRecord(D, Disposition.INGESTED, None, "carol", None, None, AT2),
     }
 
 

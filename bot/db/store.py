@@ -65,7 +65,9 @@ _Excluded = ReadOnlyColumnCollection[str, Any]
 HELD_DISPOSITIONS = frozenset({Disposition.DEFERRED, Disposition.SKIPPED, Disposition.EMERGENCY})
 # Plain strings: psycopg dumps an Enum member by its name, not its value.
 _HELD_VALUES = sorted(d.value for d in HELD_DISPOSITIONS)
-_SETTLED_VALUES = sorted([Disposition.INGESTED.value, *_HELD_VALUES])
+# What ingestion never moves to `ingested`: a person's deferral or skip. An emergency pick's disposition does
+# move once regular ingestion brings the commit (the ingested set leaves emergency-only picks out).
+_SETTLED_VALUES = sorted([Disposition.INGESTED.value, Disposition.DEFERRED.value, Disposition.SKIPPED.value])
 
 
 class UTCDateTime(TypeDecorator[datetime]):
