@@ -8,6 +8,8 @@ import logging
 from gidgethub.routing import Router
 
 from bot.app.context import Context
+from bot.core import audit
+from bot.core.audit import AuditState
 from bot.core.emergency import EMERGENCY_PREFIX
 from bot.core.ingestion import BRANCH_PREFIX
 from bot.core.models import Disposition
@@ -70,8 +72,18 @@ async def on_ingestion_closed(event: PullRequestEvent, *, ctx: Context, job: Job
             )
     if pull.merged and pull.on_branch_of(repo, SLUICES):
         await gatekeeping.merged(ctx, repo, pull.number)
+    if not pull.merged and pull.on_branch_of(repo, SLUICES):
+        await ctx.db(_audit_unmerged, ctx, repo, pull.number, pull.head.sha)
     if not pull.merged and pull.on_branch_of(repo, EMERGENCY_PREFIX):
         await _emergency_dropped(ctx, repo, pull.number, pull.head.ref)
+
+
+def _audit_unmerged(ctx: Context, repo: str, number: int, head: str) -> None:
+    """The audit record of a Sluice PR closed without a merge ends there (`unmerged`), not `open` forever."""
+    record = ctx.gates.audit(repo, number)
+    if record is not None and record.state is AuditState.OPEN:
+        ctx.gates.save_audit(audit.unmerged(record, head=head, at=ctx.clock()), at=ctx.clock())
+        log.info("%s #%d: audit record ended unmerged", repo, number)
 
 
 async def _emergency_dropped(ctx: Context, repo: str, number: int, branch: str) -> None:

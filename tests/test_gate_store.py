@@ -162,3 +162,32 @@ def test_sluice_audit_prints_a_record_by_ingestion_id_or_number(
     assert '"ingestion_id": "bundle-aaaaaaaaaa"' in capsys.readouterr().out
     assert main(["audit", "chain-nothing", "--database", database_url]) == 2
     assert "no audit record 'chain-nothing'" in capsys.readouterr().err
+
+
+def test_a_record_closed_unmerged_ends_and_goes_on_when_its_pr_is_picked_again_and_merged(
+    gates: GateStore,
+) -> None:
+    """An unmerged record ends (`unmerged`, closed_at); its PR may be reopened: a refresh opens it again and
+    the merge closes it, after which nothing rewrites it."""
+    gates.save_audit(record(), at=AT)
+    ended = audit.unmerged(record(), head=H1, at=AT + dt.timedelta(hours=1))
+    gates.save_audit(ended, at=AT + dt.timedelta(hours=1))
+    stored = gates.audit(FORK, 7)
+    assert stored is not None and stored.state is AuditState.UNMERGED and stored.closed_at is not None
+
+    gates.save_audit(record(), at=AT + dt.timedelta(hours=2))  # reopened and picked again
+    assert gates.audit(FORK, 7).state is AuditState.OPEN  # type: ignore[union-attr]
+    merged = audit.closed(
+        record(),
+        checks={},
+        approvals=(),
+        waivers=(),
+        merge_sha="c" * 40,
+        rollback=(None, "d" * 40),
+        at=AT,
+        head=H1,
+    )
+    gates.save_audit(merged, at=AT + dt.timedelta(hours=3))
+    gates.save_audit(record(), at=AT + dt.timedelta(hours=4))
+    final = gates.audit(FORK, 7)
+    assert final is not None and final.state is AuditState.CLOSED and final.merge_sha == "c" * 40

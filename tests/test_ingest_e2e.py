@@ -14,7 +14,9 @@ import aiohttp
 import pytest
 
 from bot.core import dashboard
+from bot.core.audit import AuditState
 from bot.core.ingestion import BRANCH_PREFIX, CLASSIFICATION_MARKER
+from bot.db.gates import GateStore
 from bot.db.jobs import JobQueue
 from bot.db.lag import LagHistory
 from bot.db.registry import Registry
@@ -532,6 +534,9 @@ async def test_a_pr_whose_unit_left_the_plan_is_closed(rig: Rig) -> None:
     await rig.settle()
     assert old.state == "closed" and not old.merged
     assert any("no longer has" in c["body"] for c in rig.sim.comment_objects(FORK, old.number))
+    ended = GateStore(rig.store).audit(FORK, old.number)  # its record ends there, not open forever
+    assert ended is not None and ended.state is AuditState.UNMERGED and ended.closed_at is not None
+    assert ended.merge_sha is None
     (new,) = rig.pulls()
     assert new.number != old.number
     records = {r.id: r.state for r in Registry(rig.store).ingestions(FORK)}

@@ -17,7 +17,8 @@ EMERGENCY_KIND = "emergency"  # the kind of an emergency pick's record (`/cherry
 
 class AuditState(enum.StrEnum):
     OPEN = "open"
-    CLOSED = "closed"
+    CLOSED = "closed"  # merged: the record is final
+    UNMERGED = "unmerged"  # the PR was closed without a merge (stale, or a person's); a reopened PR goes on
 
 
 class AuditCommit(Frozen):
@@ -224,6 +225,11 @@ def closed(
             "closed_at": at,
         }
     )
+
+
+def unmerged(record: AuditRecord, *, head: str, at: dt.datetime) -> AuditRecord:
+    """The record of a PR closed without a merge: ended, with the head it ended on, nothing merged."""
+    return record.model_copy(update={"state": AuditState.UNMERGED, "head": head, "closed_at": at})
 
 
 def _waiver(w: Waiver) -> AuditWaiver:

@@ -250,7 +250,8 @@ class GateStore:
     # --- audit records
 
     def save_audit(self, record: AuditRecord, *, at: datetime) -> None:
-        """Insert or refresh the open record of a PR; a closed record is never rewritten."""
+        """Insert or refresh the open record of a PR (or of one closed unmerged: it may be reopened, picked
+        again and merged); a merged one's (closed) is never rewritten."""
         row = {
             "fork": record.fork,
             "pr_number": record.pr_number,
@@ -265,7 +266,7 @@ class GateStore:
             if stored is None:
                 record = record.model_copy(update={"opened_at": record.opened_at or _utc(at)})
                 conn.execute(insert(audits).values(row | {"record": record.model_dump_json()}))
-            elif stored == AuditState.OPEN.value:
+            elif stored in (AuditState.OPEN.value, AuditState.UNMERGED.value):
                 before = _stored_audit(conn, key)
                 record = kept_bisections(record.model_copy(update={"opened_at": before.opened_at}), before)
                 conn.execute(update(audits).where(*key).values(row | {"record": record.model_dump_json()}))
