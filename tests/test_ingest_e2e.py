@@ -520,6 +520,35 @@ async def test_a_fork_pr_retargeted_to_trunk_gets_l1_and_its_patch_stack_comment
     assert "sluice/L1" in checks and len(comments) == 1 and CORE_PASS in comments[0]
 
 
+async def test_a_blocked_unit_that_left_the_plan_closes_its_tracking_issue_and_record(rig: Rig) -> None:
+    """Upstream force-pushes the commit that needed a human away: its tracking issue closes, saying why,
+    and its record stops counting as an open ingestion."""
+    fork_installation = rig.sim.install(FORK)
+    rig.sim.install(UPSTREAM)
+    rig.sim.commit(
+        FORK, "main", {CORE_PASS: "void pipeline() {\n  fork_step();\n}\n"}, message="fork: own step"
+    )
+    base = rig.sim.git(UPSTREAM, "rev-parse", "main").strip()
+    (conflicting,) = await upstream_commits(
+        rig, ("[Pipeliner] new step", {CORE_PASS: "void pipeline() {\n  new_step();\n}\n"})
+    )
+    assert await installation_event(rig, FORK, fork_installation) == 202
+    await rig.settle()
+    (issue,) = rig.tracking_issues()
+    assert Registry(rig.store).ingestions(FORK)[0].state == "blocked"
+
+    rig.sim.commit(UPSTREAM, "main", {"docs/guide.md": "guide v2\n"}, message="docs: rewritten", parent=base)
+    await rig.settle()
+
+    assert issue.state == "closed"
+    (note,) = [c["body"] for c in rig.sim.comment_objects(FORK, issue.number)]
+    assert note.startswith(
+        f"Sluice closes this issue: the current plan no longer has `chain-{conflicting[:10]}`"
+    )
+    records = {r.id: r.state for r in Registry(rig.store).ingestions(FORK)}
+    assert records[f"chain-{conflicting[:10]}"] == "closed"
+
+
 async def test_a_pr_whose_unit_left_the_plan_is_closed(rig: Rig) -> None:
     fork_installation = rig.sim.install(FORK)
     rig.sim.install(UPSTREAM)

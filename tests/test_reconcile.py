@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from bot.core.ingestion import (
+    BRANCH_PREFIX,
     TIER_TITLES,
     CheckName,
     Classification,
@@ -180,7 +181,7 @@ CASES: list[tuple[str, Desired, ObservedState, list[Action]]] = [
         desired(),
         dataclasses.replace(synced(B, C), pushed_by_people=frozenset({BUNDLE_BRANCH})),
         [
-            ClosePull(8, reason=LEFT_THE_PLAN.format(unit_id=CHAIN) + THEIRS_NOW),
+            ClosePull(8, reason=LEFT_THE_PLAN.format(unit_id=CHAIN, what="PR") + THEIRS_NOW),
             RecordIngestion(record(C, number=8, state="closed")),
         ],
     ),
@@ -200,7 +201,9 @@ CASES: list[tuple[str, Desired, ObservedState, list[Action]]] = [
         ),
         [
             ClosePull(
-                8, reason=LEFT_THE_PLAN.format(unit_id=CHAIN) + f" Ingestion goes on in: #7 (`{BUNDLE}`)."
+                8,
+                reason=LEFT_THE_PLAN.format(unit_id=CHAIN, what="PR")
+                + f" Ingestion goes on in: #7 (`{BUNDLE}`).",
             ),
             RecordIngestion(record(C, number=8, state="closed")),
         ],
@@ -212,10 +215,28 @@ CASES: list[tuple[str, Desired, ObservedState, list[Action]]] = [
         [RecordIngestion(record(C, number=8, state="closed"))],
     ),
     (
-        "a record closed already, or a tracking issue's: nothing to record",
+        "a record closed already: nothing to record",
+        desired(),
+        ObservedState(records={BUNDLE: record(B, state="closed")}),
+        [],
+    ),
+    (
+        "a blocked unit that left the plan: its tracking issue closes, saying why, and so does its record",
+        desired(),
+        ObservedState(records={CHAIN: record(C, number=3, state="blocked")}),
+        [
+            CloseIssue(
+                3, continued_in=None, reason=LEFT_THE_PLAN.format(unit_id=CHAIN, what="issue") + NO_UNIT
+            ),
+            RecordIngestion(record(C, number=3, state="closed")),
+        ],
+    ),
+    (
+        "a blocked unit whose branch a person pushed to: the plan waits on them, nothing closes",
         desired(),
         ObservedState(
-            records={BUNDLE: record(B, state="closed"), CHAIN: record(C, number=3, state="blocked")}
+            records={CHAIN: record(C, number=3, state="blocked")},
+            pushed_by_people=frozenset({f"{BRANCH_PREFIX}{CHAIN}"}),
         ),
         [],
     ),
@@ -223,7 +244,7 @@ CASES: list[tuple[str, Desired, ObservedState, list[Action]]] = [
         "a unit that left the plan, never recorded: its PR closes",
         desired(),
         dataclasses.replace(synced(B), records={}),
-        [ClosePull(7, reason=LEFT_THE_PLAN.format(unit_id=BUNDLE) + NO_UNIT)],
+        [ClosePull(7, reason=LEFT_THE_PLAN.format(unit_id=BUNDLE, what="PR") + NO_UNIT)],
     ),
     (
         "label drift: only the labels are set; people's labels stay",
@@ -345,7 +366,7 @@ def test_a_closed_prs_note_says_where_ingestion_goes_on() -> None:
     units = [unit(f"bundle-{i:010d}") for i in range(12)] + [unit(CHAIN, head=None)]
     observed = dataclasses.replace(synced(units[0]), pulls=(pull(units[0], number=40),))
     note = left_the_plan("bundle-gone", desired(*units), observed)
-    assert note.startswith(LEFT_THE_PLAN.format(unit_id="bundle-gone"))
+    assert note.startswith(LEFT_THE_PLAN.format(unit_id="bundle-gone", what="PR"))
     assert (
         " Ingestion goes on in: #40 (`bundle-0000000000`), `bundle-0000000001` (its PR opens next)," in note
     )

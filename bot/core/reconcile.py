@@ -28,7 +28,7 @@ from bot.core.limits import fit_for_github
 
 QUEUED = "queued"  # the state of a check run Sluice creates
 LEFT_THE_PLAN = (
-    "Sluice closes this PR: the current plan no longer has `{unit_id}` (its commits were ingested, "
+    "Sluice closes this {what}: the current plan no longer has `{unit_id}` (its commits were ingested, "
     "re-planned into other units, or wait behind a unit that needs a human)."
 )
 SHOWN_UNITS = 10  # the plan's units a closed PR's note names
@@ -217,7 +217,8 @@ class UpdateIssue:
 @dataclass(frozen=True)
 class CloseIssue:
     number: int
-    continued_in: Number  # the PR that takes over from the tracking issue
+    continued_in: Number | None  # the PR that takes over from the tracking issue; None: the unit is gone
+    reason: str = ""  # why, when no PR takes over
 
 
 @dataclass(frozen=True)
@@ -383,7 +384,7 @@ def _close_stale(desired: Desired, observed: ObservedState) -> list[Action]:
     return actions
 
 
-def left_the_plan(unit_id: str, desired: Desired, observed: ObservedState) -> str:
+def left_the_plan(unit_id: str, desired: Desired, observed: ObservedState, *, what: str = "PR") -> str:
     """Why an ingestion PR closes, and where its reviewer goes on: the PRs of branches people pushed to (the
     plan waits on them), then the current plan's units."""
     theirs = [
@@ -398,7 +399,7 @@ def left_the_plan(unit_id: str, desired: Desired, observed: ObservedState) -> st
         if shown
         else " The plan has no unit now."
     )
-    return LEFT_THE_PLAN.format(unit_id=unit_id) + now
+    return LEFT_THE_PLAN.format(unit_id=unit_id, what=what) + now
 
 
 def _where(unit: DesiredUnit, observed: ObservedState) -> str:
@@ -411,11 +412,20 @@ def _where(unit: DesiredUnit, observed: ObservedState) -> str:
 def _record_gone(desired: Desired, observed: ObservedState) -> list[Action]:
     """Close the records of PRs GitHub no longer shows open (merged, or closed by a person) whose unit left
     the plan: otherwise they would count as open ingestions forever. A unit still planned keeps its record,
-    which its new PR's record replaces."""
+    which its new PR's record replaces. A blocked unit that left the plan (its commits ingested through a
+    person's PR, skipped, or gone upstream) closes its tracking issue too, saying why, unless a person's
+    push to its branch is what the plan waits on."""
     planned = {u.id for u in desired.units}
     shown = {p.number for p in observed.pulls}
-    return [
-        RecordIngestion(dataclasses.replace(record, state="closed"))
-        for record in observed.records.values()
-        if record.state == "open" and record.id not in planned and record.pr_number not in shown
-    ]
+    actions: list[Action] = []
+    for record in observed.records.values():
+        if record.id in planned:
+            continue
+        if record.state == "open" and record.pr_number not in shown:
+            actions.append(RecordIngestion(dataclasses.replace(record, state="closed")))
+        elif record.state == "blocked" and f"{BRANCH_PREFIX}{record.id}" not in observed.pushed_by_people:
+            if record.pr_number is not None:
+                reason = left_the_plan(record.id, desired, observed, what="issue")
+                actions.append(CloseIssue(record.pr_number, continued_in=None, reason=reason))
+            actions.append(RecordIngestion(dataclasses.replace(record, state="closed")))
+    return actions

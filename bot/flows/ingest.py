@@ -233,7 +233,8 @@ class _Performer:
             case UpdateIssue(number=number):
                 await forge.edit_issue(number, title=action.title, body=action.body)
             case CloseIssue(number=number, continued_in=pull):
-                await forge.close_issue(number, comment=continued_note(self.number(pull)))
+                note = continued_note(self.number(pull)) if pull is not None else action.reason
+                await forge.close_issue(number, comment=note)
             case RecordIngestion(record=saved, opened=opened):
                 if opened is not None:
                     saved = dataclasses.replace(saved, pr_number=self.opened[opened.key])
