@@ -73,6 +73,13 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
         await dashboard.update(ctx, forge, _shown(ctx, fork, built))
         return
     observed = await observe(forge, built.desired, seen=built.seen)
+    trunk = await forge.branch_head(fork.branch)
+    if trunk != built.plan.status.fork_head:
+        # A merge (or a push) moved fork trunk while this run planned: its plan may still hold a unit just
+        # merged, whose PR it would open again. Plan again on the new trunk instead.
+        log.info("%s: trunk moved to %s while planning; planning again", fork.repo, trunk[:10])
+        await requests.ingest(ctx, fork.repo, reason=f"fork trunk moved to {trunk[:10]} while planning")
+        return
     actions = reconcile(built.desired, observed)
     await apply(actions, forge=forge, push=_pusher(ctx, fork), record=_recorder(ctx))
     await ctx.db(_record_lag, ctx, fork.repo, built.plan)
