@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from bot.core.config import SluiceConfig, parse_config
+from bot.core.config import ConfigError, SluiceConfig, parse_config
 from bot.core.models import CommitInfo, RecognitionMethod
 from bot.core.recognise import ingestion_commits, normalise_title, recognise, unmatched_picks
 
@@ -247,3 +247,25 @@ def test_picks_that_matched_nothing_are_listed() -> None:
         (picks[1].sha, "its subject"),
     ]
     assert reached == 1
+
+
+@pytest.mark.parametrize(
+    ("section", "pattern", "field"),
+    [
+        ("subject_patterns", r"^(?P<title>(a|aa)+)$", "recognition.subject_patterns.0"),
+        ("emergency_patterns", r"^(a|aa)+$", "recognition.emergency_patterns.0"),
+    ],
+)
+def test_a_pattern_that_backtracks_catastrophically_is_refused_by_name_not_left_running(
+    section: str, pattern: str, field: str
+) -> None:
+    """A fork commit copies an upstream message: a configured pattern must not hold an ingestion for hours
+    on it. The search stops at its bound and the error names the pattern."""
+    config = SluiceConfig.model_validate({"recognition": {section: [pattern]}})
+    hostile = fork_commit("a" * 40 + "!\n\n" + "a" * 40 + "!")
+
+    with pytest.raises(ConfigError) as refused:
+        recognise(UP, [hostile], upstream_patch_ids={}, fork_patch_ids={}, config=config)
+
+    assert [p.field for p in refused.value.problems] == [field]
+    assert "backtracks catastrophically" in refused.value.problems[0].message

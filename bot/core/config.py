@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import regex
 import yaml
 from pydantic import (
     AfterValidator,
@@ -931,7 +932,7 @@ class PickedSubject:
     prs: tuple[str, ...] = ()  # the PR numbers of a bundle pick, in subject order
 
     @classmethod
-    def of(cls, found: re.Match[str]) -> PickedSubject:
+    def of(cls, found: re.Match[str] | regex.Match[str]) -> PickedSubject:
         groups = found.groupdict()
         prs = tuple(re.findall(r"\d+", groups.get("prs") or ""))
         return cls(pr=groups.get("pr"), title=groups.get("title"), prs=prs)
@@ -966,7 +967,10 @@ class Recognition(Frozen):
 
     def subject_matches(self, subject: str) -> list[PickedSubject]:
         """What each subject pattern that matches says, in pattern order."""
-        found = (_cached_regex(p, 0).search(subject) for p in self.subject_patterns)
+        found = (
+            _bounded_search("recognition.subject_patterns", i, p, 0, subject)
+            for i, p in enumerate(self.subject_patterns)
+        )
         return [PickedSubject.of(m) for m in found if m]
 
     def is_pin(self, path: str) -> bool:
@@ -974,12 +978,33 @@ class Recognition(Frozen):
 
     def is_emergency(self, message: str) -> bool:
         """Whether a fork commit's full message matches an emergency pattern (`re.search`, multi-line)."""
-        return any(_cached_regex(p, re.MULTILINE).search(message) for p in self.emergency_patterns)
+        return any(
+            _bounded_search("recognition.emergency_patterns", i, p, regex.MULTILINE, message)
+            for i, p in enumerate(self.emergency_patterns)
+        )
+
+
+# A configured pattern runs on text the fork does not control (picks copy upstream's messages): one that
+# backtracks catastrophically on it would hold an ingestion for hours. The `regex` engine (the same syntax)
+# stops it at this bound, and the pattern is refused by name.
+PATTERN_TIMEOUT_S = 0.5
+
+
+def _bounded_search(field: str, index: int, pattern: str, flags: int, text: str) -> regex.Match[str] | None:
+    try:
+        return _cached_regex(pattern, flags).search(text, timeout=PATTERN_TIMEOUT_S)
+    except TimeoutError:
+        message = (
+            f"took over {PATTERN_TIMEOUT_S:g} s on a text of {len(text):,} characters: it backtracks "
+            "catastrophically (nested quantifiers such as (a+)+); write it so that each character can be "
+            "matched one way only"
+        )
+        raise ConfigError((ConfigProblem(f"{field}.{index}", None, message),)) from None
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_regex(pattern: str, flags: int) -> re.Pattern[str]:
-    return re.compile(pattern, flags)
+def _cached_regex(pattern: str, flags: int) -> regex.Pattern[str]:
+    return regex.compile(pattern, flags)
 
 
 def _component(name: str, risk: RiskLevel, *paths: str) -> Component:

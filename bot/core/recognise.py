@@ -36,7 +36,7 @@ def is_emergency(message: str, config: SluiceConfig) -> bool:
     pattern anywhere in its message."""
     if EMERGENCY_TRAILER.search(_own_trailers(message)):
         return True
-    return any(re.search(p, message, re.MULTILINE) for p in config.recognition.emergency_patterns)
+    return config.recognition.is_emergency(message)
 
 
 def _own_trailers(message: str) -> str:
