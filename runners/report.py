@@ -38,7 +38,7 @@ class RunInfo(_Model):
 
 class Environment(_Model):
     """Where the run happened; `context_hash` changes whenever a field of the context does: every field but
-    the momentary clocks, and of a Triton built from the checkout (`triton_origin: checkout`) its version
+    the momentary clocks and, for a Triton built from the checkout (`triton_origin: checkout`), its version
     (`runners.environment.context_fields`)."""
 
     gpu_model: str | None = None
