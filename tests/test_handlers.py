@@ -15,10 +15,11 @@ import pytest
 from gidgethub.routing import Router
 from pydantic import BaseModel, ConfigDict
 
+from bot.app import worker as worker_module
 from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.routing import Routes
-from bot.app.worker import Rejected, Worker
+from bot.app.worker import Rejected, Worker, job_backoff
 from bot.core.tiers import Level, RunState, TierRun
 from bot.db.jobs import Job, JobQueue, JobState
 from bot.db.registry import Fork, Registry
@@ -447,7 +448,72 @@ async def test_a_worker_shutting_down_mid_job_hands_it_back_at_once(ctx: Context
     with pytest.raises(asyncio.CancelledError):
         await task
     again = ctx.queue.claim("w2", lease=dt.timedelta(minutes=5), now=NOW)  # no waiting for the lease
-    assert again is not None and again.id == claimed.id and again.attempts == 2
+    assert again is not None and again.id == claimed.id
+    assert again.attempts == 1  # the shutdown gave its attempt back: restarts never use up a job's retries
+
+
+async def test_a_worker_waits_out_a_database_failure_and_goes_on(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart or failover of the database fails a claim: the worker logs it, waits and claims again; it
+    never ends while the service runs (the queue would stop with /healthz still answering ok)."""
+    ran = asyncio.Event()
+    router = Router()
+
+    @router.register("after-the-blip")
+    async def after(event: NoPayload, *, ctx: Context, job: Job) -> None:
+        ran.set()
+
+    claim, failures = ctx.queue.claim, [ConnectionError("server closed the connection unexpectedly")] * 2
+
+    def flaky_claim(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return claim(*args, **kwargs)
+
+    monkeypatch.setattr(ctx.queue, "claim", flaky_claim)
+    monkeypatch.setattr(worker_module, "QUEUE_RETRY_S", (0.01,))
+    ctx.queue.enqueue("after-the-blip", {}, key=None, now=NOW)
+    stop = asyncio.Event()
+    running = asyncio.create_task(Worker(ctx, routes_with(router, "after-the-blip"), name="w").run(stop))
+    await asyncio.wait_for(ran.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(running, 10)
+    assert failures == [] and ctx.queue.counts()[JobState.DONE.value] == 1
+
+
+async def test_a_heartbeat_the_database_fails_is_tried_again_so_the_lease_holds(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    router = Router()
+
+    @router.register("long")
+    async def long(event: NoPayload, *, ctx: Context, job: Job) -> None:
+        await asyncio.sleep(1.0)
+
+    beat, beats = ctx.queue.heartbeat, []
+
+    def flaky_beat(*args: Any, **kwargs: Any) -> Any:
+        beats.append(len(beats))
+        if len(beats) == 1:
+            raise ConnectionError("server closed the connection unexpectedly")
+        return beat(*args, **kwargs)
+
+    monkeypatch.setattr(ctx.queue, "heartbeat", flaky_beat)
+    worker = Worker(ctx, routes_with(router, "long"), name="w")
+    worker.lease = dt.timedelta(seconds=0.6)
+    ctx.queue.enqueue("long", {}, key=FORK, now=NOW)
+    claimed = ctx.queue.claim("w", lease=worker.lease, now=NOW)
+    assert claimed is not None
+    await worker.run_job(claimed)
+    assert len(beats) >= 3  # the failed beat, then beats again: the lease went on being extended
+    assert ctx.queue.counts()[JobState.DONE.value] == 1
+
+
+def test_the_backoff_is_bounded_whatever_the_attempts() -> None:
+    assert [job_backoff(n).total_seconds() for n in (1, 2, 3, 4)] == [5, 20, 80, 320]
+    assert job_backoff(50) == job_backoff(8) == dt.timedelta(seconds=5 * 4**7)
+    assert NOW + job_backoff(10_000) > NOW  # no OverflowError
 
 
 @pytest.mark.parametrize(

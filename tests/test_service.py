@@ -176,6 +176,13 @@ async def test_ping_is_answered(client: Any) -> None:
     ("body", "event", "status", "message"),
     [
         pytest.param(b"{not json", "push", 400, "body is not JSON", id="malformed-json"),
+        pytest.param(  # valid JSON, but no text: neither database could record it (GitHub's 503 loop)
+            push_body(ref="refs/heads/main").replace(b'"refs/heads/main"', b'"refs/heads/\\ud800"', 1),
+            "push",
+            400,
+            "unpaired UTF-16 surrogate",
+            id="lone-surrogate",
+        ),
         pytest.param(push_body(ref="refs/heads/-x"), "push", 422, "ref", id="option-branch"),
         pytest.param(push_body(ref="refs/heads/a..b"), "push", 422, "ref", id="range-branch"),
         pytest.param(push_body(ref="refs/heads/$(id)"), "push", 422, "ref", id="shell-branch"),

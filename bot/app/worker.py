@@ -27,8 +27,12 @@ class Rejected(SluiceError):
 
 
 def job_backoff(attempts: int) -> dt.timedelta:
-    """5 s, 20 s, 80 s, 320 s: transient failures (GitHub, the network, a lost lease) get time to pass."""
-    return dt.timedelta(seconds=5 * 4 ** (attempts - 1))
+    """5 s, 20 s, 80 s, 320 s, then at most 5 h 20 min: transient failures (GitHub, the network, a lost
+    lease) get time to pass, and no attempt count can overflow the clock."""
+    return dt.timedelta(seconds=5 * 4 ** min(max(attempts, 1) - 1, 7))
+
+
+QUEUE_RETRY_S = (1.0, 2.0, 5.0, 10.0, 30.0)  # a worker's waits while the database fails it, then 30 s on
 
 
 def job_label(job: Job) -> str:
@@ -65,19 +69,33 @@ class Worker:
         self.lease = dt.timedelta(seconds=ctx.settings.lease_seconds)
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Claim and run jobs until `stop`. The database failing it (a restart, a failover, a locked SQLite
+        file) is logged and waited out: a worker never ends while the service runs."""
+        failures = 0
         while not stop.is_set():
-            job = await asyncio.to_thread(
-                self.ctx.queue.claim,
-                self.name,
-                lease=self.lease,
-                now=self.ctx.clock(),
-                max_attempts=MAX_ATTEMPTS,
-            )
+            try:
+                job = await asyncio.to_thread(
+                    self.ctx.queue.claim,
+                    self.name,
+                    lease=self.lease,
+                    now=self.ctx.clock(),
+                    max_attempts=MAX_ATTEMPTS,
+                )
+                if job is not None:
+                    await self.run_job(job)
+                failures = 0
+            except Exception:  # CancelledError is no Exception: a shutdown still ends the worker
+                wait = QUEUE_RETRY_S[min(failures, len(QUEUE_RETRY_S) - 1)]
+                failures += 1
+                log.exception(
+                    "worker %s: the job queue failed (%d in a row); again in %g s", self.name, failures, wait
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), wait)
+                continue
             if job is None:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), IDLE_WAIT_S)
-                continue
-            await self.run_job(job)
 
     async def run_job(self, job: Job) -> None:
         heartbeat = asyncio.create_task(self._heartbeat(job))
@@ -85,13 +103,11 @@ class Worker:
             await self.routes.dispatch(job, ctx=self.ctx)
         except asyncio.CancelledError:  # shutting down mid-job: hand it back now, not when the lease ends
             release = asyncio.to_thread(
-                self.ctx.queue.fail,
+                self.ctx.queue.release,  # a shutdown is not the job's fault: its attempt is given back
                 job.id,
                 self.name,
                 "the worker shut down mid-job",
                 now=self.ctx.clock(),
-                retry_after=None,
-                max_attempts=job.attempts + 1,  # a shutdown is not the job's fault
             )
             await asyncio.shield(release)
             log.warning("job %d (%s) handed back: the worker is shutting down", job.id, job.kind)
@@ -99,8 +115,18 @@ class Worker:
         except Exception as exc:  # every failure is recorded on the job; none is lost
             await self._failed(job, exc)
         else:
-            await asyncio.to_thread(self.ctx.queue.complete, job.id, self.name, now=self.ctx.clock())
-            log.info("job %d (%s, %s) done", job.id, job.kind, job.key)
+            recorded = await asyncio.to_thread(
+                self.ctx.queue.complete, job.id, self.name, now=self.ctx.clock()
+            )
+            if not recorded:
+                log.warning(
+                    "job %d (%s, %s) done, but its lease was lost: its result is not recorded",
+                    job.id,
+                    job.kind,
+                    job.key,
+                )
+            else:
+                log.info("job %d (%s, %s) done", job.id, job.kind, job.key)
         finally:
             heartbeat.cancel()
 
@@ -128,11 +154,20 @@ class Worker:
             log.error("job %d (%s) failed for good after %d attempts", job.id, job.kind, job.attempts)
 
     async def _heartbeat(self, job: Job) -> None:
+        """Extend the job's lease every third of it; a beat the database fails is tried again sooner (a tenth
+        of the lease), so one blip never lets the lease run out under a job that is still running."""
+        wait = self.lease.total_seconds() / 3
         while True:
-            await asyncio.sleep(self.lease.total_seconds() / 3)
-            mine = await asyncio.to_thread(
-                self.ctx.queue.heartbeat, job.id, self.name, lease=self.lease, now=self.ctx.clock()
-            )
+            await asyncio.sleep(wait)
+            try:
+                mine = await asyncio.to_thread(
+                    self.ctx.queue.heartbeat, job.id, self.name, lease=self.lease, now=self.ctx.clock()
+                )
+            except Exception:
+                log.exception("job %d: its lease could not be extended; trying again", job.id)
+                wait = self.lease.total_seconds() / 10
+                continue
             if not mine:
                 log.warning("job %d: lease lost to another worker; its result will not be recorded", job.id)
                 return
+            wait = self.lease.total_seconds() / 3

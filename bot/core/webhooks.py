@@ -401,11 +401,28 @@ def _json(body: bytes) -> Any:
     if nesting_exceeds(body, MAX_JSON_DEPTH):
         raise MalformedBody(too_deep)
     try:
-        return json.loads(body)
+        data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MalformedBody(f"body is not JSON: {exc}") from exc
     except RecursionError as exc:  # unbalanced brackets that `nesting_exceeds` could not pair up
         raise MalformedBody(too_deep) from exc
+    if _LONE_SURROGATE.search(body) and _has_lone_surrogate(data):
+        # JSON allows "\ud800" alone, UTF-8 (and so neither database) cannot hold it: the delivery could never
+        # be recorded, and answering 503 would have GitHub send it again and again
+        raise MalformedBody("body holds an unpaired UTF-16 surrogate escape (e.g. \\ud800), which is no text")
+    return data
+
+
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")  # a surrogate escape: checked below
+
+
+def _has_lone_surrogate(data: Any) -> bool:
+    """Whether a decoded JSON value holds a character UTF-8 cannot encode (an unpaired surrogate)."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 ONLY_BRACKETS = bytes.maketrans(b"{}", b"[]")

@@ -227,6 +227,22 @@ class JobQueue:
             state = conn.execute(select(jobs.c.state).where(jobs.c.id == job_id)).scalar_one()
         return JobState(state)
 
+    def release(self, job_id: int, worker: str, error: str, *, now: datetime) -> bool:
+        """Hand the job back, claimable now, with the attempt its lease counted given back (a shutdown is no
+        failure of the job's); False when it is no longer this worker's."""
+        now = _utc(now)
+        values = {
+            "state": JobState.QUEUED.value,
+            "worker": None,
+            "lease_until": None,
+            "not_before": now,
+            "attempts": case((jobs.c.attempts > 0, jobs.c.attempts - 1), else_=0),
+            "error": _truncate(error),
+            "updated_at": now,
+        }
+        with self._engine.begin() as conn:
+            return conn.execute(update(jobs).where(*_owned_by(job_id, worker)).values(**values)).rowcount == 1
+
     def counts(self) -> dict[str, int]:
         """Jobs by state, every state present."""
         query = select(jobs.c.state, func.count()).group_by(jobs.c.state)
@@ -435,4 +451,4 @@ def _owned_by(job_id: int, worker: str) -> tuple[Any, ...]:
 
 
 def _truncate(error: str) -> str:
-    return error.encode()[:MAX_ERROR_BYTES].decode(errors="ignore")
+    return error.encode(errors="replace")[:MAX_ERROR_BYTES].decode(errors="ignore")
