@@ -52,6 +52,12 @@ class Leases:
                 return True
             return _insert_ignoring_conflict(conn, leases, row)
 
+    def extend(self, name: str, holder: str, *, now: datetime, hold: timedelta) -> bool:
+        """Hold the lease `name` until now + hold if `holder` holds it still; whether it does."""
+        mine = update(leases).where(leases.c.name == name, leases.c.holder == holder)
+        with self._engine.begin() as conn:
+            return conn.execute(mine.values(until=_utc(now) + hold)).rowcount == 1
+
     def holder(self, name: str) -> tuple[str, datetime] | None:
         with self._engine.connect() as conn:
             row = conn.execute(leases.select().where(leases.c.name == name)).first()
@@ -71,14 +77,35 @@ async def periodically(
     """Run `task` about every `interval` seconds on whichever replica claims the lease `name` first.
 
     The lease is held for the whole interval, not released after the task: it says when the task is due
-    next, so replicas started together, or restarted, do not repeat it within the interval.
+    next, so replicas started together, or restarted, do not repeat it within the interval. While a round
+    runs its lease is extended, so a round longer than the interval (a redelivery sweep paging through days
+    of deliveries under rate limits) never runs on two replicas at once.
     """
     hold = timedelta(seconds=interval)
     while not stop.is_set():
         try:
             if await asyncio.to_thread(leases.claim, name, holder, now=clock(), hold=hold):
-                await task()
+                renewing = asyncio.create_task(_renew(name, leases, holder=holder, clock=clock, hold=hold))
+                try:
+                    await task()
+                finally:
+                    renewing.cancel()
         except Exception:  # the loop outlives any one round's failure (GitHub or the database down)
             log.exception("%s round failed", name)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), min(interval, LEASE_CHECK_S))
+
+
+async def _renew(
+    name: str, leases: Leases, *, holder: str, clock: Callable[[], datetime], hold: timedelta
+) -> None:
+    """Extend the lease every third of its hold while the round runs; a failed extension is tried again."""
+    every = max(hold.total_seconds() / 3, 0.05)
+    while True:
+        await asyncio.sleep(every)
+        try:
+            if not await asyncio.to_thread(leases.extend, name, holder, now=clock(), hold=hold):
+                log.warning("%s: the lease went to another replica while this round ran", name)
+                return
+        except Exception:
+            log.exception("%s: the lease could not be extended; trying again", name)
