@@ -315,6 +315,32 @@ async def test_a_prefix_that_does_not_pick_is_skipped_without_a_run(store: Store
     skipped = [p for p in done.probes if p.head is None]
     assert skipped and all(p.outcome is not None and p.outcome.value == "skip" for p in skipped)
     assert len(s.backend.started) == len([p for p in done.probes if p.head is not None])
+    # … once, not again and again until the budget is spent: the culprit stands, the PR is rebuilt
+    assert len(skipped) == 1 and done.status is Status.DONE
+    assert list(Bisections(store).blamed(FORK)) == [UPSTREAM[10]] and len(s.rebuilt) == 1
+
+
+async def test_a_culprit_confirmed_before_the_budget_ran_out_is_blamed_all_the_same(store: Store) -> None:
+    """Two culprits; the budget runs out looking for the second. The first, confirmed, is blamed and the PR
+    rebuilt without it; the comment leaves the rest to a person."""
+    s = bench(store, bisect=BisectConfig(max_runs=7))
+    await bisection.start(s.b, 7)
+    culprits = {UPSTREAM[5], UPSTREAM[13]}
+    for _ in range(30):
+        waiting = s.waiting()
+        if not waiting:
+            break
+        for run in waiting:
+            record = Bisections(store).get(run.bisection or 0)
+            assert record is not None
+            probe = next((p for p in record.state.in_flight if p.id == run.probe), None)
+            fails = probe is not None and bool(culprits & set(probe.commits))
+            await s.answer(run, Verdict.FAILED if fails else Verdict.PASSED, "AssertionError: not close")
+    (done,) = Bisections(store).for_pull(FORK, 7)
+    assert done.status is Status.EXHAUSTED and done.state.runs == 7
+    assert [c.shas for c in done.state.culprits] == [(UPSTREAM[5],)]
+    assert list(Bisections(store).blamed(FORK)) == [UPSTREAM[5]] and len(s.rebuilt) == 1
+    assert "The budget is spent" in s.forge.comments[7]
 
 
 async def test_a_spent_budget_stops_and_leaves_it_to_a_person(store: Store) -> None:

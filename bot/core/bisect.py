@@ -295,6 +295,12 @@ def record(state: Bisection, probe_id: int, outcome: Outcome) -> Bisection:
 
 def _narrowed(state: Bisection, probe: Probe, outcome: Outcome) -> Bisection:
     j = probe.length
+    if outcome is Outcome.SKIP and state.hi is None and j == len(state.remaining):
+        # The rest, run alone (after a culprit was taken out, or a failure that did not reproduce), cannot be
+        # tested: it does not pick or build without what was removed. Asking again would spend the budget on
+        # the same answer; the search ends, and the rest goes on in the rebuilt candidate, whose own tier run
+        # judges it.
+        return state.model_copy(update={"phase": Phase.DONE})
     if outcome is Outcome.SKIP:
         return state.model_copy(update={"skipped": tuple(sorted({*state.skipped, j}))})
     if outcome is Outcome.PASS and j > state.lo and (state.hi is None or j < state.hi):
@@ -336,6 +342,8 @@ def _blame(state: Bisection, suspects: Sequence[str]) -> Bisection:
 def _settle(state: Bisection) -> Bisection:
     """Done when what is left is known to pass; exhausted when the budget is spent and nothing flies.
     Without confirmation, a suspect is blamed as soon as nothing but skipped prefixes separates it."""
+    if state.phase is Phase.DONE:
+        return state
     while not state.confirm and state.hi is not None and _alone(state):
         state = _blame(state, state.remaining[state.lo : state.hi])
     rest = len(state.remaining)

@@ -474,12 +474,13 @@ async def _dispatch(
 
 async def _finish(b: Bisecting, record: BisectionRecord) -> None:
     """Done: blame the culprits for the planner, delete the candidates, rebuild the PR without them.
-    Exhausted: say so and leave it to a person."""
+    Exhausted: say so and leave the rest to a person; a culprit it had confirmed before the budget ran out
+    (looking for a second) is blamed, and the PR rebuilt without it, all the same."""
     t = b.tiering
     status = Status.DONE if record.state.phase is Phase.DONE else Status.EXHAUSTED
     record = await _change(b, record, lambda r: r.model_copy(update={"status": status}))
     assert record.id is not None
-    if status is Status.DONE:
+    if record.state.culprits:
         detail = culprit_detail(record)
         for culprit in record.state.culprits:
             for sha in culprit.shas:
@@ -499,7 +500,7 @@ async def _finish(b: Bisecting, record: BisectionRecord) -> None:
     await _audit(b, record)
     log.info("%s #%d: bisection %s %s", record.fork, record.pull, record.id, bisect.summary(record.state))
     # A bundle is rebuilt without its culprits (they root a chain now); a chain stays whole for a person.
-    if status is Status.DONE and record.state.culprits and not record.ingestion.startswith("chain-"):
+    if record.state.culprits and not record.ingestion.startswith("chain-"):
         await b.rebuild(f"bisection of #{record.pull} blamed {len(record.state.culprits)} culprit(s)")
 
 
