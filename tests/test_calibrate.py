@@ -455,6 +455,11 @@ def test_bad_options_are_refused_before_anything_is_written(
     assert not out.exists()
     err = capsys.readouterr().err
     assert "is not a date" in err and "--until 2025-09-01 is not after --since 2025-09-30" in err
+    # an output it could not write is said before the mining, not after it
+    assert calibrate_cli(s, tmp_path / "missing" / "m.json") == 2
+    assert "--out" in capsys.readouterr().err
+    assert calibrate_cli(s, out, "--curve", str(tmp_path / "missing" / "c.svg")) == 2
+    assert "--curve" in capsys.readouterr().err and not out.exists()
 
 
 def test_the_curve_is_an_svg_with_the_bundled_mark(tmp_path: Path) -> None:

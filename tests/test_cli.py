@@ -190,6 +190,11 @@ def test_path_that_is_not_a_repository(tmp_path: Path, capsys) -> None:
     )
     assert code == 2
     assert "does not exist" in err
+    afile = tmp_path / "sluice.yml"
+    afile.write_text("bundles: {}\n")
+    code, _, err = run(capsys, "status", "--repo", str(afile), "--fork", "m", "--upstream", "u")
+    assert code == 2
+    assert "is not a directory, so no git repository" in err
 
 
 def test_shallow_clone_is_refused(scenario: Scenario, tmp_path: Path, capsys) -> None:

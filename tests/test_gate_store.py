@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -162,6 +163,19 @@ def test_sluice_audit_prints_a_record_by_ingestion_id_or_number(
     assert '"ingestion_id": "bundle-aaaaaaaaaa"' in capsys.readouterr().out
     assert main(["audit", "chain-nothing", "--database", database_url]) == 2
     assert "no audit record 'chain-nothing'" in capsys.readouterr().err
+    for odd in ("99999999999999999999", "²"):  # no 64-bit number, a digit that is no ASCII digit
+        assert main(["audit", odd, "--database", database_url]) == 2
+        assert f"no audit record {odd!r}" in capsys.readouterr().err
+
+
+def test_sluice_audit_with_a_mistyped_store_says_so_and_creates_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.app.cli import main
+
+    typo = tmp_path / "stroe.db"
+    assert main(["audit", "7", "--database", f"sqlite:///{typo}"]) == 2
+    assert f"no store at {typo}" in capsys.readouterr().err and not typo.exists()
 
 
 def test_a_record_closed_unmerged_ends_and_goes_on_when_its_pr_is_picked_again_and_merged(

@@ -144,6 +144,8 @@ def test_lead_time_is_the_pick_landing_minus_the_upstream_commit_over_the_latest
     recognised = {r.upstream_sha: r for r in [pick(5), pick(7), pick(9), ancestry]}
     leads = pick_lead_times(upstream, fork, recognised)
     assert leads == [0.5, 2.0]  # in landing order: 7 landed at T0+2.25 d, 5 at T0+3.25 d
+    urgent = pick(7, emergency=True)  # an emergency pick is no ingestion: left out
+    assert pick_lead_times(upstream, fork, {**recognised, sha(7): urgent}) == [2.0]
     status = stream_status(
         STREAM, missing=set(), recognised={}, fork_head="f" * 40, patch_stack_commits=0, lead_times=leads
     )

@@ -300,7 +300,8 @@ def _backlog(backlog: Sequence[BacklogCommit]) -> list[str]:
         lines.append(line)
         shown += 1
     if shown < len(backlog):
-        lines.append(f"\n… and {len(backlog) - shown} more (`sluice status` lists them all)")
+        where = "`sluice plan --full` lists every pending commit, these among them"
+        lines.append(f"\n… and {len(backlog) - shown} more ({where})")
     return [*lines, ""]
 
 

@@ -61,13 +61,14 @@ def pick_lead_times(
     upstream: Iterable[CommitInfo], fork: Iterable[CommitInfo], recognised: Mapping[str, Recognised]
 ) -> list[float]:
     """Ingestion lead time of each upstream commit the fork has through a pick, in days, the most recent
-    LEAD_TIME_WINDOW picks by when they landed: fork commit's committer time − upstream's committer time."""
+    LEAD_TIME_WINDOW picks by when they landed: fork commit's committer time − upstream's committer time.
+    An emergency pick is no ingestion (it never moves the tip): its hours would flatter the figure."""
     upstream_time = {c.sha: c.committer_time for c in upstream}
     fork_time = {c.sha: c.committer_time for c in fork}
     landed = sorted(
         (fork_time[rec.fork_sha], fork_time[rec.fork_sha] - upstream_time[sha])
         for sha, rec in recognised.items()
-        if rec.fork_sha in fork_time and sha in upstream_time and rec.method.is_pick
+        if rec.fork_sha in fork_time and sha in upstream_time and rec.method.is_pick and not rec.emergency
     )
     return [max(0, lead) / SECONDS_PER_DAY for _, lead in landed[-LEAD_TIME_WINDOW:]]
 

@@ -279,10 +279,11 @@ class GateStore:
 
     def find_audits(self, wanted: str) -> list[tuple[int, AuditRecord]]:
         """The records an audit number or an ingestion id names, oldest first."""
-        column = audits.c.id if wanted.isdigit() else audits.c.ingestion_id
-        query = select(audits.c.id, audits.c.record).where(
-            column == (int(wanted) if wanted.isdigit() else wanted)
-        )
+        number = re.fullmatch(
+            r"[0-9]{1,18}", wanted
+        )  # ASCII digits that fit a 64-bit id; anything else: an id
+        column = audits.c.id if number else audits.c.ingestion_id
+        query = select(audits.c.id, audits.c.record).where(column == (int(wanted) if number else wanted))
         with self._engine.connect() as conn:
             rows = conn.execute(query.order_by(audits.c.id)).all()
         return [(r.id, AuditRecord.model_validate_json(r.record)) for r in rows]

@@ -73,6 +73,11 @@ class GitRepo:
         self.path = Path(path).resolve()
         if not self.path.exists():
             raise GitError(f"{path} does not exist", "pass --repo the path of a clone or mirror")
+        if not self.path.is_dir():
+            raise GitError(
+                f"{path} is not a directory, so no git repository",
+                "pass --repo the path of a clone or mirror",
+            )
         self.env = git_environ()
         proc = subprocess.run(
             ["git", "rev-parse", *REPO_FACTS],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from bot.app.cli.common import open_store
+from bot.app.cli.common import existing_store
 from bot.core.audit import render as render_audit
 from bot.core.errors import NotFound
 from bot.db.gates import GateStore
@@ -13,7 +13,11 @@ from bot.db.gates import GateStore
 
 def run(args: argparse.Namespace) -> int:
     """Print the audit records an audit number or an ingestion id names."""
-    store = open_store(args.database)
+    store = existing_store(args.database)  # a mistyped --database is said so, never created and migrated
+    if store is None:
+        raise NotFound(
+            "there is no store yet, so no audit record", "pass --database with the URL of the store"
+        )
     try:
         found = GateStore(store).find_audits(args.id)
     finally:

@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from bot.app.cli.common import add_repo_options, blamed_by_tiers, open_repo, progress
+from bot.app.cli.common import (
+    add_repo_options,
+    blamed_by_tiers,
+    open_repo,
+    output_path,
+    progress,
+    write_output,
+)
 from bot.core.errors import SluiceError
 from bot.flows.calibrate import CalibrateOptions, calibrate, curve_svg, parse_date, report
 
@@ -78,6 +85,8 @@ def options_from(args: argparse.Namespace) -> CalibrateOptions:
 def run(args: argparse.Namespace) -> int:
     """`sluice calibrate`: the model to --out, the report to stdout (or its JSON with --json). The culprits
     counted are git's, and those Sluice's tier runs blamed in the store `--database` names."""
+    out = output_path(args.out, "--out")  # before minutes of mining
+    curve = output_path(args.curve, "--curve") if args.curve else None
     repo, config = open_repo(args)  # bad refs fail before the store is opened
     blamed = blamed_by_tiers(args, repo, config)
     options = options_from(args)
@@ -92,9 +101,9 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
         blamed=blamed,
     )
-    Path(args.out).write_text(cal.model.to_json())
-    if args.curve and (svg := curve_svg(cal, options)) is not None:
-        Path(args.curve).write_text(svg)
+    write_output(out, cal.model.to_json(), "--out")
+    if curve is not None and (svg := curve_svg(cal, options)) is not None:
+        write_output(curve, svg, "--curve")
     if args.json:
         sys.stdout.write(cal.model.to_json())
     else:

@@ -173,3 +173,28 @@ def blamed_by_tiers(args: argparse.Namespace, repo: GitRepo, config: SluiceConfi
     finally:
         store.close()
     return blamed
+
+
+def output_path(value: str, flag: str) -> Path:
+    """Where a command will write `flag`'s file, checked before any work: a folder that is missing or not
+    writable is said now, not after minutes of mining."""
+    path = Path(value)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise SluiceError(
+            f"{flag} {value}: the folder {folder} does not exist", f"give {flag} a path in an existing folder"
+        )
+    if not os.access(folder, os.W_OK) or (path.exists() and (path.is_dir() or not os.access(path, os.W_OK))):
+        raise SluiceError(
+            f"{flag} {value}: cannot be written here", f"give {flag} a path this user may write"
+        )
+    return path
+
+
+def write_output(path: Path, text: str, flag: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise SluiceError(
+            f"{flag} {path}: {exc.strerror or exc}", f"give {flag} a path this user may write"
+        ) from None

@@ -7,7 +7,14 @@ import json
 import re
 from pathlib import Path
 
-from bot.app.cli.common import add_repo_options, blamed_by_tiers, open_repo, progress
+from bot.app.cli.common import (
+    add_repo_options,
+    blamed_by_tiers,
+    open_repo,
+    output_path,
+    progress,
+    write_output,
+)
 from bot.core import days_chart
 from bot.core.bisect import Budget
 from bot.core.errors import BadInput
@@ -110,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     """`sluice simulate`: the figures (or their JSON) on stdout, progress on stderr. The culprits are
     `--culprits`, else mined as calibrate mines them, with those Sluice's own tier runs blamed in the store
     `--database` names."""
+    svg = output_path(args.svg, "--svg") if args.svg else None  # before minutes of mining
     repo, config = open_repo(args)  # bad refs fail before the store is opened
     if args.culprits and args.database:
         raise BadInput("--culprits and --database both say which commits broke the fork", "give one of them")
@@ -137,9 +145,11 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
     )
     result = simulate(commits, culprits, options)
-    if args.svg:
+    if svg is not None:
         title = f"Days Behind Upstream, {args.since} .. {args.until}"
-        Path(args.svg).write_text(days_chart.days_svg(result.samples, title=title, subtitle=headline(result)))
+        write_output(
+            svg, days_chart.days_svg(result.samples, title=title, subtitle=headline(result)), "--svg"
+        )
     if args.json:
         print(json.dumps(as_json(result), indent=2, sort_keys=True))
     else:
