@@ -545,3 +545,27 @@ async def test_an_l3_result_that_loses_the_race_to_the_time_out_leaves_no_regres
     assert final is not None and final.state is RunState.TIMED_OUT
     assert s.runs.regressions(own.id) == ()
     assert [b.get("conclusion") for b in forge.shown if b.get("status") == "completed"] == ["timed_out"]
+
+
+async def test_a_probe_whose_dispatch_fails_underneath_is_a_skip_not_a_wait_forever(store: Store) -> None:
+    """GitHub answers 502 to one probe's dispatch: that probe never started, so it is a skip (its tier run
+    marked refused) and the search goes on around it; its pushed branch is deleted with the others."""
+    s = bench(store)
+    real, calls = s.backend.start, []
+
+    async def flaky(subject: Any, run: TierRun, *, workflow: str) -> int | None:
+        calls.append(run.probe)
+        if len(calls) == 2:
+            raise RuntimeError("502 Bad Gateway")
+        return await real(subject, run, workflow=workflow)
+
+    s.backend.start = flaky  # type: ignore[method-assign]
+    await bisection.start(s.b, 7)
+    await s.oracle(UPSTREAM[10])
+
+    (done,) = Bisections(store).for_pull(FORK, 7)
+    assert done.status is Status.DONE and [c.shas for c in done.state.culprits] == [(UPSTREAM[10],)]
+    assert done.state.in_flight == ()
+    failed = [p for p in done.probes if p.probe == calls[1]]
+    assert failed and failed[0].outcome is not None and failed[0].outcome.value == "skip"
+    assert sorted(s.forge.deleted) == sorted(s.candidates.pushed)  # the unstarted probe's branch too

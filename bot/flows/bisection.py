@@ -37,7 +37,7 @@ from bot.core.bisect_pr import (
     should_bisect,
 )
 from bot.core.config import Strategy
-from bot.core.errors import BadInput, DispatchRefused
+from bot.core.errors import BadInput, DispatchRefused, first_line
 from bot.core.ingestion import Links, stacked
 from bot.core.l3_metrics import MetricRegression
 from bot.core.models import PickStatus
@@ -405,6 +405,8 @@ async def _advance(b: Bisecting, record: BisectionRecord) -> None:
                 why = "the prefix does not pick cleanly onto the base"
                 record = await _outcome(b, record, probe.id, Outcome.SKIP, why)
                 continue
+            pushed = ProbeRun(probe=probe.id, branch=branches[probe.id], head=head)  # its branch exists now
+            record = await _change(b, record, _with_probe(pushed))
             run = await _dispatch(b, record, probe.id, head, attempt=1)
             shown = ProbeRun(probe=probe.id, branch=branches[probe.id], head=head, run=run)
             record = await _change(b, record, _with_probe(shown))
@@ -452,11 +454,19 @@ async def _dispatch(
     tier = tier_config(t.config, record.level)
     try:
         run_id = await t.backend.start(subject, added, workflow=tier.workflow)
-    except DispatchRefused as exc:
+    except Exception as exc:  # refused, or GitHub failing underneath: a probe that never started is a skip
+        # (left dispatched, its result would never come and the bisection would wait for it forever)
+        said = (
+            exc.message
+            if isinstance(exc, DispatchRefused)
+            else f"the dispatch failed: {type(exc).__name__}: {first_line(exc)}"
+        )
         refused = dataclasses.replace(
-            added, state=RunState.REFUSED, detail=exc.message[:2000], completed_at=t.clock()
+            added, state=RunState.REFUSED, detail=said[:2000], completed_at=t.clock()
         )
         await _db(b, t.runs.save, refused)
+        if not isinstance(exc, DispatchRefused):
+            log.warning("%s #%d: bisection %s probe %d: %s", record.fork, record.pull, record.id, probe, said)
         return None
     if run_id is not None:
         await _db(b, t.runs.set_run_id, added.id, run_id)
@@ -542,9 +552,9 @@ async def _supersede(b: Bisecting, record: BisectionRecord) -> None:
 
 
 async def _delete_candidates(b: Bisecting, record: BisectionRecord) -> None:
-    for probe in record.probes:
-        if probe.head is not None:
-            await b.forge.delete_branch(probe.branch)
+    """Every probe's branch, pushed or not (one that is not there is fine)."""
+    for branch in dict.fromkeys(probe.branch for probe in record.probes):
+        await b.forge.delete_branch(branch)
 
 
 async def _show(b: Bisecting, record: BisectionRecord) -> None:
