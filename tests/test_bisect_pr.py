@@ -30,7 +30,7 @@ from bot.core.bisect_pr import (
 from bot.core.calibrated import rules_selection, structural_why
 from bot.core.config import SluiceConfig
 from bot.core.ingestion import Links
-from bot.core.l3_metrics import MetricRegression, regression_outcome
+from bot.core.l3_metrics import MetricComparison, MetricRegression, regression_outcome
 from bot.core.models import RiskLevel
 from bot.core.planner import RISKY_FROM, classify
 from bot.core.tiers import Level, RunState, TierRun, Verdict
@@ -194,38 +194,48 @@ MM = MetricRegression("matmul[1024x1024:fp16] · median", 0.25, 0.325, "slower b
 SOFTMAX = MetricRegression("softmax[1024x1024:fp16] · median", 0.1, 0.13, "slower by 30 %")
 
 
+def measured(
+    *regressed: MetricRegression, also: tuple[str, ...] = (MM.name, SOFTMAX.name)
+) -> MetricComparison:
+    """A comparison that measured `also` (and what regressed) with confidence."""
+    return MetricComparison(regressed, frozenset({*also, *(r.name for r in regressed)}))
+
+
 @pytest.mark.parametrize(
-    ("names", "regressions", "expected"),
+    ("names", "comparison", "expected"),
     [
-        ((MM.name,), [MM], Outcome.FAIL),
-        ((MM.name, SOFTMAX.name), [SOFTMAX], Outcome.FAIL),  # one of them still regressed
-        ((MM.name,), [SOFTMAX], Outcome.PASS),  # another kernel's regression is not this one
-        ((MM.name,), [], Outcome.PASS),
+        ((MM.name,), measured(MM), Outcome.FAIL),
+        ((MM.name, SOFTMAX.name), measured(SOFTMAX), Outcome.FAIL),  # one of them still regressed
+        ((MM.name,), measured(SOFTMAX), Outcome.PASS),  # another kernel's regression is not this one
+        ((MM.name,), measured(), Outcome.PASS),
         ((MM.name,), None, Outcome.SKIP),  # no comparable benchmarks: it cannot say
+        # the bisected metric missing, not comparable or only of low confidence: no evidence it got faster
+        ((MM.name,), measured(also=(SOFTMAX.name,)), Outcome.SKIP),
     ],
 )
 def test_the_metric_oracle(
-    names: tuple[str, ...], regressions: list[MetricRegression] | None, expected: Outcome
+    names: tuple[str, ...], comparison: MetricComparison | None, expected: Outcome
 ) -> None:
-    assert regression_outcome(names, regressions) is expected
+    assert regression_outcome(names, comparison) is expected
 
 
 @pytest.mark.parametrize(
-    ("tier_run", "regressions", "expected"),
+    ("tier_run", "comparison", "expected"),
     [
-        (run(Verdict.PASSED), [MM], Outcome.FAIL),
-        (run(Verdict.PASSED), [], Outcome.PASS),
-        (run(Verdict.FAILED, detail="AssertionError"), [], Outcome.PASS),  # the metric alone answers
+        (run(Verdict.PASSED), measured(MM), Outcome.FAIL),
+        (run(Verdict.PASSED), measured(), Outcome.PASS),
+        (run(Verdict.FAILED, detail="AssertionError"), measured(), Outcome.PASS),  # the metric alone answers
         (run(Verdict.PASSED), None, Outcome.SKIP),
-        (run(Verdict.INFRA, attempt=1), [MM], None),  # retried, as the tiers retry
-        (run(Verdict.INFRA, attempt=3), [MM], Outcome.SKIP),
+        (run(Verdict.PASSED), measured(also=()), Outcome.SKIP),  # it ran, but never measured the metric
+        (run(Verdict.INFRA, attempt=1), measured(MM), None),  # retried, as the tiers retry
+        (run(Verdict.INFRA, attempt=3), measured(MM), Outcome.SKIP),
         (run(None, state=RunState.TIMED_OUT), None, Outcome.SKIP),
     ],
 )
 def test_a_performance_probe_as_an_outcome(
-    tier_run: TierRun, regressions: list[MetricRegression] | None, expected: Outcome | None
+    tier_run: TierRun, comparison: MetricComparison | None, expected: Outcome | None
 ) -> None:
-    assert regression_outcome_of(tier_run, regressions, names=(MM.name,), retries=2) is expected
+    assert regression_outcome_of(tier_run, comparison, names=(MM.name,), retries=2) is expected
 
 
 def test_a_performance_bisection_says_what_it_bisects_and_its_culprit_carries_the_regression() -> None:

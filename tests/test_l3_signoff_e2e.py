@@ -161,3 +161,29 @@ async def until(rig: Rig, done: Callable[[], bool], *, seconds: float = 30.0) ->
             return
         await asyncio.sleep(0.1)
     raise AssertionError("not done in time")
+
+
+def test_a_comparison_says_which_metrics_it_measured_so_a_missing_one_is_no_pass() -> None:
+    """The performance oracle of bisections and trunk watch: a probe whose report lacks the regressed
+    benchmark (or timed it only with low confidence) did not show it got faster."""
+    from bot.core.bisect import Outcome as Answer
+    from bot.core.config import parse_config
+    from bot.core.l3_metrics import regression_outcome
+    from bot.flows.tiers import compare_metrics
+
+    config = parse_config("performance: {critical: [matmul, softmax]}")
+    before = Report.model_validate_json(bench_report("a" * 40, slower=0.0, seed=1))
+    slower = Report.model_validate_json(bench_report("b" * 40, slower=0.08, seed=2))
+    compared = compare_metrics(before, slower, config)
+    assert compared is not None
+    (regressed,) = {r.name for r in compared.regressions if r.name.endswith("· median")}
+    assert regressed.startswith("matmul") and regressed in compared.measured
+    assert regression_outcome((regressed,), compared) is Answer.FAIL
+
+    without = slower.model_copy(
+        update={"benchmarks": tuple(b for b in slower.benchmarks if b.kernel != "matmul")}
+    )
+    missing = compare_metrics(before, without, config)
+    assert missing is not None and regressed not in missing.measured and missing.regressions == ()
+    assert any(name.startswith("softmax") for name in missing.measured)
+    assert regression_outcome((regressed,), missing) is Answer.SKIP  # it used to read as a pass

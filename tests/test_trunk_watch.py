@@ -8,6 +8,7 @@ import pytest
 
 from bot.core import bisect
 from bot.core.config import ConfigError, SluiceConfig, TrunkWatch, parse_config
+from bot.core.l3_metrics import MetricComparison
 from bot.core.tiers import Level
 from bot.core.trunk_watch import (
     Change,
@@ -83,6 +84,11 @@ METRIC = Worse(kind=Change.METRIC, name="mm · median", evidence="x")
 RUN = run_broke("the run uploaded no tier report", "ld: cannot find -ltriton\n")
 
 
+def compared(*regressed: MetricRegression) -> MetricComparison:
+    """A comparison that measured `mm · median` and what regressed, with confidence."""
+    return MetricComparison(regressed, frozenset({"mm · median", *(r.name for r in regressed)}))
+
+
 @pytest.mark.parametrize(
     ("worse", "probe", "regressions", "answer"),
     [
@@ -91,9 +97,10 @@ RUN = run_broke("the run uploaded no tier report", "ld: cannot find -ltriton\n")
         (TEST, outcomes({"unit::b": "passed"}), None, bisect.Outcome.PASS),  # the test came later
         (TEST, outcomes({}, suites=()), None, bisect.Outcome.SKIP),  # its suite ran nothing: no answer
         (TEST, None, None, bisect.Outcome.SKIP),  # no report (a build failure, a lost runner)
-        (METRIC, None, [MetricRegression("mm · median", 1, 2, "")], bisect.Outcome.FAIL),
-        (METRIC, None, [MetricRegression("other · median", 1, 2, "")], bisect.Outcome.PASS),
+        (METRIC, None, compared(MetricRegression("mm · median", 1, 2, "")), bisect.Outcome.FAIL),
+        (METRIC, None, compared(MetricRegression("other · median", 1, 2, "")), bisect.Outcome.PASS),
         (METRIC, None, None, bisect.Outcome.SKIP),  # not comparable
+        (METRIC, None, MetricComparison((), frozenset()), bisect.Outcome.SKIP),  # mm not measured: no pass
         (RUN, None, None, bisect.Outcome.FAIL),  # no report again: broken there too
         (RUN, outcomes({"unit::a": "failed"}), None, bisect.Outcome.PASS),  # it got as far as a report
     ],

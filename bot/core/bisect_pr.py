@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bot.core.bisect import Bisection, Culprit, Kind, Outcome, Phase, Probe
 from bot.core.ingestion import Links
-from bot.core.l3_metrics import MetricRegression, regression_outcome
+from bot.core.l3_metrics import MetricComparison, MetricRegression, regression_outcome
 from bot.core.models import RiskKind, RiskLevel, RiskReason
 from bot.core.tiers import Level, RunState, TierRun, Verdict
 
@@ -153,7 +153,7 @@ def outcome_of(run: TierRun, *, retries: int, build_failure: bool) -> Outcome | 
 
 
 def regression_outcome_of(
-    run: TierRun, regressions: Sequence[MetricRegression] | None, *, names: Sequence[str], retries: int
+    run: TierRun, regressions: MetricComparison | None, *, names: Sequence[str], retries: int
 ) -> Outcome | None:
     """A performance bisection's probe as an outcome: its report compared with the bisection's baseline
     (`regressions`, None when they could not be compared) still shows one of `names` regressed (FAIL) or none

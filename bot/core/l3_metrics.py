@@ -45,16 +45,26 @@ class MetricRegression:
         return f"{self.before_ms:.4g} ms before, {self.after_ms:.4g} ms after ({change:+.1%}): {self.reason}"
 
 
-def regression_outcome(
-    names: Sequence[str], regressions: Sequence[MetricRegression] | None
-) -> bisect.Outcome:
+@dataclass(frozen=True)
+class MetricComparison:
+    """A report against a baseline: the critical kernels' confident regressions, and every metric (`key ·
+    metric`) it measured with a confident verdict either way (regressed, improved or the same)."""
+
+    regressions: tuple[MetricRegression, ...]
+    measured: frozenset[str]
+
+
+def regression_outcome(names: Sequence[str], comparison: MetricComparison | None) -> bisect.Outcome:
     """A bisection run's answer for metric regressions `names`: FAIL when its report still shows one of them
-    (confidently regressed against the same baseline), PASS when none, SKIP when it cannot say (no report,
-    no benchmarks, another context)."""
-    if regressions is None:
+    (confidently regressed against the same baseline), PASS when it measured each of them and none regressed,
+    SKIP when it cannot say (no report, no benchmarks, another context; or one of them not measured, not
+    comparable or only with low confidence: a missing benchmark is no evidence that it got faster)."""
+    if comparison is None:
         return bisect.Outcome.SKIP
-    found = {r.name for r in regressions}
-    return bisect.Outcome.FAIL if any(name in found for name in names) else bisect.Outcome.PASS
+    found = {r.name for r in comparison.regressions}
+    if any(name in found for name in names):
+        return bisect.Outcome.FAIL
+    return bisect.Outcome.PASS if all(name in comparison.measured for name in names) else bisect.Outcome.SKIP
 
 
 @dataclass(frozen=True)

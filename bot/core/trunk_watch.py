@@ -14,7 +14,7 @@ from pydantic import Field
 
 from bot.core import bisect
 from bot.core.config import TrunkWatch
-from bot.core.l3_metrics import MetricRegression, regression_outcome
+from bot.core.l3_metrics import MetricComparison, MetricRegression, regression_outcome
 from bot.core.markdown import plain
 from bot.core.models import Frozen
 from bot.core.tiers import LOCATION, Level
@@ -90,7 +90,7 @@ def run_broke(detail: str, log: str = "") -> Worse:
 
 
 def still_worse(
-    worse: Worse, outcomes: RunOutcomes | None, regressions: Sequence[MetricRegression] | None
+    worse: Worse, outcomes: RunOutcomes | None, regressions: MetricComparison | None
 ) -> bool | None:
     """Whether a later trunk run still shows `worse` (None: the run cannot say: no report, no comparison)."""
     answer = probe_outcome(worse, outcomes, regressions)
@@ -98,7 +98,7 @@ def still_worse(
 
 
 def probe_outcome(
-    worse: Worse, outcomes: RunOutcomes | None, regressions: Sequence[MetricRegression] | None
+    worse: Worse, outcomes: RunOutcomes | None, regressions: MetricComparison | None
 ) -> bisect.Outcome:
     """A bisection run's answer: FAIL when it shows the same worsening, PASS when it does not, SKIP when it
     cannot say (no usable report; the test's suite ran nothing; the benchmarks could not be compared)."""

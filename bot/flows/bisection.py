@@ -39,7 +39,7 @@ from bot.core.bisect_pr import (
 from bot.core.config import Strategy
 from bot.core.errors import BadInput, DispatchRefused, first_line
 from bot.core.ingestion import Links, stacked
-from bot.core.l3_metrics import MetricRegression
+from bot.core.l3_metrics import MetricComparison, MetricRegression
 from bot.core.models import PickStatus
 from bot.core.recognise import UPSTREAM_TRAILER
 from bot.core.tiers import (
@@ -56,7 +56,15 @@ from bot.core.tiers import (
 )
 from bot.core.webhooks import Pull
 from bot.flows.pick import Picker, pick_in_order
-from bot.flows.tiers import Tiering, baseline, metric_regressions, parse_report, subject_of, time_out
+from bot.flows.tiers import (
+    Tiering,
+    baseline,
+    compare_metrics,
+    metric_regressions,
+    parse_report,
+    subject_of,
+    time_out,
+)
 from bot.git.mirror import BranchUpdate
 from bot.ports import BisectionRecords, GateRecords, Repository
 from runners.report import Outcome as ReportOutcome
@@ -299,15 +307,13 @@ async def _regressed(b: Bisecting, run: TierRun, *, base_sha: str) -> Regressed 
     return Regressed(found.id, tuple(regressions), suites)
 
 
-async def _probe_regressions(
-    b: Bisecting, record: BisectionRecord, run: TierRun
-) -> list[MetricRegression] | None:
+async def _probe_regressions(b: Bisecting, record: BisectionRecord, run: TierRun) -> MetricComparison | None:
     """A performance bisection's probe report against the bisection's baseline report (None: no answer)."""
     found = await _db(b, b.tiering.runs.get, record.baseline_run) if record.baseline_run else None
     before, after = parse_report(found.report if found else None), parse_report(run.report)
     if before is None or after is None:
         return None
-    return await asyncio.to_thread(metric_regressions, before, after, b.tiering.config)
+    return await asyncio.to_thread(compare_metrics, before, after, b.tiering.config)
 
 
 async def _base_passed(b: Bisecting, pull: Pull, level: Level) -> bool:

@@ -19,7 +19,7 @@ from bot.core.config import L3Policy, SluiceConfig
 from bot.core.emergency import EMERGENCY_PREFIX, emergency_id
 from bot.core.errors import DispatchRefused, TooLarge, first_line
 from bot.core.ingestion import BRANCH_PREFIX
-from bot.core.l3_metrics import MetricRegression, Regression
+from bot.core.l3_metrics import MetricComparison, MetricRegression, Regression
 from bot.core.limits import fit_for_github
 from bot.core.tier_checks import (
     CheckUpdate,
@@ -522,10 +522,17 @@ def metric_regressions(before: Report, after: Report, config: SluiceConfig) -> l
     metric oracle of trunk watch and of a bundle's L3 bisection alike. [] when neither has benchmarks; None
     when they cannot be compared (no benchmarks after, other contexts). Its bootstrap takes seconds over a
     large report: a flow calls it in a thread, off the event loop."""
+    compared = compare_metrics(before, after, config)
+    return None if compared is None else list(compared.regressions)
+
+
+def compare_metrics(before: Report, after: Report, config: SluiceConfig) -> MetricComparison | None:
+    """`metric_regressions`, with the metrics `after` measured confidently either way: what a bisection's
+    probe answers with (a metric it did not measure is no pass). None when they cannot be compared."""
     from runners import compare
 
     if not before.benchmarks:
-        return []
+        return MetricComparison((), frozenset())
     if not after.benchmarks:
         return None
     try:
@@ -536,7 +543,13 @@ def metric_regressions(before: Report, after: Report, config: SluiceConfig) -> l
         )
     except compare.ContextRefused:
         return None
-    return [
+    confident = (compare.Verdict.REGRESSED, compare.Verdict.IMPROVED, compare.Verdict.SAME)
+    measured = frozenset(
+        f"{cell.benchmark} · {cell.metric.value}"
+        for cell in result.cells
+        if cell.verdict in confident and cell.measurement is not None and not cell.measurement.low_confidence
+    )
+    regressions = tuple(
         MetricRegression(
             name=f"{cell.benchmark} · {cell.metric.value}",
             before_ms=cell.measurement.baseline_ms,
@@ -545,7 +558,8 @@ def metric_regressions(before: Report, after: Report, config: SluiceConfig) -> l
         )
         for cell in result.failing
         if cell.measurement is not None
-    ]
+    )
+    return MetricComparison(regressions, measured)
 
 
 def parse_report(text: str | None) -> Report | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.core import bisect
 from bot.core.errors import DispatchRefused
-from bot.core.l3_metrics import MetricRegression
+from bot.core.l3_metrics import MetricComparison
 from bot.core.tiers import (
     TRUNK_PULL,
     Level,
@@ -50,7 +50,15 @@ from bot.core.trunk_watch import (
     title,
     worsened,
 )
-from bot.flows.tiers import Finished, Tiering, facts_of, metric_regressions, parse_report, read_report
+from bot.flows.tiers import (
+    Finished,
+    Tiering,
+    compare_metrics,
+    facts_of,
+    metric_regressions,
+    parse_report,
+    read_report,
+)
 from bot.ports import Forge, TrunkWatchRecords
 from runners.report import Report
 
@@ -212,15 +220,13 @@ async def _outcome(w: Watch, tracked: Tracked, report: Report | None) -> bisect.
     return probe_outcome(tracked.worse, outcomes, await _regressions_since(w, tracked, report))
 
 
-async def _regressions_since(
-    w: Watch, tracked: Tracked, report: Report | None
-) -> list[MetricRegression] | None:
-    """The metric regressions of `report` against the failure's last good trunk run."""
+async def _regressions_since(w: Watch, tracked: Tracked, report: Report | None) -> MetricComparison | None:
+    """`report` against the failure's last good trunk run: its metric regressions, and what it measured."""
     good = await w.tiering.db(w.tiering.runs.get, tracked.good_run)
     before = parse_report(good.report if good else None)
     if report is None or before is None:
         return None
-    return await asyncio.to_thread(metric_regressions, before, report, w.tiering.config)
+    return await asyncio.to_thread(compare_metrics, before, report, w.tiering.config)
 
 
 async def _compared(w: Watch, run: TierRun, report: Report | None, *, tail: str = "") -> None:
