@@ -307,3 +307,25 @@ def test_metric_regressions_are_critical_kernels_confident_slowdowns() -> None:
     )
     assert metric_regressions(before, report(), config) is None  # no benchmarks: no answer
     assert metric_regressions(report(), slower, config) == []  # nothing to compare with
+
+
+def test_a_culprit_a_broken_build_left_ambiguous_is_named_with_its_partner_not_the_commits_after() -> None:
+    """Trunk commit b does not build: b and c are blamed together. The issue names them, not d, e, f."""
+    shas = [ch * 40 for ch in "abcdef"]
+    failure = tracked([commit(s, f"commit {s[0]}") for s in shas])
+    state = failure.bisection
+    assert state is not None
+    while not state.culprits:
+        state, (probe,) = bisect.next_probes(state)
+        sha = failure.probe_sha(probe)
+        if sha == "b" * 40:
+            answer = bisect.Outcome.SKIP
+        else:
+            answer = bisect.Outcome.FAIL if shas.index(sha) >= 2 else bisect.Outcome.PASS
+        state = bisect.record(state, probe.id, answer)
+    done = settle(failure.model_copy(update={"bisection": state}))
+
+    assert [s.sha for s in suspects(done)] == ["b" * 40, "c" * 40]
+    body = render(done)
+    assert "**Culprit found**" in body and "one of the 2 commits below" in body
+    assert "dddddddddd" not in body.split("**Culprit found**")[1].split("\n\n")[0]

@@ -276,7 +276,12 @@ def suspects(tracked: Tracked) -> tuple[Suspect, ...]:
     pool: Sequence[Suspect] = tracked.commits
     if tracked.culprit is not None:
         return (tracked.culprit,)
-    if tracked.bisection is not None:
+    if tracked.bisection is not None and tracked.bisection.culprits:
+        # blamed together (a commit that does not build between them): the culprit is one of these, never
+        # one of the commits after them, which `open_suspects` holds once a culprit is taken out
+        blamed = set(tracked.bisection.culprits[0].shas)
+        pool = [c for c in tracked.commits if c.sha in blamed] or tracked.commits
+    elif tracked.bisection is not None:
         left = set(tracked.bisection.open_suspects)
         pool = [c for c in tracked.commits if c.sha in left] or tracked.commits
     named = {m["path"].lstrip("./") for m in LOCATION.finditer(tracked.worse.evidence)}
@@ -344,6 +349,12 @@ def _status(tracked: Tracked) -> list[str]:
         left = len(state.open_suspects)
         head = (
             f"**Bisecting**: {left} suspects left after {state.runs} runs, {len(state.in_flight)} in flight."
+        )
+    elif state is not None and state.culprits:
+        together = len(state.culprits[0].shas)
+        head = (
+            f"**Culprit found** after {state.runs} runs: one of the {together} commits below (a trunk commit "
+            "between them does not build, so they could not be told apart)."
         )
     elif state is not None:
         head = (
