@@ -106,16 +106,21 @@ class BranchEnd(Payload):
     """A branch at one end of a pull request, and the repository that holds it."""
 
     repo: Repository | None = None  # None when the head's repository was deleted
+    ref: str
 
     @property
     def repo_name(self) -> str | None:
         """The repository's `owner/name`; None when it was deleted."""
         return self.repo.full_name if self.repo is not None else None
 
+    def is_branch_of(self, repo: str, prefixes: str | tuple[str, ...]) -> bool:
+        """Whether this is a branch of `repo` itself named with one of `prefixes` (Sluice's own branches: the
+        same name in another repository is someone else's PR)."""
+        return self.repo_name == repo and self.ref.startswith(prefixes)
+
 
 class PullRequestEnd(BranchEnd):
     sha: CommitSha
-    ref: str
 
     @field_validator("ref")
     @classmethod
@@ -134,9 +139,7 @@ class PullRequest(Payload):
     merged: bool | None = None  # on `closed`: whether it was merged
 
     def on_branch_of(self, repo: str, prefixes: str | tuple[str, ...]) -> bool:
-        """Whether the head is a branch of `repo` itself named with one of `prefixes` (Sluice's own
-        branches: the same name in another repository is someone else's PR)."""
-        return self.head.repo_name == repo and self.head.ref.startswith(prefixes)
+        return self.head.is_branch_of(repo, prefixes)
 
 
 class Change(Payload):
@@ -458,7 +461,6 @@ class PullEnd(BranchEnd):
     """One end of a pull request as the REST API answers it. The branch is kept as GitHub names it (another
     repository's PR may come from any branch name GitHub allows): Sluice validates a ref where it uses one."""
 
-    ref: str
     sha: CommitSha
 
 
@@ -487,9 +489,7 @@ class Pull(Authored):
         return self.head.repo_name == repo
 
     def on_branch_of(self, repo: str, prefixes: str | tuple[str, ...]) -> bool:
-        """Whether the head is a branch of `repo` itself named with one of `prefixes` (Sluice's own
-        branches: the same name in another repository is someone else's PR)."""
-        return self.from_branch_of(repo) and self.head.ref.startswith(prefixes)
+        return self.head.is_branch_of(repo, prefixes)
 
 
 class PullReview(Payload):
