@@ -45,9 +45,9 @@ class GpuInfo:
     clocks: dict[str, str] | None = None
 
 
-def fingerprint(*, interpreter: bool, checkout: Path | None = None) -> Environment:
-    """This machine's fingerprint. Reading the GPU never fails the run: what cannot be read stays empty.
-    `checkout`: the tree under test (the job's working directory), to tell a Triton built from it."""
+def fingerprint(*, interpreter: bool) -> Environment:
+    """This machine's fingerprint. Reading the GPU never fails the run: what cannot be read stays empty. The
+    tree under test is the job's working directory: a Triton built from it is told apart."""
     gpu = query_nvidia_smi() or _torch_gpu()
     fields: dict[str, Any] = {
         "gpu_model": gpu.model,
@@ -56,7 +56,7 @@ def fingerprint(*, interpreter: bool, checkout: Path | None = None) -> Environme
         "cuda": _torch_toolkit(),
         "clocks": gpu.clocks or {},
         "triton": _version("triton"),
-        "triton_origin": origin("triton", checkout or Path.cwd()),
+        "triton_origin": origin("triton", Path.cwd()),
         "torch": _version("torch"),
         "python": platform.python_version(),
         "cpu": cpu_model(),
@@ -182,10 +182,11 @@ def editable_elsewhere(distribution: str, checkout: Path) -> bool:
     except importlib.metadata.PackageNotFoundError:
         return False
     built, editable = _built_from(found)
-    if built is None or not editable or not _within(built, checkout.resolve()):
+    tree = checkout.resolve()
+    if built is None or not editable or not _within(built, tree):
         return False
     module = _module_file(distribution)
-    return module is None or not _within(module, checkout.resolve())
+    return module is None or not _within(module, tree)
 
 
 def _built_from(found: importlib.metadata.Distribution) -> tuple[Path | None, bool]:

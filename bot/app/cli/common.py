@@ -179,7 +179,7 @@ def output_path(value: str, flag: str) -> Path:
     """Where a command will write `flag`'s file, checked before any work: a folder that is missing or not
     writable is said now, not after minutes of mining."""
     path = Path(value)
-    folder = path.parent if str(path.parent) else Path(".")
+    folder = path.parent  # `.` for a bare file name
     if not folder.is_dir():
         raise SluiceError(
             f"{flag} {value}: the folder {folder} does not exist", f"give {flag} a path in an existing folder"
