@@ -111,6 +111,10 @@ class IngestionRecord:
     commits: int
     needs_human: str | None
 
+    @property
+    def branch(self) -> str:
+        return BRANCH_PREFIX + self.id
+
 
 @dataclass(frozen=True)
 class Links:

@@ -423,7 +423,7 @@ def _record_gone(desired: Desired, observed: ObservedState) -> list[Action]:
             continue
         if record.state == "open" and record.pr_number not in shown:
             actions.append(RecordIngestion(dataclasses.replace(record, state="closed")))
-        elif record.state == "blocked" and f"{BRANCH_PREFIX}{record.id}" not in observed.pushed_by_people:
+        elif record.state == "blocked" and record.branch not in observed.pushed_by_people:
             if record.pr_number is not None:
                 reason = left_the_plan(record.id, desired, observed, what="issue")
                 actions.append(CloseIssue(record.pr_number, continued_in=None, reason=reason))

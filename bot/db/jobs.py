@@ -240,7 +240,7 @@ class JobQueue:
             "error": _truncate(error),
             "updated_at": now,
         }
-        with self._engine.begin() as conn:
+        with self._engine.begin() as conn:  # not _update_own: these values name a `worker` column too
             return conn.execute(update(jobs).where(*_owned_by(job_id, worker)).values(**values)).rowcount == 1
 
     def counts(self) -> dict[str, int]:
