@@ -70,7 +70,10 @@ async def update(ctx: Context, forge: ForkGitHub, shown: Shown) -> Published:
         paused=gate.paused,
         throttle=gate.throttle,
     )
-    published, number = await publish(forge, render(model))
+    remembered = await ctx.db(ctx.registry.dashboard_issue, repo)
+    published, number = await publish(forge, render(model), remembered=remembered)
+    if number != remembered:
+        await ctx.db(ctx.registry.remember_dashboard, repo, number)
     log.info("%s: dashboard #%d %s", repo, number, published.value)
     return published
 

@@ -120,6 +120,35 @@ async def test_a_dashboard_a_person_closed_is_reopened_not_duplicated(rig: Rig) 
     assert "| Pending upstream commits | 2 |" in (the_dashboard(rig).body or "")
 
 
+async def test_a_dashboard_whose_label_a_person_took_off_gets_it_back_not_a_twin(rig: Rig) -> None:  # noqa: F811
+    await upstream_commits(rig, ("docs: first", {"docs/guide.md": "guide 2\n"}))
+    await start(rig)
+    number = the_dashboard(rig).number
+    rig.sim.set_labels(FORK, number, ["triage"])
+    await upstream_commits(rig, ("docs: second", {"docs/more.md": "more\n"}))
+    await rig.settle()
+    (issue,) = dashboards(rig)
+    assert issue.number == number and issue.state == "open"
+    assert rig.labels(number) == [dashboard.LABEL, "triage"]  # the person's label kept, Sluice's put back
+    assert "| Pending upstream commits | 2 |" in (issue.body or "")
+
+    rig.sim.set_labels(FORK, number, [])  # and closed too: reopened, relabelled
+    rig.sim.close_issue(FORK, number, user="dev")
+    await upstream_commits(rig, ("docs: third", {"docs/third.md": "third\n"}))
+    await rig.settle()
+    assert the_dashboard(rig).number == number
+    assert "| Pending upstream commits | 3 |" in (the_dashboard(rig).body or "")
+
+    # A person who makes the dashboard their own issue (the marker gone) keeps it: Sluice opens a new one.
+    rig.sim.set_labels(FORK, number, [])
+    rig.sim.edit_issue(FORK, number, body="notes of mine", user="dev")
+    await upstream_commits(rig, ("docs: fourth", {"docs/fourth.md": "fourth\n"}))
+    await rig.settle()
+    assert the_dashboard(rig).number != number
+    assert rig.sim.issues[FORK][number].body == "notes of mine" and rig.labels(number) == []
+    assert Registry(rig.store).dashboard_issue(FORK) == the_dashboard(rig).number
+
+
 async def test_a_persons_issue_that_quotes_the_marker_is_neither_edited_nor_closed(rig: Rig) -> None:  # noqa: F811
     """Anyone may open an issue, and anyone who may label it could give it the dashboard's label: Sluice
     keeps to the issues it opened, and a person's text is never overwritten or closed as a duplicate."""

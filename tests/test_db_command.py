@@ -123,8 +123,10 @@ def test_a_downgrade_without_yes_says_what_it_would_undo_and_changes_nothing(
     code, out, _ = sluice(capsys, "db", "downgrade", "--to", "0019", "--database", sqlite_url)
 
     assert code == 0
-    assert out.splitlines()[:5] == [
+    assert out.splitlines()[:6] == [
         f"Going back from {HEAD_REVISION} to 0019_bisect_culprits_first_at undoes (newest first):",
+        "  0024_fork_dashboard_issue    Forks remember their dashboard issue's number (`dashboard_issue`): "
+        "the dash…",
         "  0023_waiver_expiry_judged    Waivers keep when the gate was judged again at their expiry "
         "(`expiry_judged…",
         "  0022_command_audit_reply     A command's row keeps the reply Sluice gave it (`reply`), so that a "
@@ -205,7 +207,7 @@ def test_db_status_says_where_the_store_stands_and_whether_this_sluice_can_use_i
     sluice(capsys, "db", "downgrade", "--to", "0018", "--database", sqlite_url, "--yes")
     code, out, _ = sluice(capsys, "db", "status", "--database", sqlite_url)
     assert code == 0 and out.splitlines()[1].startswith(
-        "Schema: 0018_ingestion_heads, 5 migrations behind this Sluice's newest"
+        "Schema: 0018_ingestion_heads, 6 migrations behind this Sluice's newest"
     )
     assert "* 0018_ingestion_heads " in out
 
@@ -245,6 +247,7 @@ def test_undone_by_lists_newest_first_and_knows_every_revision_in_order() -> Non
     assert ids[0] == FIRST and ids[-1] == HEAD_REVISION and ids == sorted(ids)
     assert [r.id for r in undone_by(HEAD_REVISION, "0019")] == [
         HEAD_REVISION,
+        "0023_waiver_expiry_judged",
         "0022_command_audit_reply",
         "0021_audit_waived_tiers",
         "0020_command_audit_line_len",

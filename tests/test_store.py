@@ -62,7 +62,7 @@ OTHER_FORK = "acme/triton-xpu"
 AT = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 AT2 = AT + timedelta(hours=6)
 AT3 = AT + timedelta(days=1)
-HEAD_REVISION = "0023_waiver_expiry_judged"
+HEAD_REVISION = "0024_fork_dashboard_issue"
 # Modules that define tables on the metadata the migrations are compared with.
 TABLE_MODULES = (
     bot.db.audit,

@@ -252,6 +252,7 @@ class FullIssue(Issue, Authored):
     title: str = ""
     body: str | None = None
     user: User | None = None
+    state: str = "open"  # open | closed
 
     @property
     def text(self) -> str:

@@ -56,6 +56,7 @@ forks = Table(
     Column("upstream_branch", String(255), nullable=False),
     Column("upstream_repo", String(255)),  # owner/name when upstream lives on the same GitHub
     Column("upstream_seen", String(40)),  # the upstream head the poll loop saw last
+    Column("dashboard_issue", Integer),  # the number of the fork's dashboard issue, once Sluice opened it
     Column("updated_at", UTCDateTime, nullable=False),
     PrimaryKeyConstraint("repo", name="pk_forks"),
     Index("ix_forks_upstream_repo", "upstream_repo"),
@@ -190,6 +191,15 @@ class Registry:
                 ).rowcount
                 == 1
             )
+
+    def dashboard_issue(self, repo: str) -> int | None:
+        """The number the fork's dashboard issue had when Sluice last published it."""
+        with self._engine.connect() as conn:
+            return conn.execute(select(forks.c.dashboard_issue).where(forks.c.repo == repo)).scalar()
+
+    def remember_dashboard(self, repo: str, number: int) -> None:
+        with self._engine.begin() as conn:
+            conn.execute(update(forks).where(forks.c.repo == repo).values(dashboard_issue=number))
 
     # --- ingestion PRs
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-HEAD_REVISION = "0023_waiver_expiry_judged"  # the newest migration (a test checks it is Alembic's head)
+HEAD_REVISION = "0024_fork_dashboard_issue"  # the newest migration (a test checks it is Alembic's head)
 # pg_advisory_xact_lock key for schema changes: replicas starting together, and `sluice db downgrade`.
 MIGRATION_LOCK_KEY = 0x534C_5549_4345_0001
 FIRST_SENTENCE = re.compile(r"\.\s+(?=[A-Z`])")

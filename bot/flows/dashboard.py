@@ -27,20 +27,22 @@ def _dashboards(issues: Sequence[FullIssue]) -> list[FullIssue]:
     return sorted(found, key=lambda issue: issue.number)
 
 
-async def publish(forge: Forge, body: str) -> tuple[Published, int]:
+async def publish(forge: Forge, body: str, *, remembered: int | None = None) -> tuple[Published, int]:
     """Show `body` in the fork's dashboard issue: edit the open one, else reopen the one a person closed
-    (the same issue, its link and history kept), else create it. Never a second one."""
+    (the same issue, its link and history kept), else create it. Never a second one: the issue is found by
+    its label, and else as `remembered` (the number this fork's dashboard had last), whose label a person
+    took off; that issue gets its label back."""
     open_now = _dashboards(await forge.open_issues(label=LABEL))
     if open_now:
         keep, *extra = open_now
         for issue in extra:  # from before Sluice kept one: point them at the one kept
             await forge.close_issue(issue.number, comment=SUPERSEDED.format(number=keep.number))
-        number = keep.number
-        if keep.text == body and keep.title == TITLE:
-            return Published.UNCHANGED, number
-        await forge.edit_issue(number, title=TITLE, body=body)
-        return Published.EDITED, number
+        return await _edited(forge, keep, body)
     closed = _dashboards(await forge.closed_issues(label=LABEL))
+    if not closed and remembered is not None:
+        closed = await _unlabelled(forge, remembered)
+        if closed and closed[0].state == "open":
+            return await _edited(forge, closed[0], body)
     if closed:
         number = closed[0].number
         await forge.reopen_issue(number, title=TITLE, body=body)
@@ -49,3 +51,21 @@ async def publish(forge: Forge, body: str) -> tuple[Published, int]:
     number = await forge.create_issue(title=TITLE, body=body, labels=[LABEL])
     log.info("%s: opened the dashboard #%d", forge.repo, number)
     return Published.CREATED, number
+
+
+async def _edited(forge: Forge, issue: FullIssue, body: str) -> tuple[Published, int]:
+    if issue.text == body and issue.title == TITLE:
+        return Published.UNCHANGED, issue.number
+    await forge.edit_issue(issue.number, title=TITLE, body=body)
+    return Published.EDITED, issue.number
+
+
+async def _unlabelled(forge: Forge, number: int) -> list[FullIssue]:
+    """The remembered dashboard `number`, its label put back, when it is still the App's and still the
+    dashboard (its marker kept); else nothing (deleted, transferred, or its text replaced)."""
+    issue = await forge.own_issue(number)
+    if issue is None or not _dashboards([issue]):
+        return []
+    await forge.add_labels(number, [LABEL])
+    log.info("%s: the dashboard #%d had lost its %s label; put it back", forge.repo, number, LABEL)
+    return [issue]

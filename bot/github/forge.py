@@ -176,6 +176,22 @@ class ForkGitHub:
         issues = [parsed(FullIssue, issue, what=f"a {label} issue") async for issue in self.api.getiter(url)]
         return [i for i in issues if i.pull_request is None and i.author == self.bot_login]
 
+    async def own_issue(self, number: int) -> FullIssue | None:
+        """Issue `number` if the App opened it (any state), else None: one that is gone (GitHub's 404 or
+        410), a pull request, or someone else's."""
+        try:
+            answer = await self.api.get(self._url(f"/issues/{number}"))
+        except BadRequest as exc:
+            if exc.status_code.value in (404, 410):
+                return None
+            raise
+        issue = parsed(FullIssue, answer, what=f"issue #{number}")
+        return issue if issue.pull_request is None and issue.author == self.bot_login else None
+
+    async def add_labels(self, number: int, labels: Sequence[str]) -> None:
+        """Add `labels` to the issue, keeping the ones it has."""
+        await self.api.post(self._url(f"/issues/{number}/labels"), data={"labels": list(labels)})
+
     async def create_issue(self, *, title: str, body: str, labels: Sequence[str]) -> int:
         data = {"title": title, "body": body, "labels": list(labels)}
         return parsed(

@@ -1975,6 +1975,11 @@ class GitHubSim:
         self._set_state(repo, issue, "closed")
         self._notify_issue(repo, issue, before, sender=user)
 
+    def set_labels(self, full_name: str, number: int, labels: list[str]) -> None:
+        """A person sets the issue's labels in the web UI. (GitHub sends `issues` `labeled` and `unlabeled`,
+        which Sluice does not act on: the sim sends none.)"""
+        self.labels[(full_name, number)] = list(labels)
+
     def _notify_issue(self, repo: Repo, issue: Issue, before: dict[str, Any], *, sender: str) -> None:
         changes = {k: {"from": before[k]} for k in ("title", "body") if before[k] != getattr(issue, k)}
         if changes:
