@@ -123,8 +123,8 @@ async def tier_sweep_once(ctx: Context) -> list[str]:
 
 def loops(
     ctx: Context, *, registry: CollectorRegistry, holder: str, stop: asyncio.Event
-) -> list[Coroutine[Any, Any, None]]:
-    """The sweep's and the resync's loops, for those whose interval is set (0 turns one off)."""
+) -> dict[str, Coroutine[Any, Any, None]]:
+    """The sweep's and the resync's loops by name, for those whose interval is set (0 turns one off)."""
     metrics, leases, settings = ReconcileMetrics(registry), Leases(ctx.store), ctx.settings
 
     def every(name: str, interval: float, task: Callable[[], Awaitable[object]]) -> Coroutine[Any, Any, None]:
@@ -132,12 +132,11 @@ def loops(
             name, task, interval=interval, leases=leases, holder=holder, clock=ctx.clock, stop=stop
         )
 
-    out = []
+    out = {}
     if settings.redelivery_interval > 0:
-        out.append(every(REDELIVERY, settings.redelivery_interval, lambda: sweep_once(ctx, metrics)))
+        out[REDELIVERY] = every(REDELIVERY, settings.redelivery_interval, lambda: sweep_once(ctx, metrics))
     if settings.resync_interval > 0:
-        resync = every(RESYNC, settings.resync_interval, lambda: resync_once(ctx, metrics))
-        out.append(resync)
+        out[RESYNC] = every(RESYNC, settings.resync_interval, lambda: resync_once(ctx, metrics))
     if settings.tier_sweep_interval > 0:
-        out.append(every(TIER_SWEEP, settings.tier_sweep_interval, lambda: tier_sweep_once(ctx)))
+        out[TIER_SWEEP] = every(TIER_SWEEP, settings.tier_sweep_interval, lambda: tier_sweep_once(ctx))
     return out

@@ -38,11 +38,11 @@ async def watch_all(ctx: Context) -> list[str]:
     return forks
 
 
-def loops(ctx: Context, *, holder: str, stop: asyncio.Event) -> list[Coroutine[Any, Any, None]]:
-    """The trunk-watch loop, when its interval is set (0 turns it off)."""
+def loops(ctx: Context, *, holder: str, stop: asyncio.Event) -> dict[str, Coroutine[Any, Any, None]]:
+    """The trunk-watch loop by name, when its interval is set (0 turns it off)."""
     interval = ctx.settings.trunk_watch_interval
     if interval <= 0:
-        return []
+        return {}
     task = periodically(
         LEASE,
         lambda: watch_all(ctx),
@@ -52,7 +52,7 @@ def loops(ctx: Context, *, holder: str, stop: asyncio.Event) -> list[Coroutine[A
         clock=ctx.clock,
         stop=stop,
     )
-    return [task]
+    return {LEASE: task}
 
 
 async def watching(ctx: Context, fork: Fork) -> trunk_watch.Watch:

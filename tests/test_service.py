@@ -298,3 +298,33 @@ def test_settings_report_every_missing_value(monkeypatch: pytest.MonkeyPatch) ->
     assert [p.split()[0] for p in problems] == ["SLUICE_APP_ID", "neither", "SLUICE_WEBHOOK_SECRET"]
     monkeypatch.setenv("SLUICE_PRIVATE_KEY_FILE", "/nonexistent.pem")
     assert "SLUICE_PRIVATE_KEY_FILE=/nonexistent.pem is not a readable file" in Settings().problems()
+
+
+async def test_healthz_fails_once_a_background_loop_has_ended(
+    aiohttp_server: Any, tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No loop ends while the service runs; one that does (a bug past its own error handling) turns /healthz
+    to 503 naming it, so that the orchestrator restarts the process instead of keeping one whose queue
+    nobody works off. The other loops run on."""
+    from handlers import poll
+
+    sim, sim_url = await serve_sim(aiohttp_server, tmp_path / "sim")
+    polled = asyncio.Event()
+
+    async def broken_loop(ctx: Any, stop: asyncio.Event) -> None:
+        polled.set()
+        raise RuntimeError("a bug past the round's own except")
+
+    monkeypatch.setattr(poll, "loop", broken_loop)
+    settings = serve_settings(sim, sim_url, secret=SECRET, data_dir=tmp_path / "data", poll_interval=60)
+    bot = await aiohttp_server(create_app(settings, store=store, background=True))
+    async with aiohttp.ClientSession() as session:
+        await asyncio.wait_for(polled.wait(), 30)
+        for _ in range(100):
+            async with session.get(f"{url_of(bot)}/healthz") as answer:
+                status, body = answer.status, await answer.json()
+            if status != 200:
+                break
+            await asyncio.sleep(0.05)
+    await bot.close()
+    assert (status, body) == (503, {"status": "failed", "ended": {"poll": "failed: RuntimeError"}})

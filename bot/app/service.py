@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 
 import aiohttp
 from aiohttp import web
@@ -44,6 +44,7 @@ HEALTH_STORE = web.AppKey("health_store", Store)  # the health lane's connection
 HEALTH_DEADLINE_S = 2.0
 GITHUB: web.AppKey[GitHubClient | None] = web.AppKey("github")  # given to create_app, else made per run
 SAID_UNREADY: web.AppKey[dict[str, str]] = web.AppKey("said_unready")  # the problem /readyz last logged
+ENDED: web.AppKey[dict[str, str]] = web.AppKey("ended")  # background loops that ended early, and how
 # The event loop answering webhooks and the threads doing database work hand the GIL back and forth many
 # times per delivery; at Python's default 5 ms a thread busy in Python (a worker claiming jobs) makes each
 # handoff cost up to that. 0.1 ms measured best with workers running (benchmarks/webhook_bench.py).
@@ -221,6 +222,11 @@ async def status(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
+    """200 while the process can do its work; 503 once one of its background loops (a job worker, the poll
+    loop, a sweep) has ended, which none does while the service runs: a restart brings it back."""
+    ended = request.app[ENDED]
+    if ended:
+        return web.json_response({"status": "failed", "ended": dict(sorted(ended.items()))}, status=503)
     return web.json_response({"status": "ok"})
 
 
@@ -282,7 +288,7 @@ def create_app(
         raise ValueError("a webhook secret is required")  # an empty one would accept anyone's signature
     app = web.Application(client_max_size=MAX_WEBHOOK_BYTES)
     app[SETTINGS], app[STORE], app[QUEUE], app[CLOCK] = settings, store, JobQueue(store), clock
-    app[METRICS], app[SAID_UNREADY], app[GITHUB] = Metrics(), {}, github
+    app[METRICS], app[SAID_UNREADY], app[ENDED], app[GITHUB] = Metrics(), {}, {}, github
     _add_lanes(app, settings, store, clock)
     periodic = (
         settings.poll_interval,
@@ -349,24 +355,44 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
             login = await _bot_login(github, stop)
             ctx = Context(settings, app[STORE], app[QUEUE], Registry(app[STORE]), github, login, app[CLOCK])
             name = f"{socket.gethostname()}:{os.getpid()}"
-            runners = [Worker(ctx, ROUTES, name=f"{name}:{i}").run(stop) for i in range(settings.workers)]
+            runners = {
+                f"worker {i}": Worker(ctx, ROUTES, name=f"{name}:{i}").run(stop)
+                for i in range(settings.workers)
+            }
             if settings.poll_interval > 0:
-                runners.append(poll.loop(ctx, stop))
-            runners += resync.loops(ctx, registry=metrics.registry, holder=name, stop=stop)
-            runners += trunk_watch.loops(ctx, holder=name, stop=stop)
+                runners["poll"] = poll.loop(ctx, stop)
+            runners |= resync.loops(ctx, registry=metrics.registry, holder=name, stop=stop)
+            runners |= trunk_watch.loops(ctx, holder=name, stop=stop)
             log.info(
                 "%d workers started as %s%s",
                 settings.workers,
                 login,
                 f", polling every {settings.poll_interval:g} s" if settings.poll_interval > 0 else "",
             )
-            await asyncio.gather(*runners)
+            await asyncio.gather(*(_watched(n, runner, stop, app[ENDED]) for n, runner in runners.items()))
 
-        task = asyncio.create_task(start())
+        task = asyncio.create_task(_watched("start", start(), stop, app[ENDED]))
         yield
         stop.set()  # workers finish the job in hand; one still running after the grace is handed back
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(task, timeout=SHUTDOWN_GRACE_S)
+
+
+async def _watched(name: str, runner: Awaitable[None], stop: asyncio.Event, ended: dict[str, str]) -> None:
+    """Run one background loop. None ends before `stop` (each outlives its rounds' failures): one that does
+    is logged and kept in `ended`, which turns /healthz to 503, so the orchestrator restarts a process that
+    would otherwise take webhooks that no worker works off."""
+    try:
+        await runner
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        ended[name] = f"failed: {type(exc).__name__}"
+        log.exception("the %s loop failed; /healthz answers 503 from now on", name)
+    else:
+        if not stop.is_set():
+            ended[name] = "ended"
+            log.error("the %s loop ended while the service runs; /healthz answers 503 from now on", name)
 
 
 def _github_client(app: web.Application, session: aiohttp.ClientSession) -> GitHubClient:
