@@ -109,6 +109,7 @@ def test_the_history_keeps_every_point_in_order_and_latest_is_per_fork(store: St
     assert [p.days_behind for p in history.history(FORK, limit=2)] == [1.0, 2.0]  # the newest two
     latest = history.latest()
     assert set(latest) == {FORK, OTHER} and latest[OTHER].days_behind is None
+    assert latest[FORK] == history.history(FORK)[-1]  # the newest by time, as the dashboard reads it
     assert latest[FORK].at.tzinfo is not None
     assert history.since(START + dt.timedelta(days=1)) == 3
 

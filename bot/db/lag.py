@@ -49,9 +49,15 @@ class LagHistory:
         return [LagPoint.model_validate({k: row[k] for k in _FIELDS}) for row in reversed(rows)]
 
     def latest(self) -> dict[str, LagPoint]:
-        """Each fork's newest point."""
-        newest = select(func.max(lag_points.c.id).label("id")).group_by(lag_points.c.fork).subquery()
-        query = select(lag_points).join(newest, newest.c.id == lag_points.c.id)
+        """Each fork's newest point: the last of its `history` (by time, then by id)."""
+        rank = (
+            func.row_number()
+            .over(partition_by=lag_points.c.fork, order_by=(lag_points.c.at.desc(), lag_points.c.id.desc()))
+            .label("rank")
+        )
+        ranked = select(lag_points.c.id, rank).subquery()
+        newest = select(ranked.c.id).where(ranked.c.rank == 1)
+        query = select(lag_points).where(lag_points.c.id.in_(newest))
         with self._engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return {row["fork"]: LagPoint.model_validate({k: row[k] for k in _FIELDS}) for row in rows}
