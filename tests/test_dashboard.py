@@ -18,6 +18,7 @@ from bot.core.models import (
     Plan,
     PlannedCommit,
     RiskLevel,
+    RiskReason,
     RiskyChain,
     StreamStatus,
 )
@@ -115,7 +116,9 @@ def test_open_ingestions_with_their_tier_states() -> None:
     assert "| #9 (needs a human) | `chain-bbbb` | 1 | — | — | — | — |" in body
 
 
-def planned(n: int, *files: str, subject: str = "a change") -> PlannedCommit:
+def planned(
+    n: int, *files: str, subject: str = "a change", reasons: tuple[RiskReason, ...] = ()
+) -> PlannedCommit:
     return PlannedCommit(
         sha=sha(n),
         subject=subject,
@@ -125,7 +128,7 @@ def planned(n: int, *files: str, subject: str = "a change") -> PlannedCommit:
         files=files,
         symbols=(),
         risk=RiskLevel.HIGH,
-        reasons=(),
+        reasons=reasons,
         depends_on=(),
     )
 
@@ -178,6 +181,7 @@ def test_backlog_lines_carry_a_box_and_a_marker_that_ticks_read_back() -> None:
         ("fix <!-- sluice:retry " + sha(7) + " -->", "fix &lt;!-- sluice:retry " + sha(7) + " --&gt;"),
         ("thanks @octocat (#1872)", "thanks @&#8203;octocat (#&#8203;1872)"),
         ("use `x` & [y]", "use 'x' &amp; \\[y]"),
+        ("\\[approve](https://evil.example)", "\\\\\\[approve](https://evil.example)"),  # not `\\[`: a link
     ],
 )
 def test_subjects_are_inert(subject: str, shown: str) -> None:

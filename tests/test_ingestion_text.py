@@ -4,8 +4,10 @@ upstream's `(#1234)` never links the fork's own #1234 and an `@name` in a subjec
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
+from markdown_it import MarkdownIt
 
 from bot.core import emergency
 from bot.core.commands import status_reply
@@ -25,6 +27,8 @@ from bot.core.models import (
     RiskReason,
 )
 from bot.core.webhooks import Pull
+from bot.flows import patch_stack
+from bot.flows.patch_stack import GrowthReport, Overlap
 from tests.test_dashboard import planned
 
 SUBJECT = "[AMD] Fix mfma layout | for gfx942 (cc @antiagainst) <b>x</b> (#4567)"
@@ -77,6 +81,83 @@ def test_the_classification_comment_shows_upstream_subjects_inert() -> None:
     clean = CommitReport(upstream=planned(1).sha, subject=SUBJECT, status=PickStatus.CLEAN, tree="t" * 40)
     comment = classification(picked_with(clean), config=SluiceConfig(), links=LINKS)
     inert(comment.render({}))
+
+
+def test_a_reverts_reason_naming_the_reverted_subject_is_inert_where_it_is_shown() -> None:
+    """A revert's `revert` reason names the subject it reverts, upstream's `(#4567)` and @mentions in it."""
+    reverts = RiskReason(kind=RiskKind.REVERT, level=RiskLevel.HIGH, detail=f"reverts {SUBJECT}")
+    unit = Unit("chain-abc", UnitKind.CHAIN, (planned(1, "lib/a.cpp", subject=SUBJECT, reasons=(reverts,)),))
+    clean = CommitReport(upstream=planned(1).sha, subject=SUBJECT, status=PickStatus.CLEAN, tree="t" * 40)
+    picked = PickedUnit(unit, "main", None, (clean,))
+    body = pr_body(picked, links=LINKS, upstream_parent=None)
+    comment = classification(picked, config=SluiceConfig(), links=LINKS).render({})
+    for text in (body, comment):
+        inert(text)
+        assert "revert (high): reverts \\[AMD] Fix mfma layout" in text
+    bisected = RiskReason(kind=RiskKind.BISECTED, level=RiskLevel.CRITICAL, detail="L2 failed on #12 (x)")
+    unit = Unit("chain-abc", UnitKind.CHAIN, (planned(1, "lib/a.cpp", reasons=(bisected,)),))
+    body = pr_body(PickedUnit(unit, "main", None, (clean,)), links=LINKS, upstream_parent=None)
+    assert "bisected (critical): L2 failed on #12 (x)" in body  # Sluice's own: the fork's PR linked
+
+
+def test_a_conflicts_symbol_and_path_with_a_pipe_stay_in_their_cells() -> None:
+    """C++ has `operator|`: GitHub splits a table's cells at `|` inside code spans too."""
+    blocked = CommitReport(
+        upstream=planned(1).sha,
+        subject="s",
+        status=PickStatus.NEEDS_HUMAN,
+        tree=None,
+        files=(
+            FileReport(
+                path="lib/a|b.cpp",
+                cls="semantic",
+                resolved=False,
+                rule=None,
+                reason="both sides changed it",
+                hunks=(),
+                evidence=FileEvidence(
+                    upstream=planned(1).sha, blame=(), component=None, symbol="mlir::operator|"
+                ),
+            ),
+        ),
+    )
+    comment = classification(picked_with(blocked), config=SluiceConfig(), links=LINKS).render({})
+    table = comment[comment.index("### Conflicts") :]
+    html = MarkdownIt("commonmark").enable("table").render(table)  # GFM's table rules, as GitHub renders
+    row = html.split("<tbody>")[1].split("</tr>")[0]
+    cells = [c.split(">", 1)[1] for c in row.split("</td>") if "<td" in c]
+    assert cells[1:4] == ["<code>lib/a|b.cpp</code>", "semantic", "<code>mlir::operator|</code>"]
+    assert cells[-1] == "needs a human: both sides changed it"
+
+
+def test_the_patch_stack_comment_shows_upstream_subjects_inert_and_fits_github() -> None:
+    upstream = CommitInfo(
+        sha=planned(1).sha,
+        parents=(),
+        author_name="a",
+        author_email="a@example.com",
+        author_time=0,
+        committer_time=0,
+        message=SUBJECT,
+    )
+    overlap = Overlap("lib/a.cpp: mlir::operator|", (upstream,))
+    report = GrowthReport(
+        commits=1,
+        files=("lib/a.cpp",),
+        added=1,
+        removed=0,
+        stack_before=10,
+        file_overlaps=(),
+        symbol_overlaps=(overlap,),
+    )
+    text = patch_stack.comment(report, upstream_name="triton-lang/triton")
+    row = next(line for line in text.splitlines() if line.startswith("| `lib/a.cpp"))
+    assert "@antiagainst" not in row and "(#4567)" not in row and "<b>" not in row
+    assert row.startswith("| `lib/a.cpp: mlir::operator\\|` | ") and "mfma layout \\| for gfx942" in row
+    huge = replace(report, symbol_overlaps=(replace(overlap, upstream=(upstream,) * 3),) * 25)
+    huge_subject = upstream.model_copy(update={"message": "x" * 5000})
+    huge = replace(huge, file_overlaps=(Overlap("lib/a.cpp", (huge_subject,) * 3),) * 25)
+    assert len(patch_stack.comment(huge, upstream_name="u")) < GITHUB_TEXT_MAX_CHARS
 
 
 def test_the_local_commands_fetch_the_upstream_commit_before_picking_it() -> None:

@@ -11,6 +11,7 @@ from bot.core.codeowners import CodeOwners
 from bot.core.config import CONFIG_PATH, SluiceConfig
 from bot.core.ingestion import CheckName
 from bot.core.l3_metrics import UNASSIGNED, L3Metrics, Signoff, by_area, listed
+from bot.core.markdown import cell
 
 TIER_KEYS = {"l1": CheckName.L1, "l2": CheckName.L2, "l3": CheckName.L3}
 NEEDS_APPROVAL = frozenset({"api", "semantic"})  # conflict classes no rule resolves: a person's resolution
@@ -446,14 +447,10 @@ def summary(decision: GateDecision, *, notes: Sequence[str] = ()) -> str:
         lines += ["### Missing", "", "| what | who can provide it | how |", "|---|---|---|"]
         for item in decision.missing:
             who = ", ".join(item.who) if item.who else "—"
-            lines.append(f"| {_cell(item.what)} | {_cell(who)} | {_cell(item.how)} |")
+            lines.append(f"| {cell(item.what)} | {cell(who)} | {cell(item.how)} |")
         lines.append("")
     lines += ["### Conditions met", ""]
-    lines += [f"- {_cell(line)}" for line in decision.met] or ["- nothing yet"]
+    lines += [f"- {cell(line)}" for line in decision.met] or ["- nothing yet"]
     if notes:
         lines += ["", "### Notes", "", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")

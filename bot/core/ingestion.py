@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bot.core.config import SluiceConfig, Strategy
 from bot.core.limits import GITHUB_TEXT_MAX_CHARS, rows_that_fit
-from bot.core.markdown import plain
+from bot.core.markdown import cell, plain
 from bot.core.models import (
     CommitReport,
     FileReport,
@@ -16,7 +16,9 @@ from bot.core.models import (
     PickStatus,
     Plan,
     PlannedCommit,
+    RiskKind,
     RiskLevel,
+    RiskReason,
     RiskyChain,
 )
 from bot.core.render import plural
@@ -167,7 +169,15 @@ def labels(picked: PickedUnit) -> list[str]:
 
 
 def _reasons(commit: PlannedCommit) -> str:
-    return "; ".join(f"{r.kind.value} ({r.level.value}): {r.detail}" for r in commit.reasons) or "low risk"
+    return "; ".join(_reason(r) for r in commit.reasons) or "low risk"
+
+
+def _reason(reason: RiskReason) -> str:
+    """A risk reason, its detail inert: a revert's names the reverted subject, upstream's `(#1234)` and
+    @mentions in it. A `bisected` detail is Sluice's own, linking the fork's PR on purpose (its failure
+    text made inert when it was written)."""
+    detail = reason.detail if reason.kind is RiskKind.BISECTED else plain(reason.detail)
+    return f"{reason.kind.value} ({reason.level.value}): {detail}"
 
 
 def _outcome(report: CommitReport | None) -> str:
@@ -211,7 +221,7 @@ def pr_body(
     ]
     rows = [
         f"| {index} | {links.commit(commit.sha)} | {_subject(commit.subject)} | "
-        f"{_cell(_reasons(commit))} | {_cell(_outcome(reports.get(commit.sha)))} |"
+        f"{cell(_reasons(commit))} | {cell(_outcome(reports.get(commit.sha)))} |"
         for index, commit in enumerate(unit.commits, 1)
     ]
     blocked = picked.blocked is not None
@@ -369,8 +379,8 @@ def _conflict_row(report: CommitReport, file: FileReport, *, links: Links) -> st
     component = f" ({file.evidence.component})" if file.evidence.component else ""
     others = ", ".join(sha[:12] for sha in file.fork_commits()) or "—"  # bare: GitHub links them
     return (
-        f"| {links.commit(report.upstream)} | `{file.path}`{lines if file.hunks else ''}{component} | "
-        f"{file.cls} | {f'`{symbol}`' if symbol else '—'} | {others} | {_cell(outcome)} |"
+        f"| {links.commit(report.upstream)} | `{cell(file.path)}`{lines if file.hunks else ''}{component} | "
+        f"{file.cls} | {f'`{cell(symbol)}`' if symbol else '—'} | {others} | {cell(outcome)} |"
     )
 
 
@@ -387,7 +397,7 @@ def _unresolved(picked: PickedUnit, *, links: Links) -> list[str]:
     found = []
     for commit in picked.unit.commits:
         risky = [r for r in commit.reasons if r.level in (RiskLevel.HIGH, RiskLevel.CRITICAL)]
-        found += [f"- {links.commit(commit.sha)} {r.kind.value} ({r.level.value}): {r.detail}" for r in risky]
+        found += [f"- {links.commit(commit.sha)} {_reason(r)}" for r in risky]
     for report in picked.reports:
         if report.status is PickStatus.PROPOSED:
             found.append(
@@ -400,15 +410,10 @@ def _unresolved(picked: PickedUnit, *, links: Links) -> list[str]:
     return found
 
 
-def _cell(text: str) -> str:
-    """Text that stays inside one Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _subject(text: str) -> str:
     """An upstream commit subject in a table cell, inert: no @mention of upstream's people, no link to the
     fork's own issue for upstream's `(#1234)` (the commit's link beside it leads to upstream's PR)."""
-    return _cell(plain(text))
+    return cell(plain(text))
 
 
 def upstream_web_url(url: str, *, web_base: str) -> str | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.core.limits import fit_for_github
+from bot.core.markdown import cell
 from bot.core.render import plural
 from bot.core.tiers import FailedTest, Level, ReportFacts, TierRun, Triage, Verdict
 
@@ -296,4 +297,4 @@ def _owner_line(owner: str | None) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")[:300]
+    return cell(text)[:300]

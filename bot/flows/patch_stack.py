@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.core.config import SluiceConfig
+from bot.core.limits import fit_for_github
+from bot.core.markdown import cell, plain
 from bot.core.models import CommitInfo, FileChange
 from bot.core.render import plural
 from bot.git.facts import annotate_symbols
@@ -125,7 +127,7 @@ def comment(report: GrowthReport, *, upstream_name: str, days: int = ACTIVE_DAYS
         ]
     else:
         lines.append("It touches no internal extension's code or upstream interfaces.")
-    return "\n".join(lines) + "\n"
+    return fit_for_github("\n".join(lines) + "\n", what="a comment")
 
 
 def _overlap_table(kind: str, overlaps: Sequence[Overlap]) -> list[str]:
@@ -133,9 +135,9 @@ def _overlap_table(kind: str, overlaps: Sequence[Overlap]) -> list[str]:
         return []
     rows = [f"| {kind} | recent upstream commits |", "|---|---|"]
     for overlap in overlaps[:MAX_LISTED]:
-        commits = ", ".join(f"`{c.sha[:10]}` {c.subject.replace('|', '/')}" for c in overlap.upstream[-3:])
+        commits = ", ".join(f"`{c.sha[:10]}` {cell(plain(c.subject))}" for c in overlap.upstream[-3:])
         more = f" (+{len(overlap.upstream) - 3} more)" if len(overlap.upstream) > 3 else ""
-        rows.append(f"| `{overlap.what}` | {commits}{more} |")
+        rows.append(f"| `{cell(overlap.what)}` | {commits}{more} |")
     if len(overlaps) > MAX_LISTED:
         rows.append(f"| … | {len(overlaps) - MAX_LISTED} more |")
     return [*rows, ""]
