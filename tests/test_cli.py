@@ -518,3 +518,14 @@ def test_serve_names_each_malformed_setting_without_echoing_its_value(
         "private key"
     ]
     assert "s3cr3t" not in err and "hunter2" not in err and "Traceback" not in err
+
+
+def test_upstream_subjects_reach_the_terminal_with_their_control_characters_escaped(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ESC in a subject would retitle the terminal, hide the rest of the row or erase the lines above it;
+    `sluice plan` shows it as `\\x1b` (as `status`, `pick`, `audit` and `hold` do, through one function)."""
+    scenario.upstream("[BUILD] Bump \x1b]0;owned\x07\x1b[8m hidden (#2)", {"cmake/llvm-hash.txt": "b\n"})
+    code, out, _ = run(capsys, "plan", *scenario.repo_args(), "--full")
+    assert code == 0 and "\x1b" not in out and "\x07" not in out
+    assert "Bump \\x1b]0;owned\\x07\\x1b[8m" in out.replace("\n", "")

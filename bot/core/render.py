@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderResult
@@ -33,6 +35,20 @@ SAID_NOTHING = ("—", "one commit")  # a fact the narrow summary leaves out
 WIDE = 150  # from this width on, the summary gives each fact its own column
 ID_WIDTH, SIZE_WIDTH, RISK_WIDTH = 18, 27, 9  # bundle-<sha10>, "4781 commits, 1262630 lines", critical
 ComponentOf = Callable[[str], str | None]
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 (but tab and newline), DEL and C1
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: its control characters shown escaped (`\\x1b`), so an upstream subject cannot
+    retitle the terminal, hide the rest of a row or erase the lines above it."""
+    return _CONTROL.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
+def _text(text: str, style: str = "", **options: Any) -> Text:
+    # Text, not str: a subject such as "[backend] ..." must not be read as rich markup.
+    return Text(printable(text), style, **options)
 
 
 def plural(count: int, noun: str) -> str:
@@ -67,7 +83,7 @@ def status_table(status: StreamStatus) -> Table:
         shown = [f"{sha[:10]} unreadable: {path}" for sha, path in list(status.unreadable.items())[:3]]
         more = len(status.unreadable) - len(shown)
         table.add_row(
-            "Unreadable commits", Text("\n".join(shown + ([f"… {more} more (--json)"] if more else [])))
+            "Unreadable commits", _text("\n".join(shown + ([f"… {more} more (--json)"] if more else [])))
         )
     return table
 
@@ -82,7 +98,7 @@ def status_renderable(status: StreamStatus, *, held: Sequence[tuple[DispositionR
         for record, subject in held:
             by = record.approver or "—"
             cells = (record.sha[:10], record.disposition.value, subject, record.reason or "—", by)
-            table.add_row(*map(Text, cells))
+            table.add_row(*map(_text, cells))
         parts.append(table)
     return Group(*parts)
 
@@ -126,10 +142,10 @@ def _commit_table(
     for index, c in enumerate(commits, 1):
         reasons = _why(c, (why or {}).get(c.sha))
         after = "\n".join(f"{d.sha[:10]} ({d.kind})" for d in c.depends_on) or "—"
-        # Text, not str: a subject such as "[backend] ..." must not be read as rich markup.
         cells = (str(index), c.sha[:10], c.subject, str(c.changed_lines))
-        risk = Text(c.risk, RISK_STYLE[c.risk])
-        table.add_row(*map(Text, cells), risk, Text(reasons, overflow="fold"), Text(after, overflow="fold"))
+        risk = _text(c.risk, RISK_STYLE[c.risk])
+        folded = (_text(reasons, overflow="fold"), _text(after, overflow="fold"))
+        table.add_row(*map(_text, cells), risk, *folded)
     return table
 
 
@@ -201,10 +217,10 @@ class _Summary:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         width = options.max_width
-        yield Text("")
+        yield _text("")
         yield self._wide(width) if width >= WIDE else self._narrow(width)
         if self.more:
-            yield Text(f"… and {self.more} more: sluice plan --full", style="dim")
+            yield _text(f"… and {self.more} more: sluice plan --full", style="dim")
 
     def _table(self) -> Table:
         return Table(
@@ -251,8 +267,7 @@ class _Summary:
 
 
 def _line(text: str, *, style: str = "") -> Text:
-    # Text, not str: a subject such as "[backend] ..." must not be read as rich markup.
-    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
+    return _text(text, style=style, no_wrap=True, overflow="ellipsis")
 
 
 def _chains_summary(chains: Sequence[RiskyChain], component_of: ComponentOf | None) -> _Summary:
@@ -264,7 +279,7 @@ def _chains_summary(chains: Sequence[RiskyChain], component_of: ComponentOf | No
         )
         done = f", {len(chain.ingested)} ingested before" if chain.ingested else ""
         facts = (_components(chain.commits, component_of), _top_reasons(chain.commits), _linked_by(chain))
-        risk = Text(chain.risk, RISK_STYLE[chain.risk])
+        risk = _text(chain.risk, RISK_STYLE[chain.risk])
         rows.append((chain.id, root, _size(chain.commits) + done, risk, facts))
     title = "Risky chains (each in order, a person watching)"
     headers = ("components", "top reasons", "linked by")
@@ -277,7 +292,7 @@ def _bundles_summary(bundles: Sequence[LowRiskBundle], component_of: ComponentOf
         ends = bundle.commits[0].subject
         if len(bundle.commits) > 1:
             ends += f" … {bundle.commits[-1].subject}"
-        risk = Text("low", RISK_STYLE["low"])
+        risk = _text("low", RISK_STYLE["low"])
         facts = (_components(bundle.commits, component_of),)
         rows.append((bundle.id, ends, _size(bundle.commits), risk, facts))
     title = "Low-risk bundles (each goes in as one ingestion PR)"
@@ -294,7 +309,7 @@ def plan_renderable(plan: Plan, *, full: bool = False, component_of: ComponentOf
     bundled = sum(len(b.commits) for b in plan.bundles)
     chained = sum(len(c.commits) for c in plan.chains)
     parts.append(
-        Text(
+        _text(
             f"\n{plural(bundled, 'commit')} in {plural(len(plan.bundles), 'low-risk bundle')} "
             f"({plural(lines, 'line')}), {chained} in {plural(len(plan.chains), 'risky chain')}, "
             f"{len(plan.held)} held.\n",
@@ -302,20 +317,20 @@ def plan_renderable(plan: Plan, *, full: bool = False, component_of: ComponentOf
         )
     )
     if plan.risk_decision is not None:
-        parts.append(Text(_decision_line(plan)))
+        parts.append(_text(_decision_line(plan)))
     if plan.order:
-        parts.append(Text(_order_line(plan.order)))
+        parts.append(_text(_order_line(plan.order)))
     if plan.chains:
         parts.append(_chains_summary(plan.chains, component_of))
     if plan.bundles:
         parts.append(_bundles_summary(plan.bundles, component_of))
     if plan.held:
-        parts.append(Text("Held: " + ", ".join(f"{s[:10]} ({d})" for s, d in plan.held.items())))
+        parts.append(_text("Held: " + ", ".join(f"{s[:10]} ({d})" for s, d in plan.held.items())))
     if full:
         parts.extend(_commit_table(_bundle_title(bundle), bundle.commits) for bundle in plan.bundles)
         parts.extend(_commit_table(_chain_title(c), c.commits, why=c.why) for c in plan.chains)
     elif plan.bundles or plan.chains:
-        parts.append(Text("Every commit with its reasons and dependencies: sluice plan --full", style="dim"))
+        parts.append(_text("Every commit with its reasons and dependencies: sluice plan --full", style="dim"))
     return Group(*parts)
 
 
@@ -372,22 +387,22 @@ def pick_renderable(report: PickReport) -> Group:
         brings = f"\n(its merge brings {plural(len(c.brings), 'earlier commit')} too)" if c.brings else ""
         classes = Counter(f"{f.cls}, resolved" if f.resolved else str(f.cls) for f in c.files)
         table.add_row(
-            Text(c.upstream[:10]),
-            Text(c.subject + brings),
-            Text(c.status, PICK_STYLE[c.status]),
-            Text(_counted(classes, limit=len(classes))),
+            _text(c.upstream[:10]),
+            _text(c.subject + brings),
+            _text(c.status, PICK_STYLE[c.status]),
+            _text(_counted(classes, limit=len(classes))),
         )
     if report.untried:
         table.add_row(
-            Text("…"),
-            Text(
+            _text("…"),
+            _text(
                 f"{plural(len(report.untried), 'commit')} after it not tried: "
                 "a merge of any would bring it too"
             ),
-            Text("not tried", "dim"),
-            Text("—"),
+            _text("not tried", "dim"),
+            _text("—"),
         )
-    return Group(table, *_conflicted_files(report), Text(_pick_summary(report), style="bold"))
+    return Group(table, *_conflicted_files(report), _text(_pick_summary(report), style="bold"))
 
 
 def _conflicted_files(report: PickReport) -> list[Text]:
@@ -396,12 +411,12 @@ def _conflicted_files(report: PickReport) -> list[Text]:
     changed it, and for a file left to a person the fork commits on the other side (whom to ask)."""
     lines = []
     for c in (c for c in report.commits if c.files):
-        lines.append(Text(f"{c.upstream[:10]} {c.subject}", style="bold", no_wrap=True, overflow="ellipsis"))
+        lines.append(_text(f"{c.upstream[:10]} {c.subject}", style="bold", no_wrap=True, overflow="ellipsis"))
         for f in c.files:
             how = f", resolved by {f.rule}" if f.resolved else f" — {f.reason}"
-            lines.append(Text(f"  {f.path}: {f.cls}{how}{_changed_by(f.changed_by, c.upstream)}"))
+            lines.append(_text(f"  {f.path}: {f.cls}{how}{_changed_by(f.changed_by, c.upstream)}"))
             if not f.resolved and (others := f.fork_commits()):
-                lines.append(Text(f"    fork commits on the other side: {_shas(others)}", style="dim"))
+                lines.append(_text(f"    fork commits on the other side: {_shas(others)}", style="dim"))
     return lines
 
 

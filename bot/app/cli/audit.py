@@ -8,6 +8,7 @@ import json
 from bot.app.cli.common import existing_store
 from bot.core.audit import render as render_audit
 from bot.core.errors import NotFound
+from bot.core.render import printable
 from bot.db.gates import GateStore
 
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
             json.dumps([{"id": n, **r.model_dump(mode="json")} for n, r in found], indent=2, sort_keys=True)
         )
     else:
-        print("\n".join(render_audit(n, r) for n, r in found), end="")
+        print(printable("\n".join(render_audit(n, r) for n, r in found)), end="")
     return 0
 
 

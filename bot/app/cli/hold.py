@@ -11,6 +11,7 @@ from bot.app.clock import utc_now
 from bot.core.config import MERGE_HOLDS_NOTHING, Strategy
 from bot.core.errors import GitError, SluiceError
 from bot.core.models import CommitInfo, Disposition, DispositionRecord
+from bot.core.render import printable
 from bot.flows.engine import Snapshot, take_snapshot
 from bot.flows.planning import fork_key
 from bot.git.repo import GitRepo
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     done = f"no longer {HOLD_VERB[held]}" if args.undo else HOLD_VERB[held]
     for commit in commits:
-        print(f"{commit.sha[:10]} {done} by {approver}: {commit.subject}")
+        print(printable(f"{commit.sha[:10]} {done} by {approver}: {commit.subject}"))
     return 0
 
 

@@ -38,9 +38,8 @@ def run(args: argparse.Namespace) -> int:
     status = with_dispositions(snapshot, held)
     if args.audit:
         audit = recognition_audit(repo, snapshot, config)
-        sys.stdout.write(
-            json.dumps(audit, indent=2, sort_keys=True) + "\n" if args.json else audit_text(audit)
-        )
+        text = json.dumps(audit, indent=2, sort_keys=True) + "\n" if args.json else audit_text(audit)
+        sys.stdout.write(render.printable(text))
     elif args.json:
         sys.stdout.write(render.to_json(status))
     else:
