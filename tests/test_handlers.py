@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
+import logging
 import re
-from collections.abc import AsyncIterator
+import socket
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ from bot.core.tiers import Level, RunState, TierRun
 from bot.db.jobs import Job, JobQueue, JobState
 from bot.db.registry import Fork, Registry
 from bot.db.store import Store
+from bot.git import mirror as mirror_module
 from bot.github.client import GitHubClient
 from handlers import ROUTES, poll
 from tests.support.github_sim import ZERO_SHA, GitHubSim
@@ -383,6 +388,39 @@ async def test_poll_requests_an_ingestion_once_per_upstream_move(ctx: Context) -
     assert queued(ctx) == [("ingest", FORK)]
     sim_of(ctx).commit(UPSTREAM, "main", {"docs/a.md": "a\n"}, message="docs")
     assert await poll.poll_once(ctx) == [FORK]
+
+
+@contextlib.contextmanager
+def silent_host() -> Iterator[str]:
+    """An HTTP host that takes every connection and never says a word: a git URL on it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(listener.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/o/r.git"
+    finally:
+        listener.close()
+        for connection in held:
+            connection.close()
+
+
+async def test_an_upstream_that_never_answers_holds_up_neither_the_poll_nor_the_other_forks(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(mirror_module.NETWORK_TIMEOUT_S, "ls-remote", 2.0)
+    fork_record(ctx, upstream_repo=None)
+    with silent_host() as url, caplog.at_level(logging.WARNING, logger="sluice.poll"):
+        quiet = Fork("a/quiet", 1, "main", url, "main", None, None)  # polled first: forks go by name
+        ctx.registry.register_fork(quiet, at=NOW)
+        assert await asyncio.wait_for(poll.poll_once(ctx), 60) == [FORK]
+    assert queued(ctx) == [("ingest", FORK)]
+    assert "for a/quiet failed: git ls-remote failed in the mirror: no answer within 2 s" in caplog.text
 
 
 async def test_poll_skips_upstreams_that_send_webhooks(ctx: Context) -> None:

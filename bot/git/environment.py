@@ -10,6 +10,10 @@ GIT_ENV = {
     "GIT_LITERAL_PATHSPECS": "1",
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_NO_REPLACE_OBJECTS": "1",
+    # A remote that took the connection and then sends nothing (no data, no keepalive) for 5 minutes is
+    # given up on: git's default is to wait forever.
+    "GIT_HTTP_LOW_SPEED_LIMIT": "1",
+    "GIT_HTTP_LOW_SPEED_TIME": "300",
 }
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import os
 import re
+import signal
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +30,11 @@ AUTH_REFUSED = re.compile(
 )
 # How git says that the remote has no such branch: a name a person gave, which no retry makes appear.
 NO_REMOTE_REF = re.compile(r"couldn't find remote ref (\S+)", re.IGNORECASE)
-NETWORK_COMMANDS = frozenset({"fetch", "push", "ls-remote"})
+# No network command waits forever on a remote that took the connection and went quiet (the poll round and a
+# job would wait with it): beside git's own low-speed limit on HTTP (GIT_ENV), every transport is cut off
+# after these many seconds.
+NETWORK_TIMEOUT_S = {"fetch": 2 * 3600.0, "push": 3600.0, "ls-remote": 120.0}
+NETWORK_COMMANDS = frozenset(NETWORK_TIMEOUT_S)
 SAFE_GIT = ("-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", "-c", "core.askPass=")
 # The service's mirrors use no credential helper: the only credential git sends is the token handed to it.
 NO_HELPERS = ("-c", "credential.helper=")
@@ -88,16 +94,30 @@ class Mirror:
         self._helpers = () if credential_helpers else NO_HELPERS
 
     def _git(self, *args: str, auth: Mapping[str, str] | None = None) -> str:
-        proc = subprocess.run(
+        command = args[0]
+        with subprocess.Popen(
             ["git", *SAFE_GIT, *self._helpers, *args],
             cwd=self.path,
-            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             env={**git_environ(), **(auth or {})},
-        )
+            start_new_session=True,  # its own process group: a timeout ends git-remote-https and ssh too
+        ) as proc:
+            try:
+                out, err = proc.communicate(timeout=NETWORK_TIMEOUT_S.get(command))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                waited = NETWORK_TIMEOUT_S[command]
+                raise GitTransportError(
+                    f"git {command} failed in the mirror: no answer within {waited:.0f} s",
+                    "check that the remote is reachable; it is tried again later",
+                ) from None
         if proc.returncode != 0:
-            raise failure_of_git(args[0], proc.stderr, proc.returncode, authenticated=auth is not None)
-        return proc.stdout.strip()
+            raise failure_of_git(command, err, proc.returncode, authenticated=auth is not None)
+        return out.strip()
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
