@@ -115,6 +115,17 @@ def test_days_behind_is_never_negative() -> None:
     )
     assert (status.ingestion_tip, status.days_behind) == (sha(8), 0.0)
 
+    # The one pending commit committed after upstream head: no hole is younger than the head.
+    late = [*STREAM[:10], (sha(10), STREAM[11][1] + DAY), STREAM[11]]
+    status = stream_status(
+        late,
+        missing={sha(10), sha(11)},
+        recognised={sha(11): pick(11)},
+        fork_head="f" * 40,
+        patch_stack_commits=0,
+    )
+    assert (status.oldest_missing, status.oldest_missing_days) == (sha(10), 0.0)
+
 
 def test_nothing_missing_means_no_oldest_missing() -> None:
     status = stream_status(STREAM, missing=set(), recognised={}, fork_head="f" * 40, patch_stack_commits=0)

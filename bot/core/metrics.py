@@ -45,7 +45,7 @@ def oldest_missing(
     oldest = min(((sha, times[sha]) for sha in pending), key=lambda st: st[1], default=None)
     if oldest is None:
         return None, None
-    return oldest[0], _days(stream[-1][1] - oldest[1])
+    return oldest[0], _days(max(0, stream[-1][1] - oldest[1]))  # clock skew: never younger than the head
 
 
 def _days(seconds: int) -> float:
