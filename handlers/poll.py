@@ -9,9 +9,10 @@ import logging
 from bot.app.context import Context
 from bot.core.errors import GitError, redact
 from bot.core.upstream_access import UpstreamRefused
-from handlers import requests
+from handlers import requests, upstream
 
 log = logging.getLogger("sluice.poll")
+GONE = ""  # the upstream head the poll saw when upstream had no such branch
 
 
 async def poll_once(ctx: Context) -> list[str]:
@@ -29,7 +30,14 @@ async def poll_once(ctx: Context) -> list[str]:
         except (GitError, UpstreamRefused) as exc:
             log.warning("poll of %s for %s failed: %s", redact(fork.upstream_url), fork.repo, exc.message)
             continue
-        if head is None or head == fork.upstream_seen:
+        if head is None:
+            # Told once (upstream_seen marks it gone), polled on: a branch that comes back is ingested.
+            if fork.upstream_seen != GONE and await ctx.db(
+                ctx.registry.mark_upstream_seen, fork.repo, old=fork.upstream_seen, new=GONE
+            ):
+                await upstream.report_gone(ctx, fork, how="git ls-remote finds none")
+            continue
+        if head == fork.upstream_seen:
             continue
         # Compare-and-set: of several replicas polling at once, one requests the ingestion.
         if await ctx.db(ctx.registry.mark_upstream_seen, fork.repo, old=fork.upstream_seen, new=head):

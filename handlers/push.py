@@ -16,7 +16,7 @@ from bot.core.webhooks import PushEvent
 from bot.flows.engine import CONFIG_PATH
 from bot.github.installations import holds
 from bot.ports import Job
-from handlers import requests
+from handlers import requests, upstream
 
 router = Router()
 log = logging.getLogger("sluice.push")
@@ -25,8 +25,13 @@ log = logging.getLogger("sluice.push")
 @router.register("push")
 async def on_push(event: PushEvent, *, ctx: Context, job: Job) -> None:
     repo, branch = event.repository.full_name, event.ref.removeprefix("refs/heads/")
-    if branch == event.ref or event.deleted:
-        return  # tags and deleted branches change nothing Sluice plans
+    if branch == event.ref:
+        return  # tags change nothing Sluice plans
+    if event.deleted:  # nothing to plan; but a fork that followed the branch has nothing to follow now
+        for tracking in await ctx.db(ctx.registry.forks_tracking, repo, branch):
+            who = f"@{event.sender.login}" if event.sender is not None else "a push"
+            await upstream.report_gone(ctx, tracking, how=f"{who} deleted it")
+        return
     if branch.startswith(BRANCH_PREFIX):
         log.info("push to %s %s: an ingestion branch; ignored", repo, branch)
         return

@@ -1,14 +1,20 @@
-"""A refusal to read a fork's upstream, told on the fork's `sluice/config` check run and rejecting the job."""
+"""What stops a fork's ingestion at its upstream, told on the fork's `sluice/config` check run: a refusal to
+read it (the job rejected), and a followed branch that upstream no longer has."""
 
 from __future__ import annotations
 
+import logging
+
 from bot.app.context import Context
 from bot.app.worker import Rejected
+from bot.core.config import CONFIG_PATH
+from bot.core.errors import redact
 from bot.core.upstream_access import UpstreamRefused
 from bot.ports import Fork
 
 CONFIG_CHECK = "sluice/config"
 REFUSED_TITLE = "Sluice may not read the upstream"
+log = logging.getLogger("sluice.upstream")
 
 
 async def report_refused(
@@ -17,6 +23,29 @@ async def report_refused(
     summary = f"{exc.message}.\n\n**To fix:** {exc.remedy}.\n"
     forge = ctx.forge(installation_id, repo)
     await forge.report_check(head, CONFIG_CHECK, ok=False, title=REFUSED_TITLE, summary=summary)
+
+
+GONE_TITLE = "The upstream branch is gone"
+
+
+async def report_gone(ctx: Context, fork: Fork, *, how: str) -> None:
+    """Upstream no longer has the branch the fork follows (deleted or renamed): nothing is ingested until it
+    is back or the configuration names another; the fork's trunk says so on its `sluice/config` check."""
+    log.warning(
+        "%s: upstream %s has no branch %s (%s)",
+        fork.repo,
+        redact(fork.upstream_url),
+        fork.upstream_branch,
+        how,
+    )
+    summary = (
+        f"Upstream ({redact(fork.upstream_url)}) has no branch `{fork.upstream_branch}` any more ({how}): "
+        "Sluice has nothing to ingest until it is back.\n\n"
+        f"**To fix:** if upstream renamed it, set `upstream.branch` in `{CONFIG_PATH}` to its new name.\n"
+    )
+    forge = ctx.forge(fork.installation_id, fork.repo)
+    head = await forge.branch_head(fork.branch)
+    await forge.report_check(head, CONFIG_CHECK, ok=False, title=GONE_TITLE, summary=summary)
 
 
 async def fork_auth(ctx: Context, fork: Fork) -> tuple[dict[str, str], dict[str, str] | None]:

@@ -11,6 +11,7 @@ import re
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -421,6 +422,48 @@ async def test_an_upstream_that_never_answers_holds_up_neither_the_poll_nor_the_
         assert await asyncio.wait_for(poll.poll_once(ctx), 60) == [FORK]
     assert queued(ctx) == [("ingest", FORK)]
     assert "for a/quiet failed: git ls-remote failed in the mirror: no answer within 2 s" in caplog.text
+
+
+def follow_release(ctx: Context, *, upstream_repo: str | None) -> Fork:
+    """The fork follows upstream's `release` branch (which upstream has, for now)."""
+    sim_of(ctx).git(UPSTREAM, "branch", "release", "main")
+    installed = fork_record(ctx, upstream_repo=upstream_repo, installation_id=sim_of(ctx).install(FORK))
+    record = replace(installed, upstream_branch="release")
+    ctx.registry.register_fork(record, at=NOW)
+    return record
+
+
+def config_runs(ctx: Context) -> list[dict[str, Any]]:
+    return [r for r in sim_of(ctx).check_runs[FORK] if r["name"] == "sluice/config"]
+
+
+async def test_a_polled_upstream_branch_that_is_gone_is_told_once_and_polled_on(ctx: Context) -> None:
+    follow_release(ctx, upstream_repo=None)
+    assert await poll.poll_once(ctx) == [FORK]
+    sim_of(ctx).git(UPSTREAM, "branch", "-D", "release")
+    assert await poll.poll_once(ctx) == [] and await poll.poll_once(ctx) == []
+    (run,) = config_runs(ctx)  # once, not once a round
+    assert (run["conclusion"], run["output"]["title"]) == ("failure", "The upstream branch is gone")
+    assert "no branch `release` any more (git ls-remote finds none)" in run["output"]["summary"]
+    assert run["head_sha"] == sim_of(ctx).git(FORK, "rev-parse", "main").strip()
+    sim_of(ctx).git(UPSTREAM, "branch", "release", "main")  # back: ingested again
+    assert await poll.poll_once(ctx) == [FORK]
+
+
+async def test_deleting_the_upstream_branch_a_fork_follows_is_told_on_the_fork(ctx: Context) -> None:
+    follow_release(ctx, upstream_repo=UPSTREAM)
+    upstream_installation = sim_of(ctx).install(UPSTREAM)
+    ctx.registry.add_repos(upstream_installation, [UPSTREAM])
+    before = sim_of(ctx).git(UPSTREAM, "rev-parse", "release").strip()
+    sim_of(ctx).git(UPSTREAM, "branch", "-D", "release")
+    payload = sim_of(ctx).push_payload(UPSTREAM, "refs/heads/release", before, ZERO_SHA) | {
+        "installation": {"id": upstream_installation},
+        "sender": {"login": "octocat"},
+    }
+    await dispatch(ctx, "push", payload)
+    (run,) = config_runs(ctx)
+    assert run["conclusion"] == "failure" and "(@octocat deleted it)" in run["output"]["summary"]
+    assert queued(ctx) == []
 
 
 async def test_poll_skips_upstreams_that_send_webhooks(ctx: Context) -> None:
