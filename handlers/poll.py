@@ -9,6 +9,8 @@ import logging
 from bot.app.context import Context
 from bot.core.errors import GitError, redact
 from bot.core.upstream_access import UpstreamRefused
+from bot.github.installations import on_github
+from bot.ports import Fork
 from handlers import requests, upstream
 
 log = logging.getLogger("sluice.poll")
@@ -17,9 +19,10 @@ GONE = ""  # the upstream head the poll saw when upstream had no such branch
 
 async def poll_once(ctx: Context) -> list[str]:
     """Request an ingestion for every fork whose polled upstream moved; the forks requested."""
-    moved = []
+    moved: list[str] = []
+    sending: dict[int, bool] = {}  # per installation upstream: whether GitHub sends its webhooks
     for fork in await ctx.db(ctx.registry.all_forks):
-        if fork.upstream_repo and await ctx.db(ctx.registry.installation_of, fork.upstream_repo) is not None:
+        if await _webhooks_arrive(ctx, fork, sending):
             continue  # the App is installed upstream: push webhooks arrive, no need to poll
         try:
             # Settings or DNS may have changed since the fork registered: the host is checked every time.
@@ -46,6 +49,27 @@ async def poll_once(ctx: Context) -> list[str]:
             )
             moved.append(fork.repo)
     return moved
+
+
+async def _webhooks_arrive(ctx: Context, fork: Fork, sending: dict[int, bool]) -> bool:
+    """Whether the App is installed on the fork's upstream and GitHub sends its pushes: the installation is
+    recorded, and GitHub has it, not suspended (a suspended one sends nothing, and no event says it ended).
+    Asked of GitHub once per installation and round; when GitHub does not answer, the upstream is polled."""
+    if not fork.upstream_repo:
+        return False
+    installation_id = await ctx.db(ctx.registry.installation_of, fork.upstream_repo)
+    if installation_id is None:
+        return False
+    if installation_id not in sending:
+        try:
+            found = await on_github(ctx.github, installation_id)
+        except Exception as exc:  # polling an upstream that also sends webhooks is harmless
+            log.warning(
+                "installation %d: GitHub did not say if it is active (%s); polling", installation_id, exc
+            )
+            found = None
+        sending[installation_id] = found is not None and not found.suspended
+    return sending[installation_id]
 
 
 async def loop(ctx: Context, stop: asyncio.Event) -> None:

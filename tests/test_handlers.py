@@ -468,8 +468,22 @@ async def test_deleting_the_upstream_branch_a_fork_follows_is_told_on_the_fork(c
 
 async def test_poll_skips_upstreams_that_send_webhooks(ctx: Context) -> None:
     fork_record(ctx)
-    ctx.registry.add_repos(99, [UPSTREAM])  # the App is installed upstream
+    installation_id = sim_of(ctx).install(UPSTREAM)
+    ctx.registry.add_repos(installation_id, [UPSTREAM])  # the App is installed upstream
     assert await poll.poll_once(ctx) == []
+
+
+async def test_poll_asks_an_upstream_whose_installation_is_suspended_or_gone(ctx: Context) -> None:
+    """A suspended installation sends no webhooks, and no event says when a suspension ends; one deleted
+    while Sluice was down left its record behind. Either way the upstream is polled."""
+    fork_record(ctx)
+    installation_id = sim_of(ctx).install(UPSTREAM)
+    ctx.registry.add_repos(installation_id, [UPSTREAM])
+    sim_of(ctx).suspend(installation_id)
+    assert await poll.poll_once(ctx) == [FORK]
+    sim_of(ctx).commit(UPSTREAM, "main", {"docs/a.md": "a\n"}, message="docs")
+    sim_of(ctx).delete_installation(installation_id)
+    assert await poll.poll_once(ctx) == [FORK]
 
 
 # ------------------------------------------------------------------ the worker
