@@ -16,7 +16,7 @@ from pydantic import SecretStr
 
 from bot.app.service import create_app
 from bot.app.settings import Settings
-from bot.app.status import LagGauges
+from bot.app.status import LagGauges, fork_views, registered_figures
 from bot.core.charts import Series, line_chart
 from bot.core.ingestion import IngestionRecord
 from bot.core.lag import LagPoint
@@ -112,6 +112,25 @@ def test_the_history_keeps_every_point_in_order_and_latest_is_per_fork(store: St
     assert latest[FORK] == history.history(FORK)[-1]  # the newest by time, as the dashboard reads it
     assert latest[FORK].at.tzinfo is not None
     assert history.since(START + dt.timedelta(days=1)) == 3
+
+
+def test_an_ingestion_closed_since_the_last_run_leaves_the_open_figure_at_once(store: Store) -> None:
+    """A PR merged or closed by a person closes its record at once, with no ingestion run after it (one
+    paused, say): the page's figure and `/metrics` count what is open now, as the page's table does."""
+    registry = Registry(store)
+    registry.register_fork(
+        Fork(FORK, 1, "main", "https://github.com/triton-lang/triton", "main", None, None), at=START
+    )
+    record = IngestionRecord(FORK, "bundle-abc", "bundle", "open", 17, "h" * 40, "a" * 40, "b" * 40, 3, None)
+    registry.save_ingestion(record, at=START)
+    LagHistory(store).record(
+        point(FORK, 0, days_behind=2.0, backlog=0).model_copy(update={"open_ingestions": 1})
+    )
+    assert registered_figures(store).latest[FORK].open_ingestions == 1
+    assert registry.close_pull(FORK, "bundle-abc", 17, at=START + dt.timedelta(hours=1))
+    page = status_page(fork_views(store), web_url="https://github.com", now=START + dt.timedelta(hours=2))
+    assert "<dt>Open ingestions</dt><dd>0</dd>" in page and "No open ingestion." in page
+    assert registered_figures(store).latest[FORK].open_ingestions == 0
 
 
 def tier_run(

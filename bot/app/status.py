@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Gauge
 
 from bot.core.bisect_pr import BisectionStats
+from bot.core.ingestion import IngestionRecord
 from bot.core.lag import LagPoint
 from bot.core.status_page import ForkView
 from bot.core.tiers import PASS_RATE_WINDOW, TierStats
@@ -25,7 +26,7 @@ def fork_views(store: Store) -> list[ForkView]:
     registry, history = Registry(store), LagHistory(store)
     views = []
     for fork in sorted(registry.all_forks(), key=lambda f: f.repo):
-        records = [r for state in SHOWN_STATES for r in registry.ingestions(fork.repo, state=state)]
+        records = _open_now(registry, fork.repo)
         views.append(
             ForkView(
                 repo=fork.repo,
@@ -47,11 +48,21 @@ class Figures:
     bisections: list[BisectionStats]
 
 
+def _open_now(registry: Registry, fork: str) -> list[IngestionRecord]:
+    return [r for state in SHOWN_STATES for r in registry.ingestions(fork, state=state)]
+
+
 def registered_figures(store: Store) -> Figures:
     """Each registered fork's newest lag point, tier records and bisections (blocking: run it on a lane)."""
-    registered = {fork.repo for fork in Registry(store).all_forks()}
+    registry = Registry(store)
+    registered = {fork.repo for fork in registry.all_forks()}
+    latest = {fork: point for fork, point in LagHistory(store).latest().items() if fork in registered}
     return Figures(
-        latest={fork: point for fork, point in LagHistory(store).latest().items() if fork in registered},
+        # A PR closed since that run left the open ingestions at once: counted now, not as the run saw them.
+        latest={
+            fork: point.model_copy(update={"open_ingestions": len(_open_now(registry, fork))})
+            for fork, point in latest.items()
+        },
         tiers=[s for s in TierRuns(store).stats() if s.fork in registered],
         bisections=[s for s in Bisections(store).stats() if s.fork in registered],
     )
