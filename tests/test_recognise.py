@@ -201,6 +201,19 @@ def test_the_fork_prs_own_number_is_not_the_upstream_pr() -> None:
     assert list(found) == [UP[0].sha]
 
 
+def test_the_fork_prs_own_number_never_names_an_unrelated_upstream_commit() -> None:
+    """The pick lost upstream's tags and number (squash-merged as fork PR #4314): its only number is
+    upstream's unrelated #4314, whose title disagrees. The title, its tags aside, names the commit."""
+    pick = fork_commit("[Cherry-pick] Fix lds bank conflicts (#4314)")
+    found = recognise(UP, [pick], upstream_patch_ids={}, fork_patch_ids={}, config=SluiceConfig())
+    assert list(found) == [UP[0].sha]  # "[AMD] Fix lds bank conflicts (#4312)", not "Faster store (#4314)"
+
+    renamed = fork_commit("[Cherry-pick] Port of an upstream fix (#4314)")  # no title agrees: nothing
+    assert recognise(UP, [renamed], upstream_patch_ids={}, fork_patch_ids={}, config=SluiceConfig()) == {}
+    unmatched, _ = unmatched_picks([renamed], {}, ancestors=(), config=SluiceConfig())
+    assert [u.fork_sha for u in unmatched] == [renamed.sha]  # listed by `sluice status --audit`
+
+
 def test_a_fork_patch_older_than_its_upstream_twin_went_upstream() -> None:
     """Same patch-id, but the fork commit came first: the fork's patch, not an ingestion."""
     ids = {UP[1].sha: "p1"}

@@ -15,6 +15,8 @@ CHERRY_PICKED = re.compile(r"\(cherry picked from commit ([0-9a-f]{7,40})\)")
 EMERGENCY_TRAILER = re.compile(r"^Sluice-Kind:\s*emergency\s*$", re.MULTILINE | re.IGNORECASE)
 REVERTS = re.compile(r"^This reverts commit ([0-9a-f]{40})\b", re.MULTILINE)  # `git revert`'s own line
 PR_SUFFIX = re.compile(r"\s*\(#(\d+)\)\s*$")
+LEADING_TAGS = re.compile(r"^(?:\s*\[[^\]]*\])+")
+MIN_AGREEING = 12  # characters of a title that may agree by containing the other (a shortened one)
 
 
 def normalise_title(subject: str) -> str:
@@ -54,11 +56,13 @@ class _Candidates:
         self.by_sha = {c.sha: c for c in upstream}
         self.by_pr: dict[str, str] = {}
         self.by_title: dict[str, list[str]] = {}
+        self.by_bare: dict[str, list[str]] = {}  # by title less its `[TAG]`s: a pick may drop or add them
         for c in upstream:
             pr = pr_number(c.subject)
             if pr is not None:
                 self.by_pr.setdefault(pr, c.sha)
             self.by_title.setdefault(normalise_title(c.subject), []).append(c.sha)
+            self.by_bare.setdefault(_bare(c.subject), []).append(c.sha)
 
     def expand(self, abbrev: str) -> str | None:
         if abbrev in self.by_sha:
@@ -72,10 +76,27 @@ class _Candidates:
             return list(dict.fromkeys(self.by_pr[n] for n in picked.prs if n in self.by_pr))
         by_pr = self.by_pr.get(picked.pr) if picked.pr else None
         titles = self.by_title.get(normalise_title(picked.title), []) if picked.title else []
+        if not titles and picked.title:
+            titles = self.by_bare.get(_bare(picked.title), []) if _bare(picked.title) else []
         by_title = titles[0] if len(titles) == 1 else None
-        # A unique title beats a number: an unquoted subject's only `(#N)` may be the fork PR's own.
+        # A unique title beats a number: an unquoted subject's only `(#N)` may be the fork PR's own. So a
+        # number alone names the upstream commit of that PR only when their titles agree too.
+        if by_pr is not None and picked.title and not titles_agree(picked.title, self.by_sha[by_pr].subject):
+            by_pr = None
         sha = by_title or by_pr
         return [sha] if sha else []
+
+
+def titles_agree(picked: str, upstream: str) -> bool:
+    """Whether a pick's title is upstream's, less the `[TAG]`s and `(#N)`s either may have lost or gained."""
+    ours, theirs = _bare(picked), _bare(upstream)
+    return bool(ours) and (
+        ours == theirs or (len(ours) >= MIN_AGREEING and (ours in theirs or theirs in ours))
+    )
+
+
+def _bare(title: str) -> str:
+    return LEADING_TAGS.sub("", normalise_title(title)).strip()
 
 
 def _explicit_picks(
