@@ -18,6 +18,7 @@ from bot.core.config import BisectConfig, PerformanceConfig, SluiceConfig, Strat
 from bot.core.errors import BadInput
 from bot.core.l3_metrics import Regression
 from bot.core.tiers import Level, RunState, Subject, TierRun, Verdict
+from bot.core.trunk_watch import WATCH
 from bot.core.webhooks import CheckRun, Pull
 from bot.db.bisections import Bisections
 from bot.db.gates import GateStore
@@ -422,10 +423,10 @@ def timed(*, slower: float) -> str:
     return report(benchmark(even(40, shift=slower)), benchmark(even(40), kernel="softmax")).to_json()
 
 
-def regressed_l3(store: Store) -> tuple[TierRun, TierRun]:
+def regressed_l3(store: Store, *, trunk_head: str = BASE, by: str = "trunk") -> tuple[TierRun, TierRun]:
     """Trunk's L3 report on the PR's base, and the PR's L3 run: passed, matmul 30 % slower than that."""
     runs = TierRuns(store)
-    trunk = runs.add(TierRun(FORK, 0, "trunk", Level.L3, BASE, 1, RunState.DISPATCHED, AT))
+    trunk = runs.add(TierRun(FORK, 0, by, Level.L3, trunk_head, 1, RunState.DISPATCHED, AT))
     assert trunk is not None
     runs.save(
         dataclasses.replace(trunk, state=RunState.COMPLETED, verdict=Verdict.PASSED, report=timed(slower=0))
@@ -486,6 +487,17 @@ async def test_a_noise_level_l3_change_is_not_bisected(store: Store) -> None:
     quiet = dataclasses.replace(own, report=timed(slower=0.001))  # its stored cells say regressed; it is not
     s.runs.save(quiet)
     assert await bisection.tier_failed(s.b, quiet) is None
+    assert Bisections(store).for_pull(FORK, 7) == [] and s.backend.started == []
+
+
+async def test_a_regression_against_a_baseline_of_another_trunk_commit_is_not_bisected(store: Store) -> None:
+    """Trunk watch's report is the newest baseline, but of an older trunk commit than the PR's base: what
+    regressed may have come in between, and bisecting the PR's commits would blame one of them for it."""
+    s = bench(store, performance=PerformanceConfig(critical=("matmul",)), failed=False)
+    trunk, own = regressed_l3(store, trunk_head="0" * 40, by=WATCH)
+    found = await tiers.baseline(s.b.tiering, Level.L3, BASE)
+    assert found is not None and found.id == trunk.id  # what the PR's own check compares with
+    assert await bisection.tier_failed(s.b, own) is None
     assert Bisections(store).for_pull(FORK, 7) == [] and s.backend.started == []
 
 

@@ -296,6 +296,17 @@ async def _regressed(b: Bisecting, run: TierRun, *, base_sha: str) -> Regressed 
     if not any(r.critical for r in await _db(b, t.runs.regressions, run.id)):
         return None  # what the run's comparison recorded: no critical kernel regressed at all
     found = await baseline(t, run.level, base_sha)
+    if found is not None and found.head_sha != base_sha:
+        # Trunk watch's report on another trunk commit: what regressed may have come between that commit and
+        # the PR's base, and a bisection of the PR's commits would blame one of them for it.
+        log.info(
+            "%s #%d: no performance bisection: L3's baseline report is of %s, not of the PR's base %s",
+            run.fork,
+            run.pull,
+            found.head_sha[:10],
+            base_sha[:10],
+        )
+        return None
     before, after = parse_report(found.report if found else None), parse_report(run.report)
     if found is None or found.id is None or before is None or after is None:
         return None
