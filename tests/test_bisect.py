@@ -21,6 +21,7 @@ from bot.core.bisect import (
     cut,
     next_probes,
     record,
+    retried,
     sizing,
     start,
     summary,
@@ -183,6 +184,17 @@ def test_the_budget_stops_the_search_and_says_what_is_left(budget: Budget, runs:
     assert commits[40] in state.open_suspects
     assert len(state.open_suspects) < 64 or runs == 0
     assert "budget spent" in summary(state)
+
+
+def test_probes_the_machine_failed_and_that_ran_again_are_paid_for_by_the_budget() -> None:
+    commits = shas(64)
+    state, (probe,) = next_probes(start("bundle-r", commits, tier="L2", budget=Budget(max_runs=3)), free=1)
+    state = retried(retried(state))  # the machine failed it twice; its third attempt is the one in flight
+    state = record(state, probe.id, Outcome.PASS)
+    state, more = next_probes(state, free=4)
+    assert more == () and state.phase is Phase.EXHAUSTED  # 1 result + 2 retries: the 3 runs are spent
+    assert state.runner_hours == 3 * state.budget.hours_per_run
+    assert "1 runs (and 2 again after an infrastructure failure)" in summary(state)
 
 
 @pytest.mark.parametrize(("runners", "most_rounds"), [(1, 8), (3, 5), (7, 4)])

@@ -289,6 +289,15 @@ async def test_an_infrastructure_failure_of_a_probe_is_retried_and_its_late_firs
     assert (again.probe, again.attempt, again.head_sha) == (first.probe, 2, first.head_sha)
     record = Bisections(store).get(first.bisection or 0)
     assert record is not None and record.state.runs == 0  # the lost run is not a result
+    assert record.state.retried == 1  # but the budget paid for it: its runner time is spent all the same
+    assert (
+        "16 commits in upstream order; 1 of 12 tier runs used (1 of them again after an infrastructure"
+        in (s.forge.comments[7])
+    )
+    assert (
+        "| 1 | first 8, up to `0000000000` | 000000000000 | running (attempt 2): retried: GPU busy"
+        in (s.forge.comments[7])
+    )
     await bisection.probe_finished(
         s.b, dataclasses.replace(first, verdict=Verdict.PASSED)
     )  # a late duplicate

@@ -107,6 +107,7 @@ class Bisection(Frozen):
     in_flight: tuple[Probe, ...] = ()
     results: tuple[ProbeResult, ...] = ()
     runs: int = 0
+    retried: int = 0  # runs of probes the machine failed, run again: runner time the budget pays for too
     next_id: int = 1
     generation: int = 0
     phase: Phase = Phase.SEARCHING
@@ -118,7 +119,7 @@ class Bisection(Frozen):
 
     @property
     def runner_hours(self) -> float:
-        return self.runs * self.budget.hours_per_run
+        return (self.runs + self.retried) * self.budget.hours_per_run
 
     @property
     def open_suspects(self) -> tuple[str, ...]:
@@ -187,7 +188,7 @@ def dependents_of(state: Bisection, shas: Sequence[str]) -> tuple[str, ...]:
 
 def _budget_left(state: Bisection) -> int:
     """How many more runs the budget allows (counting those in flight)."""
-    used = state.runs + len(state.in_flight)
+    used = state.runs + state.retried + len(state.in_flight)
     left = math.inf
     if state.budget.max_runs is not None:
         left = min(left, state.budget.max_runs - used)
@@ -354,10 +355,18 @@ def _settle(state: Bisection) -> Bisection:
     return state
 
 
+def retried(state: Bisection) -> Bisection:
+    """A probe the machine failed runs again (the tiers' retry): one more run the budget pays for."""
+    return state.model_copy(update={"retried": state.retried + 1})
+
+
 def summary(state: Bisection) -> str:
     """One line a person reads on the PR: where the bisection stands."""
     found = ", ".join("+".join(s[:10] for s in c.shas) for c in state.culprits) or "none yet"
-    line = f"{state.kind} bisection of {state.candidate} on {state.tier}: {state.runs} runs, culprits {found}"
+    runs = f"{state.runs} runs"
+    if state.retried:
+        runs += f" (and {state.retried} again after an infrastructure failure)"
+    line = f"{state.kind} bisection of {state.candidate} on {state.tier}: {runs}, culprits {found}"
     if state.phase is Phase.EXHAUSTED:
         left = state.open_suspects
         return f"{line}; budget spent, the culprit is among {len(left)} commits from {left[0][:10]}"

@@ -241,7 +241,8 @@ def render(record: BisectionRecord, *, links: Links | None = None) -> str:
         "",
         *_what(record, who),
         *_suite(record),
-        f"{len(state.commits)} commits in upstream order; {state.runs} of {limit} tier runs used{hours}.",
+        f"{len(state.commits)} commits in upstream order; {state.runs + state.retried} of {limit} tier runs "
+        f"used{_again(state.retried)}{hours}.",
         "",
         "| probe | prefix | head | outcome |",
         "|---|---|---|---|",
@@ -313,6 +314,10 @@ def _headline(record: BisectionRecord) -> str:
             "s" if len(record.state.culprits) != 1 else ""
         )
     return record.status.value
+
+
+def _again(retried: int) -> str:
+    return f" ({retried} of them again after an infrastructure failure)" if retried else ""
 
 
 def _plain_sha(sha: str) -> str:

@@ -369,9 +369,12 @@ async def probe_finished(b: Bisecting, run: TierRun) -> None:
         assert shown.head is not None
         key = await _dispatch(b, record, run.probe, shown.head, attempt=run.attempt + 1)
         retried = {"attempt": run.attempt + 1, "run": key, "detail": f"retried: {run.detail}"[:200]}
-        record = await _change(b, record, _with_probe(shown.model_copy(update=retried)))
+        again = _with_probe(shown.model_copy(update=retried))
+        record = await _change(b, record, lambda r: _retried(again(r)))
         if key is None:
             await _advance(b, await _outcome(b, record, run.probe, Outcome.SKIP, "dispatch refused"))
+        else:
+            await _show(b, record)  # the probe's second attempt, and what the budget paid for the first
         return
     await _advance(b, await _outcome(b, record, run.probe, outcome, run.detail))
 
@@ -437,6 +440,10 @@ Change = Callable[[BisectionRecord], BisectionRecord]
 
 def _with_state(state: bisect.Bisection) -> Change:
     return lambda r: r.model_copy(update={"state": state})
+
+
+def _retried(record: BisectionRecord) -> BisectionRecord:
+    return record.model_copy(update={"state": bisect.retried(record.state)})
 
 
 def _with_probe(run: ProbeRun) -> Change:
