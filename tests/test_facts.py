@@ -153,6 +153,106 @@ def test_a_commit_with_a_missing_blob_is_listed_unreadable_and_the_rest_goes_on(
     assert again.asked == [lost]
 
 
+# Patches are read as git wrote them, whatever the operator's git config
+
+
+C_LINES = "c1\nc2\nc3\nc4\nc5\nc6\n"
+ODD_NAME = "d b/e é.txt"  # a header git quotes, with a space and ` b/` inside
+
+
+def typechange_history(tmp_path: Path) -> tuple[Scenario, str, str]:
+    """Upstream turns `a` into a symlink and edits `b` and `c` in one commit (git writes two sections for
+    `a`), then edits the line after its `c` line; fork trunk branched before both."""
+    s = Scenario(tmp_path)
+    s.upstream("Initial import (#1)", {"a": "x\n", "b": "one\n", "c": C_LINES, ODD_NAME: "s\n"})
+    s.fork_here()
+    (s.path / "a").unlink()
+    (s.path / "a").symlink_to("target")
+    s.git("add", "a")
+    first = s.upstream(
+        "[BUILD] link a (#2)",
+        {"b": "one\ntwo\n", "c": C_LINES.replace("c3\n", "c3 edited\n"), ODD_NAME: "s\nt\n"},
+    )
+    second = s.upstream("[BUILD] c4 (#3)", {"c": C_LINES.replace("c3\n", "c3 edited\nc3b\n")})
+    return s, first, second
+
+
+def test_a_type_change_keeps_every_file_s_hunks_with_that_file(tmp_path: Path) -> None:
+    s, first, second = typechange_history(tmp_path)
+    patches = CommitFacts(GitRepo(s.path)).patches([first])[first]
+
+    hunks = {
+        f.path: [(h.old_start, h.old_count, h.new_start, h.new_count, h.added) for h in f.hunks]
+        for f in patches
+    }
+    assert hunks == {
+        "a": [(1, 1, 1, 1, ("target",))],  # the file's line replaced by the link's target
+        "b": [(1, 0, 2, 1, ("two",))],
+        "c": [(3, 1, 3, 1, ("c3 edited",))],
+        ODD_NAME: [(1, 0, 2, 1, ("t",))],
+    }
+    plan = build_plan(
+        GitRepo(s.path),
+        SluiceConfig(),
+        fork="main",
+        upstream="upstream/main",
+        store=None,
+        progress=lambda _: None,
+        clock=lambda: NOW,
+    )
+    planned = {c.sha: c for unit in (*plan.bundles, *plan.chains) for c in unit.commits}
+    assert [d.sha for d in planned[second].depends_on] == [first]
+
+
+HOSTILE_GITCONFIG = """\
+[diff]
+\tnoprefix = true
+\tmnemonicPrefix = true
+\trelative = true
+\texternal = false
+\tsubmodule = log
+\tignoreSubmodules = all
+\tinterHunkContext = 10
+\talgorithm = patience
+\tindentHeuristic = false
+[color]
+\tdiff = always
+\tui = always
+[log]
+\tshowRoot = false
+"""
+
+
+def test_an_operator_s_gitconfig_changes_no_patch_sluice_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s, first, second = typechange_history(tmp_path)
+    root = s.git("rev-list", "--max-parents=0", "HEAD")
+    s.git("update-index", "--add", "--cacheinfo", f"160000,{first},m")  # a submodule, before a file
+    sub = s.upstream("[BUILD] bump m (#4)", {"z": "z1\nz2\nz3\nz4\nz5\n"})
+    shas = [root, first, second, sub]
+    plain, hostile = tmp_path / "plain", tmp_path / "hostile"
+    plain.mkdir()
+    hostile.mkdir()
+    (hostile / ".gitconfig").write_text(HOSTILE_GITCONFIG)
+    read = {}
+    for home in (plain, hostile):
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+        repo = GitRepo(s.path)
+        read[home] = (
+            CommitFacts(repo).patches(shas),
+            repo.range_patches(sub, "--not", root),
+            repo.patch_ids(stdin_shas=shas),
+            repo.changed_files(shas),
+        )
+    assert read[hostile] == read[plain]
+    patches, _, ids, _ = read[hostile]
+    assert [f.path for f in patches[root]] == ["a", "b", "c", ODD_NAME]
+    assert {f.path: len(f.hunks) for f in patches[sub]} == {"m": 1, "z": 1}
+    assert len(ids) == 4
+
+
 # Probes leave nothing in the repository
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from bot.core.models import FileChange, Hunk
 
 COMMIT_MARK = "\x1esluice-commit "
+DIFF_HEADER = "diff --git "
 HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 RAW_LINE = re.compile(r"^:(\d+) (\d+) ([0-9a-f]+) ([0-9a-f]+) ([A-Z])(\d*)$")
 NULL_SHA = "0" * 40
@@ -23,6 +24,7 @@ class _FileBuilder:
     new_blob: str | None
     binary: bool = False
     hunks: list[Hunk] = field(default_factory=list)
+    sections: int = 0  # `diff --git` sections read into it: a type change (file <-> symlink) has two
 
     def build(self) -> FileChange:
         return FileChange(
@@ -32,8 +34,26 @@ class _FileBuilder:
             old_blob=self.old_blob,
             new_blob=self.new_blob,
             binary=self.binary,
-            hunks=tuple(self.hunks),
+            hunks=_replacement(self.hunks) if self.sections > 1 else tuple(self.hunks),
         )
+
+
+def _replacement(hunks: list[Hunk]) -> tuple[Hunk, ...]:
+    """A type change's deletion and addition as the one hunk they are: every old line replaced by every new
+    one (each section has at most one hunk, that of the whole file)."""
+    if len(hunks) < 2:
+        return tuple(hunks)
+    gone, came = hunks[0], hunks[-1]
+    return (
+        Hunk(
+            old_start=gone.old_start,
+            old_count=gone.old_count,
+            new_start=came.new_start,
+            new_count=came.new_count,
+            removed=gone.removed,
+            added=came.added,
+        ),
+    )
 
 
 def _blob(sha: str) -> str | None:
@@ -46,6 +66,19 @@ def _unquote(path: str) -> str:
         return path
     raw = path[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
     return raw.encode("latin-1").decode("utf-8", "replace")
+
+
+def _section_path(header: str) -> str | None:
+    """The path of a `diff --git a/P b/P` header. Renames are off, so both names are one path and the
+    header splits at its middle, even where the path holds spaces or ` b/`; None for any other shape."""
+    names = header[len(DIFF_HEADER) :]
+    half = (len(names) - 1) // 2
+    if names[half : half + 1] != " ":
+        return None
+    old, new = _unquote(names[:half]), _unquote(names[half + 1 :])
+    if old.startswith("a/") and new.startswith("b/") and old[2:] == new[2:]:
+        return new[2:]
+    return None
 
 
 def _parse_raw(line: str) -> _FileBuilder | None:
@@ -68,7 +101,7 @@ def _parse_raw(line: str) -> _FileBuilder | None:
 def _parse_hunks(lines: list[str], start: int, target: _FileBuilder) -> int:
     """Read the hunks of one file's patch beginning at `start`; return the index after them."""
     i = start
-    while i < len(lines) and not lines[i].startswith("diff --git "):
+    while i < len(lines) and not lines[i].startswith(DIFF_HEADER):
         m = HUNK_HEADER.match(lines[i])
         if m is None:
             if lines[i].startswith("Binary files "):
@@ -109,12 +142,15 @@ def parse_patch_section(text: str) -> tuple[FileChange, ...]:
         if builder is not None:
             files.append(builder)
         i += 1
-    patches = iter(files)
+    # Each section goes to the file its header names, not the next one in order: a type change has two
+    # sections and a submodule may have none, so counting would hand later files their neighbours' hunks.
+    by_path = {f.path: f for f in files}
     while i < len(lines):
-        if lines[i].startswith("diff --git "):
-            target = next(patches, None)
-            if target is None:
-                break
+        if lines[i].startswith(DIFF_HEADER):
+            target = by_path.get(_section_path(lines[i]) or "")
+            if target is None:  # a section of no listed file: read past it, keep nothing
+                target = _FileBuilder(path="", old_path=None, status="", old_blob=None, new_blob=None)
+            target.sections += 1
             i = _parse_hunks(lines, i + 1, target)
         else:
             i += 1

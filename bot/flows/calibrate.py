@@ -102,8 +102,9 @@ def planned_commits(plan: Plan) -> dict[str, PlannedCommit]:
     return found | {c.sha: c for chain in plan.chains for c in chain.commits}
 
 
-PLAN_CACHE_VERSION = 4  # bump when what the planner computes per commit changes (not when features do)
+PLAN_CACHE_VERSION = 5  # bump when what the planner computes per commit changes (not when features do)
 # 4: conflict prediction searches the fork for users of a changed API (api conflicts were mechanical)
+# 5: a patch's sections go to the files their headers name (a type change shifted later files' hunks)
 
 
 def window_commits(repo: Repository, config: SluiceConfig, window: IngestionWindow) -> list[PlannedCommit]:

@@ -42,18 +42,36 @@ MISSING_OBJECT = re.compile(
 # A git command failed for a reason Sluice cannot name (a lock another process holds, a full disk, a corrupt
 # object): like any unknown failure, a job tries it again.
 GIT_FAILED_REMEDY = "run it again; if git fails the same way, check the repository (`git fsck`) and the disk"
-RAW_ONE = ("log", "-1", "--raw", "--no-renames", "--no-abbrev", "--diff-merges=first-parent", "--format=")
-PATCH_ID_LOG = ("--no-merges", "-p", "--no-color", "--format=commit %H")
-DIFF_OPTIONS = (
-    "--raw",
-    "-p",
-    "-U0",
-    "--no-renames",
-    "--no-abbrev",
+# What an operator's ~/.gitconfig could change in the listings and patches Sluice parses, pinned on the
+# command line: only the system config is off (GIT_CONFIG_NOSYSTEM), since the global one may hold the
+# credential and proxy settings git needs. Listing: log.showRoot, diff.relative, diff.ignoreSubmodules,
+# diff.orderFile, log.showSignature. Patch: diff.noprefix and diff.mnemonicPrefix, diff.submodule (`log`
+# prints no `diff --git` section), diff.interHunkContext, diff.algorithm, diff.indentHeuristic,
+# color.diff, diff.external and textconv drivers.
+LISTING_PINS = ("--root", "--no-relative", "--ignore-submodules=none", "-O/dev/null", "--no-show-signature")
+PATCH_PINS = (
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--submodule=short",
+    "--inter-hunk-context=0",
+    "--diff-algorithm=myers",
+    "--indent-heuristic",
     "--no-color",
     "--no-ext-diff",
     "--no-textconv",
 )
+RAW_ONE = (
+    "log",
+    "-1",
+    "--raw",
+    "--no-renames",
+    "--no-abbrev",
+    "--diff-merges=first-parent",
+    *LISTING_PINS,
+    "--format=",
+)
+PATCH_ID_LOG = ("--no-merges", "-p", *LISTING_PINS, *PATCH_PINS, "--format=commit %H")
+DIFF_OPTIONS = ("--raw", "-p", "-U0", "--no-renames", "--no-abbrev", *LISTING_PINS, *PATCH_PINS)
 
 
 def command_failure(command: str, stderr: bytes, returncode: int) -> GitError:
@@ -272,7 +290,7 @@ class GitRepo:
         remaining = list(shas)
         while remaining:
             proc = subprocess.run(
-                ["git", "log", "--no-walk=unsorted", "--stdin", *options],
+                ["git", "log", "--no-walk=unsorted", "--stdin", *LISTING_PINS, *options],
                 cwd=self.path,
                 input=_sha_lines(remaining),
                 capture_output=True,
@@ -358,7 +376,7 @@ class GitRepo:
             "--no-renames",
             "--no-abbrev",
             f"--format={COMMIT_MARK}%H",
-        )
+        )  # `log_each` adds LISTING_PINS
         out = self.log_each(options, shas, mark=COMMIT_MARK.encode()).decode("utf-8", "replace")
         return {sha: parse_patch_section(body) for sha, body in split_log(out)}
 
