@@ -425,3 +425,41 @@ def test_binary_empty_and_deleting_commits(scenario: Scenario, tmp_path: Path, c
     assert bundles == [[binary]] and chains == [[delete]]
     assert plan["status"]["recognised_by"]["already-applied"] == 1  # the empty one: its pick changes nothing
     assert empty not in str(plan["bundles"]) + str(plan["chains"])
+
+
+def test_a_commit_that_depends_on_a_held_one_roots_a_chain(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """The fork lacks a deferred or skipped commit's changes: a commit building on them is no independent
+    low-risk work, ingested before (or without) what it needs, but a chain a human looks at."""
+    config = str(_config(tmp_path, NO_RISKY_COMPONENTS))
+    doc = numbered("doc a", 30)
+    deferred = scenario.upstream(
+        "[DOCS] Reword a5 (#40)", {"docs/a.md": doc.replace("a line 5\n", "a five\n")}
+    )
+    bordering = scenario.upstream(
+        "[DOCS] Reword a6 (#41)",
+        {"docs/a.md": doc.replace("a line 5\n", "a five\n").replace("line 6", "six")},
+    )
+    helper = CPP_PASS.replace("int y = x * 2;", "int y = x * 4;")
+    skipped = scenario.upstream("[BACKEND] Scale by four (#42)", {PASS_PATH: helper})
+    same_symbol = scenario.upstream(
+        "[BACKEND] Cap (#43)", {PASS_PATH: helper.replace("return y;", "return y % 8;")}
+    )
+    independent = scenario.upstream("[DOCS] b (#44)", {"docs/b.md": numbered("doc b", 30) + "more\n"})
+    store = ["--database", f"sqlite:///{tmp_path / 'sluice.db'}", "--config", config]
+    assert main(["defer", *scenario.repo_args(), *store, deferred]) == 0
+    assert main(["skip", *scenario.repo_args(), *store, "--reason", "not for this fork", skipped]) == 0
+    capsys.readouterr()
+
+    plan = plan_json(scenario, tmp_path, "--config", config, capsys=capsys)
+    assert plan["held"] == {deferred: "deferred", skipped: "skipped"}
+    assert grouping(plan) == ([[independent]], [[bordering], [same_symbol]])
+    assert (
+        reasons_of(plan, bordering)["held-dependency"]
+        == f"depends on deferred {deferred[:10]} (lines: docs/a.md)"
+    )
+    assert reasons_of(plan, same_symbol)["held-dependency"] == (
+        f"depends on skipped {skipped[:10]} (symbol: mlir::triton::unrelatedHelper)"
+    )
+    assert [c["depends_on"] for ch in plan["chains"] for c in ch["commits"]] == [[], []]

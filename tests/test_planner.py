@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+from bot.core.analysis import held_dependencies, line_and_symbol_dependencies
 from bot.core.config import parse_config
 from bot.core.ingestion import units_of
 from bot.core.models import (
+    CommitInfo,
     Dependency,
     DependencyKind,
+    FileChange,
+    Hunk,
     Plan,
     PlannedCommit,
     RiskKind,
     RiskLevel,
     RiskReason,
+    UpstreamCommit,
 )
 from bot.core.planner import PriorChain, classify, stream_order
 from tests.test_dashboard import status
@@ -308,3 +313,50 @@ def test_the_piece_left_when_the_first_was_ingested_keeps_its_name() -> None:
         (f"chain-{three.sha[:10]}", three.sha, (one.sha, two.sha))
     ]
     assert numbers(chains) == [[int(three.sha, 16), int(four.sha, 16)]]
+
+
+def edit(n: int, line: int, *, symbol: str = "") -> tuple[str, tuple[FileChange, ...]]:
+    """Upstream commit `n` rewrites one line of lib/x.cpp (in `symbol`, when given)."""
+    hunk = Hunk(old_start=line, old_count=1, new_start=line, new_count=1, removed=("old",), added=("new",))
+    change = FileChange(path="lib/x.cpp", status="M", hunks=(hunk,), symbols=(symbol,) if symbol else ())
+    return f"{n:040x}", (change,)
+
+
+def upstream_commit(position: int, stream: list[tuple[str, tuple[FileChange, ...]]]) -> UpstreamCommit:
+    sha, files = stream[position]
+    info = CommitInfo(
+        sha=sha,
+        parents=(),
+        author_name="a",
+        author_email="a@b",
+        author_time=0,
+        committer_time=0,
+        message=f"commit {position}",
+    )
+    return UpstreamCommit(info=info, position=position, files=files)
+
+
+def test_a_held_commit_owns_its_lines_until_a_pending_one_rewrites_them() -> None:
+    """Deferred 0 and skipped 1 are held out of the plan, but the fork lacks their lines all the same."""
+    stream = [
+        edit(0, 10),
+        edit(1, 30, symbol="ns::f"),
+        edit(2, 10),
+        edit(3, 11),
+        edit(4, 20),
+        edit(5, 40, symbol="ns::f"),
+    ]
+    pending = [upstream_commit(i, stream) for i in (2, 3, 4, 5)]
+    held = {stream[0][0]: "deferred", stream[1][0]: "skipped"}
+
+    deps, reasons = held_dependencies(line_and_symbol_dependencies(stream, pending, held=held.keys()), held)
+    assert {int(sha, 16): [int(d.sha, 16) for d in found] for sha, found in deps.items()} == {
+        2: [],  # it depends on deferred 0 (a reason, below), and takes its line over
+        3: [2],  # borders line 10, which 2 wrote last
+        4: [],
+        5: [],
+    }
+    assert {int(sha, 16): [r.detail for r in found] for sha, found in reasons.items() if found} == {
+        2: [f"depends on deferred {stream[0][0][:10]} (lines: lib/x.cpp)"],
+        5: [f"depends on skipped {stream[1][0][:10]} (symbol: lib/x.cpp: ns::f)"],
+    }

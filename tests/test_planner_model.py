@@ -361,6 +361,15 @@ def test_structural_rules_are_absolute() -> None:
     assert chains[1].why == {sha(3): f"reverted by {sha(5)[:10]}", sha(5): f"reverts {sha(3)[:10]}"}
 
 
+def test_a_commit_that_depends_on_a_held_one_is_chained_at_any_probability() -> None:
+    """A deferred commit is not in the plan: what builds on it is never bundled ahead of it, model or not."""
+    held = reason(RiskKind.HELD_DEPENDENCY, f"depends on deferred {sha(9)[:10]} (lines: a.py)")
+    commits = [commit(1), commit(2, reasons=(held,)), commit(3, after=((2, LINES),))]
+    bundles, chains, _ = plan(commits, model(intercept=-8.0))
+    assert (numbers(bundles), numbers(chains)) == ([[1]], [[2, 3]])
+    assert chains[0].why[sha(2)] == f"depends on deferred {sha(9)[:10]} (lines: a.py)"
+
+
 def test_chains_link_by_dependencies_not_by_a_shared_file() -> None:
     hot = reason(RiskKind.PATCH_STACK_SYMBOL)
     busy = ("lib/Conversion/TritonGPUToLLVM/Utility.cpp",)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.core.config import SluiceConfig
@@ -62,9 +62,10 @@ def symbol_keys(change: FileChange) -> set[str]:
 
 @dataclass
 class _Tracker:
-    """Walks the upstream stream, remembering which pending commit last changed each line and symbol."""
+    """Walks the upstream stream, remembering which owner (a pending or held commit) last changed each line
+    and symbol."""
 
-    position: Mapping[str, int]
+    position: Mapping[str, int]  # the owners, by their place in the stream
     regions: dict[str, list[Region]] = field(default_factory=dict)
     file_owner: dict[str, str] = field(default_factory=dict)
     symbol_owner: dict[str, str] = field(default_factory=dict)
@@ -115,16 +116,45 @@ class _Tracker:
 
 
 def line_and_symbol_dependencies(
-    stream: Sequence[tuple[str, Sequence[FileChange]]], pending: Sequence[UpstreamCommit]
+    stream: Sequence[tuple[str, Sequence[FileChange]]],
+    pending: Sequence[UpstreamCommit],
+    *,
+    held: Collection[str] = (),
 ) -> dict[str, list[Dependency]]:
     """Dependencies through lines, symbols and added/deleted files, walking every stream commit in order.
 
     Commits the fork already has move line numbers but own nothing: depending on them needs no ordering.
+    Held commits (deferred, skipped: in `stream` with their symbols) own what they changed as pending ones
+    do, since the fork lacks it all the same: a pending commit may depend on one (`held_dependencies`).
     """
-    tracker = _Tracker(position={c.sha: c.position for c in pending})
+    owners = {c.sha for c in pending} | set(held)
+    tracker = _Tracker(position={sha: i for i, (sha, _) in enumerate(stream) if sha in owners})
     symbolised = {c.sha: c.files for c in pending}
+    planned = {c.sha for c in pending}
     steps = ((sha, tracker.step(sha, symbolised.get(sha, files))) for sha, files in stream)
-    return {sha: deps for sha, deps in steps if sha in tracker.position}
+    return {sha: deps for sha, deps in steps if sha in planned}
+
+
+def held_dependencies(
+    deps: Mapping[str, Sequence[Dependency]], held: Mapping[str, str]
+) -> tuple[dict[str, list[Dependency]], dict[str, list[RiskReason]]]:
+    """Split off the dependencies on held commits (SHA -> `deferred` or `skipped`): no plan holds those, so
+    instead of linking the dependent to one, each becomes a high risk (`held-dependency`) that roots a risky
+    chain at the dependent, where a human sees it, rather than a bundle ingesting it without what it needs."""
+    kept: dict[str, list[Dependency]] = {}
+    reasons: dict[str, list[RiskReason]] = {}
+    for sha, found in deps.items():
+        kept[sha] = [d for d in found if d.sha not in held]
+        reasons[sha] = [
+            RiskReason(
+                kind=RiskKind.HELD_DEPENDENCY,
+                level=RiskLevel.HIGH,
+                detail=f"depends on {held[d.sha]} {short(d.sha)} ({d.kind}: {d.detail})",
+            )
+            for d in found
+            if d.sha in held
+        ]
+    return kept, reasons
 
 
 def _revert_kind(commit: UpstreamCommit) -> tuple[DependencyKind | None, str, str | None]:

@@ -98,10 +98,14 @@ def with_probability(commit: PlannedCommit, model: RiskModel, config: SluiceConf
 
 
 def structural_why(commit: PlannedCommit) -> str | None:
-    """Why a commit is chained whatever its probability: a critical pin, or a revert pair within the plan."""
+    """Why a commit is chained whatever its probability: a critical pin, a revert pair within the plan, or
+    a dependency on a commit people deferred or skipped."""
     for reason in commit.reasons:
         if reason.level is RiskLevel.CRITICAL:
             return f"critical pin ({reason.detail})"
+    for reason in commit.reasons:
+        if reason.kind is RiskKind.HELD_DEPENDENCY:
+            return reason.detail
     for dep in commit.depends_on:
         if dep.kind in REVERT_PAIR:
             return f"{dep.kind} {short(dep.sha)}"

@@ -196,6 +196,7 @@ class RiskKind(enum.StrEnum):
     BINARY = "binary"
     UNREADABLE = "unreadable"
     BISECTED = "bisected"  # a bisection blamed it for a tier failure: it roots a risky chain
+    HELD_DEPENDENCY = "held-dependency"  # depends on a deferred or skipped commit, which no plan holds
 
 
 class RiskReason(Frozen):

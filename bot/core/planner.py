@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from bot.core.analysis import (
+    held_dependencies,
     keys_for,
     line_and_symbol_dependencies,
     merge_dependencies,
@@ -381,8 +382,13 @@ def make_plan(
 ) -> Plan:
     """The whole plan for one repository state: deterministic for the same inputs. `blamed`: the commits a
     bisection blamed for a tier failure (what failed): each gets a critical `bisected` reason, so it roots a
-    risky chain and its dependents follow it there."""
-    line_deps = line_and_symbol_dependencies(stream_patches, commits)
+    risky chain and its dependents follow it there. `held`: what people deferred or skipped, left out of
+    the plan; a commit that depends on one gets a high `held-dependency` reason instead (`stream_patches`
+    holds the held commits' patches with their symbols)."""
+    held = held or {}
+    line_deps, held_reasons = held_dependencies(
+        line_and_symbol_dependencies(stream_patches, commits, held=held.keys()), held
+    )
     revert_deps, revert_reasons = revert_links(commits)
     deps = merge_dependencies(line_deps, revert_deps)
     planned = [
@@ -391,6 +397,7 @@ def make_plan(
             reasons=[
                 *risk_reasons(c, footprint=footprint, config=config),
                 *revert_reasons.get(c.sha, []),
+                *held_reasons.get(c.sha, []),
                 *_bisected((blamed or {}).get(c.sha)),
             ],
             deps=deps.get(c.sha, ()),
@@ -415,7 +422,7 @@ def make_plan(
         status=status,
         bundles=bundles,
         chains=chains,
-        held=dict(sorted((held or {}).items())),
+        held=dict(sorted(held.items())),
         risk_decision=decision,
         order=stream_order(planned, bundles, chains) if config.strategy is Strategy.MERGE else (),
     )

@@ -240,7 +240,8 @@ StreamPatches = tuple[tuple[str, tuple[FileChange, ...]], ...]
 @dataclass(frozen=True)
 class PendingAnalysis:
     commits: tuple[UpstreamCommit, ...]  # oldest first, with symbols and predicted conflicts
-    stream_patches: StreamPatches  # every stream commit from the first pending one on, oldest first
+    # every stream commit from the first pending or held one on, oldest first; held ones with symbols
+    stream_patches: StreamPatches
     footprint: PatchStackFootprint
 
 
@@ -254,13 +255,15 @@ def analyse_pending(
     facts: CommitFacts | None = None,
 ) -> PendingAnalysis:
     facts = facts or CommitFacts(repo)
-    skipped = set(skip)
-    pending = [sha for sha in snapshot.pending if sha not in skipped]
+    skipped, missing = set(skip), snapshot.pending
+    pending = [sha for sha in missing if sha not in skipped]
     if not pending:
         return PendingAnalysis(commits=(), stream_patches=(), footprint=PatchStackFootprint())
+    # Held commits are not planned, but the fork lacks what they changed: the planner tracks them as owners.
+    held = [sha for sha in missing if sha in skipped]
     infos = {c.sha: c for c in snapshot.candidates}
     position = {sha: i for i, (sha, _) in enumerate(snapshot.stream)}
-    since_first = [sha for sha, _ in snapshot.stream[position[pending[0]] :]]
+    since_first = [sha for sha, _ in snapshot.stream[position[missing[0]] :]]
     # Conflict prediction mostly waits on `git merge-tree`; the diffs and symbols are Python work.
     # Running them side by side uses both cores. Its probe objects go to a throwaway object directory.
     known = facts.verdicts(pending)
@@ -277,6 +280,7 @@ def analyse_pending(
         )
         stream_patches = facts.patches(since_first)
         own = facts.with_symbols({sha: stream_patches[sha] for sha in pending})
+        stream_patches.update(facts.with_symbols({sha: stream_patches[sha] for sha in held}))
         footprint = patch_stack_footprint(facts, snapshot, (f.path for files in own.values() for f in files))
         conflicts = predicted.result()
     facts.keep_verdicts({key: value for key, value in verdicts.items() if key not in known})
