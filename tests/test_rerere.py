@@ -180,6 +180,20 @@ def test_an_edit_to_a_clean_line_far_away_is_still_learned(tmp_path: Path) -> No
     assert len(learned) == 2
 
 
+def test_a_far_edit_that_adds_and_removes_lines_learns_each_blocks_own_lines(tmp_path: Path) -> None:
+    merged = diff3(tmp_path, CPP_BASE, CPP_OURS, CPP_THEIRS)
+    # A line added above the first block and one between the blocks: each block lies lower than in the merge.
+    edited = "// Copyright the fork's authors.\n" + CPP_RESOLVED.replace(
+        "  auto loads = getLoadsToPipeline(forOp);\n",
+        "  auto loads = getLoadsToPipeline(forOp);\n  // The fork pipelines TLX loads first.\n",
+    )
+
+    learned = learn(merged, edited)
+
+    assert learned == learn(merged, CPP_RESOLVED)
+    assert apply(merged, learned)[0] == CPP_RESOLVED
+
+
 def test_an_edit_next_to_a_block_learns_nothing(tmp_path: Path) -> None:
     merged = diff3(tmp_path, CPP_BASE, CPP_OURS, CPP_THEIRS)
     # The line right after the second block: is the edit part of its resolution or not? Nobody can tell.

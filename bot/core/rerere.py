@@ -79,13 +79,14 @@ def learn(merged_diff3: str, resolved: str) -> dict[str, tuple[str, ...]]:
     resolved_lines = diff3.split_lines(resolved)
     if not merged.blocks or diff3.has_markers(resolved):
         return {}
-    spans = _block_spans(merged, resolved_lines)
-    if spans is None:
+    aligned = _block_spans(merged, resolved_lines)
+    if aligned is None:
         return {}
+    spans, matched = aligned
     learned: dict[str, tuple[str, ...]] = {}
     conflicting: set[str] = set()
     for block, (start, end) in zip(merged.blocks, spans, strict=True):
-        lines = tuple(resolved_lines[start:end])
+        lines = tuple(matched[start:end])
         if learned.setdefault(block.key, lines) != lines:
             conflicting.add(block.key)
     return {key: lines for key, lines in learned.items() if key not in conflicting}
@@ -135,23 +136,28 @@ def _parse(text: str) -> _Merged:
 # --- aligning the resolved file with the clean segments ---------------------------------------------------
 
 
-def _block_spans(merged: _Merged, resolved: list[str]) -> list[tuple[int, int]] | None:
-    """Where each block's resolution lies in `resolved`, or None when that is not certain."""
+def _block_spans(merged: _Merged, resolved: list[str]) -> tuple[list[tuple[int, int]], list[str]] | None:
+    """Where each block's resolution lies, and in which lines: `resolved`, or it with far edits undone.
+
+    The spans index the lines returned with them, never `resolved` itself once an edit was undone: an
+    undone edit that added or removed lines moves every block after it. None when that is not certain.
+    """
     if any(not segment for segment in merged.clean[1:-1]):
         return None  # two adjacent blocks: no line says where one resolution ends and the next begins
+    matched: list[str] | None = resolved
     placements = _placements(merged.clean, resolved)
     if placements is None:
         # Some clean line was edited: undo the edits far from every block, then the segments must fit.
-        restored = _restore_far_edits(merged, resolved)
-        placements = None if restored is None else _placements(merged.clean, restored)
-    if placements is None:
+        matched = _restore_far_edits(merged, resolved)
+        placements = None if matched is None else _placements(merged.clean, matched)
+    if placements is None or matched is None:
         return None
     leftmost, rightmost = placements
     if leftmost != rightmost:
         return None  # the segments fit in more than one way
     middle = merged.clean[1:-1]
     starts = [len(merged.clean[0])] + [at + len(seg) for at, seg in zip(leftmost, middle, strict=False)]
-    return list(zip(starts, leftmost, strict=True))
+    return list(zip(starts, leftmost, strict=True)), matched
 
 
 def _placements(clean: Sequence[Sequence[str]], lines: Sequence[str]) -> tuple[list[int], list[int]] | None:
