@@ -25,8 +25,11 @@ that holds winning; a wrong automatic resolution is the worst outcome, so every 
      namespace or `#endif`, of a CMake block (`endif()`…), or at a lit `// -----` boundary (an
      insertion git placed earlier is slid down over identical lines first). Each addition is
      bracket-balanced, list items end with `,`, Python appends only at top level, and the two
-     additions define no common name. Result: the fork's block, then upstream's (once when equal;
-     list items deduplicated and kept sorted when the list was; `// -----` between lit cases).
+     additions define no common name nor set one each its own way (a Python assignment, import or
+     definition, a list item's key: Python `key:`/`key=`, C++ `{key, …}`/`.field =`; a CMake
+     `set`/`option`, a `#define`): kept both, the later would silently override. Result: the
+     fork's block, then upstream's (once when equal; list items deduplicated and kept sorted when
+     the list was; `// -----` between lit cases).
    - ADJACENT: line diffs base→ours and base→theirs inside the hunk change disjoint base ranges
      and never insert at the same spot (include-only hunks excluded: see INCLUDE_UNION): apply both.
      Only where the edits' anchors are certain: never for a side's insertion beside a base line the
@@ -40,7 +43,7 @@ that holds winning; a wrong automatic resolution is the worst outcome, so every 
 3. SEMANTIC: both sides changed lines inside one function/method/`tt.func` body (the innermost
    definition in `ours` strictly holding the hunk); or both changed the same base lines of a
    C++/Python/TableGen/MLIR/CMake file elsewhere ("the same statements"); or both sides added a
-   definition of the same name.
+   definition of the same name, or set one name or key each to its own value (see APPEND_UNION).
 4. UNKNOWN: anything else, e.g. both inserted different lines at the same spot outside any body,
    one side removed an include beside the other's new ones, files of other languages, merges that
    cannot be split unambiguously (the inputs themselves hold conflict-marker lines).
@@ -858,12 +861,154 @@ def _additions_fit(point: _Point, insertion: _Insertion, file: _File) -> bool:
     indented = (_first_filled(insertion.theirs) or "")[:1].isspace()
     if point.kind == "eof" and file.lang in (None, "python") and indented:
         return False
-    return not _common_definitions(insertion.ours, insertion.theirs, file.path)
+    if _common_definitions(insertion.ours, insertion.theirs, file.path):
+        return False
+    return not _rebound_names(insertion.ours, insertion.theirs, file.lang, items=point.kind == "list")
 
 
 def _common_definitions(ours: Sequence[str], theirs: Sequence[str], path: str) -> tuple[str, ...]:
     names = [{d.name for d in definitions(path, "\n".join(side).encode())} for side in (ours, theirs)]
     return tuple(sorted(names[0] & names[1]))
+
+
+# --- names and keys the additions set ---------------------------------------------------------------------
+
+_Bindings = dict[str, set[str]]  # a name or key → what each statement or item setting it gives it
+_SETTER = {
+    "cmake": re.compile(r"\s*(?:set|option)\s*\(\s*([\w.-]+)", re.IGNORECASE),
+    "cpp": re.compile(r"\s*#\s*define\s+(\w+)"),
+    "python": re.compile(r"([A-Za-z_][\w.]*(?:\[[^\]]*\])?)\s*(?::[^=]*)?=(?!=)"),  # lines that do not parse
+}
+
+
+def _rebound_names(ours: Sequence[str], theirs: Sequence[str], lang: str | None, *, items: bool) -> list[str]:
+    """Names (or, for list items, keys) both additions set, each its own way: kept both, the later one
+    would silently override the earlier."""
+    found = [_bindings(side, lang, items=items) for side in (ours, theirs)]
+    return sorted(name for name in found[0].keys() & found[1].keys() if found[0][name] != found[1][name])
+
+
+def _bindings(lines: Sequence[str], lang: str | None, *, items: bool) -> _Bindings:
+    if items:
+        return _item_keys(lines, lang)
+    if lang == "python":
+        bound = _python_bindings(lines)
+        if bound is not None:
+            return bound
+    found: _Bindings = {}
+    pattern = _SETTER.get(lang or "")
+    for line in lines:
+        match = pattern.match(line) if pattern is not None else None
+        if match:
+            found.setdefault(match.group(1), set()).add(line.strip())
+    return found
+
+
+def _item_keys(lines: Sequence[str], lang: str | None) -> _Bindings:
+    """The key of each list item (a Python `key: value` or `key=value`, a C++ `{key, value}` or
+    `.field = value`), with the item's lines."""
+    found: _Bindings = {}
+    for item in _items(lines, lang):
+        key = _item_key_of(item[0], lang)
+        if key is not None:
+            found.setdefault(key, set()).add(" ".join(line.strip() for line in item))
+    return found
+
+
+def _items(lines: Sequence[str], lang: str | None) -> list[list[str]]:
+    """`lines` as list items: an item goes on over the next lines while its brackets are open."""
+    items: list[list[str]] = []
+    depth = 0
+    for line in lines:
+        if depth == 0 or not items:
+            items.append([])
+        items[-1].append(line)
+        code = _code(line, lang)
+        depth = max(depth + sum(map(code.count, "([{")) - sum(map(code.count, ")]}")), 0)
+    return items
+
+
+def _item_key_of(line: str, lang: str | None) -> str | None:
+    tokens = [
+        m for m in _TOKEN[_COMMENT_MARKER.get(lang or "", "#")].finditer(line) if not m.group("comment")
+    ]
+    first = tokens[0].group() if tokens else "lambda"
+    stops: tuple[str, ...] = (":", "=")  # Python `key: value,` / `key=value,`, C++ `.field = value,`
+    if lang == "cpp" and first == "{":
+        tokens, stops = tokens[1:], (",",)  # `{key, value},`
+    elif first == "lambda" or (lang == "cpp" and first not in (".", "[")):
+        return None
+    depth = 0
+    for token in tokens:
+        if depth == 0 and token.group() in stops:
+            key = line[tokens[0].start() : token.start()].strip()
+            return _literal(key) if lang == "python" else key or None
+        depth += (token.group() in ("(", "[", "{")) - (token.group() in (")", "]", "}"))
+    return None
+
+
+def _literal(key: str) -> str | None:
+    """A Python key as its value is spelt by `repr` (`"a"` and `'a'` are one key)."""
+    try:
+        return repr(ast.literal_eval(key))
+    except (SyntaxError, ValueError):
+        return key or None
+
+
+def _python_bindings(lines: Sequence[str]) -> _Bindings | None:
+    """Names the top-level and class-body statements bind (assignments, imports, definitions), with what
+    they bind them to; None when the lines do not parse on their own."""
+    try:
+        tree = ast.parse("\n".join(lines))
+    except (SyntaxError, ValueError):
+        return None
+    return _statement_bindings(tree.body, prefix="")
+
+
+def _statement_bindings(body: Sequence[ast.stmt], *, prefix: str) -> _Bindings:
+    found: _Bindings = {}
+    for node in body:
+        for name, meaning in _bound_by(node):
+            found.setdefault(prefix + name, set()).add(meaning)
+        if isinstance(node, ast.ClassDef):
+            for name, meanings in _statement_bindings(node.body, prefix=f"{prefix}{node.name}.").items():
+                found.setdefault(name, set()).update(meanings)
+    return found
+
+
+def _bound_by(node: ast.stmt) -> list[tuple[str, str]]:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return list(_import_bindings(node))
+    if isinstance(node, ast.Assign):
+        return [(name, ast.dump(node.value)) for target in node.targets for name in _target_names(target)]
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return [(name, ast.dump(node.value)) for name in _target_names(node.target)]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [(node.name, ast.dump(node))]
+    return []
+
+
+def _target_names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Tuple | ast.List):
+        return [name for element in target.elts for name in _target_names(element)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    return [ast.unparse(target)]  # `CONFIG["key"] = …`, `obj.attr = …`
+
+
+def _import_bindings(node: ast.Import | ast.ImportFrom) -> Iterable[tuple[str, str]]:
+    """(the name an import binds, what it binds it to): `import a.b` binds `a` to the package `a`."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            yield (alias.asname, alias.name) if alias.asname else (top, top)
+        return
+    module = "." * node.level + (node.module or "")
+    for alias in node.names:
+        if alias.name != "*":
+            yield alias.asname or alias.name, f"{module}:{alias.name}"
 
 
 def _combine(point: _Point, insertion: _Insertion, file: _File) -> tuple[str, ...] | None:
@@ -1268,6 +1413,9 @@ def _semantic(site: _Site, file: _File) -> tuple[str | None, str] | None:
     body = _enclosing_body(hunk, file.ours_defs)
     if body is not None:
         return body, f"both sides changed the body of `{body}` ({at})"
+    rebound = _set_in_common(site, file)
+    if rebound:
+        return None, f"both sides set `{rebound[0]}`, each to something else ({at})"
     ours, theirs = _changes(hunk.base, hunk.ours), _changes(hunk.base, hunk.theirs)
     if file.lang in _STATEMENT_LANGUAGES and _share_base_lines(ours, theirs):
         first, last = _ours_range(hunk)
@@ -1283,6 +1431,18 @@ def _added_in_common(site: _Site, file: _File) -> tuple[str, ...]:
     if hunk.ours[:size] != hunk.base or hunk.theirs[:size] != hunk.base:
         return ()
     return _common_definitions(hunk.ours[size:], hunk.theirs[size:], file.path)
+
+
+def _set_in_common(site: _Site, file: _File) -> list[str]:
+    """Names or keys both sides' added lines set differently: imports, assignments, list keys."""
+    hunk = site.hunk
+    ours, theirs = (
+        [line for _, _, lines in _changes(hunk.base, side) for line in lines]
+        for side in (hunk.ours, hunk.theirs)
+    )
+    insertions = _insertions(site, file)
+    point = _append_point(insertions[0], file) if insertions else None
+    return _rebound_names(ours, theirs, file.lang, items=point is not None and point.kind == "list")
 
 
 def _unknown_evidence(site: _Site, file: _File) -> str:

@@ -855,8 +855,10 @@ def _lit_appends() -> list[ConflictCase]:
     return out
 
 
-def _cpp_tables() -> list[ConflictCase]:
-    path = "third_party/nvidia/lib/TritonNVIDIAGPUToLLVM/TargetInfo.cpp"
+_TARGET_INFO_PATH = "third_party/nvidia/lib/TritonNVIDIAGPUToLLVM/TargetInfo.cpp"
+
+
+def _capability_source() -> _Lines:
     table = [
         "static constexpr std::pair<StringLiteral, int> kMinCapability[] = {",
         '    {"tt.dot", 80},',
@@ -873,10 +875,15 @@ def _cpp_tables() -> list[ConflictCase]:
         "}",
     ]
     base = ['#include "TargetInfo.h"', "", "namespace mlir::triton::NVIDIA {", "", *table, "", *user, ""]
-    base.append("} // namespace mlir::triton::NVIDIA")
+    return [*base, "} // namespace mlir::triton::NVIDIA"]
+
+
+def _cpp_tables() -> list[ConflictCase]:
+    base = _capability_source()
     ours, theirs, merged = _inserted(
         base, _find(base, "};"), ['    {"tlx.async_dot", 90},'], ['    {"ttng.async_tma_copy", 90},']
     )
+    path = _TARGET_INFO_PATH
     out = [_case("mechanical/cpp-table/min-capability", path, base, ours, theirs, MECHANICAL, merged)]
     table = [
         "inline const std::set<std::string> CACHE_INVALIDATING_ENV_VARS = {",
@@ -1375,6 +1382,82 @@ def _python_semantic() -> list[ConflictCase]:
         "TRITON_MAX_TENSOR_NUMEL = 1 << 21",
     )
     out.append(_case("semantic/python-module-constant", path, base, ours, theirs, SEMANTIC))
+    return out
+
+
+_AUTOTUNE_PATH = "python/triton/runtime/autotune_defaults.py"
+_AUTOTUNE = [
+    "from __future__ import annotations",
+    "",
+    "DEFAULT_CONFIG = {",
+    '    "num_warps": 4,',
+    '    "num_stages": 3,',
+    "}",
+    "",
+    "",
+    "def default_config():",
+    "    return dict(DEFAULT_CONFIG)",
+]
+
+
+def _same_names_set() -> list[ConflictCase]:
+    """Both sides appended where appending is safe, but both set one name or key, each to its own value:
+    kept both, the later one silently overrides the fork's."""
+    note = "both added the same key or name with another value: which value wins is a decision"
+    end = _find(_AUTOTUNE, "}")
+    out = []
+    for key, mine, upstream in (
+        ("block_size", '    "block_size": 64,', '    "block_size": 128,'),
+        ("num_ctas-quoted-apart", '    "num_ctas": 2,', "    'num_ctas': 1,"),
+    ):
+        ours, theirs, _ = _inserted(_AUTOTUNE, end, [mine], [upstream])
+        name = f"semantic/python-dict-same-key/{key}"
+        out.append(_case(name, _AUTOTUNE_PATH, _AUTOTUNE, ours, theirs, SEMANTIC, note=note))
+    for m, mine, upstream in (
+        (_MODULES[2], "MAX_NUM_STAGES = 4", "MAX_NUM_STAGES = 6"),
+        (_MODULES[3], "MAX_NUM_STAGES: int = 4", "MAX_NUM_STAGES: int = 6"),
+    ):
+        base = _module_source(m)
+        ours, theirs, _ = _inserted(base, len(base), ["", "", mine], ["", "", upstream])
+        name = f"semantic/python-same-assignment-eof/{m.path}"
+        out.append(_case(name, m.path, base, ours, theirs, SEMANTIC, note=note))
+    base = _capability_source()
+    ours, theirs, _ = _inserted(
+        base, _find(base, "};"), ['    {"ttng.async_tma_copy", 90},'], ['    {"ttng.async_tma_copy", 100},']
+    )
+    out.append(
+        _case("semantic/cpp-table-same-key", _TARGET_INFO_PATH, base, ours, theirs, SEMANTIC, note=note)
+    )
+    base = ["cmake_minimum_required(VERSION 3.18)", "project(triton CXX C)", "", "add_subdirectory(lib)"]
+    ours, theirs, _ = _inserted(
+        base,
+        len(base),
+        ['option(TRITON_BUILD_PROTON "Build the Proton profiler" OFF)'],
+        ['option(TRITON_BUILD_PROTON "Build the Proton profiler" ON)'],
+    )
+    out.append(
+        _case("semantic/cmake-same-option-eof", "CMakeLists.txt", base, ours, theirs, SEMANTIC, note=note)
+    )
+    base = [
+        "#ifndef TRITON_TOOLS_LIMITS_H",
+        "#define TRITON_TOOLS_LIMITS_H",
+        "",
+        "#define MAX_NUM_WARPS 32",
+        "",
+    ]
+    base.append("#endif // TRITON_TOOLS_LIMITS_H")
+    ours, theirs, _ = _inserted(
+        base, len(base) - 1, ["#define MAX_NUM_STAGES 4", ""], ["#define MAX_NUM_STAGES 6", ""]
+    )
+    path = "include/triton/Tools/Limits.h"
+    out.append(_case("semantic/cpp-same-define", path, base, ours, theirs, SEMANTIC, note=note))
+    # The same key with the same value on both sides is one item, and the other items are new keys: union.
+    fork_items = ['    "num_ctas": 1,', '    "tlx_aware": True,']
+    upstream_items = ['    "num_ctas": 1,', '    "maxnreg": None,']
+    ours, theirs, _ = _inserted(_AUTOTUNE, end, fork_items, upstream_items)
+    merged = _edit(_AUTOTUNE, (end, end, [*fork_items, upstream_items[1]]))
+    name = "mechanical/python-dict/same-key-same-value"
+    out.append(_case(name, _AUTOTUNE_PATH, _AUTOTUNE, ours, theirs, MECHANICAL, merged))
     return out
 
 
@@ -2073,6 +2156,7 @@ _FAMILIES: tuple[Callable[[], list[ConflictCase]], ...] = (
     _tablegen_api,
     _cpp_semantic,
     _python_semantic,
+    _same_names_set,
     _other_semantic,
     _unknown_files,
     _unknown_code,
