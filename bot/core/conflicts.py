@@ -16,7 +16,8 @@ that holds winning; a wrong automatic resolution is the worst outcome, so every 
      end); in Python only inside a line (indentation is syntax); in other files only at line ends.
    - INCLUDE_UNION: every line of the hunk is a `#include` / `include` / `import` / `from … import`
      line (blank lines only at its edges, the same on every side), neither side removed or
-     reordered a base line and both added some: the union, sorted when the base block, both sides
+     reordered a base line and both added some, no two of them binding one Python name to two
+     things (`from a import f` and `from b import f`): the union, sorted when the base block, both sides
      and the include lines around the hunk were sorted, else base order with each side's new lines
      where that side put them (the fork's first).
    - APPEND_UNION: both sides kept the hunk's base part as a prefix and only added after it, at
@@ -587,8 +588,11 @@ def _include_union(site: _Site, file: _File) -> _Resolution | None:
     lead, (base, ours, theirs), trail = framed
     if not (_keeps(base, ours) and _keeps(base, theirs)):
         return None
-    if not (set(ours) - set(base) and set(theirs) - set(base)):
+    ours_new, theirs_new = ([line for line in side if line not in base] for side in (ours, theirs))
+    if not (ours_new and theirs_new):
         return None
+    if _rebound_names(ours_new, theirs_new, file.lang, items=False):
+        return None  # two Python imports binding one name: the later would shadow the other
     around = (_edge_includes(reversed(hunk.before), file.lang)[::-1], _edge_includes(hunk.after, file.lang))
     union = _sorted_union(base, ours, theirs, around)
     if union is not None:

@@ -1451,6 +1451,14 @@ def _same_names_set() -> list[ConflictCase]:
     )
     path = "include/triton/Tools/Limits.h"
     out.append(_case("semantic/cpp-same-define", path, base, ours, theirs, SEMANTIC, note=note))
+    for m, mine, upstream in (
+        (_MODULES[0], "from .fork_kernels import matmul", "from .triton_ops import matmul"),
+        (_MODULES[5], "import numpy as np", "import jax.numpy as np"),
+    ):
+        base = _module_source(m)
+        ours, theirs, _ = _inserted(base, _find(base, "import math") + 1, [mine], [upstream])
+        name = f"semantic/python-import-same-name/{m.path}"
+        out.append(_case(name, m.path, base, ours, theirs, SEMANTIC, note="the later import would shadow"))
     # The same key with the same value on both sides is one item, and the other items are new keys: union.
     fork_items = ['    "num_ctas": 1,', '    "tlx_aware": True,']
     upstream_items = ['    "num_ctas": 1,', '    "maxnreg": None,']
