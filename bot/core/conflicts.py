@@ -14,6 +14,8 @@ that holds winning; a wrong automatic resolution is the worst outcome, so every 
      whitespace (take the other). Whitespace counts between the tokens of C++, TableGen, MLIR and
      CMake (never inside strings or comments; a line comment or preprocessor line keeps its line
      end); in Python only inside a line (indentation is syntax); in other files only at line ends.
+     Never for a hunk with a line in a Python or C++ string literal spanning lines (a triple-quoted
+     string, a raw string `R"(…)"`): its spacing is the string's content.
    - INCLUDE_UNION: every line of the hunk is a `#include` / `include` / `import` / `from … import`
      line (blank lines only at its edges, the same on every side), neither side removed or
      reordered a base line and both added some, no two of them binding one Python name to two
@@ -61,6 +63,7 @@ import dataclasses
 import difflib
 import itertools
 import re
+import tokenize
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -543,8 +546,14 @@ _Resolution = tuple[tuple[str, ...], str]  # the lines replacing the block, and 
 
 
 def _whitespace(site: _Site, file: _File) -> _Resolution | None:
-    hunk = site.hunk
-    ours, base, theirs = (_whitespace_key(side, file.lang) for side in (hunk.ours, hunk.base, hunk.theirs))
+    found = _whitespace_only(site.hunk, file.lang)
+    if found is None or _in_multiline_string(site, file):
+        return None  # spacing inside a string literal is its content, not layout
+    return found
+
+
+def _whitespace_only(hunk: Hunk3, lang: str | None) -> _Resolution | None:
+    ours, base, theirs = (_whitespace_key(side, lang) for side in (hunk.ours, hunk.base, hunk.theirs))
     if ours == theirs:
         return hunk.theirs, "the two sides differ only in whitespace; took upstream's"
     if ours == base:
@@ -552,6 +561,72 @@ def _whitespace(site: _Site, file: _File) -> _Resolution | None:
     if theirs == base:
         return hunk.ours, "upstream's side only changed whitespace; kept the fork's change"
     return None
+
+
+def _in_multiline_string(site: _Site, file: _File) -> bool:
+    """Whether a line of the hunk, on any side, lies in a string literal spanning lines (a Python
+    triple-quoted string, a C++ raw string); True when that cannot be told (the file does not tokenize)."""
+    scan = _STRING_ROWS.get(file.lang or "")
+    if scan is None:
+        return False
+    hunk = site.hunk
+    after = file.view[site.start + len(hunk.ours) :]
+    for side in (hunk.ours, hunk.base, hunk.theirs):
+        rows = scan("".join(line + "\n" for line in (*file.view[: site.start], *side, *after)))
+        if rows is None or not rows.isdisjoint(range(site.start, site.start + len(side))):
+            return True
+    return False
+
+
+def _python_string_rows(text: str) -> frozenset[int] | None:
+    """0-based lines a Python string literal spanning lines touches; None when `text` does not tokenize."""
+    rows: set[int] = set()
+    opened: list[int] = []  # f-strings from Python 3.12 on: FSTRING_START … FSTRING_END
+    try:
+        for token in tokenize.generate_tokens(iter(text.splitlines(keepends=True)).__next__):
+            name = tokenize.tok_name[token.type]
+            if name.endswith("STRING_START"):
+                opened.append(token.start[0])
+                continue
+            if name.endswith("STRING_END") and opened:
+                first = opened.pop()
+            elif token.type == tokenize.STRING:
+                first = token.start[0]
+            else:
+                continue
+            rows.update(range(first - 1, token.end[0]) if first != token.end[0] else ())
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return frozenset(rows)
+
+
+_CPP_STRINGS = frozenset({"string_literal", "raw_string_literal", "char_literal"})
+
+
+def _cpp_string_rows(text: str) -> frozenset[int] | None:
+    """0-based lines that a C++ string literal spanning lines (a raw string, a `\\` continuation) touches;
+    None when the parse has errors and a raw string could hide in them."""
+    root = parse_tree("cpp", text.encode())
+    if root.has_error and 'R"' in text:
+        return None
+    rows: set[int] = set()
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        first, last = node.start_point.row, node.end_point.row
+        if first == last:
+            continue  # nothing on one line spans lines
+        if node.type in _CPP_STRINGS:
+            rows.update(range(first, last + 1))
+        else:
+            pending.extend(node.children)
+    return frozenset(rows)
+
+
+_STRING_ROWS: Mapping[str, Callable[[str], frozenset[int] | None]] = {
+    "python": _python_string_rows,
+    "cpp": _cpp_string_rows,
+}
 
 
 _INCLUDE_LINE = {

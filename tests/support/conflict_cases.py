@@ -1469,6 +1469,39 @@ def _same_names_set() -> list[ConflictCase]:
     return out
 
 
+def _spacing_in_strings() -> list[ConflictCase]:
+    """One side changed only spacing, but inside a string literal spanning lines: that is the string's
+    content (an expected output, inline assembly), so the whitespace rule must not drop it."""
+    note = "the fork's spacing change lies inside a multi-line string: its content, not layout"
+    path = "python/test/unit/tools/test_disasm.py"
+    base = [
+        "import pytest",
+        "",
+        'EXPECTED = """',
+        "name  value",
+        '"""',
+        "",
+        "",
+        "def test_format():",
+        "    pass",
+    ]
+    ours, theirs = _both_replace(base, "name  value", "name value", "name  value  unit")
+    out = [_case("semantic/spacing-in-python-string", path, base, ours, theirs, SEMANTIC, note=note)]
+    path = "third_party/nvidia/lib/TritonNVIDIAGPUToLLVM/BarrierOpToLLVM.cpp"
+    base = [
+        '#include "PatternTritonGPUOpToLLVM.h"',
+        "",
+        'static const char *kArrive = R"(',
+        "mbarrier.arrive  %0, [%1];",
+    ]
+    base += [')";', "", "namespace mlir::triton::NVIDIA {} // namespace mlir::triton::NVIDIA"]
+    ours, theirs = _both_replace(
+        base, "mbarrier.arrive", "mbarrier.arrive %0,[%1];", "mbarrier.arrive  %0, [%1];  // sm_90"
+    )
+    out.append(_case("semantic/spacing-in-cpp-raw-string", path, base, ours, theirs, SEMANTIC, note=note))
+    return out
+
+
 def _other_semantic() -> list[ConflictCase]:
     out = []
     for p in _PASSES[3:6]:
@@ -2165,6 +2198,7 @@ _FAMILIES: tuple[Callable[[], list[ConflictCase]], ...] = (
     _cpp_semantic,
     _python_semantic,
     _same_names_set,
+    _spacing_in_strings,
     _other_semantic,
     _unknown_files,
     _unknown_code,
