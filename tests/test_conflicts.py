@@ -269,6 +269,15 @@ def test_file_ending_in_a_block_keeps_the_sides_missing_final_newline(tmp_path: 
     assert (verdict.rules, verdict.resolved) == ((Rule.APPEND_UNION,), "x = 1\ny = 2\nz = 3")
 
 
+def test_appends_at_the_end_end_with_upstreams_final_newline_after_a_fork_line_without_one(
+    tmp_path: Path,
+) -> None:
+    base, ours, theirs = "x = 1\n", "x = 1\ny = 2", "x = 1\nz = 3\n"
+    _, merged = merge_file(tmp_path, base, ours, theirs)
+    verdict = classify_file("notes.txt", base=base, ours=ours, theirs=theirs, merged=merged)
+    assert (verdict.rules, verdict.resolved) == ((Rule.APPEND_UNION,), "x = 1\ny = 2\nz = 3\n")
+
+
 def test_crlf_file_resolves_with_its_line_ends(tmp_path: Path) -> None:
     base, ours, theirs = (
         "int a = 1;\r\nint b = 2;\r\n",

@@ -1610,15 +1610,21 @@ def _assemble(parts: Sequence[str | Hunk3], verdicts: Sequence[HunkVerdict], fil
         else:
             lines.extend(verdicts[part.index].resolution or ())
     text = "\n".join(lines)
-    return text + "\n" if lines and _ends_with_newline(parts, file, merged) else text
+    return text + "\n" if lines and _ends_with_newline(parts, verdicts, file, merged) else text
 
 
-def _ends_with_newline(parts: Sequence[str | Hunk3], file: _File, merged: str) -> bool:
+def _ends_with_newline(
+    parts: Sequence[str | Hunk3], verdicts: Sequence[HunkVerdict], file: _File, merged: str
+) -> bool:
     """A clean last line keeps the merge's own ending; git ends every conflict block with a newline,
-    so a file ending in one gets the ending merged like any other change (a side that changed it wins)."""
-    if not parts or isinstance(parts[-1], str):
+    so a file ending in one gets the ending merged like any other change (a side that changed it wins),
+    except that both sides' appends end with upstream's last line, and so with upstream's ending."""
+    last = parts[-1] if parts else ""
+    if isinstance(last, str):
         return merged.endswith("\n")
     base, ours, theirs = file.newlines
+    if verdicts[last.index].rule is Rule.APPEND_UNION and last.ours != last.theirs:
+        return theirs  # the fork's missing newline was on a line that is no longer last
     return theirs if ours == base else ours
 
 
