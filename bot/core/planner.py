@@ -365,6 +365,36 @@ def _bisected(detail: str | None) -> list[RiskReason]:
     return [RiskReason(kind=RiskKind.BISECTED, level=RiskLevel.CRITICAL, detail=detail)]
 
 
+def _planned(
+    commits: Sequence[UpstreamCommit],
+    stream_patches: Sequence[tuple[str, Sequence[FileChange]]],
+    footprint: PatchStackFootprint,
+    *,
+    config: SluiceConfig,
+    held: Mapping[str, Disposition],
+    blamed: Mapping[str, str],
+) -> list[PlannedCommit]:
+    """Each commit with its reasons and its dependencies (on lines and symbols, reverts and relands)."""
+    line_deps, held_reasons = held_dependencies(
+        line_and_symbol_dependencies(stream_patches, commits, held=held.keys()), held
+    )
+    revert_deps, revert_reasons = revert_links(commits)
+    deps = merge_dependencies(line_deps, revert_deps)
+    return [
+        planned_commit(
+            c,
+            reasons=[
+                *risk_reasons(c, footprint=footprint, config=config),
+                *revert_reasons.get(c.sha, []),
+                *held_reasons.get(c.sha, []),
+                *_bisected(blamed.get(c.sha)),
+            ],
+            deps=deps.get(c.sha, ()),
+        )
+        for c in commits
+    ]
+
+
 def make_plan(
     *,
     status: StreamStatus,
@@ -386,24 +416,7 @@ def make_plan(
     the plan; a commit that depends on one gets a high `held-dependency` reason instead (`stream_patches`
     holds the held commits' patches with their symbols)."""
     held = held or {}
-    line_deps, held_reasons = held_dependencies(
-        line_and_symbol_dependencies(stream_patches, commits, held=held.keys()), held
-    )
-    revert_deps, revert_reasons = revert_links(commits)
-    deps = merge_dependencies(line_deps, revert_deps)
-    planned = [
-        planned_commit(
-            c,
-            reasons=[
-                *risk_reasons(c, footprint=footprint, config=config),
-                *revert_reasons.get(c.sha, []),
-                *held_reasons.get(c.sha, []),
-                *_bisected((blamed or {}).get(c.sha)),
-            ],
-            deps=deps.get(c.sha, ()),
-        )
-        for c in commits
-    ]
+    planned = _planned(commits, stream_patches, footprint, config=config, held=held, blamed=blamed or {})
     selection, decision = None, None
     if model is not None:
         planned = [with_probability(c, model.model, config) for c in planned]

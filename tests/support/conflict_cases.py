@@ -1451,6 +1451,13 @@ def _same_names_set() -> list[ConflictCase]:
     )
     path = "include/triton/Tools/Limits.h"
     out.append(_case("semantic/cpp-same-define", path, base, ours, theirs, SEMANTIC, note=note))
+    return out
+
+
+def _same_names_imported() -> list[ConflictCase]:
+    """Both sides added an import that binds one name to two things (the later one shadows the fork's);
+    and, the counter-case, one dict key with the same value on both sides, which is one item."""
+    out = []
     for m, mine, upstream in (
         (_MODULES[0], "from .fork_kernels import matmul", "from .triton_ops import matmul"),
         (_MODULES[5], "import numpy as np", "import jax.numpy as np"),
@@ -1460,6 +1467,7 @@ def _same_names_set() -> list[ConflictCase]:
         name = f"semantic/python-import-same-name/{m.path}"
         out.append(_case(name, m.path, base, ours, theirs, SEMANTIC, note="the later import would shadow"))
     # The same key with the same value on both sides is one item, and the other items are new keys: union.
+    end = _find(_AUTOTUNE, "}")
     fork_items = ['    "num_ctas": 1,', '    "tlx_aware": True,']
     upstream_items = ['    "num_ctas": 1,', '    "maxnreg": None,']
     ours, theirs, _ = _inserted(_AUTOTUNE, end, fork_items, upstream_items)
@@ -2198,6 +2206,7 @@ _FAMILIES: tuple[Callable[[], list[ConflictCase]], ...] = (
     _cpp_semantic,
     _python_semantic,
     _same_names_set,
+    _same_names_imported,
     _spacing_in_strings,
     _other_semantic,
     _unknown_files,
