@@ -34,11 +34,8 @@ async def poll_once(ctx: Context) -> list[str]:
             log.warning("poll of %s for %s failed: %s", redact(fork.upstream_url), fork.repo, exc.message)
             continue
         if head is None:
-            # Told once (upstream_seen marks it gone), polled on: a branch that comes back is ingested.
-            if fork.upstream_seen != GONE and await ctx.db(
-                ctx.registry.mark_upstream_seen, fork.repo, old=fork.upstream_seen, new=GONE
-            ):
-                await upstream.report_gone(ctx, fork, how="git ls-remote finds none")
+            if fork.upstream_seen != GONE:
+                await _gone(ctx, fork)
             continue
         if head == fork.upstream_seen:
             continue
@@ -49,6 +46,19 @@ async def poll_once(ctx: Context) -> list[str]:
             )
             moved.append(fork.repo)
     return moved
+
+
+async def _gone(ctx: Context, fork: Fork) -> None:
+    """Upstream has no such branch now: told once (then `upstream_seen` marks it gone, and a branch that
+    comes back is ingested), or told again next round when GitHub did not take the check run."""
+    try:
+        await upstream.report_gone(ctx, fork, how="git ls-remote finds none")
+    except Exception:  # the other forks are polled all the same
+        log.exception(
+            "%s: the upstream branch %s is gone, and telling the fork failed", fork.repo, fork.upstream_branch
+        )
+        return
+    await ctx.db(ctx.registry.mark_upstream_seen, fork.repo, old=fork.upstream_seen, new=GONE)
 
 
 async def _webhooks_arrive(ctx: Context, fork: Fork, sending: dict[int, bool]) -> bool:
