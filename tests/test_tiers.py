@@ -464,6 +464,25 @@ def test_failures_trunk_has_are_broken_trunk() -> None:
     assert (mixed.verdict, mixed.broken_trunk) == (Verdict.FAILED, (ASSERT.key,))
 
 
+@pytest.mark.parametrize(
+    "problem",
+    [
+        "the command exited with status 139 but its JUnit XML shows no failure; its output ends:\nSegfault",
+        "the command wrote no benchmarks to {benchmarks}",
+        "the benchmarks file is not a JSON list of benchmarks: 1 validation error for list[Benchmark]",
+        "ran 3 tests, expected 10 (expected_tests)",
+    ],
+)
+def test_a_suite_that_failed_on_its_own_beside_trunks_failures_is_no_broken_trunk(problem: str) -> None:
+    """Trunk fails the head's one failing test too, but another suite of the head failed with no failing
+    test (the problem runners.commands or runners.run writes): the head's own failure, bisected, not
+    trunk's; its reason is that suite's problem, not trunk's test."""
+    lit = SuiteFacts("lit", "failed", 500, passed=500, problems=(problem,))
+    head = ReportFacts((facts(ASSERT, problems=("1 test failed: test_add",)).suites[0], lit), (ASSERT,))
+    found = triage("failure", head, trunk=facts(ASSERT))
+    assert found == Triage(Verdict.FAILED, problem[:200], broken_trunk=(ASSERT.key,))
+
+
 def test_a_long_broken_trunk_list_is_cut_by_whole_lines_and_room_is_kept_for_a_note() -> None:
     """A shared lit failure list of thousands: the summary names 30, as the failing tests' list does, and a
     note appended later (an Actions re-run not counted) still goes in whole."""

@@ -517,19 +517,27 @@ def _failed(conclusion: str, facts: ReportFacts, *, log: str, trunk: ReportFacts
     # A build that failed is this head's (or the runner's) failure: trunk's build failing too, for its own
     # reason, does not make it trunk's.
     if trunk is not None and facts.failures and not build_failed:
-        theirs = {f.key for f in trunk.failures}
-        shared = tuple(sorted(f.key for f in facts.failures if f.key in theirs))
-        if len(shared) == len(facts.failures) and not _suite_only_problems(facts):
-            return Triage(Verdict.BROKEN_TRUNK, "every failure also fails on fork trunk", broken_trunk=shared)
-        return Triage(Verdict.FAILED, reason, broken_trunk=shared)
+        return _against_trunk(facts, trunk, real=real, reason=reason)
     return Triage(Verdict.FAILED, reason)
 
 
-def _suite_only_problems(facts: ReportFacts) -> bool:
-    """A suite that ran fewer tests than expected fails on its own, whatever trunk does."""
-    return any(
-        "expected" in p or "baseline ran" in p or "no tests" in p for s in facts.suites for p in s.problems
-    )
+def _against_trunk(facts: ReportFacts, trunk: ReportFacts, *, real: list[str], reason: str) -> Triage:
+    """Broken trunk when trunk fails every failing test too and nothing else failed; else a failure whose
+    reason is this head's own, not a test trunk fails as well."""
+    theirs = {f.key for f in trunk.failures}
+    shared = tuple(sorted(f.key for f in facts.failures if f.key in theirs))
+    if len(shared) == len(facts.failures) and _failed_by_tests_only(facts):
+        return Triage(Verdict.BROKEN_TRUNK, "every failure also fails on fork trunk", broken_trunk=shared)
+    trunks = {f.message for f in facts.failures if f.key in theirs}
+    own = next((t for t in real if t not in trunks), None)
+    return Triage(Verdict.FAILED, own[:200] if own else reason, broken_trunk=shared)
+
+
+def _failed_by_tests_only(facts: ReportFacts) -> bool:
+    """Whether each suite's problems only name its failing tests. Any other problem (fewer tests than
+    expected, a command that crashed with no failing test, no benchmarks written) is this head's own,
+    whatever trunk's tests do."""
+    return all(NAMES_FAILURES.match(p) or p.startswith(NOT_RUN) for s in facts.suites for p in s.problems)
 
 
 def _infra_marker(text: str) -> str | None:
