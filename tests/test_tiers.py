@@ -436,6 +436,7 @@ BUSY = FailedTest(
         ("failure", facts(BUSY), "", Verdict.INFRA),
         ("failure", facts(BUSY, problems=("1 test failed: test_mm",)), "", Verdict.INFRA),
         ("failure", facts(BUSY, ASSERT), "", Verdict.FAILED),  # a real failure among them: never retried
+        ("failure", facts(FailedTest("smoke", "t", "runner: AssertionError: link lost")), "", Verdict.FAILED),
         ("failure", facts(problems=("ran 3 tests, expected 10 (expected_tests)",)), "", Verdict.FAILED),
         (
             "failure",
@@ -452,6 +453,31 @@ BUSY = FailedTest(
 )
 def test_triage(conclusion: str, report: ReportFacts | None, log: str, verdict: Verdict) -> None:
     assert triage(conclusion, report, log=log).verdict is verdict
+
+
+@pytest.mark.parametrize(
+    ("message", "marker"),
+    [
+        ("The self-hosted runner lost communication with the server.", "runner lost"),
+        ("RuntimeError: No CUDA GPUs are available", "GPU missing"),
+        ("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable", "GPU busy"),
+        ("RuntimeError: Failed to initialize NVML: Driver/library version mismatch", "driver mismatch"),
+        ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version", "driver mismatch"),
+        ("OSError: [Errno 28] No space left on device: '/tmp/triton'", "disk full"),
+        ("socket.gaierror: [Errno -3] Temporary failure in name resolution", "network"),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out of memory"),
+    ],
+)
+def test_each_infrastructure_marker_is_retried_whatever_words_it_shares_with_a_real_one(
+    message: str, marker: str
+) -> None:
+    """A real marker's word inside an infrastructure marker's ("version mismatch") is the infrastructure's:
+    the run is retried, from the report's test or from the log when there is no report."""
+    failed = FailedTest("smoke", "test_mm", message)
+    assert triage("failure", facts(failed)) == Triage(Verdict.INFRA, f"{marker}: {message}", infra=marker)
+    assert triage("failure", None, log=f"Run the tier\n{message}\n").infra == marker
+    real = triage("failure", facts(failed, FailedTest("smoke", "test_add", "RuntimeError: shape mismatch")))
+    assert real.verdict is Verdict.FAILED
 
 
 def test_failures_trunk_has_are_broken_trunk() -> None:

@@ -415,9 +415,11 @@ INFRA_MARKERS: Mapping[str, re.Pattern[str]] = {
     "disk full": re.compile(r"No space left on device|ENOSPC|disk quota exceeded", re.I),
     "out of memory": re.compile(r"out of memory|OutOfMemoryError|MemoryError|Killed signal|oom-kill", re.I),
 }
-# What a real failure says: never retried, whatever else the log holds.
+# What a real failure says: never retried, whatever else the log holds. A mismatch of shapes, sizes or
+# types, but not the "Driver/library version mismatch" of the driver marker above.
 REAL_MARKERS = re.compile(
-    r"AssertionError|assert |mismatch|not close|Mismatched elements|(?-i:(?:^|: )error: )|CompilationError|"
+    r"AssertionError|assert |(?<!version )mismatch|not close|Mismatched elements|(?-i:(?:^|: )error: )|"
+    r"CompilationError|"
     r"expected \d+|the baseline ran|ran no tests|has no suite|SyntaxError|NameError|TypeError|ImportError",
     re.I | re.M,
 )
