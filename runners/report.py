@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.core.tiers import Level
 
@@ -58,11 +58,16 @@ class Environment(_Model):
     context_hash: str
 
 
+# A count of tests, and a duration in seconds: never negative.
+Count = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 class TestResult(_Model):
     suite: str
     name: str
     outcome: Outcome
-    duration_s: float = 0.0
+    duration_s: Seconds = 0.0
     message: str | None = None  # the failure message, for failed and error outcomes
 
 
@@ -75,16 +80,42 @@ class SuiteResult(_Model):
         str, ...
     ] = ()  # argv of a command suite (of the build: the command that failed, or the last)
     exit_code: int | None = None  # of a command suite
-    expected: int | None = None  # tests the suite must run (its baseline); None: no expectation
-    executed: int  # tests that ran (passed + failed + error; skipped ones do not count)
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
-    skipped: int = 0
+    expected: Count | None = None  # tests the suite must run (its baseline); None: no expectation
+    executed: Count  # tests that ran (passed + failed + error; skipped ones do not count)
+    passed: Count = 0
+    failed: Count = 0
+    errors: Count = 0
+    skipped: Count = 0
     outcome: Outcome  # failed when a test failed, the command failed, or fewer tests ran than expected
     problems: tuple[str, ...] = ()  # why the suite failed, in words, e.g. "ran 3 tests, expected 5"
     notes: tuple[str, ...] = ()  # what a reader must know that is no failure, e.g. a reduced CPU sweep
-    duration_s: float = 0.0
+    duration_s: Seconds = 0.0
+
+    @model_validator(mode="after")
+    def _counts_agree(self) -> SuiteResult:
+        if self.executed != self.passed + self.failed + self.errors:
+            raise ValueError(
+                f"suite {self.name!r} executed {self.executed} tests, not its passed + failed + errors "
+                f"({self.passed + self.failed + self.errors})"
+            )
+        if self.outcome is Outcome.PASSED:
+            contradiction = _why_not_passed(self)
+            if contradiction is not None:
+                raise ValueError(f"suite {self.name!r} passed, but {contradiction}")
+        return self
+
+
+def _why_not_passed(suite: SuiteResult) -> str | None:
+    """What in a suite's result says it did not pass, as `runners.run.judge` decides."""
+    if suite.failed or suite.errors:
+        return f"{suite.failed} of its tests failed and {suite.errors} could not run"
+    if suite.problems:
+        return f"it has problems: {suite.problems[0]}"
+    if suite.executed == 0 and suite.kind != "build":
+        return "it ran no tests"
+    if suite.expected is not None and suite.executed < suite.expected:
+        return f"it ran {suite.executed} tests, expected {suite.expected}"
+    return None
 
 
 class KernelFacts(_Model):
@@ -141,6 +172,25 @@ class Report(_Model):
     suites: tuple[SuiteResult, ...] = ()
     tests: tuple[TestResult, ...] = ()
     benchmarks: tuple[Benchmark, ...] = ()
+
+    @model_validator(mode="after")
+    def _suites_agree_with_tests(self) -> Report:
+        """A report that contradicts itself is refused, never read as a pass: each suite once, each test
+        under one of them, and no failed test under a suite that passed."""
+        suites: dict[str, SuiteResult] = {}
+        for suite in self.suites:
+            if suite.name in suites:
+                raise ValueError(f"two suites are named {suite.name!r}")
+            suites[suite.name] = suite
+        for test in self.tests:
+            if test.suite not in suites:
+                raise ValueError(
+                    f"test {test.name!r} names suite {test.suite!r}, which is none of the report's"
+                )
+            passed = suites[test.suite].outcome is Outcome.PASSED
+            if passed and test.outcome in (Outcome.FAILED, Outcome.ERROR):
+                raise ValueError(f"suite {test.suite!r} passed, but its test {test.name!r} is {test.outcome}")
+        return self
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2) + "\n"

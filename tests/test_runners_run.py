@@ -221,7 +221,7 @@ def test_a_builtin_suite_that_ran_fewer_tests_than_the_baseline_fails() -> None:
     config = _config({"name": "smoke", "builtin": "smoke"})
     moment = datetime(2026, 1, 1, tzinfo=UTC)
     env = Environment(python="3", cpu="x", os="y", interpreter=True, context_hash="0")
-    previous = SuiteResult(name="smoke", kind="builtin", executed=12, outcome=Outcome.PASSED)
+    previous = SuiteResult(name="smoke", kind="builtin", executed=12, passed=12, outcome=Outcome.PASSED)
     baseline = Report(
         run=RunInfo(tier=Level.L1, started_at=moment, finished_at=moment), environment=env, suites=(previous,)
     )

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
+from pydantic import ValidationError
 
 from bot.core.tiers import Level
 from runners import report as model  # not `import TestResult`: pytest would try to collect it
@@ -153,3 +157,56 @@ def test_the_top_level_keys_are_the_documented_ones() -> None:
     data = json.loads(_full_report().to_json())
 
     assert list(data) == ["schema", "run", "environment", "suites", "tests", "benchmarks"]
+
+
+def _passing_unit(data: dict[str, Any]) -> dict[str, Any]:
+    """The full report's `unit` suite as one that passed: 3 tests run of 3 expected."""
+    data["suites"][0] |= {"expected": 3, "passed": 3, "failed": 0, "outcome": "passed", "problems": []}
+    data["tests"][0]["outcome"] = "passed"
+    return data
+
+
+def _edit(data: dict[str, Any], path: tuple[str | int, ...], value: object) -> dict[str, Any]:
+    target = data
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("contradiction", "said"),
+    [
+        (lambda d: d | {"suites": [*d["suites"], d["suites"][0]]}, "two suites are named 'unit'"),
+        (lambda d: _edit(d, ("suites", 0, "executed"), -5), "greater than or equal to 0"),
+        (lambda d: _edit(d, ("suites", 0, "duration_s"), -10), "greater than or equal to 0"),
+        (lambda d: _edit(d, ("tests", 0, "duration_s"), -1), "greater than or equal to 0"),
+        (lambda d: _edit(d, ("suites", 0, "executed"), 7), "executed 7 tests, not its passed + failed"),
+        (lambda d: _edit(d, ("suites", 0, "outcome"), "passed"), "'unit' passed, but 1 of its tests failed"),
+        (
+            lambda d: _edit(_passing_unit(d), ("suites", 0, "expected"), 5),
+            "'unit' passed, but it ran 3 tests, expected 5",
+        ),
+        (
+            lambda d: _edit(_passing_unit(d), ("suites", 0, "problems"), ["ran no tests"]),
+            "'unit' passed, but it has problems: ran no tests",
+        ),
+        (
+            lambda d: _edit(_passing_unit(d), ("tests", 0, "outcome"), "failed"),
+            "suite 'unit' passed, but its test 't::a' is failed",
+        ),
+        (
+            lambda d: _edit(d, ("tests", 0, "suite"), "lit"),
+            "names suite 'lit', which is none of the report's",
+        ),
+    ],
+)
+def test_a_report_that_contradicts_itself_is_refused(
+    contradiction: Callable[[dict[str, Any]], dict[str, Any]], said: str
+) -> None:
+    """A report whose suites pass while their counts or tests say otherwise would be read as a pass; one
+    suite twice, or a test under no suite, leaves which result counts to chance."""
+    data = json.loads(_full_report().to_json())
+    assert Report.model_validate_json(json.dumps(_passing_unit(data))).suites[0].outcome is Outcome.PASSED
+    with pytest.raises(ValidationError, match=re.escape(said)):
+        Report.model_validate_json(json.dumps(contradiction(json.loads(_full_report().to_json()))))

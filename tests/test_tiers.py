@@ -9,6 +9,7 @@ import os
 import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -679,6 +680,38 @@ def test_a_report_is_read_from_the_artifact_and_checked() -> None:
     report["run"]["head_sha"] = HEAD  # type: ignore[index]
     parsed, problem = read_report(Finished("success", json.dumps(report)), l1)
     assert problem is None and parsed is not None and parsed.run.head_sha == HEAD
+
+
+@pytest.mark.parametrize(
+    ("suites", "said"),
+    [
+        ([{"executed": 1, "passed": 1}, {"executed": 2, "passed": 2}], "two suites are named 'unit'"),
+        ([{"executed": -5, "passed": -5}], "suites.0.executed"),
+        ([{"executed": 3, "passed": 3, "duration_s": -10}], "suites.0.duration_s"),
+        ([{"executed": 3, "passed": 0, "failed": 3}], "'unit' passed, but 3 of its tests failed"),
+        ([{"executed": 3, "passed": 3, "expected": 500}], "'unit' passed, but it ran 3 tests, expected 500"),
+        ([{"executed": 1, "passed": 1, "tests": "failed"}], "'unit' passed, but its test 't1' is failed"),
+    ],
+)
+def test_a_report_that_contradicts_itself_ends_the_run_with_its_problem_not_a_pass(
+    suites: list[dict[str, Any]], said: str
+) -> None:
+    """Read, a `passed` suite with failed tests, too few of them or a twin would pass the tier (and a
+    bisection's probe): the run fails with the report's problem instead."""
+    env = {"python": "3.11", "cpu": "x", "os": "linux", "interpreter": False, "context_hash": "h"}
+    times = {"started_at": NOW.isoformat(), "finished_at": NOW.isoformat()}
+    outcome = suites[-1].pop("tests", "passed")
+    report = {
+        "schema": "sluice.tier-report/1",
+        "run": {"tier": "l1", "head_sha": HEAD, **times},
+        "environment": env,
+        "suites": [{"name": "unit", "kind": "command", "outcome": "passed", **s} for s in suites],
+        "tests": [{"suite": "unit", "name": "t1", "outcome": outcome, "message": "AssertionError: 1 != 2"}],
+    }
+    parsed, problem = read_report(Finished("success", json.dumps(report)), run(L1, RunState.DISPATCHED))
+    assert parsed is None and (problem or "").startswith("the tier report is malformed: ")
+    assert said in (problem or "")
+    assert triage("success", None, report_problem=problem).verdict is Verdict.FAILED
 
 
 @pytest.mark.parametrize("timing", ["0.0", "-2.5", "NaN", "Infinity"])
