@@ -19,7 +19,7 @@ from scipy.stats import norm
 from bot.core.config import PerformanceConfig
 from runners import compare as cmp
 from runners.compare import Metric, Verdict
-from runners.report import Benchmark, Environment, Report, RunInfo
+from runners.report import MAX_SAMPLES, Benchmark, Environment, Report, RunInfo
 from runners.stats import RatioInterval
 
 REPO = Path(__file__).parent.parent
@@ -316,6 +316,18 @@ def test_compile_time_from_one_run_is_judged_only_when_it_moves_a_lot() -> None:
     assert cells[("big", "compile_warm")].verdict is Verdict.INCONCLUSIVE
     assert cmp.exit_code(comparison) == cmp.EXIT_OK  # one compile per side never fails the run
     assert "low confidence" in cmp.render_markdown(comparison)
+
+
+def test_a_key_a_report_repeats_is_pooled_within_the_cap_of_one_benchmark() -> None:
+    """Forty copies of one key, 10,000 samples each, would be a bootstrap over 400,000 in the bot's worker
+    (minutes): the run's samples of a key are thinned to MAX_SAMPLES, evenly, so every copy keeps its say;
+    the rounds of an A/B run each keep theirs."""
+    copies = [benchmark([1.0 + i] * MAX_SAMPLES, compile_cold_ms=900.0 + i) for i in range(40)]
+    pooled = cmp.Side.from_reports([report(*copies)], name="this head").benchmarks[copies[0].key]
+    assert len(pooled.latency_ms) == MAX_SAMPLES and len(pooled.compile_cold_ms) == 40
+    assert Counter(pooled.latency_ms) == {1.0 + i: MAX_SAMPLES // 40 for i in range(40)}
+    rounds = cmp.Side.from_reports([report(*copies[:2]), report(*copies[2:4])], name="A")
+    assert len(rounds.benchmarks[copies[0].key].latency_ms) == 2 * MAX_SAMPLES
 
 
 def test_compile_time_from_many_runs_is_judged_like_latency() -> None:

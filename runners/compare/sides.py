@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from runners.compare.model import ContextRefused, Metric
 from runners.environment import context_fields
-from runners.report import Benchmark, Environment, Report
+from runners.report import MAX_SAMPLES, Benchmark, Environment, Report
 
 
 @dataclass(frozen=True)
@@ -23,15 +24,18 @@ class BenchmarkSamples:
     note: str | None = None
 
     @classmethod
-    def of(cls, bench: Benchmark) -> BenchmarkSamples:
+    def of(cls, benches: Sequence[Benchmark]) -> BenchmarkSamples:
+        """One run's benchmarks of one key, pooled: at most MAX_SAMPLES of each metric, the cap of one
+        benchmark, however often the report repeats the key (each copy adds its 10,000 to a bootstrap)."""
+        first = benches[0]
         return cls(
-            key=bench.key,
-            kernel=bench.kernel,
-            latency_ms=bench.samples_ms,
-            compile_cold_ms=() if bench.compile_cold_ms is None else (bench.compile_cold_ms,),
-            compile_warm_ms=() if bench.compile_warm_ms is None else (bench.compile_warm_ms,),
-            comparable=bench.comparable,
-            note=bench.note,
+            key=first.key,
+            kernel=first.kernel,
+            latency_ms=_thinned([t for b in benches for t in b.samples_ms]),
+            compile_cold_ms=_thinned([b.compile_cold_ms for b in benches if b.compile_cold_ms is not None]),
+            compile_warm_ms=_thinned([b.compile_warm_ms for b in benches if b.compile_warm_ms is not None]),
+            comparable=all(b.comparable for b in benches),
+            note=next((b.note for b in benches if b.note), None),
         )
 
     def pooled(self, other: BenchmarkSamples) -> BenchmarkSamples:
@@ -71,11 +75,22 @@ class Side:
             if differences:
                 where = f"the {name} runs 1 and {index + 1}"
                 raise ContextRefused(differences, where=where, labels=("run 1", f"run {index + 1}"))
+            by_key: dict[str, list[Benchmark]] = defaultdict(list)
             for bench in report.benchmarks:  # each timing positive and finite: the report's model says so
-                samples = BenchmarkSamples.of(bench)
-                known = benchmarks.get(bench.key)
-                benchmarks[bench.key] = known.pooled(samples) if known else samples
+                by_key[bench.key].append(bench)
+            for key, benches in by_key.items():
+                samples = BenchmarkSamples.of(benches)
+                known = benchmarks.get(key)
+                benchmarks[key] = known.pooled(samples) if known else samples
         return cls(first.environment, first.run.head_sha, benchmarks, runs=len(reports))
+
+
+def _thinned(samples: Sequence[float]) -> tuple[float, ...]:
+    """At most MAX_SAMPLES of the samples, evenly spaced through them: every copy of a key keeps its say."""
+    n = len(samples)
+    if n <= MAX_SAMPLES:
+        return tuple(samples)
+    return tuple(samples[i * n // MAX_SAMPLES] for i in range(MAX_SAMPLES))
 
 
 def context_differences(baseline: Environment, candidate: Environment) -> dict[str, tuple[object, object]]:
