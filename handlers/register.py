@@ -135,7 +135,8 @@ class _Reader:
 async def _parsed(ctx: Context, forge: ForkGitHub, head: str, text: bytes) -> SluiceConfig:
     """The file at `head` parsed as the App reads it; invalid: told on its `sluice/config` check, rejected."""
     try:
-        return parse_config(
+        return await asyncio.to_thread(  # a large file takes seconds: not on the event loop
+            parse_config,
             text.decode("utf-8", "replace"),
             filename=CONFIG_PATH,
             trusted_url_prefixes=ctx.trusted_url_prefixes,  # upstream.url: https://, or this GitHub

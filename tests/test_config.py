@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -630,6 +631,47 @@ def test_bad_input_only_ever_raises_config_error(text: str) -> None:
         parse_config(text)
 
     assert raised.value.problems
+
+
+def test_aliases_that_repeat_a_long_list_are_refused_before_validation_expands_them() -> None:
+    row = "[" + ",".join(["1"] * 20_000) + "]"
+    text = f"numerics:\n  blocks: [&r {row}]\n  shapes: [{','.join(['*r'] * 20_000)}]\n"  # about 100 KB
+    started = time.monotonic()
+
+    assert check_config(text) == (
+        ConfigProblem("", 3, "invalid YAML: aliases repeat more than 10,000 values; write the values out"),
+    )
+    assert time.monotonic() - started < 5  # it took minutes, holding the service up
+
+
+def test_aliases_nested_to_a_billion_values_are_refused() -> None:
+    text = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+    for name, before in zip("bcdefghi", "abcdefgh", strict=True):
+        text += f"{name}: &{name} [{', '.join([f'*{before}'] * 10)}]\n"
+
+    (problem,) = check_config(text)
+
+    assert problem.line == 4 and "aliases repeat more than 10,000 values" in problem.message
+
+
+def test_a_few_aliases_are_still_read() -> None:
+    text = "tiers:\n  l1:\n    suites: &suites [{name: smoke, builtin: smoke}]\n  l2:\n    suites: *suites\n"
+
+    config = parse_config(text)
+
+    assert config.tiers.l2.suites == config.tiers.l1.suites
+
+
+def test_a_file_over_the_size_limit_is_refused_unread() -> None:
+    comment = "# " + "x" * 78 + "\n"
+    broken = "bundles:\n  max_commits: 0\n"  # a problem no one is told of: the file is not read
+
+    assert check_config(comment * 3300 + broken) == (
+        ConfigProblem("", None, "the file is 267,326 bytes; Sluice reads at most 262,144 (256 KiB)"),
+    )
+    assert check_config(comment * 3000 + broken) == (
+        ConfigProblem("bundles.max_commits", 3002, "must be at least 1, got 0"),
+    )
 
 
 # --- loading ----------------------------------------------------------------------------------------------

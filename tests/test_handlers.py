@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import itertools
 import json
 import logging
 import re
@@ -622,3 +623,29 @@ async def test_a_config_whose_upstream_is_not_https_is_rejected(ctx: Context, ur
     with pytest.raises(Rejected, match="not an https:// URL"):
         await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
     assert ctx.registry.fork(FORK) is None
+
+
+async def test_register_parses_a_large_config_off_the_event_loop(ctx: Context) -> None:
+    """Parsing a large file takes seconds: the webhooks, heartbeats and other jobs go on meanwhile."""
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    blocks = ", ".join(["[16, 16, 16]"] * 15_000)  # about 210 KB, under the size limit: read, and refused
+    config = f"numerics:\n  blocks: [{blocks}]\nstratgy: merge\n"
+    sim.commit(FORK, "main", {".github/sluice.yml": config}, message="a large config")
+    ctx.registry.add_repos(installation_id, [FORK])
+    ticks: list[float] = []
+
+    async def heartbeat() -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            ticks.append(loop.time())
+            await asyncio.sleep(0.02)
+
+    beating = asyncio.create_task(heartbeat())
+    await asyncio.sleep(0)
+    with pytest.raises(Rejected, match="stratgy"):
+        await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
+    ticks.append(asyncio.get_running_loop().time())
+    beating.cancel()
+    # Parsing is most of the job (the loop stood still for all of it); a loaded machine stretches every gap.
+    assert max(b - a for a, b in itertools.pairwise(ticks)) < (ticks[-1] - ticks[0]) / 4

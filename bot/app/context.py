@@ -209,7 +209,8 @@ class Context:
         """`downstreams` of the upstream's own config, read with its installation's token for that alone."""
         try:
             text = await self.forge(installation_id, upstream).read_text(CONFIG_PATH, ref=None)
-            return parse_config(text or "", filename=f"{upstream}:{CONFIG_PATH}").downstreams
+            name = f"{upstream}:{CONFIG_PATH}"
+            return (await asyncio.to_thread(parse_config, text or "", filename=name)).downstreams
         except (BadInput, ConfigError, ValueError) as exc:  # an unreadable grant grants nothing
             log.warning("%s: its %s is unusable, so it grants no downstream: %s", upstream, CONFIG_PATH, exc)
             return ()
@@ -232,7 +233,8 @@ class Context:
         """`.github/sluice.yml` as fork trunk has it on GitHub (the defaults where there is none), parsed as
         the App parses a repository's file; ConfigError when it is invalid, BadInput when it is unreadable."""
         text = await self.forge(fork.installation_id, fork.repo).read_text(CONFIG_PATH, ref=fork.branch)
-        return parse_config(
+        return await asyncio.to_thread(  # a large file takes seconds: not on the event loop
+            parse_config,
             text or "",
             filename=f"{fork.repo}:{fork.branch}:{CONFIG_PATH}",
             trusted_url_prefixes=self.trusted_url_prefixes,

@@ -1189,8 +1189,51 @@ def parse_config_bytes(raw: bytes, *, filename: str) -> SluiceConfig:
 # --- validation -------------------------------------------------------------------------------------------
 
 
+MAX_CONFIG_BYTES = 256 * 1024
+"""The largest `.github/sluice.yml` Sluice reads: far above any real one, far below what would hold it up."""
+MAX_ALIASED_NODES = 10_000
+"""How many YAML nodes aliases may stand for in one file (`*defaults` counts the nodes it repeats): a few
+short lists or mappings written once and named again are fine; a small file that aliases a long list
+thousands of times would otherwise expand to millions of values to validate."""
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that keeps dates as strings: `branch: 2026-01-01` names a branch."""
+    """SafeLoader that keeps dates as strings (`branch: 2026-01-01` names a branch) and refuses a document
+    whose aliases stand for more than MAX_ALIASED_NODES nodes."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._aliased = 0
+        self._sizes: dict[int, int] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        alias = self.peek_event() if self.check_event(yaml.AliasEvent) else None
+        node = super().compose_node(parent, index)
+        if alias is not None and node is not None:
+            self._aliased += self._size(node, set())
+            if self._aliased > MAX_ALIASED_NODES:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"aliases repeat more than {MAX_ALIASED_NODES:,} values; write the values out",
+                    alias.start_mark,
+                )
+        return node
+
+    def _size(self, node: yaml.Node, composing: set[int]) -> int:
+        """The nodes `node` stands for, aliases expanded (a node that contains itself counts once)."""
+        if id(node) in self._sizes or id(node) in composing:
+            return self._sizes.get(id(node), 1)
+        composing.add(id(node))
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        size = 1 + sum(self._size(child, composing) for child in children)
+        composing.discard(id(node))
+        self._sizes[id(node)] = size
+        return size
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -1207,7 +1250,7 @@ _Loader.add_implicit_resolver(
 def _validate(
     text: str, trusted_url_prefixes: Sequence[str] = (), *, machine_paths: bool = True
 ) -> tuple[SluiceConfig | None, tuple[ConfigProblem, ...]]:
-    loaded = _load_yaml(text)
+    loaded = _too_large(text) or _load_yaml(text)
     if isinstance(loaded, ConfigProblem):
         return None, (loaded,)
     root, data, problems = loaded
@@ -1226,6 +1269,14 @@ def _validate(
         config = None
         problems.append(ConfigProblem("", None, "the document is nested too deeply or refers to itself"))
     return config, tuple(sorted(problems, key=lambda p: (p.line or 0, p.field)))
+
+
+def _too_large(text: str) -> ConfigProblem | None:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= MAX_CONFIG_BYTES:
+        return None
+    limit = f"{MAX_CONFIG_BYTES:,} ({MAX_CONFIG_BYTES // 1024} KiB)"
+    return ConfigProblem("", None, f"the file is {size:,} bytes; Sluice reads at most {limit}")
 
 
 def _load_yaml(text: str) -> tuple[yaml.Node | None, object, list[ConfigProblem]] | ConfigProblem:
