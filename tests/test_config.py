@@ -674,6 +674,43 @@ def test_a_file_over_the_size_limit_is_refused_unread() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sluice-bot:S3cretPassw0rd@github.com/acme/triton.git",  # no scheme
+        "https:/sluice-bot:S3cretPassw0rd@github.com/acme/triton.git",  # one slash
+        "https//sluice-bot:S3cretPassw0rd@github.com/acme/triton.git",  # no colon
+        "oauth2:glpat-S3cretPassw0rd@gitlab.example.com:acme/triton.git",  # ssh's short form, with a token
+        "S3cretPassw0rd@github.com/acme/triton.git",  # a token as the user, no scheme
+        "https://S3cretPassw0rd@github.com/acme/triton.git",
+    ],
+)
+def test_credentials_in_a_malformed_upstream_url_are_refused_and_never_repeated(url: str) -> None:
+    (problem,) = check_config(f"upstream:\n  url: '{url}'\n", trusted_url_prefixes=("https://",))
+
+    assert problem.field == "upstream.url" and "carries credentials" in problem.message
+    assert "S3cretPassw0rd" not in problem.message
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("ssh://git@internal.example/x.git", "'ssh://internal.example/…'"),  # ssh's user is no secret
+        ("git@host.example:x.git", "the URL"),
+        ("file:///srv/git/secret.git", "'file://…'"),
+        ("/srv/git/secret.git", "the URL"),
+        ("http://mirror.example/team/secret.git?token=s3cret", "'http://mirror.example/…'"),
+    ],
+)
+def test_a_url_that_is_not_https_is_refused_naming_no_more_than_its_scheme_and_host(
+    url: str, shown: str
+) -> None:
+    (problem,) = check_config(f"upstream:\n  url: '{url}'\n")
+
+    assert problem.field == "upstream.url"
+    assert problem.message.startswith(f"{shown} is not an https:// URL; Sluice fetches upstreams over https")
+
+
 # --- loading ----------------------------------------------------------------------------------------------
 
 

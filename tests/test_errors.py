@@ -46,6 +46,7 @@ from bot.core.errors import (
     TooLarge,
     Unavailable,
     first_line,
+    redact,
 )
 from bot.core.upstream_access import UpstreamRefused
 from bot.core.webhooks import MalformedBody, RejectedPayload
@@ -254,6 +255,20 @@ def test_github_answers_become_sluice_failures_that_say_whether_to_retry(
 def test_an_unknown_failure_is_retried() -> None:
     assert not is_permanent(ConnectionResetError("peer went away"))
     assert is_permanent(Rejected("no handler", "deploy a Sluice that knows it"))
+
+
+@pytest.mark.parametrize(
+    ("said", "redacted"),
+    [
+        ("url 'bot:s3cret@github.com/a/b.git' refused", "url 'github.com/a/b.git' refused"),
+        ("url https:/bot:s3cret@github.com/a/b.git refused", "url https:/github.com/a/b.git refused"),
+        ("url https//bot:s3cret@github.com/a refused", "url https//github.com/a refused"),
+        ("oauth2:glpat-s3cret@gitlab.example.com:a/b.git", "gitlab.example.com:a/b.git"),
+        ("write to alice@example.com, or git@host:x.git", "write to alice@example.com, or git@host:x.git"),
+    ],
+)
+def test_credentials_before_a_host_are_redacted_with_or_without_a_scheme(said: str, redacted: str) -> None:
+    assert redact(said) == redacted
 
 
 def test_a_log_line_gets_the_first_line_of_an_error_redacted_and_cut() -> None:

@@ -11,6 +11,7 @@ import importlib
 import json
 import re
 import typing
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -33,7 +34,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from bot.core.codeowners import LOGIN_OR_TEAM
-from bot.core.errors import ConfigRefused, redact
+from bot.core.errors import ConfigRefused
 from bot.core.models import Frozen, RiskLevel
 from bot.core.refs import ref_problem
 
@@ -152,7 +153,12 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _OWNER_RE = re.compile(LOGIN_OR_TEAM)
 _REPO_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*)/[A-Za-z0-9._-]+")
 # `scheme://user[:password]@host`: credentials in a URL (ssh's `ssh://git@host` names a user only).
-_URL_USERINFO = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)(?P<userinfo>[^/?#]*)@")
+# The part of a URL before its host, with or without a scheme, however many slashes follow it (`https:/`,
+# `https//`): a userinfo there (`user:password@`) is a credential even when the URL is malformed otherwise.
+_HOST = re.compile(r"[a-z0-9][a-z0-9.-]*")
+_URL_USERINFO = re.compile(
+    r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):?(?=/))?/*(?P<userinfo>[^/?#]*)@(?P<rest>[^/]*)"
+)
 
 
 def _check_glob(pattern: str) -> str:
@@ -288,11 +294,14 @@ def _check_url(url: str) -> str:
 
 
 def _has_credentials(url: str) -> bool:
+    """Whether anything stands before the host and an `@`; but for ssh's user (`ssh://git@host/path`,
+    `git@host:path`), which names no secret."""
     match = _URL_USERINFO.match(url)
     if match is None:
         return False
-    ssh_user = match["scheme"].lower() == "ssh" and ":" not in match["userinfo"]
-    return not ssh_user
+    scheme, userinfo = (match["scheme"] or "").lower(), match["userinfo"]
+    scp_like = not scheme and ":" in match["rest"]  # `user@host:path`, ssh's short form
+    return ":" in userinfo or not (scheme == "ssh" or scp_like)
 
 
 def _check_downstream(repo: str) -> str:
@@ -315,9 +324,22 @@ def _check_https(url: str, info: ValidationInfo) -> str:
     if url.startswith(("https://", *trusted)):
         return url
     raise ValueError(
-        f"{redact(url)!r} is not an https:// URL; Sluice fetches upstreams over https only "
+        f"{_shown(url)} is not an https:// URL; Sluice fetches upstreams over https only "
         "(for a local mirror or ssh, give `sluice mirror --upstream-url`)"
     )
+
+
+def _shown(url: str) -> str:
+    """What a refused URL's message may repeat of it: its scheme and host, never a user, path or query (a
+    malformed URL may hide a password anywhere)."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        host = parts.hostname or ""
+    except ValueError:
+        host = ""
+    if not parts.scheme or not url.startswith(f"{parts.scheme}://"):
+        return "the URL"
+    return f"'{parts.scheme}://{host}/…'" if _HOST.fullmatch(host) else f"'{parts.scheme}://…'"
 
 
 def _check_branch(branch: str) -> str:

@@ -8,6 +8,8 @@ from pydantic import ValidationError
 
 # What a credential looks like in a message: in a URL, an Authorization header, a token, a JWT, a PEM key.
 URL_CREDENTIALS = re.compile(r"//[^/@\s]*@")
+# `user:password@host` without its `//` (a URL with no scheme, `https:/`): a word, a colon, more, then `@`.
+BARE_CREDENTIALS = re.compile(r"(?<![^\s'\"(<\[/=])[^\s/@:'\"]+:[^\s/@'\"]+@")
 SECRETS = re.compile(
     r"(?i)\b(?:token|bearer)\s+\S+"  # an Authorization header value
     r"|\bgh[opsuvr]_\w+"  # GitHub token prefixes
@@ -19,8 +21,8 @@ SECRETS = re.compile(
 
 def redact(text: str) -> str:
     """`text` without credentials, for messages, logs and comments: `https://user:token@host` becomes
-    `https://host`, and tokens, JWTs and private keys become `[redacted]`."""
-    return SECRETS.sub("[redacted]", URL_CREDENTIALS.sub("//", text))
+    `https://host` (and `user:token@host` `host`), and tokens, JWTs and private keys become `[redacted]`."""
+    return SECRETS.sub("[redacted]", BARE_CREDENTIALS.sub("", URL_CREDENTIALS.sub("//", text)))
 
 
 def first_line(exc: BaseException) -> str:
