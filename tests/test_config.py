@@ -11,6 +11,8 @@ import yaml
 from pydantic import ValidationError
 
 from bot.config_file import load_config
+from bot.core import bisect
+from bot.core.bisect import Budget
 from bot.core.config import (
     ConfigError,
     ConfigProblem,
@@ -903,6 +905,55 @@ def test_a_model_path_on_this_machine_is_a_persons_own_choice_never_a_repository
 def test_a_number_setting_takes_a_number_not_a_boolean_or_a_quoted_string(text: str, problem: str) -> None:
     (found,) = check_config(text)
     assert found.message == problem
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("risk:\n  chain_share: {}\n", "risk.chain_share"),
+        ("risk:\n  bundle_culprits: {}\n", "risk.bundle_culprits"),
+        ("performance:\n  floor: {}\n", "performance.floor"),
+        ("performance:\n  k: {}\n", "performance.k"),
+        ("performance:\n  fdr: {}\n", "performance.fdr"),
+        ("performance:\n  confidence: {}\n", "performance.confidence"),
+        ("performance:\n  kernels: {{matmul: {{floor: {}}}}}\n", "performance.kernels.matmul.floor"),
+        ("performance:\n  kernels: {{matmul: {{k: {}}}}}\n", "performance.kernels.matmul.k"),
+        ("bisect:\n  max_runner_hours: {}\n", "bisect.max_runner_hours"),
+        ("bisect:\n  hours_per_run: {}\n", "bisect.hours_per_run"),
+        (
+            "numerics:\n  tolerances:\n    float32: {{atol: {}, rtol: 0.01}}\n",
+            "numerics.tolerances.float32.atol",
+        ),
+        (
+            "numerics:\n  tolerances:\n    float32: {{atol: 0.01, rtol: {}}}\n",
+            "numerics.tolerances.float32.rtol",
+        ),
+    ],
+)
+def test_no_number_setting_takes_an_infinity_or_nan(text: str, field: str, value: str) -> None:
+    problems = check_config(text.format(value))
+
+    assert [p.field for p in problems] == [field]
+    assert problems[0].message.startswith(("expected a finite number, got ", "must be"))  # -.inf: too low
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("bisect:\n  max_runner_hours: 1e300\n", "must be at most 100000.0, got 1e+300"),
+        ("bisect:\n  hours_per_run: 1e-300\n", "must be at least 0.01, got 1e-300"),
+    ],
+)
+def test_the_bisection_budget_is_bounded_so_it_counts_runs(text: str, message: str) -> None:
+    (problem,) = check_config(text)
+    assert problem.message == message
+    most = parse_config("bisect:\n  max_runner_hours: 100000\n  hours_per_run: 0.01\n").bisect
+    budget = Budget(max_runs=None, max_runner_hours=most.max_runner_hours, hours_per_run=most.hours_per_run)
+
+    state = bisect.start("ing-1", ["a" * 40, "b" * 40, "c" * 40], tier="l1", budget=budget)
+
+    assert bisect.next_probes(state, free=1)  # not an OverflowError
 
 
 def test_a_number_in_e_notation_without_a_dot_is_a_number_as_yaml_1_2_reads_it() -> None:

@@ -358,6 +358,9 @@ def _branch_problem(branch: str) -> str | None:
 
 
 Glob = Annotated[str, AfterValidator(_check_glob)]
+Number = Annotated[
+    StrictFloat, Field(allow_inf_nan=False)
+]  # `.inf` or `.nan` would break what counts with it
 Paths = Annotated[tuple[Glob, ...], Field(min_length=1)]
 Count = Annotated[StrictInt, Field(ge=1)]
 Branch = Annotated[str, AfterValidator(_check_branch)]
@@ -450,12 +453,12 @@ class RiskPolicy(Frozen):
     # With a model: chain this share of the commits, most likely to break first, instead of the share that
     # minimises expected tier runs: of the fork's stream when the model carries its fitted commits'
     # probabilities (`sluice calibrate` writes them), else of each plan.
-    chain_share: Annotated[StrictFloat, Field(ge=0, le=1)] | None = None
+    chain_share: Annotated[Number, Field(ge=0, le=1)] | None = None
     # A longer chain is split into the fewest pieces, where the fewest and weakest dependencies cross: a
     # person reads each piece's PR (GitHub lists at most 250 commits on one). `null`: never split.
     max_chain: Count | None = 50
     # With a model: a bundle closes before its summed probability (its expected culprits) passes this.
-    bundle_culprits: Annotated[StrictFloat, Field(gt=0)] = 0.5
+    bundle_culprits: Annotated[Number, Field(gt=0)] = 0.5
 
 
 class ResolverConfig(Frozen):
@@ -479,14 +482,14 @@ class AutoResolve(Frozen):
         return not self.exclude or _globs_regex(self.exclude).fullmatch(path) is None
 
 
-Fraction = Annotated[StrictFloat, Field(gt=0, lt=1)]
+Fraction = Annotated[Number, Field(gt=0, lt=1)]
 
 
 class KernelThreshold(Frozen):
     """Per-kernel overrides of the performance thresholds (`performance.kernels.<name>`)."""
 
     floor: Fraction | None = None
-    k: Annotated[StrictFloat, Field(gt=0)] | None = None
+    k: Annotated[Number, Field(gt=0)] | None = None
     critical: StrictBool | None = None
 
 
@@ -499,7 +502,7 @@ class PerformanceConfig(Frozen):
     """
 
     floor: Fraction = 0.02  # importance floor: a change smaller than this never matters
-    k: Annotated[StrictFloat, Field(gt=0)] = 3.0  # threshold in units of the measured noise (relative IQR/2)
+    k: Annotated[Number, Field(gt=0)] = 3.0  # threshold in units of the measured noise (relative IQR/2)
     fdr: Fraction = 0.05  # false discovery rate across all benchmarks (Benjamini-Hochberg)
     confidence: Fraction = 0.95  # of the bootstrap interval of the median ratio
     critical: tuple[Annotated[str, Field(min_length=1)], ...] = ()  # kernels whose regression fails the run
@@ -816,8 +819,11 @@ class BisectConfig(Frozen):
 
     auto: StrictBool = True  # bisect a bundle or chain when a tier fails it for a real reason
     max_runs: Count = 12  # probes with a result per bisection, confirmations included (lost runs are retried)
-    max_runner_hours: Annotated[StrictFloat, Field(gt=0)] | None = None  # None: only `max_runs` bounds it
-    hours_per_run: Annotated[StrictFloat, Field(gt=0)] = 1.0  # what one probe is charged against the hours
+    # None: only `max_runs` bounds it. Bounded so that hours over hours per run is a count of runs.
+    max_runner_hours: Annotated[Number, Field(gt=0, le=100_000)] | None = None
+    hours_per_run: Annotated[Number, Field(ge=0.01, le=1000)] = (
+        1.0  # what one probe is charged against the hours
+    )
     parallel: Annotated[StrictInt, Field(ge=1, le=16)] = 1  # probes dispatched at once (free runners)
 
 
@@ -859,8 +865,8 @@ class GatePolicy(Frozen):
 class Tolerance(Frozen):
     """An element passes when |got - expected| <= atol + rtol * |expected| (torch.isclose's rule)."""
 
-    atol: Annotated[StrictFloat, Field(ge=0)]
-    rtol: Annotated[StrictFloat, Field(ge=0)]
+    atol: Annotated[Number, Field(ge=0)]
+    rtol: Annotated[Number, Field(ge=0)]
 
 
 class Tolerances(Frozen):
@@ -1444,6 +1450,8 @@ def _message(error: ErrorDetails) -> str:
             return f"must be less than {ctx['lt']}, got {value!r}"
         case "float_type" | "float_parsing":
             return f"expected a number, got {_kind(value)}"
+        case "finite_number":
+            return f"expected a finite number, got {value!r}"
     return str(error["msg"])
 
 
