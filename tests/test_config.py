@@ -695,6 +695,27 @@ def test_credentials_in_a_malformed_upstream_url_are_refused_and_never_repeated(
 
 
 @pytest.mark.parametrize(
+    ("url", "code", "at"),
+    [
+        (r"https://github.com/triton-lang/triton.git\n", "U+000A", 42),
+        (r"https://github.com/triton-lang/tri\tton.git", "U+0009", 35),
+        (r"https://github.com/triton-lang/triton.git\x01", "U+0001", 42),
+        (r"https://github.com/triton-lang/triton.git\x7f", "U+007F", 42),
+        (r"https://github.com/triton-lang/tri ton.git", "U+0020", 35),
+    ],
+)
+def test_an_upstream_url_with_a_space_or_control_character_is_refused(url: str, code: str, at: int) -> None:
+    """urlsplit drops a tab or newline silently and git refuses the URL: the check says so first."""
+    problems = check_config(f'upstream:\n  url: "{url}"\n', trusted_url_prefixes=("https://",))
+
+    assert problems == (
+        ConfigProblem(
+            "upstream.url", 2, f"the upstream URL has a space or control character ({code}) at character {at}"
+        ),
+    )
+
+
+@pytest.mark.parametrize(
     ("url", "shown"),
     [
         ("ssh://git@internal.example/x.git", "'ssh://internal.example/…'"),  # ssh's user is no secret

@@ -304,6 +304,15 @@ def _has_credentials(url: str) -> bool:
     return ":" in userinfo or not (scheme == "ssh" or scp_like)
 
 
+def _check_printable(url: str) -> str:
+    """urlsplit drops a tab or a newline silently and git refuses the URL: neither may decide alone."""
+    if control := next((ch for ch in url if ord(ch) < 0x21 or ord(ch) == 0x7F), None):
+        where = url.index(control) + 1
+        code = f"U+{ord(control):04X}"
+        raise ValueError(f"the upstream URL has a space or control character ({code}) at character {where}")
+    return url
+
+
 def _check_downstream(repo: str) -> str:
     if not repo:
         raise ValueError("expected 'owner/name', got an empty string")
@@ -388,9 +397,9 @@ MERGE_HOLDS_NOTHING = (
 
 
 class UpstreamConfig(Frozen):
-    url: Annotated[str, AfterValidator(_check_url), AfterValidator(_check_https)] = (
-        "https://github.com/triton-lang/triton.git"
-    )
+    url: Annotated[
+        str, AfterValidator(_check_url), AfterValidator(_check_https), AfterValidator(_check_printable)
+    ] = "https://github.com/triton-lang/triton.git"
     branch: Branch = "main"
 
 
