@@ -520,6 +520,28 @@ def test_serve_names_each_malformed_setting_without_echoing_its_value(
     assert "s3cr3t" not in err and "hunter2" not in err and "Traceback" not in err
 
 
+def test_serve_refuses_an_infinite_or_huge_lease_or_interval(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """SLUICE_LEASE_SECONDS=1e12 passed, and then every claim of a job overflowed the clock: the service ran,
+    and no job ever did; `inf` ended in a traceback."""
+    monkeypatch.setenv("SLUICE_APP_ID", "1")
+    monkeypatch.setenv("SLUICE_WEBHOOK_SECRET", "hunter2")
+    monkeypatch.setenv("SLUICE_LEASE_SECONDS", "inf")
+    monkeypatch.setenv("SLUICE_POLL_INTERVAL", "1e12")
+    monkeypatch.setenv("SLUICE_RESYNC_INTERVAL", "nan")
+    monkeypatch.setenv("SLUICE_WEBHOOK_BODY_TIMEOUT", "inf")
+    monkeypatch.delenv("SLUICE_PRIVATE_KEY_FILE", raising=False)
+    monkeypatch.setenv("SLUICE_PRIVATE_KEY", "not a key")
+    code, out, err = run(capsys, "serve", "--port", "0")
+    assert code == 2 and out == "" and "Traceback" not in err
+    said = {line.split(": ")[1]: line.split(": ", 2)[2] for line in err.splitlines()[:4]}
+    assert said == {
+        "SLUICE_POLL_INTERVAL": "Input should be less than or equal to 604800",
+        "SLUICE_LEASE_SECONDS": "Input should be a finite number",
+        "SLUICE_RESYNC_INTERVAL": "Input should be a finite number",
+        "SLUICE_WEBHOOK_BODY_TIMEOUT": "Input should be a finite number",
+    }
+
+
 def test_upstream_subjects_reach_the_terminal_with_their_control_characters_escaped(
     scenario: Scenario, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from bot.core.errors import redact
 
 MAX_WEBHOOK_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+DAY_S, WEEK_S = 86_400, 7 * 86_400
 # A host name or an IP address (IPv6 in brackets or bare), as SLUICE_ALLOWED_UPSTREAM_HOSTS lists them.
 HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?|[0-9a-f:.]+")
 # SLUICE_* variables that are read elsewhere, not settings of the service: the runners' pass-through list,
@@ -58,23 +59,27 @@ class Settings(BaseSettings):
     git_url: str | None = None  # where repositories are cloned from; derived from github_url when unset
     data_dir: Path = Path(".sluice")  # the workers' git mirrors (a cache: safe to delete)
     workers: int = Field(default=1, ge=0, le=64)  # job workers in this process; 0: intake only
-    poll_interval: float = Field(default=300.0, ge=0)  # seconds between upstream polls; 0: no polling
-    lease_seconds: float = Field(default=300.0, ge=5)  # a job whose worker stops heartbeating is retried
+    # The seconds below are finite and at most a day (a lease) or a week (an interval): a clock plus more
+    # overflows, and a job or a round would never run, with nothing said.
+    poll_interval: float = Field(default=300.0, ge=0, le=WEEK_S, allow_inf_nan=False)  # 0: no polling
+    # a job whose worker stops heartbeating is retried
+    lease_seconds: float = Field(default=300.0, ge=5, le=DAY_S, allow_inf_nan=False)
     # seconds between redelivery sweeps (webhooks GitHub failed to deliver are asked for again); 0: none
-    redelivery_interval: float = Field(default=300.0, ge=0)
-    resync_interval: float = Field(default=3600.0, ge=0)  # seconds between re-plans of every fork; 0: none
+    redelivery_interval: float = Field(default=300.0, ge=0, le=WEEK_S, allow_inf_nan=False)
+    # seconds between re-plans of every fork; 0: none
+    resync_interval: float = Field(default=3600.0, ge=0, le=WEEK_S, allow_inf_nan=False)
     # seconds between sweeps for tier runs past their tier's timeout (of every PR, open or not); 0: none
-    tier_sweep_interval: float = Field(default=300.0, ge=0)
+    tier_sweep_interval: float = Field(default=300.0, ge=0, le=WEEK_S, allow_inf_nan=False)
     # seconds between looks whether a fork's trunk is due its trunk runs (its `trunk_watch`); 0: none
-    trunk_watch_interval: float = Field(default=900.0, ge=0)
+    trunk_watch_interval: float = Field(default=900.0, ge=0, le=WEEK_S, allow_inf_nan=False)
     # Upstream hosts besides the GitHub host (comma-separated); an IP literal listed here may be private.
     allowed_upstream_hosts: str = ""
     # Whether an upstream host may resolve to a loopback, link-local or private address (a GHES on the LAN).
     allow_private_upstreams: bool = False
     # GitHub waits 10 s for an answer: a body still arriving after this is cut off (408)
-    webhook_body_timeout: float = Field(default=10.0, gt=0)
+    webhook_body_timeout: float = Field(default=10.0, gt=0, le=600, allow_inf_nan=False)
     # a delivery the database has not recorded after this many seconds gets 503 (GitHub may redeliver it)
-    intake_deadline: float = Field(default=4.0, gt=0, le=9)
+    intake_deadline: float = Field(default=4.0, gt=0, le=9, allow_inf_nan=False)
     # Where the tiers run: `github` (the fork's tier workflows, dispatched) or `local` (`runners run`
     # on this machine, for the demo and the tests: it runs the fork's tier commands here, so only for a fork
     # whose trunk the operator trusts as much as this machine).
