@@ -96,7 +96,7 @@ async def _tier_workflows(ctx: Context, repo: FileReader, head: str, config: Slu
     paths = workflow_paths(config).values()
     texts = {path: await asyncio.to_thread(repo.read_file, head, path) for path in paths}
     files = {path: None if text is None else text.decode("utf-8", "replace") for path, text in texts.items()}
-    notes = workflow_notes(config, files)
+    notes = await asyncio.to_thread(workflow_notes, config, files)  # YAML files: seconds, for a large one
     if not notes:
         return ""
     lines = "".join(f"- {note}\n" for note in notes)

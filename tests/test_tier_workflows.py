@@ -89,3 +89,35 @@ def test_runners_an_expression_chooses_and_a_config_that_says_so_are_not_flagged
         update={"tiers": SluiceConfig().tiers.model_copy(update={"l1": l1_tier})}
     )
     assert workflow_notes(config, files) == []
+
+
+def test_a_value_that_reads_like_an_impossible_date_is_a_string_as_on_github() -> None:
+    """PyYAML's safe_load takes `2026-02-30` for a date and raises ValueError; GitHub keeps it a string and
+    runs the workflow, so Sluice says nothing of it (it once failed the fork's registration)."""
+    files = templates()
+    l1 = files[L1]
+    assert l1 is not None and "jobs:" in l1
+    files[L1] = l1.replace("jobs:", "env:\n  TRITON_CACHE_TAG: 2026-02-30\njobs:", 1)
+
+    assert workflow_notes(SluiceConfig(), files) == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "env:\n  N: !!int many\n",  # a value its explicit tag cannot take: a ValueError in PyYAML
+        "env:\n  A: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+        + "".join(
+            f"  {n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcde", "bcdef", strict=True)
+        ),
+    ],
+)
+def test_a_workflow_pyyaml_cannot_take_is_named_not_raised(bad: str) -> None:
+    files = templates()
+    l1 = files[L1]
+    assert l1 is not None
+    files[L1] = bad + l1
+
+    (note,) = workflow_notes(SluiceConfig(), files)
+
+    assert note == f"`{L1}` is not YAML GitHub can read, so L1 cannot run"

@@ -1284,6 +1284,17 @@ _Loader.add_implicit_resolver(
 )
 
 
+def yaml_data(text: str) -> object:
+    """A YAML document read as this file is (dates stay strings, as GitHub's YAML keeps them; aliases
+    bounded), for the fork's other YAML files Sluice reads; raises yaml.YAMLError, or ValueError for a value
+    an explicit tag cannot take (`!!int x`)."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def _validate(
     text: str, trusted_url_prefixes: Sequence[str] = (), *, machine_paths: bool = True
 ) -> tuple[SluiceConfig | None, tuple[ConfigProblem, ...]]:

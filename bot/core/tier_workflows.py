@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import yaml
 
-from bot.core.config import SluiceConfig
+from bot.core.config import SluiceConfig, yaml_data
 from bot.core.tiers import LEVELS, Level, tier_config
 
 WORKFLOWS_DIR = ".github/workflows"
@@ -39,8 +39,8 @@ def workflow_notes(config: SluiceConfig, files: Mapping[str, str | None]) -> lis
 
 def _job_notes(config: SluiceConfig, level: Level, path: str, text: str) -> list[str]:
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError:
+        document = yaml_data(text)  # `2026-02-30` is a string, as GitHub reads it, not an impossible date
+    except (yaml.YAMLError, ValueError, RecursionError):
         return [f"`{path}` is not YAML GitHub can read, so {level.name} cannot run"]
     jobs = document.get("jobs") if isinstance(document, dict) else None
     if not isinstance(jobs, dict) or not jobs:
