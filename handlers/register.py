@@ -9,7 +9,7 @@ from gidgethub.routing import Router
 
 from bot.app.context import Context
 from bot.app.worker import Rejected
-from bot.core.config import ConfigError, SluiceConfig, parse_config
+from bot.core.config import ConfigError, SluiceConfig, parse_config_bytes
 from bot.core.errors import redact
 from bot.core.ingestion import BRANCH_PREFIX, owner_repo
 from bot.core.tier_workflows import workflow_notes, workflow_paths
@@ -136,8 +136,8 @@ async def _parsed(ctx: Context, forge: ForkGitHub, head: str, text: bytes) -> Sl
     """The file at `head` parsed as the App reads it; invalid: told on its `sluice/config` check, rejected."""
     try:
         return await asyncio.to_thread(  # a large file takes seconds: not on the event loop
-            parse_config,
-            text.decode("utf-8", "replace"),
+            parse_config_bytes,
+            text,
             filename=CONFIG_PATH,
             trusted_url_prefixes=ctx.trusted_url_prefixes,  # upstream.url: https://, or this GitHub
             machine_paths=False,  # a repository's file: no path on this machine (`risk.model`)

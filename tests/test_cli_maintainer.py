@@ -526,6 +526,23 @@ def test_config_check_reports_components_extra_problems(tmp_path: Path, capsys) 
     ]
 
 
+def test_config_check_refuses_a_committed_file_that_is_not_utf8_as_the_app_does(
+    scenario: Scenario, capsys
+) -> None:
+    """A byte that is not UTF-8 once read as U+FFFD: `^Correctif urgent: réparation` saved in Latin-1 was
+    checked, and used by the App, as a pattern no subject matches; the runners refuse the file."""
+    scenario.fork("config", {".github/sluice.yml": "strategy: merge\n"})
+    config = "recognition:\n  emergency_patterns: ['^Correctif urgent: réparation']\n"
+    (scenario.path / ".github" / "sluice.yml").write_bytes(config.encode("latin-1"))
+    scenario.git("commit", "-qam", "config in latin-1")
+
+    code, out, _ = run(capsys, "config", "check", *repo_of(scenario), "--fork", "main")
+
+    assert (code, out) == (2, "main:.github/sluice.yml:2: not UTF-8 text (byte 0xe9 at offset 57)\n")
+    code, _, err = run(capsys, "plan", *repo_of(scenario), "--no-record")  # load_repo_config, as ingest reads
+    assert code == 2 and "main:.github/sluice.yml:2: not UTF-8 text (byte 0xe9 at offset 57)" in err
+
+
 @pytest.mark.parametrize(
     "url",
     ["file:///etc", "/srv/git/triton.git", "ssh://git@internal/x.git", "git@github.com:x/y.git",

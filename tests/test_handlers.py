@@ -26,6 +26,7 @@ from bot.app.clock import utc_now
 from bot.app.context import Context
 from bot.app.routing import Routes
 from bot.app.worker import Rejected, Worker, job_backoff
+from bot.core.config import ConfigError
 from bot.core.tiers import Level, RunState, TierRun
 from bot.db.jobs import Job, JobQueue, JobState
 from bot.db.registry import Fork, Registry
@@ -378,6 +379,32 @@ async def test_a_config_naming_a_file_on_sluices_machine_is_refused_and_nothing_
     (run,) = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config"]
     assert run["conclusion"] == "failure" and "commit the model to the fork" in run["output"]["summary"]
     assert "not for a fork to read" not in json.dumps(sim.check_runs[FORK])
+
+
+LATIN_1_CONFIG = "recognition:\n  emergency_patterns: ['^Correctif urgent: réparation']\n".encode("latin-1")
+
+
+async def test_a_config_that_is_not_utf8_is_refused_on_its_check_run_not_altered(ctx: Context) -> None:
+    """Read with U+FFFD for the byte, the pattern was valid and matched no subject: registered, and the
+    fork's emergency picks taken for regular ones, while the runners refused the same file."""
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    sim.commit(FORK, "main", {".github/sluice.yml": LATIN_1_CONFIG}, message="config in latin-1")
+    ctx.registry.add_repos(installation_id, [FORK])
+    with pytest.raises(Rejected, match="not UTF-8 text"):
+        await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
+    assert ctx.registry.fork(FORK) is None and queued(ctx) == []
+    (run,) = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config"]
+    assert run["conclusion"] == "failure"
+    assert ".github/sluice.yml:2: not UTF-8 text (byte 0xe9 at offset 57)" in run["output"]["summary"]
+
+
+async def test_trunk_config_refuses_a_file_that_is_not_utf8(ctx: Context) -> None:
+    """The gate, the tiers and the commands read trunk's file as register does."""
+    fork = fork_record(ctx, installation_id=sim_of(ctx).install(FORK))
+    sim_of(ctx).commit(FORK, "main", {".github/sluice.yml": LATIN_1_CONFIG}, message="config in latin-1")
+    with pytest.raises(ConfigError, match=r"main:\.github/sluice\.yml:2: not UTF-8 text \(byte 0xe9"):
+        await ctx.trunk_config(fork)
 
 
 # ------------------------------------------------------------------ the poll loop

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from bot.app.settings import Settings
-from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config
+from bot.core.config import CONFIG_PATH, ConfigError, SluiceConfig, parse_config_bytes
 from bot.core.errors import BadInput, GitTransportError, redact
 from bot.core.ingestion import owner_repo
 from bot.core.upstream_access import (
@@ -208,9 +208,9 @@ class Context:
     async def _downstreams(self, upstream: str, installation_id: int) -> tuple[str, ...]:
         """`downstreams` of the upstream's own config, read with its installation's token for that alone."""
         try:
-            text = await self.forge(installation_id, upstream).read_text(CONFIG_PATH, ref=None)
+            raw = await self.forge(installation_id, upstream).file(CONFIG_PATH, ref=None)
             name = f"{upstream}:{CONFIG_PATH}"
-            return (await asyncio.to_thread(parse_config, text or "", filename=name)).downstreams
+            return (await asyncio.to_thread(parse_config_bytes, raw or b"", filename=name)).downstreams
         except (BadInput, ConfigError, ValueError) as exc:  # an unreadable grant grants nothing
             log.warning("%s: its %s is unusable, so it grants no downstream: %s", upstream, CONFIG_PATH, exc)
             return ()
@@ -232,10 +232,10 @@ class Context:
     async def trunk_config(self, fork: Fork) -> SluiceConfig:
         """`.github/sluice.yml` as fork trunk has it on GitHub (the defaults where there is none), parsed as
         the App parses a repository's file; ConfigError when it is invalid, BadInput when it is unreadable."""
-        text = await self.forge(fork.installation_id, fork.repo).read_text(CONFIG_PATH, ref=fork.branch)
+        raw = await self.forge(fork.installation_id, fork.repo).file(CONFIG_PATH, ref=fork.branch)
         return await asyncio.to_thread(  # a large file takes seconds: not on the event loop
-            parse_config,
-            text or "",
+            parse_config_bytes,
+            raw or b"",
             filename=f"{fork.repo}:{fork.branch}:{CONFIG_PATH}",
             trusted_url_prefixes=self.trusted_url_prefixes,
             machine_paths=False,  # a repository's file: no path on this machine (`risk.model`)

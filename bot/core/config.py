@@ -1210,17 +1210,34 @@ def parse_config(
     return config
 
 
-def parse_config_bytes(raw: bytes, *, filename: str) -> SluiceConfig:
-    """The configuration in the bytes of a file; a file that is not UTF-8 is a ConfigError naming the byte."""
+def parse_config_bytes(
+    raw: bytes,
+    *,
+    filename: str,
+    trusted_url_prefixes: Sequence[str] = (),
+    machine_paths: bool = True,
+) -> SluiceConfig:
+    """The configuration in the bytes of a file (every reader of a committed `.github/sluice.yml` comes
+    here, so the App, the CLI and the runners read the same text); a file that is not UTF-8 is a ConfigError
+    naming the byte, never text with U+FFFD in it that means something else."""
+    return parse_config(
+        config_text(raw, filename=filename),
+        filename=filename,
+        trusted_url_prefixes=trusted_url_prefixes,
+        machine_paths=machine_paths,
+    )
+
+
+def config_text(raw: bytes, *, filename: str) -> str:
+    """The text of a config file's bytes; ConfigError naming the line and byte where they are not UTF-8."""
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
         problem = ConfigProblem(
             "", line, f"not UTF-8 text (byte {raw[err.start]:#04x} at offset {err.start})"
         )
         raise ConfigError((problem,), filename=filename) from None
-    return parse_config(text, filename=filename)
 
 
 # --- validation -------------------------------------------------------------------------------------------

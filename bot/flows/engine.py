@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from bot.core.analysis import distinctive, normalise_line
-from bot.core.config import SluiceConfig, Strategy, parse_config
+from bot.core.config import SluiceConfig, Strategy, parse_config_bytes
 from bot.core.errors import MissingObject
 from bot.core.metrics import pending_shas, pick_lead_times, stream_status
 from bot.core.models import (
@@ -88,12 +88,12 @@ def load_repo_config(
 ) -> SluiceConfig:
     """The fork's own `.github/sluice.yml` at fork trunk, or the defaults when it has none (`machine_paths`:
     whether it may name files on this machine, as a person's own checkout may and the service's may not)."""
-    text = repo.read_file(fork_head, CONFIG_PATH)
-    if text is None:
+    raw = repo.read_file(fork_head, CONFIG_PATH)
+    if raw is None:
         return SluiceConfig()
     name = f"{fork_ref}:{CONFIG_PATH}"
-    return parse_config(
-        text.decode("utf-8", "replace"),
+    return parse_config_bytes(
+        raw,
         filename=name,
         trusted_url_prefixes=trusted_url_prefixes,
         machine_paths=machine_paths,

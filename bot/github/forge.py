@@ -241,8 +241,8 @@ class ForkGitHub:
 
     async def read_text(self, path: str, *, ref: str | None) -> str | None:
         """A file's text at `ref` (None: the default branch), or None when there is none. A byte that is not
-        UTF-8 reads as U+FFFD, as every reader of `.github/sluice.yml` reads it (the gate once took such a
-        file for an absent one)."""
+        UTF-8 reads as U+FFFD (CODEOWNERS; `.github/sluice.yml` is read as bytes, and refused when it is not
+        UTF-8, by `parse_config_bytes`)."""
         raw = await self.file(path, ref=ref)
         return None if raw is None else raw.decode("utf-8", "replace")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bot.core.config import SluiceConfig, check_config
+from bot.core.config import ConfigError, SluiceConfig, check_config, config_text
 from bot.core.errors import SluiceError
 from bot.flows.engine import CONFIG_PATH
 from bot.git.repo import GitRepo
@@ -25,14 +25,18 @@ def run(args: argparse.Namespace) -> int:
         if raw is None:
             print(f"{name}: none there (Sluice runs on its defaults; the App registers no fork without it)")
             return 0
-        text = raw.decode("utf-8", "replace")  # as the App reads it
     else:
         name = args.file
         try:
-            text = Path(args.file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            raw = Path(args.file).read_bytes()
+        except OSError as exc:
             raise SluiceError(f"cannot read {name}: {exc}", "give the path of a .github/sluice.yml") from exc
-    problems = check_config(text, filename=name)
+    try:
+        text = config_text(raw, filename=name)  # strictly UTF-8, as the App and the runners read it
+    except ConfigError as exc:
+        problems = exc.problems
+    else:
+        problems = check_config(text, filename=name)
     for problem in problems:
         print(problem.render(name))
     if problems:
