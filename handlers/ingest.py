@@ -14,7 +14,7 @@ from bot.app.worker import Rejected
 from bot.core import audit
 from bot.core.config import ConfigError, SluiceConfig
 from bot.core.dashboard import backlog_of
-from bot.core.errors import redact
+from bot.core.errors import ConfigRefused, redact
 from bot.core.ingestion import (
     BRANCH_PREFIX,
     MAX_OPEN_UNITS,
@@ -30,7 +30,7 @@ from bot.core.reconcile import Desired, DesiredUnit, ObservedState, PushBranch, 
 from bot.flows.engine import CONFIG_PATH, load_repo_config
 from bot.flows.ingest import Picking, Push, Record, apply, observe, pick_units
 from bot.flows.pick import Picker
-from bot.flows.planning import build_plan
+from bot.flows.planning import build_plan, load_risk_model
 from bot.git.mirror import BranchUpdate, SyncResult
 from bot.ports import FileReader, Fork, Job, Repository
 from handlers import dashboard, requests, upstream
@@ -57,6 +57,14 @@ class Built:
     stream: tuple[CommitInfo, ...]  # upstream's first-parent history that fork trunk lacks, oldest first
 
 
+class ModelUnusable(Rejected):
+    """`risk.model` names no usable model in fork trunk's tree: every plan would fail on it."""
+
+    def __init__(self, fork: Fork, exc: ConfigRefused, *, head: str) -> None:
+        self.problem, self.head = upstream.model_problem(exc), head
+        super().__init__(f"{fork.repo}: {self.problem}", "fix it and push; Sluice re-plans on that push")
+
+
 @router.register(KIND)
 async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
     fork = await ctx.db(ctx.registry.fork, request.fork)
@@ -65,8 +73,12 @@ async def handle(request: IngestRequest, *, ctx: Context, job: Job) -> None:
         return
     paused = await ctx.db(ctx.gates.paused, fork.repo)
     auth, upstream_auth = await upstream.fork_auth(ctx, fork)
-    built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth, upto=request.upto)
     forge = ctx.forge(fork.installation_id, fork.repo)
+    try:
+        built = await asyncio.to_thread(_build, ctx, fork, auth, upstream_auth, upto=request.upto)
+    except ModelUnusable as exc:  # trunk lost the file since registration, or it went bad
+        await upstream.report_invalid(forge, exc.head, exc.problem)
+        raise
     if paused is not None:  # planned, not applied: the dashboard alone says so, and where the fork stands
         log.warning("%s: automatic ingestion is paused (%s); `/resume` lifts it", fork.repo, paused.reason)
         await ctx.db(_record_lag, ctx, fork.repo, built.plan)  # the lag keeps being measured while paused
@@ -112,6 +124,12 @@ def _build(
     branches = mirror.fetch_branches(ctx.clone_url(fork.repo), BRANCH_PREFIX, auth=auth)
     repo = ctx.repository(mirror)
     config = fork_config(ctx, repo, sync, fork)
+    try:
+        load_risk_model(
+            repo, config, fork_head=sync.fork_head
+        )  # planning would fail on it, saying it nowhere
+    except ConfigRefused as exc:
+        raise ModelUnusable(fork, exc, head=sync.fork_head) from exc
     plan = build_plan(
         repo,
         config,

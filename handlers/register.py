@@ -10,11 +10,12 @@ from gidgethub.routing import Router
 from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.config import ConfigError, SluiceConfig, parse_config_bytes
-from bot.core.errors import redact
+from bot.core.errors import ConfigRefused, redact
 from bot.core.ingestion import BRANCH_PREFIX, owner_repo
 from bot.core.tier_workflows import workflow_notes, workflow_paths
 from bot.core.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
 from bot.flows.engine import CONFIG_PATH
+from bot.flows.planning import load_risk_model
 from bot.git.mirror import validate_url
 from bot.github.forge import ForkGitHub
 from bot.ports import FileReader, Fork, Job, Repository
@@ -47,6 +48,7 @@ async def handle(request: RegisterRequest, *, ctx: Context, job: Job) -> None:
     if "upstream" not in config.model_fields_set and config.downstreams:
         await _grants_only(ctx, forge, head, config)
         return
+    await _risk_model(forge, repository, head, config)
     try:
         access = await ctx.upstream_access(
             repo, installation_id=installation_id, upstream_url=config.upstream.url
@@ -143,9 +145,7 @@ async def _parsed(ctx: Context, forge: ForkGitHub, head: str, text: bytes) -> Sl
             machine_paths=False,  # a repository's file: no path on this machine (`risk.model`)
         )
     except ConfigError as exc:
-        await forge.report_check(
-            head, CONFIG_CHECK, ok=False, title=f"{CONFIG_PATH} is invalid", summary=_problems(exc)
-        )
+        await upstream.report_invalid(forge, head, str(exc))
         raise Rejected(
             f"{forge.repo}: {CONFIG_PATH} is invalid:\n{exc.message}",
             "fix it and push; Sluice registers the fork then",
@@ -173,9 +173,15 @@ async def _on_trunk(
     raise Rejected(f"{forge.repo}: {why}", f"commit {CONFIG_PATH} on {trunk}, naming it as fork.branch")
 
 
-def _problems(exc: Exception) -> str:
-    why = "Sluice cannot use this file, so it does not keep this fork in sync until it is fixed"
-    return f"{why}:\n\n```text\n{exc}\n```\n"
+async def _risk_model(forge: ForkGitHub, repository: Repository, head: str, config: SluiceConfig) -> None:
+    """`risk.model` naming a file: it must be a usable model in the tree at `head`, or every ingestion would
+    fail to plan with nothing said on GitHub; told on `sluice/config`, as the file's own problems are."""
+    try:
+        await asyncio.to_thread(load_risk_model, repository, config, fork_head=head)
+    except ConfigRefused as exc:
+        problem = upstream.model_problem(exc)
+        await upstream.report_invalid(forge, head, problem)
+        raise Rejected(f"{forge.repo}: {problem}", "fix it and push; Sluice registers the fork then") from exc
 
 
 READ_AS = {

@@ -1,5 +1,6 @@
-"""What stops a fork's ingestion at its upstream, told on the fork's `sluice/config` check run: a refusal to
-read it (the job rejected), and a followed branch that upstream no longer has."""
+"""What stops a fork's ingestion at its upstream or its config, told on the fork's `sluice/config` check run:
+a refusal to read the upstream (the job rejected), a followed branch that upstream no longer has, and a
+config Sluice cannot use."""
 
 from __future__ import annotations
 
@@ -8,13 +9,28 @@ import logging
 from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.config import CONFIG_PATH
-from bot.core.errors import redact
+from bot.core.errors import ConfigRefused, redact
 from bot.core.upstream_access import UpstreamRefused
+from bot.github.forge import ForkGitHub
 from bot.ports import Fork
 
 CONFIG_CHECK = "sluice/config"
 REFUSED_TITLE = "Sluice may not read the upstream"
+INVALID_TITLE = f"{CONFIG_PATH} is invalid"
+GONE_TITLE = "The upstream branch is gone"
 log = logging.getLogger("sluice.upstream")
+
+
+def model_problem(exc: ConfigRefused) -> str:
+    """A risk model that cannot be loaded, as a line of `sluice config check`'s output, with its remedy."""
+    return f"{CONFIG_PATH}: {exc.message}\n  → {exc.remedy}"
+
+
+async def report_invalid(forge: ForkGitHub, head: str, problems: str) -> None:
+    """The config at `head` cannot be used: `problems` (as `sluice config check` prints them) on its check."""
+    why = "Sluice cannot use this file, so it does not keep this fork in sync until it is fixed"
+    summary = f"{why}:\n\n```text\n{problems}\n```\n"
+    await forge.report_check(head, CONFIG_CHECK, ok=False, title=INVALID_TITLE, summary=summary)
 
 
 async def report_refused(
@@ -23,9 +39,6 @@ async def report_refused(
     summary = f"{exc.message}.\n\n**To fix:** {exc.remedy}.\n"
     forge = ctx.forge(installation_id, repo)
     await forge.report_check(head, CONFIG_CHECK, ok=False, title=REFUSED_TITLE, summary=summary)
-
-
-GONE_TITLE = "The upstream branch is gone"
 
 
 async def report_gone(ctx: Context, fork: Fork, *, how: str) -> None:

@@ -70,6 +70,7 @@ from bot.github.client import (
 )
 from handlers import ROUTES
 from handlers.commands.cherry_pick import NoSuchPull, Unmerged
+from handlers.ingest import ModelUnusable
 from tests.support.github_sim import GitHubSim
 from tests.support.rig import serve_sim, sim_with_fork
 
@@ -112,6 +113,7 @@ TAXONOMY: list[tuple[type[SluiceError], bool]] = [
     (Unmerged, False),  # `/cherry-pick N`: upstream's PR N is not merged
     (DatabaseBusy, True),
     (Rejected, False),
+    (ModelUnusable, False),  # `risk.model` unusable at trunk: said on `sluice/config`, waits for a push
     (SandboxError, False),
 ]
 

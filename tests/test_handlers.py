@@ -31,6 +31,7 @@ from bot.core.tiers import Level, RunState, TierRun
 from bot.db.jobs import Job, JobQueue, JobState
 from bot.db.registry import Fork, Registry
 from bot.db.store import Store
+from bot.flows.risk_files import DEFAULT_MODEL_PATH
 from bot.git import mirror as mirror_module
 from bot.github.client import GitHubClient
 from handlers import ROUTES, poll
@@ -676,3 +677,35 @@ async def test_register_parses_a_large_config_off_the_event_loop(ctx: Context) -
     beating.cancel()
     # Parsing is most of the job (the loop stood still for all of it); a loaded machine stretches every gap.
     assert max(b - a for a, b in itertools.pairwise(ticks)) < (ticks[-1] - ticks[0]) / 4
+
+
+async def test_a_risk_model_trunk_lacks_is_refused_on_the_config_check_by_register_and_by_ingest(
+    ctx: Context,
+) -> None:
+    """`risk.model` naming a file not in trunk's tree passed the check; then every ingestion failed to plan,
+    and only the server's log said why."""
+    sim = sim_of(ctx)
+    installation_id = sim.install(FORK)
+    config = f"upstream:\n  url: {ctx.web_url}/{UPSTREAM}.git\nrisk:\n  model: models/risk.json\n"
+    sim.commit(FORK, "main", {".github/sluice.yml": config}, message="a model not committed")
+    ctx.registry.add_repos(installation_id, [FORK])
+    missing = "risk.model names models/risk.json, which is not there in fork trunk's tree"
+    with pytest.raises(Rejected, match=re.escape(missing)):
+        await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
+    assert ctx.registry.fork(FORK) is None and queued(ctx) == []
+    (run,) = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config"]
+    assert run["conclusion"] == "failure" and missing in run["output"]["summary"]
+    assert "sluice calibrate --out" in run["output"]["summary"]  # what to do
+
+    model = DEFAULT_MODEL_PATH.read_text()
+    sim.commit(FORK, "main", {"models/risk.json": model}, message="the model")
+    await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
+    assert ctx.registry.fork(FORK) is not None and queued(ctx) == [("ingest", FORK)]
+
+    # trunk's model goes bad with no change to the config (no registration): ingestion says so
+    trunk = sim.commit(FORK, "main", {"models/risk.json": "{}"}, message="the model, emptied")
+    unusable = "risk.model models/risk.json is not a usable risk model"
+    with pytest.raises(Rejected, match=re.escape(unusable)):
+        await dispatch(ctx, "ingest", {"fork": FORK, "reason": "push"})
+    runs = [r for r in sim.check_runs[FORK] if r["name"] == "sluice/config" and r["head_sha"] == trunk]
+    assert [r["conclusion"] for r in runs] == ["failure"] and unusable in runs[0]["output"]["summary"]

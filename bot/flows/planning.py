@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from bot.core.calibrated import LoadedModel
 from bot.core.config import SluiceConfig, Strategy
-from bot.core.errors import SluiceError, first_problem
+from bot.core.errors import ConfigRefused, first_problem
 from bot.core.metrics import oldest_missing
 from bot.core.models import Disposition, DispositionRecord, Plan, StreamStatus
 from bot.core.planner import make_plan, prior_chains
@@ -64,7 +64,7 @@ def with_dispositions(snapshot: Snapshot, held: Mapping[str, Disposition]) -> St
 def load_risk_model(repo: FileReader, config: SluiceConfig, *, fork_head: str) -> LoadedModel | None:
     """The model `risk.model` names: None for `none`, and for `default` when Sluice ships none; a path is
     read from this machine when absolute, else from fork trunk's tree (where `sluice calibrate --out` went).
-    """
+    ConfigRefused when it names no usable model."""
     name = config.risk.model
     if name == "none":
         return None
@@ -77,7 +77,7 @@ def load_risk_model(repo: FileReader, config: SluiceConfig, *, fork_head: str) -
         text = repo.read_file(fork_head, name.removeprefix("./"))
     if text is None:
         where = "on this machine" if path.is_absolute() else "in fork trunk's tree"
-        raise SluiceError(
+        raise ConfigRefused(
             f"risk.model names {name}, which is not there {where}",
             "write it with `sluice calibrate --out`, or set risk.model to `default` or `none`",
         )
@@ -85,12 +85,12 @@ def load_risk_model(repo: FileReader, config: SluiceConfig, *, fork_head: str) -
         return LoadedModel(name, RiskModel.from_json(text.decode("utf-8", "replace")))
     except ValidationError as err:  # named by where and why, never by the file's content
         where, why = first_problem(err, whole="the file")
-        raise SluiceError(
+        raise ConfigRefused(
             f"risk.model {name} is not a usable risk model: {where}: {why}",
             "run `sluice calibrate` again",
         ) from None
     except ValueError as err:
-        raise SluiceError(
+        raise ConfigRefused(
             f"risk.model {name} is not a usable risk model: {err}", "run `sluice calibrate` again"
         ) from None
 
