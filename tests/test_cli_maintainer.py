@@ -526,6 +526,21 @@ def test_config_check_reports_components_extra_problems(tmp_path: Path, capsys) 
     ]
 
 
+def test_config_check_reads_a_committed_file_as_the_app_does_and_a_file_as_a_persons_own(
+    scenario: Scenario, tmp_path: Path, capsys
+) -> None:
+    """`--repo` is "what the App reads there": the App refuses a `risk.model` on its own machine; a file on
+    this machine may name one, for a person's own `sluice plan --config`."""
+    config = "risk:\n  model: /etc/passwd\n"
+    scenario.fork("config", {".github/sluice.yml": config})
+    code, out, _ = run(capsys, "config", "check", *repo_of(scenario), "--fork", "main")
+    assert code == 2 and out.startswith("main:.github/sluice.yml:2: risk.model: ")
+    assert "a path on Sluice's own machine" in out
+    own = tmp_path / "sluice.yml"
+    own.write_text(config)
+    assert run(capsys, "config", "check", str(own)) == (0, f"{own}: ok\n", "")
+
+
 def test_config_check_refuses_a_committed_file_that_is_not_utf8_as_the_app_does(
     scenario: Scenario, capsys
 ) -> None:

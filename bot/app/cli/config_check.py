@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         problems = exc.problems
     else:
-        problems = check_config(text, filename=name)
+        # the committed file as the App reads it: no path on this machine (`risk.model`)
+        problems = check_config(text, filename=name, machine_paths=args.repo is None)
     for problem in problems:
         print(problem.render(name))
     if problems:
