@@ -734,6 +734,29 @@ def test_a_url_that_is_not_https_is_refused_naming_no_more_than_its_scheme_and_h
     assert problem.message.startswith(f"{shown} is not an https:// URL; Sluice fetches upstreams over https")
 
 
+@pytest.mark.parametrize(
+    ("text", "field", "line"),
+    [
+        ("trunk_watch:\n  enabled: true\n  off: 1\n", "trunk_watch.off", 3),
+        ("fork:\n  branch: main\n  on: x\n", "fork.on", 3),
+        ("Yes: 1\n", "Yes", 1),
+    ],
+)
+def test_a_key_yaml_1_1_reads_as_a_boolean_is_named_as_written(text: str, field: str, line: int) -> None:
+    """`on:` was True to PyYAML: the problem said `fork.1: keys must be strings`, at the parent's line."""
+    (problem,) = check_config(text)
+
+    assert (problem.field, problem.line) == (field, line)
+    assert problem.message.startswith(f"unknown key '{field.rpartition('.')[2]}'")
+
+
+def test_a_kernel_named_like_a_boolean_is_that_kernel() -> None:
+    config = parse_config("performance:\n  kernels:\n    yes: {k: 2.0}\n    'no': {k: 3.0}\n")
+
+    assert config.performance.threshold_for("yes", 1.0) == 2.0
+    assert config.performance.threshold_for("no", 1.0) == 3.0
+
+
 # --- loading ----------------------------------------------------------------------------------------------
 
 

@@ -1251,6 +1251,9 @@ short lists or mappings written once and named again are fine; a small file that
 thousands of times would otherwise expand to millions of values to validate."""
 
 
+_BOOL_TAG, _STR_TAG = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:str"
+
+
 class _Loader(yaml.SafeLoader):
     """SafeLoader that keeps dates as strings (`branch: 2026-01-01` names a branch) and refuses a document
     whose aliases stand for more than MAX_ALIASED_NODES nodes."""
@@ -1272,6 +1275,15 @@ class _Loader(yaml.SafeLoader):
                     f"aliases repeat more than {MAX_ALIASED_NODES:,} values; write the values out",
                     alias.start_mark,
                 )
+        return node
+
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:  # typeshed says a dict: a name
+        """A plain key YAML 1.1 reads as a boolean (`on:`, `off:`, `yes:`) is the word as written, as YAML 1.2
+        and GitHub read it: no key here is a boolean, and the problem must name the key, not `True`."""
+        node: yaml.MappingNode = super().compose_mapping_node(anchor)
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag == _BOOL_TAG and key.style is None:
+                key.tag = _STR_TAG
         return node
 
     def _size(self, node: yaml.Node, composing: set[int]) -> int:
