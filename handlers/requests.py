@@ -46,6 +46,10 @@ class TiersRequest(Request):
     rerun: Level | None = None
     l3: bool = False
     suite: Name | None = None  # with `l3`: run only this L3 suite
+    # The head a person asked on (a check run's button, "Re-run all checks"): nothing starts when the PR's
+    # head has moved on since. None: a plain request, a slash command, or an ask queued before heads were kept
+    # (brought forward on the PR's head then, as before).
+    head: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
 
 
 class LocalTierRequest(Request):
@@ -121,12 +125,15 @@ async def tiers(
     rerun: Level | None = None,
     l3: bool = False,
     suite: str | None = None,
+    head: str | None = None,
 ) -> None:
     """Ask for PR `pull`'s tiers to be brought forward; plain requests for one PR coalesce, asks do not
-    (`suite`, with `l3`: run only that L3 suite)."""
-    payload = TiersRequest(fork=fork, pull=pull, rerun=rerun, l3=l3, suite=suite).model_dump(mode="json")
+    (`suite`, with `l3`: run only that L3 suite; `head`: the head the ask was made on, which must still be the
+    PR's when it is acted on)."""
+    request = TiersRequest(fork=fork, pull=pull, rerun=rerun, l3=l3, suite=suite, head=head)
+    payload = request.model_dump(mode="json")
     key = f"{fork}#{pull}" + (f":rerun-{rerun.value}" if rerun else "") + (":l3" if l3 else "")
-    key += f":{suite}" if suite else ""
+    key += (f":{suite}" if suite else "") + (f"@{head}" if head else "")
     await ctx.db(ctx.job_requests.enqueue_once, TIERS, payload, key=key, now=ctx.clock())
 
 

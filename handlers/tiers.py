@@ -33,7 +33,7 @@ from bot.core.tiers import (
     tier_config,
     why_not,
 )
-from bot.core.webhooks import CheckRunEvent, CheckSuiteEvent, PullRequestEvent
+from bot.core.webhooks import CheckRunEvent, CheckSuiteEvent, Pull, PullRequestEvent
 from bot.flows.bisection import time_out_probes
 from bot.flows.local_tier import run_local
 from bot.flows.tiers import (
@@ -112,7 +112,14 @@ async def on_tiers(request: TiersRequest, *, ctx: Context, job: Job) -> None:
     if fork is None:
         return
     t = await tiering(ctx, fork)
-    await advance(t, request.pull, want=Want(rerun=request.rerun, l3=request.l3, suite=request.suite))
+    want = Want(rerun=request.rerun, l3=request.l3, suite=request.suite)
+    moved = await advance(t, request.pull, want=want, asked_on=request.head)
+    if moved is not None and request.head is not None:  # pushed to between the ask and now: the PR says so
+        what = "L3" if request.l3 else request.rerun.name if request.rerun else "the tiers"
+        marker = f"<!-- sluice:moved-on:{request.head}:{what} -->"
+        body = moved_on(None, what=what, where=f"on `{request.head[:10]}`", head=moved)
+        forge = ctx.forge(fork.installation_id, fork.repo)
+        await forge.upsert_comment(request.pull, marker=marker, body=f"{marker}\n{body}")
     await time_out_probes(t, request.pull)  # a bisection's stalled probes, as advance does the PR's own
 
 
@@ -234,10 +241,12 @@ async def on_suite_rerequested(event: CheckSuiteEvent, *, ctx: Context, job: Job
     asked = ("the failed tiers", '"Re-run all checks"')
     if pull is None or not await _may_press(forge, fork, pull, sender, asked, marker=marker):
         return
+    if await _pull_on(forge, pull, head, sender=sender, asked=asked, marker=marker) is None:
+        return
     checks = await forge.check_runs(head)
     failed = failed_levels(checks)
     for level in failed:
-        await requests.tiers(ctx, fork.repo, pull, rerun=level)
+        await requests.tiers(ctx, fork.repo, pull, rerun=level, head=head)
     if not failed:
         body = (
             f'@{sender}: no tier failed on `{head[:10]}`, so "Re-run all checks" ran nothing. To run a '
@@ -269,9 +278,12 @@ async def _asked(ctx: Context, event: CheckRunEvent, level: Level, *, l3: bool) 
             event.check_run.head_sha,
         )
         return
+    head = event.check_run.head_sha
+    if (read := await _pull_on(forge, pull, head, sender=sender, asked=asked, marker=marker)) is None:
+        return
     want = Want(l3=True) if l3 else Want(rerun=level)
     t = await tiering(ctx, fork)
-    subject = subject_of(await forge.get_pull(pull), fork=fork.repo)
+    subject = subject_of(read, fork=fork.repo)
     runs = await ctx.db(ctx.tier_runs.for_pull, fork.repo, pull)
     blocked = why_not(subject, runs, t.config, now=ctx.clock(), want=want)
     if blocked is not None:  # it would start nothing now: the PR says why, rather than nothing happening
@@ -280,9 +292,35 @@ async def _asked(ctx: Context, event: CheckRunEvent, level: Level, *, l3: bool) 
         await forge.upsert_comment(pull, marker=marker, body=f"{marker}\n{body}")
         return
     if l3:
-        await requests.tiers(ctx, fork.repo, pull, l3=True)
+        await requests.tiers(ctx, fork.repo, pull, l3=True, head=head)
     else:
-        await requests.tiers(ctx, fork.repo, pull, rerun=level)
+        await requests.tiers(ctx, fork.repo, pull, rerun=level, head=head)
+
+
+async def _pull_on(
+    forge: ForkGitHub, pull: int, head: str, *, sender: str | None, asked: tuple[str, str], marker: str
+) -> Pull | None:
+    """PR `pull` while `head`, where a tier was asked for, is still its head; else None, and the PR says so
+    (in the press's one comment): a person who read one head never starts a later push on the fork's
+    runners."""
+    found = await forge.get_pull(pull)
+    if found.head.sha == head:
+        return found
+    what, where, now = *asked, found.head.sha
+    log.warning("%s #%d: %s asked for on %s; the head is now %s", forge.repo, pull, what, head, now)
+    body = moved_on(sender, what=what, where=f"from {where} of `{head[:10]}`", head=now)
+    await forge.upsert_comment(pull, marker=marker, body=f"{marker}\n{body}")
+    return None
+
+
+def moved_on(sender: str | None, *, what: str, where: str, head: str) -> str:
+    """The PR's answer to a tier asked for on a head that is no longer the PR's (`head` is)."""
+    who = f"@{sender}: " if sender else ""
+    return (
+        f"{who}Sluice did not run {what} (asked for {where}): the PR's head is now `{head[:10]}`, pushed "
+        "since, and a tier starts only on the head it was asked for.\n\n"
+        "To fix: read the new head's changes, then ask again on its own check run.\n"
+    )
 
 
 def not_now(sender: str, blocked: NotNow, *, what: str, where: str) -> str:

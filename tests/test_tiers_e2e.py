@@ -707,6 +707,68 @@ async def test_a_pr_from_outside_the_fork_waits_for_a_maintainer_before_the_gpu_
     ]
 
 
+async def outside_pr_waiting_for_l2(rig: Rig) -> tuple[int, str, dict[str, Any]]:
+    """A PR from a contributor's fork of the fork whose L1 passed: its number, head and waiting L2 check."""
+    outsider = "outsider/triton"
+    rig.sim.create_repo(outsider)
+    rig.sim.git(outsider, "fetch", "--quiet", str(rig.sim.repo_path(FORK)), "main:main")
+    head = rig.sim.commit(outsider, "fix", {"src/a.py": "a = 1\n"}, message="a fix", parent=rig.head("main"))
+    pull = rig.sim.open_pull(FORK, head="outsider:fix", base="main", title="A fix", user="outsider")
+    await rig.settle()
+    (l1,) = [r for r in rig.sim.workflow_runs[FORK] if r["inputs"]["head_sha"] == head]
+    rig.act_as_runner(l1)
+    await rig.settle()
+    assert rig.checks(head)["sluice/L2"]["conclusion"] == "action_required"
+    return pull["number"], head, rig.checks(head)["sluice/L2"]
+
+
+async def test_run_l2_pressed_on_a_head_the_contributor_has_pushed_past_starts_nothing(actions: Rig) -> None:
+    number, read, l2 = await outside_pr_waiting_for_l2(actions)
+    # the maintainer reads `read`; meanwhile the contributor pushes, and L1 passes on the new head
+    pushed = actions.sim.commit("outsider/triton", "fix", {"src/a.py": "a = 2\n"}, message="a fix, again")
+    await actions.settle()
+    (l1,) = [r for r in actions.sim.workflow_runs[FORK] if r["inputs"]["head_sha"] == pushed]
+    actions.act_as_runner(l1)
+    await actions.settle()
+    actions.sim.set_permission(FORK, "dev", "maintain")
+    for event, payload in (
+        ("check_run", actions.sim.check_run_payload(FORK, l2["id"], identifier="rerun", sender="dev")),
+        ("check_run", actions.sim.rerequest_payload(FORK, l2["id"], sender="dev")),
+        ("check_suite", actions.sim.suite_rerequest_payload(FORK, read, sender="dev")),
+    ):
+        await actions.deliver(event, payload)
+        await actions.settle()
+    assert [r["name"] for r in actions.sim.workflow_runs[FORK]] == ["sluice-l1.yml", "sluice-l1.yml"]
+    told = [c for c in actions.sim.comments[(FORK, number)] if "did not run" in c]
+    assert len(told) == 2  # one per check run (the button and GitHub's Re-run share it) and one for the suite
+    said = f"@dev: Sluice did not run L2 (asked for from the `sluice/L2` check run of `{read[:10]}`)"
+    assert said in told[0]
+    assert f"the PR's head is now `{pushed[:10]}`" in told[0] and "read the new head's changes" in told[0]
+    assert actions.checks(pushed)["sluice/L2"]["conclusion"] == "action_required"  # still waits for a press
+
+
+async def test_an_ask_queued_before_a_push_does_not_run_on_the_new_head(actions: Rig) -> None:
+    number, read, _ = await outside_pr_waiting_for_l2(actions)
+    pushed = actions.sim.commit("outsider/triton", "fix", {"src/a.py": "a = 2\n"}, message="a fix, again")
+    await actions.settle()
+    (l1,) = [r for r in actions.sim.workflow_runs[FORK] if r["inputs"]["head_sha"] == pushed]
+    actions.act_as_runner(l1)
+    await actions.settle()
+    # the press on `read` was checked and queued; the push came before a worker took it
+    ask = {"fork": FORK, "pull": number, "rerun": "l2", "l3": False, "suite": None, "head": read}
+    JobQueue(actions.store).enqueue_once("tiers", ask, key=f"{FORK}#{number}:ask", now=actions.clock())
+    await actions.settle()
+    assert [r["name"] for r in actions.sim.workflow_runs[FORK]] == ["sluice-l1.yml", "sluice-l1.yml"]
+    (told,) = [c for c in actions.sim.comments[(FORK, number)] if "did not run" in c]
+    assert f"Sluice did not run L2 (asked for on `{read[:10]}`)" in told and pushed[:10] in told
+    # an ask queued before asks carried their head is brought forward on the PR's head, as it was then
+    ask = {k: v for k, v in ask.items() if k != "head"}
+    JobQueue(actions.store).enqueue_once("tiers", ask, key=f"{FORK}#{number}:old", now=actions.clock())
+    await actions.settle()
+    l2 = actions.sim.workflow_runs[FORK][-1]
+    assert l2["name"] == "sluice-l2.yml" and l2["inputs"]["head_sha"] == pushed
+
+
 async def test_githubs_own_re_run_runs_the_tier_again_as_sluices_button_does(actions: Rig) -> None:
     number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
     (l1,) = actions.sim.workflow_runs[FORK]

@@ -115,13 +115,28 @@ def subject_of(pull: Pull, *, fork: str) -> Subject:
     return Subject(fork, pull.number, pull.head.sha, pull.base.sha, kind, ingestion)
 
 
-async def advance(t: Tiering, number: int, *, want: Want | None = None) -> None:
+async def advance(
+    t: Tiering, number: int, *, want: Want | None = None, asked_on: str | None = None
+) -> str | None:
     """Bring PR `number`'s tiers forward: discard results for old heads, then perform what the core decides
-    (a dispatch, a time-out, the tiers a failure blocks) until nothing more changes now."""
+    (a dispatch, a time-out, the tiers a failure blocks) until nothing more changes now. `asked_on`: the head
+    a person asked for `want` on; when the PR's head is no longer it, the ask is dropped (a person starts a
+    tier on the head they read, never on a push made since) and the PR's head is returned; else None."""
     pull = await t.forge.get_pull(number)
     if not pull.is_open:
-        return
-    subject, want = subject_of(pull, fork=t.forge.repo), want or Want()
+        return None
+    subject = subject_of(pull, fork=t.forge.repo)
+    moved = asked_on is not None and subject.head_sha != asked_on
+    if moved:
+        log.warning(
+            "%s #%d: a tier asked for on %s is not run: the head is now %s",
+            subject.fork,
+            subject.pull,
+            asked_on,
+            subject.head_sha,
+        )
+        want = None
+    want = want or Want()
     for _ in (*LEVELS, None):  # a time-out or a refused dispatch blocks the tiers above: one more pass
         runs = await t.db(t.runs.for_pull, subject.fork, subject.pull)
         for old in stale_runs(subject.head_sha, runs):
@@ -129,8 +144,9 @@ async def advance(t: Tiering, number: int, *, want: Want | None = None) -> None:
         actions = next_actions(subject, runs, t.config, now=t.clock(), want=want)
         await _perform(t, subject, actions)
         if not any(isinstance(a, TimeOut | Dispatch) for a in actions):
-            return
+            break
         want = Want()
+    return subject.head_sha if moved else None
 
 
 async def _perform(t: Tiering, subject: Subject, actions: Sequence[TierAction]) -> None:
