@@ -37,4 +37,4 @@ async def on_completed(event: WorkflowRunEvent, *, ctx: Context, job: Job) -> No
     finished = await result_of(t, workflow_run.id, conclusion)
     assert run.id is not None
     await ctx.db(runs.set_run_id, run.id, workflow_run.id)
-    await complete(t, run.id, finished)
+    await complete(t, run.id, finished, workflow_run=workflow_run.id)

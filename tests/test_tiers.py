@@ -575,13 +575,25 @@ def test_the_check_run_summary_annotations_and_actions() -> None:
     assert (infra.status, infra.conclusion) == ("in_progress", None) and "infrastructure" in infra.title
 
 
-def test_annotations_go_fifty_per_request_and_the_summary_fits() -> None:
+def test_annotations_are_one_per_location_at_most_fifty_in_one_request_and_the_summary_counts_the_rest() -> (
+    None
+):
     many = tuple(FailedTest("s", f"t{i}", f"a.py:{i + 1}: AssertionError " + "x" * 1000) for i in range(120))
     out = completed(run(L1, verdict=Verdict.FAILED), Shown(facts(*many), triage("failure", facts(*many))))
-    bodies = out.requests()
-    assert [len(b["output"].get("annotations", [])) for b in bodies] == [50, 50, 20]
-    assert all(len(b["output"]["summary"]) < 65_536 for b in bodies) and MAX_ANNOTATIONS == 50
-    assert "conclusion" in bodies[0] and all("conclusion" not in b for b in bodies[1:])
+    (body,) = out.requests()
+    annotated = body["output"]["annotations"]
+    assert [a["start_line"] for a in annotated] == list(range(1, 51)) and MAX_ANNOTATIONS == 50
+    assert len(body["output"]["summary"]) < 65_536 and "conclusion" in body
+    assert "_70 failures not annotated on the diff: one annotation per location, at most 50;" in out.summary
+    # a shared fixture breaks: every test fails at its line, as pytest's JUnit says
+    fixture = "tests/conftest.py:42: in fixture\n    assert x\nE   AssertionError"
+    broken = tuple(FailedTest("unit", f"tests/test_m.py::test_{i}", fixture) for i in range(8000))
+    out = completed(run(L1, verdict=Verdict.FAILED), Shown(facts(*broken), triage("failure", facts(*broken))))
+    (body,) = out.requests()
+    assert [(a["path"], a["start_line"]) for a in body["output"]["annotations"]] == [
+        ("tests/conftest.py", 42)
+    ]
+    assert "_7999 failures not annotated on the diff" in out.summary
 
 
 def test_a_log_tail_of_huge_lines_keeps_the_newest_lines_cut_and_its_code_block_closed() -> None:

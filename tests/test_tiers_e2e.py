@@ -471,6 +471,25 @@ async def test_dispatch_with_run_details_and_results_from_the_artifact(actions: 
     assert actions.checks(head)["sluice/L2"]["conclusion"] == "success"
 
 
+async def test_a_result_whose_check_run_github_failed_to_update_is_shown_and_followed_on_the_retry(
+    actions: Rig,
+) -> None:
+    number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})
+    (l1,) = actions.sim.workflow_runs[FORK]
+    # the result is recorded, then every try of its check-run update is rate limited: the job fails for now
+    actions.sim.fail_next("PATCH", r"/check-runs/\d+$", 403, times=5, headers={"retry-after": "0"})
+    actions.act_as_runner(l1)
+    await actions.settle()
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"  # shown by the job's retry
+    assert [r["name"] for r in actions.sim.workflow_runs[FORK]] == ["sluice-l1.yml", "sluice-l2.yml"]
+    runs = [(r.level.value, r.state.value) for r in TierRuns(actions.store).for_pull(FORK, number)]
+    assert runs == [("l1", "completed"), ("l2", "dispatched")]
+    await actions.deliver("workflow_run", actions.sim.workflow_run_payload(FORK, l1["id"], "completed"))
+    await actions.settle()
+    assert [r["name"] for r in actions.sim.workflow_runs[FORK]] == ["sluice-l1.yml", "sluice-l2.yml"]
+    assert actions.checks(head)["sluice/L1"]["conclusion"] == "success"
+
+
 async def test_without_run_details_the_run_is_found_by_the_id_in_its_name(actions: Rig) -> None:
     actions.sim.run_details = False  # GitHub answers 204, without the run's id
     number, head = await ingestion_pr(actions, {"docs/guide.md": "guide, clarified\n"})

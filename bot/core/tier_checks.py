@@ -19,7 +19,9 @@ _SIGNOFF = (
     "**Metrics regressed beyond noise** (the benchmarks above). Where the gate requires L3, an owner of "
     "each regressed kernel's area accepts them with `/signoff l3` on this head; or push a fix."
 )
-MAX_ANNOTATIONS = 50  # per request; more go in further updates of the same check run
+# in all, one per location (GitHub takes 50 a request; thousands of failures at one fixture's line, each a
+# request of its own, would spend the rate limit on one check run): the rest are counted in the summary
+MAX_ANNOTATIONS = 50
 RERUN = "rerun"  # the requested action's identifier (GitHub: at most 20 characters)
 RUN_L3 = "run-l3"
 ACTIONS_RERUN = ({"label": "Re-run", "description": "Run this tier again on this head", "identifier": RERUN},)
@@ -56,13 +58,10 @@ class CheckUpdate:
     actions: tuple[dict[str, str], ...] = ACTIONS_RERUN
 
     def requests(self) -> list[dict[str, Any]]:
-        """The PATCH bodies: the first carries everything, the rest 50 annotations each (GitHub's limit)."""
-        chunks = [
-            self.annotations[i : i + MAX_ANNOTATIONS]
-            for i in range(0, len(self.annotations), MAX_ANNOTATIONS)
-        ]
+        """The PATCH bodies: one, with everything (at most MAX_ANNOTATIONS annotations, GitHub's limit a
+        request)."""
         output = {"title": self.title, "summary": fit_for_github(self.summary, what="a check run's summary")}
-        annotated = {"annotations": list(chunks[0])} if chunks else {}
+        annotated = {"annotations": list(self.annotations[:MAX_ANNOTATIONS])} if self.annotations else {}
         first: dict[str, Any] = {
             "status": self.status,
             "output": output | annotated,
@@ -70,7 +69,7 @@ class CheckUpdate:
         }
         if self.conclusion is not None:
             first["conclusion"] = self.conclusion
-        return [first] + [{"output": output | {"annotations": list(chunk)}} for chunk in chunks[1:]]
+        return [first]
 
 
 @dataclass(frozen=True)
@@ -174,11 +173,13 @@ def completed(run: TierRun, shown: Shown) -> CheckUpdate:
         lines += ["", f"### Benchmarks{against}", "", shown.regressions]
     if shown.regressed and verdict in (Verdict.PASSED, Verdict.BROKEN_TRUNK):
         lines += ["", _SIGNOFF]
+    annotations, left_out = _annotations(shown.facts.failures if shown.facts else ())
+    if left_out:
+        lines += ["", f"_{plural(left_out, 'failure')} not annotated on the diff: {_ANNOTATED}._"]
     lines += [*shown.extra]
     if verdict is not Verdict.PASSED and not shown.retrying:
         lines.append(_owner_line(shown.owner))
     status, conclusion = ("in_progress", None) if shown.retrying else ("completed", CONCLUSIONS[verdict])
-    annotations = tuple(_annotations(shown.facts.failures if shown.facts else ()))
     actions = ACTIONS_RERUN + ((ACTION_RUN_L3,) if shown.l3_button else ())
     return CheckUpdate(status, conclusion, _title(run, shown), "\n".join(lines) + "\n", annotations, actions)
 
@@ -270,12 +271,23 @@ def _listed(rows: Sequence[str]) -> list[str]:
     ]
 
 
-def _annotations(failures: Sequence[FailedTest]) -> list[dict[str, Any]]:
-    found = []
+_ANNOTATED = f"one annotation per location, at most {MAX_ANNOTATIONS}; the report artifact lists them all"
+
+
+def _annotations(failures: Sequence[FailedTest]) -> tuple[tuple[dict[str, Any], ...], int]:
+    """The annotations of the failures that name a location, the first at each, at most MAX_ANNOTATIONS;
+    and how many failures naming a location were left out."""
+    found: list[dict[str, Any]] = []
+    seen: set[tuple[str, int]] = set()
+    left_out = 0
     for failure in failures:
         where = failure.location()
         if where is None:
             continue
+        if where in seen or len(found) == MAX_ANNOTATIONS:
+            left_out += 1
+            continue
+        seen.add(where)
         path, line = where
         found.append(
             {
@@ -287,7 +299,7 @@ def _annotations(failures: Sequence[FailedTest]) -> list[dict[str, Any]]:
                 "message": (failure.message or failure.key)[:4000],
             }
         )
-    return found
+    return tuple(found), left_out
 
 
 def _owner_line(owner: str | None) -> str:

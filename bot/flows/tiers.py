@@ -237,7 +237,7 @@ async def time_out(t: Tiering, run: TierRun) -> None:
         log.info(
             "tier run %s: its workflow run %s ended without its result reaching Sluice", run.id, run.run_id
         )
-        await complete(t, run.id, ended)
+        await complete(t, run.id, ended, workflow_run=run.run_id)
         return
     tier = tier_config(t.config, run.level)
     done = _finish(t, run, RunState.TIMED_OUT, detail=f"no result within {tier.timeout_minutes} minutes")
@@ -345,20 +345,29 @@ async def rerun_not_counted(
     await t.forge.update_check_run(check.id, body)
 
 
-async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
+async def complete(t: Tiering, run_key: int, finished: Finished, *, workflow_run: int | None = None) -> None:
     """A run's result: ignored unless its run still waits and its head is still the PR's; else validated,
-    triaged against trunk's latest report, shown on the check run; then the next tier (or a retry) starts."""
+    triaged against trunk's latest report, shown on the check run; then the next tier (or a retry) starts.
+
+    The same result again, for a run that `workflow_run` (its workflow run) already completed (the job
+    retried after GitHub failed it between the result's recording and what follows, or the event delivered
+    twice), does what follows again: shown on the check run, the tiers brought forward, the bisection told;
+    each is safe twice (no second dispatch, no second bisection)."""
     run = await t.db(t.runs.get, run_key)
-    if run is None or run.state not in WAITING:
+    again = run is not None and run.state is RunState.COMPLETED and _same_run(run, workflow_run)
+    if run is None or (run.state not in WAITING and not again):
         log.info(
             "tier run %s: a result for a run that no longer waits (%s) is ignored", run_key, run and run.state
         )
         return
     pull = await t.forge.get_pull(run.pull)
     if run.bisection is not None:
-        await _probe_finished(t, run, finished, baseline_sha=pull.base.sha)
+        if again:  # its bisection reads a result once (a probe it no longer waits for is ignored)
+            await _tell(t, run)
+        else:
+            await _probe_finished(t, run, finished, baseline_sha=pull.base.sha)
         return
-    if not pull.is_open or pull.head.sha != run.head_sha:
+    if not again and (not pull.is_open or pull.head.sha != run.head_sha):
         await _discard(t, run, why=f"the result is for {run.head_sha[:10]}, no longer the PR's head")
         return
     subject = subject_of(pull, fork=t.forge.repo)
@@ -372,21 +381,39 @@ async def complete(t: Tiering, run_key: int, finished: Finished) -> None:
         log=finished.log,
         trunk=facts_of(trunk) if trunk else None,
     )
-    keep = finished.report if report is not None else None
-    done = _finish(t, run, RunState.COMPLETED, detail=found.reason, verdict=found.verdict, report=keep)
     # the bootstrap takes seconds over a large report: never on the event loop, where webhooks are taken
     judged = await asyncio.to_thread(compared, report, trunk, t.config) if report is not None else None
-    regressions = regressed(judged) if run.level is Level.L3 else None  # kept with the ending, atomically
-    if not await t.db(t.runs.finish, done, regressions):
-        log.info("tier run %s: ended by another worker meanwhile (a time-out or the same result)", run.id)
-        return
+    if again:  # what was recorded stands, even were trunk's report another by now
+        assert run.verdict is not None and run.id is not None
+        done, found = run, dataclasses.replace(found, verdict=run.verdict, reason=run.detail)
+        regressions: Sequence[Regression] | None = await t.db(t.runs.regressions, run.id)
+    else:
+        keep = finished.report if report is not None else None
+        done = _finish(t, run, RunState.COMPLETED, detail=found.reason, verdict=found.verdict, report=keep)
+        regressions = regressed(judged) if run.level is Level.L3 else None  # kept with the ending, atomically
+        if not await t.db(t.runs.finish, done, regressions):
+            log.info("tier run %s: ended by another worker meanwhile (a time-out or the same result)", run.id)
+            return
     shown = dataclasses.replace(
         _shown(t, done, found, facts, judged, subject),
         log_tail=finished.log,
         regressed=len(regressions or ()),
     )
-    await show(t, run.head_sha, run.level, completed(done, shown))
-    await advance(t, run.pull)
+    await _followed_up(t, done, completed(done, shown), again=again)
+
+
+def _same_run(run: TierRun, workflow_run: int | None) -> bool:
+    return workflow_run is not None and run.run_id == workflow_run
+
+
+async def _followed_up(t: Tiering, done: TierRun, update: CheckUpdate, *, again: bool) -> None:
+    """What follows a recorded result: its check run (again: only while no newer attempt of the tier has
+    started on the head, whose check run it is now), the PR's tiers brought forward, the bisection hook."""
+    runs = await t.db(t.runs.for_pull, done.fork, done.pull) if again else ()
+    latest = latest_runs(done.head_sha, runs).get(done.level)
+    if not again or (latest is not None and latest.id == done.id):
+        await show(t, done.head_sha, done.level, update)
+    await advance(t, done.pull)
     await _tell(t, done)
 
 
