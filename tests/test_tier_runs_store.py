@@ -10,7 +10,8 @@ import pytest
 from bot.core.errors import BadInput
 from bot.core.ingestion import IngestionRecord
 from bot.core.l3_metrics import Regression
-from bot.core.tiers import Level, RunState, TierRun, Verdict
+from bot.core.tiers import TRUNK_PULL, Level, RunState, TierRun, Verdict
+from bot.core.trunk_watch import WATCH
 from bot.db.registry import Registry
 from bot.db.store import Store
 from bot.db.tier_runs import TierRuns
@@ -196,3 +197,26 @@ def test_a_failure_on_an_earlier_head_sluice_pushed_still_blames_by_the_commits_
     assert set(blamed) == {first, grown}  # not `shrunk`: its failed head carried three commits
     assert blamed[first].time == int((AT + dt.timedelta(minutes=5)).timestamp())
     assert blamed[first].detail == "L1 failed on #1, its one upstream commit: rebuilt: failed"
+
+
+def test_the_baseline_on_a_commit_is_never_a_report_from_a_machine_that_failed(store: Store) -> None:
+    """Trunk's run on the PR's base passed once, then its next run's machine failed (INFRA, its numbers kept):
+    the baseline is the run that passed; with only the failed one there, trunk watch's newest good run."""
+    runs, base, before = TierRuns(store), "b" * 40, "c" * 40
+
+    def trunk(head: str, run: int, verdict: Verdict, report: str) -> None:
+        added = runs.add(TierRun(FORK, TRUNK_PULL, WATCH, Level.L3, head, run, RunState.DISPATCHED, AT))
+        assert added is not None
+        done = dataclasses.replace(added, state=RunState.COMPLETED, verdict=verdict, report=report)
+        assert runs.finish(dataclasses.replace(done, detail=verdict.value, completed_at=AT))
+
+    trunk(before, 1, Verdict.PASSED, '{"on": "the commit before"}')
+    trunk(base, 1, Verdict.INFRA, '{"on": "a throttled GPU"}')
+    found = runs.baseline(FORK, Level.L3, head_sha=base)
+    assert found is not None and found.report == '{"on": "the commit before"}'
+    assert runs.latest_report(FORK, Level.L3, head_sha=base) is None
+    trunk(base, 2, Verdict.PASSED, '{"on": "the base"}')
+    trunk(base, 3, Verdict.INFRA, '{"on": "a throttled GPU, again"}')
+    found = runs.baseline(FORK, Level.L3, head_sha=base)
+    assert found is not None and found.report == '{"on": "the base"}'
+    assert runs.latest_report(FORK, Level.L3, head_sha=base) == '{"on": "the base"}'

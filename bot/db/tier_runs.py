@@ -319,11 +319,13 @@ def _row(run: TierRun) -> dict[str, Any]:
 
 
 def _on_head(fork: str, level: Level, head_sha: str, *columns: Any) -> Any:
-    """The runs of `level` on `head_sha` that kept a report, newest first."""
+    """The completed runs of `level` on `head_sha` that kept a report from a machine that worked (an
+    infrastructure failure's numbers are the machine's, no baseline), newest first."""
     return (
         select(*columns)
         .where(tier_runs.c.fork == fork, tier_runs.c.level == level.value, tier_runs.c.head_sha == head_sha)
-        .where(tier_runs.c.report.is_not(None))
+        .where(tier_runs.c.report.is_not(None), tier_runs.c.state == RunState.COMPLETED.value)
+        .where(tier_runs.c.verdict != Verdict.INFRA.value)
         .order_by(desc(tier_runs.c.id))
     )
 
