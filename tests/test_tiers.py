@@ -663,6 +663,32 @@ def test_an_artifact_of_more_files_than_the_tier_uploads_is_refused_unread() -> 
     )
 
 
+def damaged(how: str) -> bytes:
+    """An artifact whose zip directory reads but whose report.json does not, as `how` damaged it."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("report.json", "{" + '"x": 1,' * 2000 + "}")
+        archive.writestr("tier.log", "log line")
+    data = bytearray(buffer.getvalue())
+    local, central = data.find(b"PK\x03\x04"), data.find(b"PK\x01\x02")
+    if how == "deflate stream":
+        start = data.find(b"report.json") + len("report.json")
+        data[start + 5 : start + 40] = bytes(b ^ 0xFF for b in data[start + 5 : start + 40])
+    elif how == "encrypted":  # a zip a tool wrote with a password
+        data[local + 6] |= 1
+        data[central + 8] |= 1
+    elif how == "compression":  # a method zipfile cannot read
+        data[local + 8] = data[central + 10] = 99
+    return bytes(data)
+
+
+@pytest.mark.parametrize("how", ["deflate stream", "encrypted", "compression"])
+def test_a_damaged_artifact_is_a_run_without_a_report_that_says_so(how: str) -> None:
+    unpacked = unpack(damaged(how), "success")
+    assert unpacked.report is None and unpacked.conclusion == "success"
+    assert (unpacked.problem or "").startswith("the `sluice-tier-report` artifact is damaged (")
+
+
 def test_a_report_is_read_from_the_artifact_and_checked() -> None:
     assert unpack(None, "success").problem == "the run uploaded no `sluice-tier-report` artifact"
     assert unpack(b"not a zip", "success").problem == "the `sluice-tier-report` artifact is not a zip archive"

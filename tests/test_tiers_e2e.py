@@ -674,6 +674,38 @@ async def test_a_stalled_fork_pr_run_is_timed_out_by_the_sweep_with_no_event(swe
     assert swept.checks(head)["sluice/L2"]["conclusion"] == "skipped"  # the tiers above are blocked
 
 
+async def test_one_run_the_sweep_cannot_read_does_not_keep_the_others_from_timing_out(swept: Rig) -> None:
+    trunk, heads = swept.head("main"), []
+    for name in ("damaged", "deleted", "stalled"):
+        files = {f"src/{name}.py": "a = 1\n"}
+        heads.append(swept.sim.commit(FORK, name, files, message=name, parent=trunk, pusher="dev"))
+        swept.sim.open_pull(FORK, head=name, base="main", title=name, user="dev")
+        await swept.settle()
+    damaged_run, deleted_run, _ = swept.sim.workflow_runs[FORK]
+    # the first run ended, its event lost, and its artifact's report.json no longer inflates
+    report = {"report.json": json.dumps(list(range(3000)))}  # compressed to more than the bytes broken
+    swept.sim.add_artifact(FORK, damaged_run["id"], "sluice-tier-report", report)
+    (artifact,) = swept.sim.artifacts[FORK]
+    zipped, signature = swept.sim._artifact_zips[artifact["id"]]
+    start = zipped.index(b"report.json") + len("report.json") + 5
+    broken = zipped[:start] + bytes(b ^ 0xFF for b in zipped[start : start + 30]) + zipped[start + 30 :]
+    swept.sim._artifact_zips[artifact["id"]] = (broken, signature)
+    damaged_run["status"], damaged_run["conclusion"] = "completed", "success"
+    # the second's workflow run was deleted: GitHub answers 404 for it, every sweep
+    swept.sim.fail_next("GET", rf"/actions/runs/{deleted_run['id']}$", 404, times=1000)
+    swept.clock.offset = dt.timedelta(minutes=2)  # past L1's timeout_minutes: 1
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while swept.checks(heads[2])["sluice/L1"].get("conclusion") is None and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+    await swept.settle()
+    damaged, deleted, stalled = (swept.checks(head)["sluice/L1"] for head in heads)
+    assert damaged["conclusion"] == "failure"
+    assert "the `sluice-tier-report` artifact is damaged (zlib.error: Error -3" in report_of(damaged)
+    assert deleted["status"] == "in_progress"  # still waiting: each sweep tries it again, and logs why not
+    assert stalled["conclusion"] == "timed_out"
+
+
 async def test_a_pr_from_outside_the_fork_waits_for_a_maintainer_before_the_gpu_tiers(actions: Rig) -> None:
     outsider = "outsider/triton"  # a contributor's fork of the fork
     actions.sim.create_repo(outsider)

@@ -8,6 +8,7 @@ import io
 import logging
 import re
 import zipfile
+import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -74,6 +75,9 @@ REPORT_FILE, LOG_FILE = "report.json", "tier.log"
 MAX_ZIP_MEMBER = 64 * 1024 * 1024  # a report bigger than this is refused, not read into memory
 MAX_ARTIFACT_BYTES = 128 * 1024 * 1024  # the artifact's zip: a bigger one is refused, not downloaded
 MAX_ZIP_MEMBERS = 64  # the artifact holds report.json and tier.log: a zip of more files is refused
+# What reading a member of a damaged zip raises: a broken deflate stream, a truncated member, an encrypted
+# member (RuntimeError), an unsupported compression method, a bad CRC or a header that contradicts itself.
+DAMAGED = (zlib.error, EOFError, RuntimeError, NotImplementedError, OSError, ValueError)
 REQUEST_IN_TITLE = re.compile(r"\brequest (\d+)\b")  # the tier workflows' run-name carries the run's id
 Db = Callable[..., Awaitable[Any]]  # Context.db: a blocking store call in a thread
 log = logging.getLogger("sluice.tiers")
@@ -278,13 +282,19 @@ async def time_out_stalled(t: Tiering, runs: Sequence[TierRun]) -> list[TierRun]
     run says so), whatever its PR; then the tiers of each PR concerned are brought forward (the tiers above
     blocked, an undispatched run dispatched again). The runs timed out."""
     stalled = overdue(runs, t.config, now=t.clock())
-    for run in stalled:
-        current = await t.db(t.runs.get, run.id)
-        if current is not None and current.state in WAITING:
-            await time_out(t, current)  # no result came meanwhile
+    for run in stalled:  # each on its own: one run that cannot be ended now never keeps the others waiting
+        try:
+            current = await t.db(t.runs.get, run.id)
+            if current is not None and current.state in WAITING:
+                await time_out(t, current)  # no result came meanwhile
+        except Exception:
+            log.exception("%s #%d: run %s not timed out; the next sweep tries", run.fork, run.pull, run.id)
     undispatched = {r.pull for r in runs if r.state is RunState.UNDISPATCHED}
     for pull in sorted({r.pull for r in stalled} | undispatched):
-        await advance(t, pull)
+        try:
+            await advance(t, pull)
+        except Exception:
+            log.exception("%s #%d: tiers not brought forward; the next sweep tries again", t.forge.repo, pull)
     return stalled
 
 
@@ -616,7 +626,7 @@ def parse_report(text: str | None) -> Report | None:
 
 
 def unpack(archive: bytes | None, conclusion: str) -> Finished:
-    """The artifact's zip as a result: its report.json and tier.log; a broken zip is no report."""
+    """The artifact's zip as a result: its report.json and tier.log; a broken or damaged zip is no report."""
     if archive is None:
         return Finished(conclusion, None, problem=f"the run uploaded no `{ARTIFACT}` artifact")
     try:
@@ -631,6 +641,13 @@ def unpack(archive: bytes | None, conclusion: str) -> Finished:
             )
     except zipfile.BadZipFile:
         return Finished(conclusion, None, problem=f"the `{ARTIFACT}` artifact is not a zip archive")
+    except DAMAGED as exc:  # a zip whose directory reads but whose member does not
+        name, module = type(exc).__name__, type(exc).__module__
+        said = first_line(exc)
+        damage = (name if module == "builtins" else f"{module}.{name}") + (
+            f": {said}" if said != name else ""
+        )
+        return Finished(conclusion, None, problem=f"the `{ARTIFACT}` artifact is damaged ({damage[:300]})")
     problem = None if report is not None else f"the `{ARTIFACT}` artifact holds no {REPORT_FILE}"
     return Finished(conclusion, report, log=log_text, problem=problem)
 
