@@ -46,19 +46,22 @@ async def on_push(event: PushEvent, *, ctx: Context, job: Job) -> None:
         await requests.register(ctx, repo, installation_id=event.installation.id)
     elif trunk:
         await requests.ingest(ctx, repo, reason=f"fork trunk {branch} moved to {event.after[:10]}")
-    elif fork is None and branch == event.repository.default_branch:
-        await _note_repo(ctx, job, event, config_changed=config_changed)
-    for tracking in await ctx.db(ctx.registry.forks_tracking, repo, branch):
+    followers = await ctx.db(ctx.registry.forks_tracking, repo, branch)
+    if fork is None and default:  # an upstream's own pushes need not register it again and again
+        await _note_repo(ctx, job, event, again=config_changed or not followers)
+    for tracking in followers:
         await requests.ingest(
             ctx, tracking.repo, reason=f"upstream {repo} {branch} moved to {event.after[:10]}"
         )
 
 
-async def _note_repo(ctx: Context, job: Job, event: PushEvent, *, config_changed: bool) -> None:
-    """Record an installed repository Sluice had not seen (is it a fork?), once GitHub confirms it."""
+async def _note_repo(ctx: Context, job: Job, event: PushEvent, *, again: bool) -> None:
+    """Record an installed repository Sluice had not seen (is it a fork?), once GitHub confirms it; and, with
+    `again`, try one it has seen again at a push to its default branch: what registration refused may be
+    fixed by a push that leaves `.github/sluice.yml` as it is (the risk model the file names, committed)."""
     repo, installation_id = event.repository.full_name, event.installation.id
     if await ctx.db(ctx.registry.installation_of, repo) == installation_id:
-        if config_changed:
+        if again:
             await requests.register(ctx, repo, installation_id=installation_id)
         return
     if not await holds(ctx.github, installation_id, repo):

@@ -697,10 +697,18 @@ async def test_a_risk_model_trunk_lacks_is_refused_on_the_config_check_by_regist
     assert run["conclusion"] == "failure" and missing in run["output"]["summary"]
     assert "sluice calibrate --out" in run["output"]["summary"]  # what to do
 
-    model = DEFAULT_MODEL_PATH.read_text()
-    sim.commit(FORK, "main", {"models/risk.json": model}, message="the model")
+    # The fix commits the model alone, the config untouched: that push registers the fork all the same.
+    before = sim.git(FORK, "rev-parse", "main").strip()
+    after = sim.commit(
+        FORK, "main", {"models/risk.json": DEFAULT_MODEL_PATH.read_text()}, message="the model"
+    )
+    payload = sim.push_payload(FORK, "refs/heads/main", before, after)
+    await dispatch(
+        ctx, "push", payload | {"installation": {"id": installation_id}, "sender": {"login": "dev"}}
+    )
+    assert queued(ctx) == [("register", FORK)]
     await dispatch(ctx, "register", {"repo": FORK, "installation_id": installation_id})
-    assert ctx.registry.fork(FORK) is not None and queued(ctx) == [("ingest", FORK)]
+    assert ctx.registry.fork(FORK) is not None and ("ingest", FORK) in queued(ctx)
 
     # trunk's model goes bad with no change to the config (no registration): ingestion says so
     trunk = sim.commit(FORK, "main", {"models/risk.json": "{}"}, message="the model, emptied")
