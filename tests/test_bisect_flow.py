@@ -304,6 +304,20 @@ async def test_an_infrastructure_failure_of_a_probe_is_retried_and_its_late_firs
     assert Bisections(store).get(first.bisection or 0) == record
 
 
+async def test_a_probe_is_tried_again_only_while_the_budget_has_a_run_for_it(store: Store) -> None:
+    s = bench(store, bisect=BisectConfig(max_runs=2))
+    await bisection.start(s.b, 7)
+    (first,) = s.waiting()
+    await s.answer(first, Verdict.INFRA, "GPU busy: device is busy")
+    (again,) = s.waiting()  # the second of the two runs
+    await s.answer(again, Verdict.INFRA, "GPU busy: device is busy")
+    assert s.waiting() == [] and len(s.backend.started) == 2  # no third run past max_runs
+    (record,) = Bisections(store).for_pull(FORK, 7)
+    assert (record.state.runs, record.state.retried) == (1, 1)  # the second attempt ended as a skip
+    assert "the budget has no run left to try it again (GPU busy" in s.forge.comments[7]
+    assert "2 of 2 tier runs used" in s.forge.comments[7]
+
+
 async def test_a_build_failure_is_a_skip_and_that_prefix_is_not_asked_again(store: Store) -> None:
     s = bench(store)
     await bisection.start(s.b, 7)

@@ -355,6 +355,11 @@ def _settle(state: Bisection) -> Bisection:
     return state
 
 
+def may_retry(state: Bisection) -> bool:
+    """Whether the budget has a run left for a probe in flight to run again (the machine failed it)."""
+    return _budget_left(state) > 0
+
+
 def retried(state: Bisection) -> Bisection:
     """A probe the machine failed runs again (the tiers' retry): one more run the budget pays for."""
     return state.model_copy(update={"retried": state.retried + 1})

@@ -365,18 +365,23 @@ async def probe_finished(b: Bisecting, run: TierRun) -> None:
         outcome = regression_outcome_of(run, found, names=record.regressions, retries=tier.retries)
     else:
         outcome = outcome_of(run, retries=tier.retries, build_failure=record.build_failure)
+    if outcome is None and not bisect.may_retry(record.state):
+        outcome, detail = Outcome.SKIP, f"the budget has no run left to try it again ({run.detail})"[:200]
+    else:
+        detail = run.detail
     if outcome is None:  # an infrastructure failure: the same prefix again, as the tiers retry
         assert shown.head is not None
         key = await _dispatch(b, record, run.probe, shown.head, attempt=run.attempt + 1)
         retried = {"attempt": run.attempt + 1, "run": key, "detail": f"retried: {run.detail}"[:200]}
         again = _with_probe(shown.model_copy(update=retried))
-        record = await _change(b, record, lambda r: _retried(again(r)))
-        if key is None:
+        if key is None:  # no second run: the probe is a skip, and the budget paid for no retry
+            record = await _change(b, record, again)
             await _advance(b, await _outcome(b, record, run.probe, Outcome.SKIP, "dispatch refused"))
         else:
+            record = await _change(b, record, lambda r: _retried(again(r)))
             await _show(b, record)  # the probe's second attempt, and what the budget paid for the first
         return
-    await _advance(b, await _outcome(b, record, run.probe, outcome, run.detail))
+    await _advance(b, await _outcome(b, record, run.probe, outcome, detail))
 
 
 async def _outcome(
