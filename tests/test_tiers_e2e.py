@@ -674,6 +674,26 @@ async def test_a_stalled_fork_pr_run_is_timed_out_by_the_sweep_with_no_event(swe
     assert swept.checks(head)["sluice/L2"]["conclusion"] == "skipped"  # the tiers above are blocked
 
 
+async def test_a_time_out_github_failed_to_show_is_shown_by_a_later_sweep(swept: Rig) -> None:
+    """The sweep recorded the time-out, then GitHub failed the check run's update: the run waits again, so
+    a later sweep ends it again and shows it (a sweep reads waiting runs only: it was lost)."""
+    trunk = swept.head("main")
+    head = swept.sim.commit(FORK, "feature", {"src/b.py": "b = 1\n"}, message="b", parent=trunk, pusher="dev")
+    pull = swept.sim.open_pull(FORK, head="feature", base="main", title="A fork change", user="dev")
+    await swept.settle()
+    assert swept.checks(head)["sluice/L1"]["status"] == "in_progress"
+    swept.sim.fail_next("PATCH", r"/check-runs/\d+$", 502, times=6)
+    swept.clock.offset = dt.timedelta(minutes=2)  # past L1's timeout_minutes: 1
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while swept.checks(head)["sluice/L1"].get("conclusion") is None and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+    await swept.settle()
+    assert swept.checks(head)["sluice/L1"]["conclusion"] == "timed_out"
+    (run,) = TierRuns(swept.store).for_pull(FORK, pull["number"])
+    assert run.state.value == "timed_out"
+
+
 async def test_one_run_the_sweep_cannot_read_does_not_keep_the_others_from_timing_out(swept: Rig) -> None:
     trunk, heads = swept.head("main"), []
     for name in ("damaged", "deleted", "stalled"):

@@ -233,6 +233,18 @@ async def _start(
     )
 
 
+async def _timed_out_or_waiting(t: Tiering, run: TierRun) -> None:
+    """`time_out`, or, when what follows the recorded end failed (GitHub did not take the check run, say),
+    `run` waiting again, so the next sweep ends it again and shows it then (a sweep reads waiting runs)."""
+    try:
+        await time_out(t, run)
+    except Exception:
+        ended = await t.db(t.runs.get, run.id)
+        if ended is not None and ended.state not in WAITING:
+            await t.db(t.runs.save, run)
+        raise
+
+
 async def time_out(t: Tiering, run: TierRun) -> None:
     """Stop waiting for `run`: it is marked timed out (a result that still comes is ignored). But a workflow
     run that did end, whose `workflow_run` event was lost (or came while trunk's config was broken, and its
@@ -286,7 +298,7 @@ async def time_out_stalled(t: Tiering, runs: Sequence[TierRun]) -> list[TierRun]
         try:
             current = await t.db(t.runs.get, run.id)
             if current is not None and current.state in WAITING:
-                await time_out(t, current)  # no result came meanwhile
+                await _timed_out_or_waiting(t, current)  # no result came meanwhile
         except Exception:
             log.exception("%s #%d: run %s not timed out; the next sweep tries", run.fork, run.pull, run.id)
     undispatched = {r.pull for r in runs if r.state is RunState.UNDISPATCHED}
