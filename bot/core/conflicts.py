@@ -978,7 +978,7 @@ def _bindings(lines: Sequence[str], lang: str | None, *, items: bool) -> _Bindin
     pattern = _SETTER.get(lang or "")
     for line in lines:
         match = pattern.match(line) if pattern is not None else None
-        if match:
+        if match and not (lang == "cmake" and f"${{{match.group(1)}}}" in line):  # `set(X "${X} …")` adds
             found.setdefault(match.group(1), set()).add(line.strip())
     return found
 
@@ -1021,9 +1021,16 @@ def _item_key_of(line: str, lang: str | None) -> str | None:
     for token in tokens:
         if depth == 0 and token.group() in stops:
             key = line[tokens[0].start() : token.start()].strip()
-            return _literal(key) if lang == "python" else key or None
+            if lang == "python":
+                return _literal(key)
+            # `{key, value}` is a table's entry only when led by a name or a string: `{16, 16, 16}` is a row
+            # of numbers, and `{.m = 16, …}` an initializer, one value in a list of them.
+            return key if first != "{" or _ENTRY_KEY.fullmatch(key) else None
         depth += (token.group() in ("(", "[", "{")) - (token.group() in (")", "]", "}"))
     return None
+
+
+_ENTRY_KEY = re.compile(r'[A-Za-z_][\w:]*|"(?:[^"\\]|\\.)*"')
 
 
 def _literal(key: str) -> str | None:

@@ -1474,6 +1474,24 @@ def _same_names_imported() -> list[ConflictCase]:
     merged = _edit(_AUTOTUNE, (end, end, [*fork_items, upstream_items[1]]))
     name = "mechanical/python-dict/same-key-same-value"
     out.append(_case(name, _AUTOTUNE_PATH, _AUTOTUNE, ours, theirs, MECHANICAL, merged))
+    # Rows of numbers and lines that add to a variable set no key: each side's row or flag is kept.
+    base = ["static const int kShapes[][3] = {", "    {16, 16, 16},", "};"]
+    rows = (["    {128, 128, 64},"], ["    {128, 256, 32},"])
+    ours, theirs, _ = _inserted(base, 2, *rows)
+    merged = _edit(base, (2, 2, [*rows[0], *rows[1]]))
+    out.append(
+        _case("mechanical/cpp-rows-of-numbers", "test/shapes.cpp", base, ours, theirs, MECHANICAL, merged)
+    )
+    base = ["project(triton CXX C)", "add_subdirectory(lib)"]
+    flags = (
+        ['set(CMAKE_CXX_FLAGS "${CMAKE_CXX_FLAGS} -Wno-fork")'],
+        ['set(CMAKE_CXX_FLAGS "${CMAKE_CXX_FLAGS} -Wno-up")'],
+    )
+    ours, theirs, _ = _inserted(base, len(base), *flags)
+    merged = _edit(base, (len(base), len(base), [*flags[0], *flags[1]]))
+    out.append(
+        _case("mechanical/cmake-flags-added-to", "CMakeLists.txt", base, ours, theirs, MECHANICAL, merged)
+    )
     return out
 
 
