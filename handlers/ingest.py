@@ -30,7 +30,7 @@ from bot.core.reconcile import Desired, DesiredUnit, ObservedState, PushBranch, 
 from bot.flows.engine import CONFIG_PATH, load_repo_config
 from bot.flows.ingest import Picking, Push, Record, apply, observe, pick_units
 from bot.flows.pick import Picker
-from bot.flows.planning import build_plan, load_risk_model
+from bot.flows.planning import build_plan, load_risk_model, model_problem
 from bot.git.mirror import BranchUpdate, SyncResult
 from bot.ports import FileReader, Fork, Job, Repository
 from handlers import dashboard, requests, upstream
@@ -61,7 +61,7 @@ class ModelUnusable(Rejected):
     """`risk.model` names no usable model in fork trunk's tree: every plan would fail on it."""
 
     def __init__(self, fork: Fork, exc: ConfigRefused, *, head: str) -> None:
-        self.problem, self.head = upstream.model_problem(exc), head
+        self.problem, self.head = model_problem(exc), head
         super().__init__(f"{fork.repo}: {self.problem}", "fix it and push; Sluice re-plans on that push")
 
 

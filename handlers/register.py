@@ -15,7 +15,7 @@ from bot.core.ingestion import BRANCH_PREFIX, owner_repo
 from bot.core.tier_workflows import workflow_notes, workflow_paths
 from bot.core.upstream_access import AccessKind, UpstreamAccess, UpstreamRefused
 from bot.flows.engine import CONFIG_PATH
-from bot.flows.planning import load_risk_model
+from bot.flows.planning import load_risk_model, model_problem
 from bot.git.mirror import validate_url
 from bot.github.forge import ForkGitHub
 from bot.ports import FileReader, Fork, Job, Repository
@@ -179,7 +179,7 @@ async def _risk_model(forge: ForkGitHub, repository: Repository, head: str, conf
     try:
         await asyncio.to_thread(load_risk_model, repository, config, fork_head=head)
     except ConfigRefused as exc:
-        problem = upstream.model_problem(exc)
+        problem = model_problem(exc)
         await upstream.report_invalid(forge, head, problem)
         raise Rejected(f"{forge.repo}: {problem}", "fix it and push; Sluice registers the fork then") from exc
 

@@ -9,7 +9,7 @@ import logging
 from bot.app.context import Context
 from bot.app.worker import Rejected
 from bot.core.config import CONFIG_PATH
-from bot.core.errors import ConfigRefused, redact
+from bot.core.errors import redact
 from bot.core.upstream_access import UpstreamRefused
 from bot.github.forge import ForkGitHub
 from bot.ports import Fork
@@ -19,11 +19,6 @@ REFUSED_TITLE = "Sluice may not read the upstream"
 INVALID_TITLE = f"{CONFIG_PATH} is invalid"
 GONE_TITLE = "The upstream branch is gone"
 log = logging.getLogger("sluice.upstream")
-
-
-def model_problem(exc: ConfigRefused) -> str:
-    """A risk model that cannot be loaded, as a line of `sluice config check`'s output, with its remedy."""
-    return f"{CONFIG_PATH}: {exc.message}\n  → {exc.remedy}"
 
 
 async def report_invalid(forge: ForkGitHub, head: str, problems: str) -> None:

@@ -17,6 +17,7 @@ from bot.app.cli import main
 from bot.core.config import SluiceConfig, parse_config
 from bot.db.store import Store
 from bot.demo import DEMO, Sandbox, build_sandbox
+from bot.flows.risk_files import DEFAULT_MODEL_PATH
 from bot.flows.swapped import Evidence, SideCommit, ingestion_like, looks_swapped, strategy_note
 from tests.support.scenarios import CPP_PASS, PASS_PATH, Scenario, numbered, pipeliner_fork
 
@@ -539,6 +540,19 @@ def test_config_check_reads_a_committed_file_as_the_app_does_and_a_file_as_a_per
     own = tmp_path / "sluice.yml"
     own.write_text(config)
     assert run(capsys, "config", "check", str(own)) == (0, f"{own}: ok\n", "")
+
+
+def test_config_check_of_a_repo_loads_the_risk_model_as_registration_does(scenario: Scenario, capsys) -> None:
+    """A `risk.model` trunk's tree lacks: the App refuses to register the fork, so `--repo` says so too."""
+    scenario.fork("config", {".github/sluice.yml": "risk:\n  model: models/risk.json\n"})
+    code, out, _ = run(capsys, "config", "check", *repo_of(scenario), "--fork", "main")
+    assert code == 2 and "risk.model names models/risk.json, which is not there in fork trunk's tree" in out
+    scenario.fork("the model", {"models/risk.json": DEFAULT_MODEL_PATH.read_text()})
+    assert run(capsys, "config", "check", *repo_of(scenario), "--fork", "main") == (
+        0,
+        "main:.github/sluice.yml: ok\n",
+        "",
+    )
 
 
 def test_config_check_refuses_a_committed_file_that_is_not_utf8_as_the_app_does(

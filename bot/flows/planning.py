@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from bot.core.calibrated import LoadedModel
-from bot.core.config import SluiceConfig, Strategy
+from bot.core.config import CONFIG_PATH, SluiceConfig, Strategy
 from bot.core.errors import ConfigRefused, first_problem
 from bot.core.metrics import oldest_missing
 from bot.core.models import Disposition, DispositionRecord, Plan, StreamStatus
@@ -59,6 +59,11 @@ def with_dispositions(snapshot: Snapshot, held: Mapping[str, Disposition]) -> St
         "oldest_missing_days": oldest_days,
     }
     return status.model_copy(update=update)
+
+
+def model_problem(exc: ConfigRefused) -> str:
+    """A risk model that cannot be loaded, as a line of `sluice config check`'s output, with its remedy."""
+    return f"{CONFIG_PATH}: {exc.message}\n  → {exc.remedy}"
 
 
 def load_risk_model(repo: FileReader, config: SluiceConfig, *, fork_head: str) -> LoadedModel | None:

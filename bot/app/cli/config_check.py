@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bot.core.config import ConfigError, SluiceConfig, check_config, config_text
-from bot.core.errors import SluiceError
+from bot.core.config import ConfigError, SluiceConfig, check_config, config_text, parse_config
+from bot.core.errors import ConfigRefused, SluiceError
 from bot.flows.engine import CONFIG_PATH
+from bot.flows.planning import load_risk_model, model_problem
 from bot.git.repo import GitRepo
 
 
@@ -17,10 +18,12 @@ def run(args: argparse.Namespace) -> int:
         raise SluiceError(
             "name a file, or a repository with --repo", "e.g. sluice config check --repo . --fork main"
         )
+    repo: GitRepo | None = None
     if args.repo is not None:
         repo = GitRepo(Path(args.repo))
         fork = args.fork or SluiceConfig().fork.branch
-        raw = repo.read_file(repo.resolve(fork, default_for=None if args.fork else "--fork"), CONFIG_PATH)
+        head = repo.resolve(fork, default_for=None if args.fork else "--fork")
+        raw = repo.read_file(head, CONFIG_PATH)
         name = f"{fork}:{CONFIG_PATH}"
         if raw is None:
             print(f"{name}: none there (Sluice runs on its defaults; the App registers no fork without it)")
@@ -42,6 +45,12 @@ def run(args: argparse.Namespace) -> int:
         print(problem.render(name))
     if problems:
         return 2
+    if repo is not None:  # and the risk model it names, as registration loads it from the same tree
+        try:
+            load_risk_model(repo, parse_config(text, filename=name, machine_paths=False), fork_head=head)
+        except ConfigRefused as exc:
+            print(model_problem(exc))
+            return 2
     print(f"{name}: ok")
     return 0
 
