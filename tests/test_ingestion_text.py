@@ -40,6 +40,19 @@ LINKS = Links(
 )
 
 
+def upstream_commit() -> CommitInfo:
+    """The upstream commit of SUBJECT, as git reads it."""
+    return CommitInfo(
+        sha=planned(1).sha,
+        parents=(),
+        author_name="a",
+        author_email="a@example.com",
+        author_time=0,
+        committer_time=0,
+        message=SUBJECT,
+    )
+
+
 def picked_with(report: CommitReport) -> PickedUnit:
     unit = Unit("chain-abc", UnitKind.CHAIN, (planned(1, "lib/a.cpp", subject=SUBJECT),))
     return PickedUnit(unit, "main", None, (report,))
@@ -131,15 +144,7 @@ def test_a_conflicts_symbol_and_path_with_a_pipe_stay_in_their_cells() -> None:
 
 
 def test_the_patch_stack_comment_shows_upstream_subjects_inert_and_fits_github() -> None:
-    upstream = CommitInfo(
-        sha=planned(1).sha,
-        parents=(),
-        author_name="a",
-        author_email="a@example.com",
-        author_time=0,
-        committer_time=0,
-        message=SUBJECT,
-    )
+    upstream = upstream_commit()
     overlap = Overlap("lib/a.cpp: mlir::operator|", (upstream,))
     report = GrowthReport(
         commits=1,
@@ -308,15 +313,7 @@ def test_a_conflict_row_names_its_blocks_lines_and_the_evidence_of_each_resoluti
 
 def test_an_emergency_picks_reason_and_status_line_are_inert() -> None:
     """`/cherry-pick --reason` is a person's text, an emergency PR's title carries upstream's subject."""
-    commit = CommitInfo(
-        sha=planned(1).sha,
-        parents=(),
-        author_name="a",
-        author_email="a@example.com",
-        author_time=0,
-        committer_time=0,
-        message=SUBJECT,
-    )
+    commit = upstream_commit()
     pick = EmergencyPick(commit, pull=4567, requested_by="alice", reason="for @bob <!-- sluice:bisection -->")
     clean = CommitReport(upstream=commit.sha, subject=SUBJECT, status=PickStatus.CLEAN, tree="t" * 40)
     body = emergency.pr_body(pick, clean, links=LINKS)
