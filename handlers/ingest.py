@@ -30,7 +30,7 @@ from bot.core.reconcile import Desired, DesiredUnit, ObservedState, PushBranch, 
 from bot.flows.engine import CONFIG_PATH, load_repo_config
 from bot.flows.ingest import Picking, Push, Record, apply, observe, pick_units
 from bot.flows.pick import Picker
-from bot.flows.planning import build_plan, load_risk_model, model_problem
+from bot.flows.planning import build_plan, model_problem
 from bot.git.mirror import BranchUpdate, SyncResult
 from bot.ports import FileReader, Fork, Job, Repository
 from handlers import dashboard, requests, upstream
@@ -125,20 +125,17 @@ def _build(
     repo = ctx.repository(mirror)
     config = fork_config(ctx, repo, sync, fork)
     try:
-        load_risk_model(
-            repo, config, fork_head=sync.fork_head
-        )  # planning would fail on it, saying it nowhere
-    except ConfigRefused as exc:
+        plan = build_plan(
+            repo,
+            config,
+            fork=sync.fork_ref,
+            upstream=sync.upstream_ref,
+            store=ctx.store,
+            progress=log.debug,
+            clock=ctx.clock,
+        )
+    except ConfigRefused as exc:  # `risk.model`: said on GitHub by the handler, not only in the log
         raise ModelUnusable(fork, exc, head=sync.fork_head) from exc
-    plan = build_plan(
-        repo,
-        config,
-        fork=sync.fork_ref,
-        upstream=sync.upstream_ref,
-        store=ctx.store,
-        progress=log.debug,
-        clock=ctx.clock,
-    )
     records = {r.id: r for r in ctx.registry.ingestions(fork.repo)}
     stream = repo.commits(sync.upstream_head, "--not", sync.fork_head, first_parent=True)
     opened = {i for i, r in records.items() if r.state != "closed"}

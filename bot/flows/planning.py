@@ -112,7 +112,9 @@ def build_plan(
     record: bool = True,
 ) -> Plan:
     """Read the repository, plan it against the stored chains, dispositions and bisections, and record the
-    plan when a store is given and `record` (a preview reads the store and writes only commit facts)."""
+    plan when a store is given and `record` (a preview reads the store and writes only commit facts).
+    ConfigRefused, before any history is read, when `risk.model` names no usable model."""
+    model = load_risk_model(repo, config, fork_head=repo.resolve(fork))
     facts = CommitFacts(repo, store)  # what is known of a commit is not read again
     snapshot = take_snapshot(
         repo, fork_ref=fork, upstream_ref=upstream, config=config, progress=progress, facts=facts
@@ -134,7 +136,7 @@ def build_plan(
         prior=prior_chains(store.latest_plan(key), store.open_chains(key), ingested) if store else (),
         held=held,
         ingested=ingested,
-        model=load_risk_model(repo, config, fork_head=snapshot.fork_head),
+        model=model,
         blamed=Bisections(store).blamed(key) if store else None,
     )
     if store is not None and record:
