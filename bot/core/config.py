@@ -367,9 +367,8 @@ def _branch_problem(branch: str) -> str | None:
 
 
 Glob = Annotated[str, AfterValidator(_check_glob)]
-Number = Annotated[
-    StrictFloat, Field(allow_inf_nan=False)
-]  # `.inf` or `.nan` would break what counts with it
+# A number setting: `.inf` or `.nan` would break what counts with it.
+Number = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 Paths = Annotated[tuple[Glob, ...], Field(min_length=1)]
 Count = Annotated[StrictInt, Field(ge=1)]
 Branch = Annotated[str, AfterValidator(_check_branch)]
@@ -830,9 +829,7 @@ class BisectConfig(Frozen):
     max_runs: Count = 12  # probes with a result per bisection, confirmations included (lost runs are retried)
     # None: only `max_runs` bounds it. Bounded so that hours over hours per run is a count of runs.
     max_runner_hours: Annotated[Number, Field(gt=0, le=100_000)] | None = None
-    hours_per_run: Annotated[Number, Field(ge=0.01, le=1000)] = (
-        1.0  # what one probe is charged against the hours
-    )
+    hours_per_run: Annotated[Number, Field(ge=0.01, le=1000)] = 1.0  # one probe's charge against the hours
     parallel: Annotated[StrictInt, Field(ge=1, le=16)] = 1  # probes dispatched at once (free runners)
 
 
