@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.app.context import Context
 from bot.core.config import Name
 from bot.core.tiers import Level
-from bot.core.webhooks import GitHubId, RepoName
+from bot.core.webhooks import CommitSha, GitHubId, RepoName
 
 INGEST, REGISTER = "ingest", "register"  # the jobs' kinds
 TIERS, TIER_LOCAL, TIER_TIMEOUTS = "tiers", "tier-local", "tier-timeouts"
@@ -49,7 +49,7 @@ class TiersRequest(Request):
     # The head a person asked on (a check run's button, "Re-run all checks"): nothing starts when the PR's
     # head has moved on since. None: a plain request, a slash command, or an ask queued before heads were kept
     # (brought forward on the PR's head then, as before).
-    head: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    head: CommitSha | None = None
 
 
 class LocalTierRequest(Request):
